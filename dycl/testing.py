@@ -1,0 +1,67 @@
+"""Checks that a rewritten or compiled model behaves like the original."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from dycl.paths import model_source_files, record_path
+
+
+def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
+    """None if ``actual`` equals ``expected`` (tensors within ``atol``, same
+    structure, shapes and dtypes), else a description of the first difference."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"expected a tensor, got {type(actual).__name__}"
+        if expected.shape != actual.shape or expected.dtype != actual.dtype:
+            return f"expected {tuple(expected.shape)} {expected.dtype}, got {tuple(actual.shape)} {actual.dtype}"
+        if atol == 0.0:
+            same = torch.equal(expected, actual)
+        else:
+            same = torch.allclose(expected, actual, atol=atol, rtol=0.0, equal_nan=True)
+        if same:
+            return None
+        return f"tensors differ (max abs diff {(expected.double() - actual.double()).abs().max().item():.3g})"
+    if isinstance(expected, (tuple, list)):
+        if type(expected) is not type(actual) or len(expected) != len(actual):
+            return f"expected {type(expected).__name__} of {len(expected)}, got {actual!r:.80}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            problem = outputs_match(e, a, atol)
+            if problem:
+                return f"[{i}]: {problem}"
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or expected.keys() != actual.keys():
+            return f"expected dict with keys {sorted(expected)}, got {actual!r:.80}"
+        for key in expected:
+            problem = outputs_match(expected[key], actual[key], atol)
+            if problem:
+                return f"[{key!r}]: {problem}"
+        return None
+    if type(expected) is not type(actual) or expected != actual:
+        return f"expected {expected!r}, got {actual!r}"
+    return None
+
+
+def assert_equivalent(model: torch.nn.Module, candidate: Callable[..., Any], inputs: Iterable[Any],
+                      min_paths: int = 2, atol: float = 0.0) -> int:
+    """Run ``model`` and ``candidate`` on every input (a tensor, or a tuple of
+    positional arguments); assert equal outputs and at least ``min_paths``
+    distinct eager execution paths. Returns the number of distinct paths."""
+    files = model_source_files(model)
+    paths = set()
+    count = 0
+    for i, item in enumerate(inputs):
+        args = item if isinstance(item, tuple) else (item,)
+        with torch.no_grad():
+            expected, path = record_path(model, *args, files=files)
+            actual = candidate(*args)
+        paths.add(path)
+        problem = outputs_match(expected, actual, atol)
+        assert problem is None, f"input #{i}: {problem}"
+        count += 1
+    assert len(paths) >= min_paths, f"only {len(paths)} distinct path(s) over {count} inputs; need {min_paths}"
+    return len(paths)

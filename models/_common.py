@@ -1,0 +1,179 @@
+"""Helpers shared by the zoo: seeded inputs, weight init and build-time calibration.
+
+Nothing here is called from a model's ``forward``; it only shapes the random weights
+so that the seeded input samplers exercise many execution paths.
+
+Note: why calibration is needed. With seeded random weights every exit classifier is
+nearly uniform and every gate sits on the same side of 0.5, so a dynamic network takes
+one path for every input. Each build therefore runs the model on a fixed calibration
+batch (seeds ``CALIBRATION_OFFSET + i``, disjoint from the seeds tests use) and moves
+biases / logit scales so that the decisions split the calibration batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+CALIBRATION_OFFSET = 10_000
+CALIBRATION_SIZE = 128
+IMAGE_SHAPE = (1, 3, 32, 32)
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed`` (independent of the global RNG)."""
+    return torch.Generator().manual_seed(seed)
+
+
+def sample_image(seed: int) -> Tensor:
+    """A 1x3x32x32 float32 image: smooth random structure plus pixel noise."""
+    g = generator(seed)
+    coarse = torch.randn(1, 3, 8, 8, generator=g)
+    smooth = F.interpolate(coarse, size=IMAGE_SHAPE[2:], mode="bilinear", align_corners=False)
+    return (smooth + 0.5 * torch.randn(*IMAGE_SHAPE, generator=g)).contiguous()
+
+
+def calibration_batch(sample: Callable[[int], Tensor], size: int = CALIBRATION_SIZE) -> Tensor:
+    """The calibration inputs ``sample(CALIBRATION_OFFSET + i)`` concatenated along dim 0."""
+    return torch.cat([sample(CALIBRATION_OFFSET + i) for i in range(size)], dim=0)
+
+
+def init_weights(model: nn.Module) -> None:
+    """He-normal convolutions (so the signal survives depth), unit BN, small linears."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.modules.batchnorm._BatchNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(model: nn.Module, run: Callable[[], Any]) -> None:
+    """Set every BatchNorm's running statistics to the statistics seen during ``run()``.
+
+    ``run`` must push a calibration batch through the network (batched, without
+    data-dependent control flow). Afterwards every BN is back in eval mode, so each
+    layer's activations are standardised over the input distribution and differ
+    between inputs instead of collapsing to a common value.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for bn in norms:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average: exactly the batch statistics
+        bn.train()
+    run()
+    for bn in norms:
+        bn.momentum = 0.1
+        bn.eval()
+
+
+def _between(sorted_values: Tensor, k: int) -> float:
+    """A value strictly between ``sorted_values[k - 1]`` and ``sorted_values[k]`` (ends padded)."""
+    n = sorted_values.numel()
+    if k <= 0:
+        return float(sorted_values[0]) - 1.0
+    if k >= n:
+        return float(sorted_values[-1]) + 1.0
+    return 0.5 * (float(sorted_values[k - 1]) + float(sorted_values[k]))
+
+
+@torch.no_grad()
+def _min_log_scale(logits: Tensor, threshold: float, steps: int = 80) -> Tensor:
+    """Per row, the smallest log-scale ``s`` with ``max softmax(exp(s) * logits) >= threshold``.
+
+    The max-probability of ``c * z`` is non-decreasing in ``c > 0``, so bisection works.
+    """
+    z = logits.double()
+    lo = torch.full((z.shape[0],), -30.0, dtype=torch.float64)
+    hi = torch.full((z.shape[0],), 30.0, dtype=torch.float64)
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        conf = torch.softmax(mid.exp()[:, None] * z, dim=1).amax(dim=1)
+        ok = conf >= threshold
+        hi = torch.where(ok, mid, hi)
+        lo = torch.where(ok, lo, mid)
+    return hi
+
+
+@torch.no_grad()
+def exit_scales(exit_logits: Sequence[Tensor], threshold: float) -> list[float]:
+    """Logit scales for early exits so that the exits share the calibration batch evenly.
+
+    ``exit_logits[k]`` holds the (N, classes) logits of exit ``k`` for the whole batch;
+    exit ``k`` is taken when ``max softmax >= threshold`` and no earlier exit was taken.
+    A final classifier without a test follows the last listed exit. Scaling the logits
+    of exit ``k`` by ``c`` (a temperature) moves its confidences monotonically, so ``c``
+    is chosen as a quantile: exit ``k`` takes a ``1 / (K + 1 - k)`` share of the inputs
+    still running, which leaves about ``N / (K + 1)`` inputs per exit.
+    """
+    n = exit_logits[0].shape[0]
+    remaining = torch.ones(n, dtype=torch.bool)
+    num_exits = len(exit_logits)
+    scales = []
+    for k, z in enumerate(exit_logits):
+        need = _min_log_scale(z, threshold)
+        alive = need[remaining].sort().values
+        share = round(alive.numel() / (num_exits + 1 - k))
+        log_scale = _between(alive, share)
+        scales.append(math.exp(log_scale))
+        remaining &= need > log_scale
+    return scales
+
+
+@torch.no_grad()
+def scale_linear_(linear: nn.Linear, scale: float) -> None:
+    """Multiply a linear layer's output by ``scale`` (weights and bias)."""
+    linear.weight.mul_(scale)
+    if linear.bias is not None:
+        linear.bias.mul_(scale)
+
+
+@torch.no_grad()
+def standardize_logits_(linear: nn.Linear, logits: Tensor) -> Tensor:
+    """Rescale a classifier so each class logit has zero mean and unit spread over the
+    calibration batch (``logits`` are its current outputs there); returns the new logits.
+    Without it one class wins for every input and the predicted labels never differ."""
+    mean, std = logits.mean(dim=0), logits.std(dim=0).clamp_min(1e-12)
+    linear.weight.div_(std[:, None])
+    linear.bias.sub_(mean).div_(std)
+    return (logits - mean) / std
+
+
+def median_offset(values: Tensor) -> float:
+    """The number to add to ``values`` so that half of them are positive, half negative."""
+    return -_between(values.double().flatten().sort().values, values.numel() // 2)
+
+
+@torch.no_grad()
+def end_bias(margins: Tensor, num_candidates: int = 512) -> float:
+    """The bias added to the end-token logit that spreads greedy-decoding lengths most.
+
+    ``margins[i, t]`` is ``logit_end - max(other logits)`` of calibration sequence ``i``
+    at step ``t`` of a decode in which the end token is never chosen. With bias ``b`` the
+    sequence stops at the first step where ``margins + b > 0``, and the trajectory before
+    that step does not depend on ``b``, so every candidate ``b`` is scored exactly: the
+    one whose stop-step distribution has the largest entropy wins.
+    """
+    running = margins.double().cummax(dim=1).values  # stop by step t  <=>  running[:, t] + b > 0
+    n, steps = running.shape
+    levels = (-running).flatten().sort().values
+    picks = torch.linspace(0, levels.numel(), num_candidates).round().long().unique()
+    best_bias, best_entropy = 0.0, -1.0
+    for k in picks.tolist():
+        b = _between(levels, k)
+        stopped = running + b > 0
+        stop_step = torch.where(stopped.any(dim=1), stopped.int().argmax(dim=1), torch.full((n,), steps))
+        counts = torch.bincount(stop_step, minlength=steps + 1).double()
+        p = counts[counts > 0] / n
+        entropy = float(-(p * p.log()).sum())
+        if entropy > best_entropy + 1e-12:
+            best_bias, best_entropy = b, entropy
+    return best_bias

@@ -1,0 +1,229 @@
+"""Pass: constant propagation and folding of everything that does not depend on the inputs."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from rewriter.context import RewriteContext
+from rewriter.exits import Block, rebuild_if
+from rewriter.flow import Env, Exits, StaticFlow, else_body, join
+from rewriter.locations import comment_of, set_location
+from rewriter.values import Static, canonical_term
+
+
+class FoldExpression(cst.CSTTransformer):
+    """Replaces static names by their terms and static sub-expressions by literals
+    or model paths; simplifies ``a if <static> else b`` and ``<static> and x``.
+
+    Assumes: ``env`` describes the program point of the expression.
+    Guarantees: every static sub-expression whose value is a literal or a
+    submodule/parameter is written as that literal or path; attribute and
+    keyword names are untouched.
+    """
+
+    def __init__(self, ctx: RewriteContext, flow: StaticFlow, env: Env) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.evaluator = flow.evaluator(env)
+        self._skip: set[int] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(id(node.keyword))
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        updated = super().on_leave(original, updated)
+        if id(original) in self._skip or not isinstance(updated, cst.BaseExpression):
+            return updated
+        if isinstance(updated, cst.IfExp):
+            test = self.evaluator.evaluate(updated.test)
+            if test is not None:
+                return updated.body if test.value else updated.orelse
+        if isinstance(updated, cst.BooleanOperation):
+            left = self.evaluator.evaluate(updated.left)
+            if left is not None:
+                short_circuits = (not left.value) if isinstance(updated.operator, cst.And) else bool(left.value)
+                return updated.left if short_circuits else updated.right
+        if isinstance(updated, cst.Name):
+            fact = self.evaluator.scope.lookup(updated.value)
+            if isinstance(fact, Static) and fact.substitutable:
+                return fact.term
+            return updated
+        if isinstance(updated, (cst.BaseNumber, cst.SimpleString)):
+            return updated
+        static = self.evaluator.evaluate(updated)
+        if static is not None and static.substitutable:
+            term = canonical_term(static.value, self.ctx.index)
+            if term is not None:
+                return term
+        return updated
+
+
+class ConstantPropagation:
+    """Substitutes and folds static values, drops ``if``s with a static test and
+    assignments of static values.
+
+    Assumes: loop-free code (after ``Unroll`` and ``Inline``).
+    Guarantees: no ``if`` has a static test; a name bound to a static value
+    is replaced at its uses by the value's term and its assignment removed;
+    where such a name becomes dynamic at a join (``cnt += 1`` in one branch
+    only) it is assigned explicitly at the end of each branch where it was
+    still static, if anything reads it later.
+    """
+
+    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
+        self.ctx = ctx
+        self.flow = flow
+        self._materialized: dict[int, str] = {}
+
+    def run(self, body: Block, env: Env) -> Block:
+        out = self.block(body, env)[0]
+        return self._drop_unread_materializations(out)
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        out: Block = []
+        exits = Exits(env)
+        for stmt in stmts:
+            if exits.fall is None:
+                break
+            new, step = self.statement(stmt, exits.fall)
+            out.extend(new)
+            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
+        return out, exits
+
+    def fold(self, node: cst.CSTNode, env: Env) -> cst.CSTNode:
+        return node.visit(FoldExpression(self.ctx, self.flow, env))
+
+    def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
+        if isinstance(stmt, cst.If):
+            return self._if(stmt, env)
+        if isinstance(stmt, cst.SimpleStatementLine):
+            return self._line(stmt, env)
+        raise AssertionError(f"unexpected statement after unrolling: {type(stmt).__name__}")
+
+    def _line(self, stmt: cst.SimpleStatementLine, env: Env) -> tuple[Block, Exits]:
+        kept: list[cst.BaseSmallStatement] = []
+        exits = Exits(env)
+        for small in stmt.body:
+            if exits.fall is None:
+                break
+            here = exits.fall
+            new_small = self._small(small, here)
+            if new_small is not None:
+                kept.append(new_small)
+            exits = self.flow.step(stmt.with_changes(body=[new_small or small]), here)
+        return ([stmt.with_changes(body=kept)] if kept else []), exits
+
+    def _small(self, small: cst.BaseSmallStatement, env: Env) -> cst.BaseSmallStatement | None:
+        """The folded statement, or None when it only binds static values."""
+        if isinstance(small, cst.Assign):
+            value = self.flow.evaluate(small.value, env)
+            if value is not None and value.substitutable and all(
+                _binds_names_only(t.target) for t in small.targets
+            ):
+                return None
+            targets = [t.with_changes(target=self._fold_target(t.target, env)) for t in small.targets]
+            return small.with_changes(targets=targets, value=self.fold(small.value, env))
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+            fact = env.get(small.target.value)
+            if isinstance(fact, Static) and fact.substitutable:
+                operator = getattr(cst, type(small.operator).__name__.replace("Assign", ""))()
+                combined = cst.BinaryOperation(small.target, operator, small.value)
+                if self.flow.evaluate(combined, env) is not None:
+                    return None
+                return cst.Assign([cst.AssignTarget(small.target)], self.fold(combined, env))
+            return small.with_changes(value=self.fold(small.value, env))
+        if isinstance(small, cst.AnnAssign) and small.value is not None:
+            return self._small(cst.Assign([cst.AssignTarget(small.target)], small.value), env)
+        if isinstance(small, cst.Del):
+            if isinstance(small.target, cst.Name) and isinstance(env.get(small.target.value), Static):
+                return None
+            return small
+        if isinstance(small, (cst.Expr, cst.Return, cst.Assert, cst.Raise, cst.AugAssign)):
+            return self.fold(small, env)
+        return small
+
+    def _fold_target(self, target: cst.BaseExpression, env: Env) -> cst.BaseExpression:
+        if isinstance(target, (cst.Attribute, cst.Subscript)):
+            return self.fold(target, env)
+        return target
+
+    def _if(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+        test = self.flow.evaluate(stmt.test, env)
+        if test is not None:
+            return self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
+        folded_test = self.fold(stmt.test, env)
+        body, then_exits = self.block(list(stmt.body.body), env.copy())
+        orelse, else_exits = self.block(else_body(stmt), env.copy())
+        joined = join([then_exits.fall, else_exits.fall])
+        if joined is not None:
+            body += self._materialize(then_exits.fall, joined, stmt)
+            orelse += self._materialize(else_exits.fall, joined, stmt)
+        exits = Exits(joined, then_exits.breaks + else_exits.breaks, then_exits.continues + else_exits.continues)
+        return [rebuild_if(stmt.with_changes(test=folded_test), body, orelse)], exits
+
+    def _materialize(self, branch: Env | None, joined: Env, stmt: cst.If) -> Block:
+        """Assignments for names static in ``branch`` but not after the join."""
+        if branch is None:
+            return []
+        lines: Block = []
+        for name, fact in branch.facts.items():
+            if isinstance(fact, Static) and fact.substitutable and name not in joined.facts:
+                assign = cst.Assign([cst.AssignTarget(cst.Name(name))], fact.term)
+                line = set_location(cst.SimpleStatementLine([assign]), comment_of(stmt))
+                self._materialized[id(line)] = name
+                lines.append(line)
+        return lines
+
+    def _drop_unread_materializations(self, body: Block) -> Block:
+        if not self._materialized:
+            return body
+        read = _read_names(body)
+        drop = {i for i, name in self._materialized.items() if name not in read}
+        if not drop:
+            return body
+
+        class Drop(cst.CSTTransformer):
+            def leave_SimpleStatementLine(self, original, updated):
+                return cst.RemoveFromParent() if id(original) in drop else updated
+
+            def leave_IndentedBlock(self, original, updated):
+                if not updated.body:
+                    return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+                return updated
+
+        module = cst.Module(body=body).visit(Drop())
+        return list(module.body)
+
+
+def _binds_names_only(target: cst.BaseExpression) -> bool:
+    if isinstance(target, cst.Name):
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return all(_binds_names_only(e.value) for e in target.elements)
+    return False
+
+
+def _read_names(body: Block) -> set[str]:
+    """Names that are read somewhere (assignment targets do not count)."""
+    names: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+            return not isinstance(node.target, cst.Name)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    cst.Module(body=body).visit(Reads())
+    return names

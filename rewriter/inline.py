@@ -1,0 +1,352 @@
+"""Pass: inline calls whose callee has data-dependent control flow."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sysconfig
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+import torch
+
+from rewriter.context import RewriteContext
+from rewriter.exits import Block, contains, rebuild_if
+from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
+from rewriter.locations import comment_of, set_location
+from rewriter.substitute import rename
+from rewriter.values import Static, canonical_term, literal_term
+
+_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+@dataclass
+class Callee:
+    """A resolved call: the Python function, its receiver, and what each parameter is bound to.
+
+    ``static`` parameters are known at compile time; ``dynamic`` ones map to the
+    caller's argument expression.
+    """
+
+    function: types.FunctionType
+    receiver: Static | None
+    static: dict[str, Static] = field(default_factory=dict)
+    dynamic: dict[str, cst.BaseExpression] = field(default_factory=dict)
+
+
+@dataclass
+class InlinedBody:
+    """A callee rewritten for one binding: straight-line code and ``if``s whose
+    ``return`` statements end every path; ``params`` maps parameter names to
+    the fresh names used in ``body``."""
+
+    body: Block
+    params: dict[str, str]
+
+
+RewriteCallee = Callable[[Callee, cst.BaseStatement], InlinedBody | None]
+
+
+@functools.lru_cache(maxsize=4096)
+def is_user_code(obj: object) -> bool:
+    """Whether ``obj`` (a function or class) comes from outside torch and the
+    installed libraries, i.e. is model code dycl should look into."""
+    module = getattr(obj, "__module__", "") or ""
+    if module.split(".")[0] in ("torch", "builtins", "math", "numpy"):
+        return False
+    try:
+        path = inspect.getsourcefile(obj) or ""
+    except TypeError:
+        return False
+    return not path.startswith(_LIBRARY_PATHS)
+
+
+class Inline:
+    """Replaces a call of a helper method, function or submodule by its body when
+    that body, specialised to the call's static arguments, still branches on
+    data.
+
+    Assumes: the body is loop-free (after ``Unroll``).
+    Guarantees: every remaining call of user code is control-flow free for its
+    arguments (tracing it gives the same graph for every input); inlined locals
+    have fresh names; a ``return`` in the callee becomes an assignment to the
+    call's target (or stays a ``return`` when the call was returned); a call
+    nested in a larger expression is first hoisted into a fresh temporary. An
+    ``nn.Sequential`` whose children need inlining is expanded into one call
+    per child.
+    """
+
+    def __init__(self, ctx: RewriteContext, flow: StaticFlow, rewrite_callee: RewriteCallee) -> None:
+        self.ctx = ctx
+        self.flow = flow
+        self.rewrite_callee = rewrite_callee
+
+    def run(self, body: Block, env: Env) -> Block:
+        return self.block(body, env)[0]
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        out: Block = []
+        exits = Exits(env)
+        for stmt in stmts:
+            if exits.fall is None:
+                break
+            new = self.statement(stmt, exits.fall)
+            step = self._flow_over(new, exits.fall)
+            out.extend(new)
+            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
+        return out, exits
+
+    def _flow_over(self, stmts: Block, env: Env) -> Exits:
+        return self.flow.run_block(stmts, env)
+
+    def statement(self, stmt: cst.BaseStatement, env: Env) -> Block:
+        if isinstance(stmt, cst.If):
+            hoisted, test = self.hoist(stmt.test, stmt, env)
+            stmt = stmt.with_changes(test=test)
+            static = self.flow.evaluate(test, env)
+            if static is not None:
+                taken = list(stmt.body.body) if static.value else else_body(stmt)
+                new_taken = self.block(taken, env.copy())[0]
+                body, orelse = (new_taken, else_body(stmt)) if static.value else (list(stmt.body.body), new_taken)
+            else:
+                body = self.block(list(stmt.body.body), env.copy())[0]
+                orelse = self.block(else_body(stmt), env.copy())[0]
+            return hoisted + [rebuild_if(stmt, body, orelse)]
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return [stmt]
+        small = stmt.body[0]
+        direct = _direct_call(small)
+        if direct is not None:
+            callee_body = self.expand(direct, stmt, env)
+            if callee_body is not None:
+                hoisted, call = self.hoist_arguments(direct, stmt, env)
+                return hoisted + self.splice(call, small, stmt, env)
+        hoisted, new_small = self.hoist(small, stmt, env)
+        return hoisted + [stmt.with_changes(body=[new_small])]
+
+    # -- finding calls to inline -----------------------------------------------------------------
+
+    def hoist(self, node: cst.CSTNode, stmt: cst.BaseStatement, env: Env) -> tuple[Block, cst.CSTNode]:
+        """Move every call that must be inlined out of ``node`` into temporaries."""
+        sites: list[tuple[str, cst.Call]] = []
+        inline = self
+
+        class Sites(cst.CSTTransformer):
+            def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+                if inline.expand(updated, stmt, env) is None:
+                    return updated
+                temp = inline.ctx.namespace.fresh("out")
+                sites.append((temp, updated))
+                return cst.Name(temp)
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        new_node = node.visit(Sites())
+        hoisted: Block = []
+        for temp, call in sites:
+            target = cst.Assign([cst.AssignTarget(cst.Name(temp))], call)
+            line = set_location(cst.SimpleStatementLine([target]), comment_of(stmt))
+            hoisted += self.splice(call, target, line, env)
+        return hoisted, new_node
+
+    def hoist_arguments(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> tuple[Block, cst.Call]:
+        hoisted, new_args = [], []
+        for arg in call.args:
+            more, value = self.hoist(arg.value, stmt, env)
+            hoisted += more
+            new_args.append(arg.with_changes(value=value))
+        return hoisted, call.with_changes(args=new_args)
+
+    def resolve(self, call: cst.Call, env: Env) -> tuple[Callee | None, torch.nn.Sequential | None]:
+        func = self.flow.evaluate(call.func, env)
+        if func is None:
+            return None, None
+        target = func.value
+        receiver: Static | None = None
+        if isinstance(target, torch.nn.Sequential):
+            return None, target
+        if isinstance(target, torch.nn.Module):
+            if not is_user_code(type(target)):
+                return None, None
+            receiver = func
+            function = inspect.unwrap(type(target).forward)
+        elif isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
+            function = target.__func__
+            owner = target.__self__
+            receiver = Static(owner, canonical_term(owner, self.ctx.index) or call.func.value)
+        elif isinstance(target, types.FunctionType):
+            function = target
+        else:
+            return None, None
+        if not isinstance(function, types.FunctionType) or not is_user_code(function):
+            return None, None
+        return self.bind_arguments(function, receiver, call, env), None
+
+    def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
+                       env: Env) -> Callee | None:
+        positional, keywords = [], {}
+        for arg in call.args:
+            if arg.star:
+                return None
+            if arg.keyword is not None:
+                keywords[arg.keyword.value] = arg.value
+            else:
+                positional.append(arg.value)
+        signature = inspect.signature(function)
+        try:
+            bound = signature.bind(*([receiver] if receiver is not None else []), *positional, **keywords)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        callee = Callee(function, receiver)
+        for name, value in bound.arguments.items():
+            if isinstance(value, Static):
+                callee.static[name] = value
+            elif isinstance(value, cst.BaseExpression):
+                static = self.flow.evaluate(value, env)
+                if static is not None:
+                    callee.static[name] = static
+                else:
+                    callee.dynamic[name] = value
+            else:
+                term = canonical_term(value, self.ctx.index)
+                if term is None:
+                    return None
+                callee.static[name] = Static(value, term)
+        return callee
+
+    def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | None:
+        """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
+        callee, sequential = self.resolve(call, env)
+        if sequential is not None:
+            return self._expand_sequential(call, sequential, stmt, env)
+        if callee is None:
+            return None
+        return self.rewrite_callee(callee, stmt)
+
+    def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
+        if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+            return None
+        path = canonical_term(sequential, self.ctx.index)
+        if path is None:
+            return None
+        probe_calls = [cst.Call(cst.Subscript(path, [cst.SubscriptElement(cst.Index(literal_term(i)))]),
+                                [cst.Arg(cst.Name("_"))]) for i in range(len(sequential))]
+        probe_env = env.copy()
+        if not any(self.expand(probe, stmt, probe_env) is not None for probe in probe_calls):
+            return None
+        return [probe.with_changes(args=[call.args[0]]) for probe in probe_calls]
+
+    # -- splicing -------------------------------------------------------------------------------
+
+    def splice(self, call: cst.Call, small: cst.BaseSmallStatement, stmt: cst.BaseStatement,
+               env: Env) -> Block:
+        """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``)."""
+        expansion = self.expand(call, stmt, env)
+        if isinstance(expansion, list):
+            return self._splice_sequential(expansion, small, stmt, env)
+        assert expansion is not None
+        callee, _ = self.resolve(call, env)
+        prologue, renames = self._bind_dynamic(callee, expansion, stmt)
+        body = _rename_all(expansion.body, renames)
+        return prologue + replace_returns(body, _result_writer(small), comment_of(stmt))
+
+    def _splice_sequential(self, calls: list[cst.Call], small, stmt, env) -> Block:
+        lines: Block = []
+        current = calls[0].args[0].value
+        for i, child_call in enumerate(calls):
+            last = i == len(calls) - 1
+            child_call = child_call.with_changes(args=[cst.Arg(current)])
+            if last:
+                new_small = _with_call(small, child_call)
+            else:
+                temp = self.ctx.namespace.fresh("out")
+                new_small = cst.Assign([cst.AssignTarget(cst.Name(temp))], child_call)
+                current = cst.Name(temp)
+            line = set_location(cst.SimpleStatementLine([new_small]), comment_of(stmt))
+            lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
+        return lines
+
+    def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt) -> tuple[Block, dict[str, str]]:
+        prologue: Block = []
+        renames: dict[str, str] = {}
+        reassigned = _assigned_in(inlined.body)
+        for name, arg in callee.dynamic.items():
+            fresh = inlined.params[name]
+            if isinstance(arg, cst.Name) and fresh not in reassigned:
+                renames[fresh] = arg.value
+            else:
+                line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(fresh))], arg)])
+                prologue.append(set_location(line, comment_of(stmt)))
+        for name, static in callee.static.items():
+            if not static.substitutable and name in inlined.params:
+                line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(inlined.params[name]))],
+                                                           static.term)])
+                prologue.append(set_location(line, comment_of(stmt)))
+        return prologue, renames
+
+
+def _direct_call(small: cst.BaseSmallStatement) -> cst.Call | None:
+    """The call in ``T = call(...)``, ``return call(...)`` or ``call(...)``."""
+    if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+        return small.value
+    if isinstance(small, (cst.Return, cst.Expr)) and isinstance(small.value, cst.Call):
+        return small.value
+    return None
+
+
+def _with_call(small: cst.BaseSmallStatement, call: cst.Call) -> cst.BaseSmallStatement:
+    return small.with_changes(value=call)
+
+
+def _result_writer(small: cst.BaseSmallStatement) -> Callable[[cst.BaseExpression | None], list]:
+    """How a callee's ``return value`` is written at this call site."""
+    def write(value: cst.BaseExpression | None) -> list[cst.BaseSmallStatement]:
+        value = value if value is not None else cst.Name("None")
+        if isinstance(small, cst.Assign):
+            return [cst.Assign(small.targets, value)]
+        if isinstance(small, cst.Return):
+            return [cst.Return(value)]
+        if isinstance(value, (cst.Name, cst.BaseNumber, cst.BaseString)):
+            return []
+        return [cst.Expr(value)]
+    return write
+
+
+def replace_returns(stmts: Block, write, comment: cst.Comment | None) -> Block:
+    """Replace every ``return v`` of a structured body by ``write(v)``; paths that
+    fall off the end get ``write(None)``."""
+    out: Block = []
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body):
+            before = []
+            for small in stmt.body:
+                if isinstance(small, cst.Return):
+                    smalls = before + write(small.value)
+                    return out + ([stmt.with_changes(body=smalls)] if smalls else [])
+                before.append(small)
+        if isinstance(stmt, cst.If) and contains(stmt, (cst.Return,), into_loops=True):
+            body = replace_returns(list(stmt.body.body), write, comment_of(stmt))
+            orelse = replace_returns(else_body(stmt), write, comment_of(stmt))
+            return out + [rebuild_if(stmt, body, orelse)]
+        out.append(stmt)
+    tail = write(None)
+    if tail:
+        out.append(set_location(cst.SimpleStatementLine(tail), comment))
+    return out
+
+
+def _assigned_in(stmts: Block) -> set[str]:
+    names: set[str] = set()
+    for stmt in stmts:
+        names |= assigned_names(stmt)
+    return names
+
+
+def _rename_all(stmts: Block, renames: dict[str, str]) -> Block:
+    return [rename(s, renames) for s in stmts] if renames else stmts
+
+

@@ -1,0 +1,64 @@
+"""Pass: remove what carries no computation — docstrings and grad-mode ``with`` blocks."""
+
+from __future__ import annotations
+
+import libcst as cst
+import torch
+
+from rewriter.context import RewriteContext
+from rewriter.exits import Block, rebuild_if
+from rewriter.flow import Env, StaticFlow, else_body
+
+_GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
+
+
+class Normalize:
+    """Splices the body of ``with torch.no_grad():`` (and ``enable_grad``,
+    ``inference_mode``, ``set_grad_enabled``) into the enclosing block and drops
+    docstrings.
+
+    Assumes: ``RejectUnsupported`` has passed.
+    Guarantees: no ``with`` statement remains (any other context manager raises
+    ``UnsupportedError``). Gradient mode does not change inference results; the
+    rewritten function runs under ``torch.no_grad()`` (see ``RewrittenFunction``).
+    """
+
+    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
+        self.ctx = ctx
+        self.flow = flow
+
+    def run(self, body: Block) -> Block:
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        return self.block(body)
+
+    def block(self, stmts: Block) -> Block:
+        out: Block = []
+        for stmt in stmts:
+            if isinstance(stmt, cst.With):
+                self._check_grad_mode(stmt)
+                out.extend(self.block(list(stmt.body.body)))
+            elif isinstance(stmt, cst.If):
+                out.append(rebuild_if(stmt, self.block(list(stmt.body.body)), self.block(else_body(stmt))))
+            elif isinstance(stmt, (cst.For, cst.While)):
+                orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(
+                    body=self.block(list(stmt.orelse.body.body)))) if stmt.orelse else None
+                body = stmt.body.with_changes(body=self.block(list(stmt.body.body)))
+                out.append(stmt.with_changes(body=body, orelse=orelse))
+            else:
+                out.append(stmt)
+        return out
+
+    def _check_grad_mode(self, stmt: cst.With) -> None:
+        for item in stmt.items:
+            call = item.item
+            manager = self.flow.evaluate(call.func, Env()) if isinstance(call, cst.Call) else None
+            if manager is None or manager.value not in _GRAD_MODES or item.asname is not None:
+                raise self.ctx.error("a with statement other than torch.no_grad()/torch.inference_mode()",
+                                     stmt, "move the with block out of forward()")
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))

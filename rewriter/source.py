@@ -1,0 +1,61 @@
+"""Find, parse and annotate the Python source of a function."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.locations import LocationTable, annotate_locations
+
+
+@dataclass(frozen=True)
+class ParsedFunction:
+    """A function's definition as libcst, each statement stamped with its file:line."""
+
+    function: types.FunctionType
+    definition: cst.FunctionDef
+    location: SourceLocation
+
+    @property
+    def globals(self) -> dict[str, Any]:
+        return self.function.__globals__
+
+
+def _where(obj: Any) -> SourceLocation | None:
+    code = getattr(obj, "__code__", None)
+    if code is None:
+        return None
+    return SourceLocation(code.co_filename, code.co_firstlineno)
+
+
+def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
+    """Parse ``function`` (a plain function or method); raise ``UnsupportedError``
+    when it has no Python source."""
+    function = inspect.unwrap(getattr(function, "__func__", function))
+    name = getattr(function, "__qualname__", repr(function))
+    if not isinstance(function, types.FunctionType):
+        raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,
+                               "dycl compiles methods written in Python")
+    if function.__name__ == "<lambda>":
+        raise UnsupportedError("a lambda used as a method", _where(function),
+                               "define the method with def")
+    try:
+        lines, first_line = inspect.getsourcelines(function)
+        path = inspect.getsourcefile(function) or function.__code__.co_filename
+    except (OSError, TypeError) as exc:
+        raise UnsupportedError(f"{name}, whose source code cannot be found ({exc})", _where(function),
+                               "define the model in a .py file (or a notebook cell) that Python can read back"
+                               ) from None
+    module = cst.parse_module(textwrap.dedent("".join(lines)))
+    definitions = [s for s in module.body if isinstance(s, cst.FunctionDef)]
+    if len(definitions) != 1:
+        raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
+    label = locations.label_for(path)
+    annotated = annotate_locations(module.with_changes(body=definitions), label, first_line)
+    return ParsedFunction(function, annotated.body[0], SourceLocation(path, first_line))

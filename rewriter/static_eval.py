@@ -1,0 +1,281 @@
+"""Evaluate libcst expressions whose value does not depend on the model inputs.
+
+The evaluator interprets a small, explicit subset of Python over real objects
+(the model, its config, Python literals, global modules); it never calls
+``eval`` and never calls a function that is not on the allow-list below, so
+no tensor computation and no user code runs at compile time. Anything it
+cannot prove static is reported as dynamic (``None``) and left in the code.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import libcst as cst
+import torch
+
+from rewriter.substitute import replace_names
+from rewriter.values import ListLength, ModuleIndex, Static, attribute_term, canonical_term
+
+_ALLOWED_BUILTIN_NAMES = (
+    "len range enumerate zip reversed int float str bool tuple list dict min max abs sum sorted "
+    "round divmod isinstance issubclass hasattr getattr type repr any all pow set frozenset"
+)
+_ALLOWED_BUILTINS = {getattr(builtins, name) for name in _ALLOWED_BUILTIN_NAMES.split()}
+_PURE_RECEIVERS = (str, bytes, tuple, list, dict, int, float, range, frozenset, torch.Size, torch.dtype)
+_MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+                     "update", "setdefault", "popitem", "add", "discard"}
+_MODULE_METHODS = {"items", "keys", "values", "children", "named_children", "modules", "named_modules",
+                   "parameters", "named_parameters", "buffers", "named_buffers", "__len__", "__contains__",
+                   "get", "extra_repr"}
+_TENSOR_METADATA_ATTRS = {"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda"}
+_TENSOR_METADATA_METHODS = {"size", "dim", "numel", "ndimension"}
+
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+    cst.Divide: operator.truediv, cst.FloorDivide: operator.floordiv, cst.Modulo: operator.mod,
+    cst.Power: operator.pow, cst.LeftShift: operator.lshift, cst.RightShift: operator.rshift,
+    cst.BitAnd: operator.and_, cst.BitOr: operator.or_, cst.BitXor: operator.xor,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    cst.Minus: operator.neg, cst.Plus: operator.pos, cst.Not: operator.not_, cst.BitInvert: operator.invert,
+}
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge,
+    cst.Is: operator.is_, cst.IsNot: operator.is_not,
+    cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b,
+}
+
+
+class Scope(Protocol):
+    """Resolves a name to what is known about it at one program point."""
+
+    def lookup(self, name: str) -> Static | ListLength | None: ...
+
+
+class _Dynamic(Exception):
+    """Internal: the expression depends on something not known statically."""
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _allowed_call(func: Any) -> bool:
+    if func in _ALLOWED_BUILTINS:
+        return True
+    if getattr(func, "__module__", None) == "math" or getattr(func, "__self__", None) is math:
+        return True
+    receiver = getattr(func, "__self__", None)
+    name = getattr(func, "__name__", "")
+    if receiver is None or name in _MUTATING_METHODS:
+        return False
+    if isinstance(receiver, _PURE_RECEIVERS):
+        return True
+    if isinstance(receiver, torch.nn.Module):
+        return name in _MODULE_METHODS
+    if _is_tensor(receiver):
+        return name in _TENSOR_METADATA_METHODS
+    return False
+
+
+class StaticEvaluator:
+    """Evaluates expressions against a ``Scope``; ``evaluate`` returns a ``Static``
+    or ``None`` when the expression is dynamic."""
+
+    def __init__(self, scope: Scope, index: ModuleIndex) -> None:
+        self.scope = scope
+        self.index = index
+
+    def evaluate(self, node: cst.BaseExpression) -> Static | None:
+        try:
+            value = self._value(node)
+        except _Dynamic:
+            return None
+        except Exception:  # the user's own code would raise here at run time: leave it dynamic
+            return None
+        term = canonical_term(value, self.index)
+        return Static(value, self.close(node) if term is None else term)
+
+    def close(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """``node`` with every static name replaced by its term (a closed expression)."""
+
+        def term_of(name: str) -> cst.BaseExpression | None:
+            fact = self.scope.lookup(name)
+            return fact.term if isinstance(fact, Static) else None
+
+        return replace_names(node, term_of)
+
+    def list_length(self, node: cst.BaseExpression) -> int | None:
+        """The static length of a dynamic list named by ``node``, if known."""
+        if isinstance(node, cst.Name):
+            fact = self.scope.lookup(node.value)
+            if isinstance(fact, ListLength):
+                return fact.length
+        return None
+
+    # -- the interpreter ---------------------------------------------------------------
+
+    def _value(self, node: cst.BaseExpression) -> Any:
+        method = getattr(self, "_eval_" + type(node).__name__, None)
+        if method is None:
+            raise _Dynamic
+        return method(node)
+
+    def _eval_Integer(self, node: cst.Integer) -> Any:
+        return node.evaluated_value
+
+    _eval_Float = _eval_Imaginary = _eval_SimpleString = _eval_Integer
+
+    def _eval_ConcatenatedString(self, node: cst.ConcatenatedString) -> Any:
+        return self._value(node.left) + self._value(node.right)
+
+    def _eval_FormattedString(self, node: cst.FormattedString) -> str:
+        parts = []
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                parts.append(part.value)
+                continue
+            value = self._value(part.expression)
+            if part.conversion == "r":
+                value = repr(value)
+            elif part.conversion == "s":
+                value = str(value)
+            elif part.conversion == "a":
+                value = ascii(value)
+            spec = ""
+            if part.format_spec:
+                spec = self._eval_FormattedString(cst.FormattedString(parts=part.format_spec))
+            parts.append(format(value, spec))
+        return "".join(parts)
+
+    def _eval_Name(self, node: cst.Name) -> Any:
+        fact = self.scope.lookup(node.value)
+        if isinstance(fact, Static):
+            return fact.value
+        raise _Dynamic
+
+    def _eval_Attribute(self, node: cst.Attribute) -> Any:
+        base = self._value(node.value)
+        name = node.attr.value
+        if _is_tensor(base) and name not in _TENSOR_METADATA_ATTRS:
+            raise _Dynamic
+        return getattr(base, name)
+
+    def _eval_Subscript(self, node: cst.Subscript) -> Any:
+        base = self._value(node.value)
+        if _is_tensor(base):
+            raise _Dynamic
+        keys = [self._slice_element(e.slice) for e in node.slice]
+        return base[keys[0] if len(keys) == 1 else tuple(keys)]
+
+    def _slice_element(self, element: cst.BaseSlice) -> Any:
+        if isinstance(element, cst.Index):
+            return self._value(element.value)
+        assert isinstance(element, cst.Slice)
+        parts = [None if p is None else self._value(p) for p in (element.lower, element.upper, element.step)]
+        return slice(*parts)
+
+    def _eval_Call(self, node: cst.Call) -> Any:
+        func_node = node.func
+        if (isinstance(func_node, cst.Name) and func_node.value == "len" and len(node.args) == 1
+                and self.scope.lookup("len") is None):
+            length = self.list_length(node.args[0].value)
+            if length is not None:
+                return length
+        func = self._value(func_node)
+        if not _allowed_call(func):
+            raise _Dynamic
+        args, kwargs = [], {}
+        for arg in node.args:
+            value = self._value(arg.value)
+            if arg.star == "*":
+                args.extend(value)
+            elif arg.star == "**":
+                kwargs.update(value)
+            elif arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            else:
+                args.append(value)
+        if func not in (len, isinstance, type, hasattr, getattr, issubclass) and any(
+            _is_tensor(a) for a in [*args, *kwargs.values()]
+        ):
+            raise _Dynamic
+        return func(*args, **kwargs)
+
+    def _eval_BinaryOperation(self, node: cst.BinaryOperation) -> Any:
+        left, right = self._value(node.left), self._value(node.right)
+        if _is_tensor(left) or _is_tensor(right) or type(node.operator) not in _BINARY:
+            raise _Dynamic
+        return _BINARY[type(node.operator)](left, right)
+
+    def _eval_UnaryOperation(self, node: cst.UnaryOperation) -> Any:
+        operand = self._value(node.expression)
+        if _is_tensor(operand):
+            raise _Dynamic
+        return _UNARY[type(node.operator)](operand)
+
+    def _eval_BooleanOperation(self, node: cst.BooleanOperation) -> Any:
+        left = self._value(node.left)
+        if _is_tensor(left):
+            raise _Dynamic
+        if isinstance(node.operator, cst.And):
+            return self._value(node.right) if left else left
+        return left if left else self._value(node.right)
+
+    def _eval_Comparison(self, node: cst.Comparison) -> Any:
+        left = self._value(node.left)
+        for target in node.comparisons:
+            right = self._value(target.comparator)
+            op = type(target.operator)
+            if op not in (cst.Is, cst.IsNot) and (_is_tensor(left) or _is_tensor(right)):
+                raise _Dynamic
+            if not _COMPARE[op](left, right):
+                return False
+            left = right
+        return True
+
+    def _eval_IfExp(self, node: cst.IfExp) -> Any:
+        test = self._value(node.test)
+        if _is_tensor(test):
+            raise _Dynamic
+        return self._value(node.body if test else node.orelse)
+
+    def _elements(self, elements) -> list[Any]:
+        values: list[Any] = []
+        for element in elements:
+            if isinstance(element, cst.StarredElement):
+                values.extend(self._value(element.value))
+            else:
+                values.append(self._value(element.value))
+        return values
+
+    def _eval_Tuple(self, node: cst.Tuple) -> tuple:
+        return tuple(self._elements(node.elements))
+
+    def _eval_List(self, node: cst.List) -> list:
+        return self._elements(node.elements)
+
+    def _eval_Set(self, node: cst.Set) -> set:
+        return set(self._elements(node.elements))
+
+    def _eval_Dict(self, node: cst.Dict) -> dict:
+        result = {}
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                result.update(self._value(element.value))
+            else:
+                result[self._value(element.key)] = self._value(element.value)
+        return result
+
+
+def attribute_static(base: Static, name: str, index: ModuleIndex) -> Static:
+    """``base.name`` as a Static (used to bind a callee's ``self``)."""
+    value = getattr(base.value, name)
+    term = canonical_term(value, index)
+    return Static(value, attribute_term(base.term, name) if term is None else term)

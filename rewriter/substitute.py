@@ -1,0 +1,77 @@
+"""Replace name references in an expression or statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+
+class NameReplacer(cst.CSTTransformer):
+    """Replaces every ``Name`` that refers to a variable by ``replace(name)``
+    (when that returns an expression).
+
+    Assumes: the node holds no nested function or class definitions.
+    Guarantees: attribute names (``x.attr``), keyword names (``f(k=1)``) and
+    names bound inside comprehensions or lambdas are left alone; assignment
+    targets *are* replaced, so a mapping to fresh ``Name`` nodes renames.
+    """
+
+    def __init__(self, replace: Callable[[str], cst.BaseExpression | None]) -> None:
+        super().__init__()
+        self.replace = replace
+        self._skip: set[int] = set()
+        self._shadowed: list[set[str]] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip.add(id(node.keyword))
+
+    def _bound_names(self, target: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+
+        class Collect(cst.CSTVisitor):
+            def visit_Name(self, name: cst.Name) -> None:
+                names.add(name.value)
+
+        target.visit(Collect())
+        return names
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._shadowed.append(self._bound_names(node.target))
+
+    def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
+        self._shadowed.pop()
+        return updated
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._shadowed.append({p.name.value for p in node.params.params})
+        for param in node.params.params:
+            self._skip.add(id(param.name))
+
+    def leave_Lambda(self, original: cst.Lambda, updated: cst.Lambda) -> cst.Lambda:
+        self._shadowed.pop()
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if id(original) in self._skip or any(original.value in s for s in self._shadowed):
+            return updated
+        replacement = self.replace(original.value)
+        return updated if replacement is None else replacement
+
+
+def replace_names(node: cst.CSTNode, replace: Callable[[str], cst.BaseExpression | None]) -> cst.CSTNode:
+    if isinstance(node, cst.Name):
+        replacement = replace(node.value)
+        return node if replacement is None else replacement
+    return node.visit(NameReplacer(replace))
+
+
+def rename(node: cst.CSTNode, mapping: dict[str, str]) -> cst.CSTNode:
+    """Rename variables (references and binding targets) by ``mapping``."""
+    if not mapping:
+        return node
+    return replace_names(node, lambda name: cst.Name(mapping[name]) if name in mapping else None)

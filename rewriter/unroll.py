@@ -1,0 +1,279 @@
+"""Pass: unroll every loop whose trip count is known at compile time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+import torch
+
+from rewriter.context import RewriteContext
+from rewriter.exits import Block, rebuild_if, thread_loop_exits
+from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
+from rewriter.locations import comment_of, set_location
+from rewriter.values import Static, is_literal, literal_term, subscript_term
+
+MAX_TRIPS = 10_000
+
+
+@dataclass(frozen=True)
+class Element:
+    """One item a loop iterates over: its static value (None if dynamic) and a term for it."""
+
+    static: Static | None
+    term: cst.BaseExpression
+
+
+class Unroll:
+    """Replaces ``for`` and ``while`` loops by their iterations.
+
+    Assumes: the function body has been normalised (no ``with``, no ``try``).
+    Guarantees: no ``for``/``while``/``break``/``continue`` remain in code that
+    can run; each iteration starts with assignments of the loop targets
+    (``i = 2``, ``blk = self.blocks[2]``); a ``break`` or ``continue`` under a
+    dynamic test becomes an ``if``/``else`` whose fall-through branch holds the
+    rest of the loop. ``for`` loops may iterate ranges, module containers,
+    ``enumerate``/``zip``/``reversed``, dict views, literal sequences and lists
+    of statically known length; a ``while`` loop must have a test that is static
+    on every iteration (a counter). Anything else raises ``UnsupportedError``.
+    """
+
+    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
+        self.ctx = ctx
+        self.flow = flow
+
+    def run(self, body: Block, env: Env) -> Block:
+        return self.block(body, env)[0]
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        out: Block = []
+        exits = Exits(env)
+        for stmt in stmts:
+            if exits.fall is None:
+                break
+            here = exits.fall
+            if isinstance(stmt, cst.For):
+                new, step = self.expand_for(stmt, here)
+            elif isinstance(stmt, cst.While):
+                new, step = self.expand_while(stmt, here)
+            elif isinstance(stmt, cst.If):
+                new, step = self.branch(stmt, here)
+            else:
+                new, step = [stmt], self.flow.step(stmt, here)
+            out.extend(new)
+            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
+        return out, exits
+
+    def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+        test = self.flow.evaluate(stmt.test, env)
+        if test is not None:  # constant propagation removes the dead branch
+            taken, exits = self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
+            body, orelse = (taken, else_body(stmt)) if test.value else (list(stmt.body.body), taken)
+            return [rebuild_if(stmt, body, orelse)], exits
+        body, then_exits = self.block(list(stmt.body.body), env.copy())
+        orelse, else_exits = self.block(else_body(stmt), env.copy())
+        exits = Exits(join([then_exits.fall, else_exits.fall]), then_exits.breaks + else_exits.breaks,
+                      then_exits.continues + else_exits.continues)
+        return [rebuild_if(stmt, body, orelse)], exits
+
+    # -- loops ---------------------------------------------------------------------------------
+
+    def expand_for(self, loop: cst.For, env: Env) -> tuple[Block, Exits]:
+        elements, prologue = self.iteration(loop, env)
+        for line in prologue:
+            env = self.flow.step(line, env).fall
+        iterations: list[Block] = []
+        breaks: list[Env] = []
+        current: Env | None = env
+        for element in elements:
+            if current is None:
+                break
+            bindings = self.bind(loop.target, element, loop)
+            for line in bindings:
+                current = self.flow.step(line, current).fall
+            body, exits = self.block(list(loop.body.body), current)
+            iterations.append(bindings + body)
+            breaks += exits.breaks
+            current = join([exits.fall, *exits.continues])
+        return self.assemble(loop, iterations, breaks, current, prologue)
+
+    def expand_while(self, loop: cst.While, env: Env) -> tuple[Block, Exits]:
+        iterations: list[Block] = []
+        breaks: list[Env] = []
+        current: Env | None = env
+        while current is not None:
+            test = self.flow.evaluate(loop.test, current)
+            if test is None:
+                raise self.ctx.error(
+                    "a while loop whose condition depends on the input", loop,
+                    "bound the loop by a counter (while step < self.max_steps:) and `break` on the "
+                    "tensor condition inside the loop")
+            if not test.value:
+                break
+            if len(iterations) >= MAX_TRIPS:
+                raise self.ctx.error(f"a while loop that runs more than {MAX_TRIPS} iterations", loop)
+            body, exits = self.block(list(loop.body.body), current)
+            iterations.append(body)
+            breaks += exits.breaks
+            current = join([exits.fall, *exits.continues])
+        return self.assemble(loop, iterations, breaks, current, [])
+
+    def assemble(self, loop: cst.For | cst.While, iterations: list[Block], breaks: list[Env],
+                 completed: Env | None, prologue: Block) -> tuple[Block, Exits]:
+        """Chain the iterations, threading break/continue, then the ``else`` clause."""
+        orelse: Block = []
+        exits_after = Exits(completed)
+        if loop.orelse is not None and completed is not None:
+            orelse, exits_after = self.block(list(loop.orelse.body.body), completed)
+        code: Block = orelse
+        for body in reversed(iterations):
+            code = thread_loop_exits(body, code, code, self._exit_in_with)
+        fall = join([exits_after.fall, *breaks])
+        return prologue + code, Exits(fall, exits_after.breaks, exits_after.continues)
+
+    def _exit_in_with(self, stmt: cst.BaseStatement) -> Exception:
+        return self.ctx.error("break/continue inside a with block inside a loop", stmt)
+
+    # -- what a for loop iterates over ---------------------------------------------------------------
+
+    def iteration(self, loop: cst.For, env: Env) -> tuple[list[Element], Block]:
+        """The elements ``loop`` iterates over, and statements that must run first."""
+        elements = self.elements(loop.iter, env, loop)
+        if elements is not None:
+            return elements, []
+        if isinstance(loop.iter, (cst.List, cst.Tuple)):
+            return self._display_elements(loop, env)
+        raise self.ctx.error(
+            "a for loop over a value that is not known at compile time", loop,
+            "iterate over range(...) with static bounds, a module container, or a list whose "
+            "length does not depend on the input")
+
+    def elements(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.args and not any(
+                a.star or a.keyword for a in node.args):
+            name = node.func.value
+            builtin = self.flow.evaluate(node.func, env)
+            if builtin is not None and builtin.value in (enumerate, zip, reversed):
+                iterables = node.args if name == "zip" else node.args[:1]
+                parts = [self.elements(a.value, env, loop) for a in iterables]
+                if any(p is None for p in parts) and name != "enumerate":
+                    return None
+                if name == "reversed":
+                    return list(reversed(parts[0]))
+                if name == "zip":
+                    return [_tuple_element(items) for items in zip(*parts)]
+                start = 0
+                if len(node.args) > 1:
+                    start_value = self.flow.evaluate(node.args[1].value, env)
+                    if start_value is None:
+                        return None
+                    start = start_value.value
+                if parts[0] is None:
+                    return None
+                return [_tuple_element((_literal(start + i), e)) for i, e in enumerate(parts[0])]
+        length = self.flow.evaluator(env).list_length(node)
+        if length is not None:
+            return [Element(None, subscript_term(node, i)) for i in range(length)]
+        static = self.flow.evaluate(node, env)
+        if static is None:
+            return None
+        return self._static_elements(static, node, loop, env)
+
+    def _static_elements(self, static: Static, node: cst.BaseExpression, loop: cst.For,
+                         env: Env) -> list[Element] | None:
+        container = static.value
+        if isinstance(container, torch.Tensor):
+            return None
+        if isinstance(container, (torch.nn.ModuleDict, dict)):
+            return [_static_literal(key) for key in container]
+        values = list(container)
+        if len(values) > MAX_TRIPS:
+            raise self.ctx.error(f"a for loop of more than {MAX_TRIPS} iterations", loop)
+        if _is_dict_view(container) and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            owner = self.flow.evaluate(node.func.value, env)
+            if owner is not None:
+                return [self._view_element(owner, v, container) for v in values]
+        out = []
+        for i, value in enumerate(values):
+            term = self._term(value, subscript_term(static.term, i))
+            out.append(Element(Static(value, term), term))
+        return out
+
+    def _view_element(self, owner: Static, value, view) -> Element:
+        if _is_items(view):
+            key, item = value
+            item_term = self._term(item, subscript_term(owner.term, key))
+            return _tuple_element((_static_literal(key), Element(Static(item, item_term), item_term)))
+        key = next(k for k, v in owner.value.items() if v is value)
+        term = self._term(value, subscript_term(owner.term, key))
+        return Element(Static(value, term), term)
+
+    def _term(self, value, fallback: cst.BaseExpression) -> cst.BaseExpression:
+        if is_literal(value) and not isinstance(value, (list, dict)):
+            return literal_term(value)
+        path = self.ctx.index.term_for(value)
+        return fallback if path is None else path
+
+    def _display_elements(self, loop: cst.For, env: Env) -> tuple[list[Element], Block]:
+        """A literal list/tuple with dynamic items: evaluate them once, before the loop."""
+        reassigned = assigned_names(loop.body)
+        prologue: Block = []
+        elements: list[Element] = []
+        for item in loop.iter.elements:
+            if isinstance(item, cst.StarredElement):
+                raise self.ctx.error("a for loop over a starred sequence", loop)
+            static = self.flow.evaluate(item.value, env)
+            if static is not None:
+                elements.append(Element(static, static.term))
+            elif isinstance(item.value, cst.Name) and item.value.value not in reassigned:
+                elements.append(Element(None, item.value))
+            else:
+                temp = self.ctx.namespace.fresh("item")
+                prologue.append(self._assign(cst.Name(temp), item.value, loop))
+                elements.append(Element(None, cst.Name(temp)))
+        return elements, prologue
+
+    # -- binding the loop target -------------------------------------------------------------
+
+    def bind(self, target: cst.BaseExpression, element: Element, loop: cst.For) -> Block:
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(element.term, cst.Tuple) and len(
+            element.term.elements) == len(target.elements):
+            lines: Block = []
+            parts = element.static.value if element.static is not None else None
+            for i, (sub_target, sub_term) in enumerate(zip(target.elements, element.term.elements)):
+                sub_static = Static(parts[i], sub_term.value) if parts is not None else None
+                lines += self.bind(sub_target.value, Element(sub_static, sub_term.value), loop)
+            return lines
+        if not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
+            raise self.ctx.error("a for loop whose target is not a name or a tuple of names", loop)
+        return [self._assign(target, element.term, loop)]
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
+        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
+        return set_location(line, comment_of(loop))
+
+
+def _literal(value) -> Element:
+    return Element(Static(value, literal_term(value)), literal_term(value))
+
+
+def _static_literal(value) -> Element:
+    if not is_literal(value):
+        raise TypeError("non-literal key")
+    return _literal(value)
+
+
+def _tuple_element(items) -> Element:
+    items = tuple(items)
+    term = cst.Tuple([cst.Element(e.term) for e in items])
+    if all(e.static is not None for e in items):
+        return Element(Static(tuple(e.static.value for e in items), term), term)
+    return Element(None, term)
+
+
+def _is_dict_view(value) -> bool:
+    return type(value).__name__ in ("odict_items", "odict_values", "dict_items", "dict_values")
+
+
+def _is_items(value) -> bool:
+    return type(value).__name__ in ("odict_items", "dict_items")

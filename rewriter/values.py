@@ -1,0 +1,131 @@
+"""Static values: what the rewriter knows at compile time, and how to write it.
+
+A value is *static* when it does not depend on the model inputs: Python
+literals, the model and its submodules, parameters and buffers (as references,
+never as computed tensors), configuration attributes, and global modules and
+functions such as ``torch`` or ``F.relu``. Each static value carries a *term*:
+a closed libcst expression that denotes it in the rewritten function (a
+literal, or a path from ``self`` or from a global name).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+import torch
+
+_LITERAL_SCALARS = (bool, int, float, str, bytes, type(None))
+
+
+@dataclass(frozen=True)
+class Static:
+    """A compile-time value and the closed expression that denotes it."""
+
+    value: Any
+    term: cst.BaseExpression
+
+    @property
+    def substitutable(self) -> bool:
+        """Whether uses of a name bound to this value may be replaced by its term.
+
+        Lists are mutable: a name bound to a list is kept so that appends
+        through it stay visible to later reads.
+        """
+        return not isinstance(self.value, (list, dict, set))
+
+
+@dataclass(frozen=True)
+class ListLength:
+    """A dynamic list whose length is known: ``outputs`` after two appends."""
+
+    length: int
+
+
+def is_literal(value: Any) -> bool:
+    """Whether ``value`` can be written as a Python literal."""
+    if isinstance(value, _LITERAL_SCALARS):
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(is_literal(v) for v in value)
+    if isinstance(value, dict):
+        return all(is_literal(k) and is_literal(v) for k, v in value.items())
+    return False
+
+
+def literal_term(value: Any) -> cst.BaseExpression:
+    """The literal expression for ``value`` (``is_literal(value)`` must hold)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        text = "float('nan')" if math.isnan(value) else ("float('inf')" if value > 0 else "-float('inf')")
+        return cst.parse_expression(text)
+    if isinstance(value, bool) or value is None:
+        return cst.Name(repr(value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            return cst.UnaryOperation(cst.Minus(), literal_term(-value))
+        return cst.Integer(repr(value)) if isinstance(value, int) else cst.Float(repr(value))
+    if isinstance(value, (str, bytes)):
+        return cst.SimpleString(repr(value))
+    if isinstance(value, tuple):
+        elements = [cst.Element(literal_term(v)) for v in value]
+        if len(elements) == 1:
+            elements = [elements[0].with_changes(comma=cst.Comma())]
+        return cst.Tuple(elements)
+    if isinstance(value, list):
+        return cst.List([cst.Element(literal_term(v)) for v in value])
+    if isinstance(value, dict):
+        return cst.Dict([cst.DictElement(literal_term(k), literal_term(v)) for k, v in value.items()])
+    raise TypeError(f"not a literal: {value!r}")
+
+
+def attribute_term(base: cst.BaseExpression, name: str) -> cst.BaseExpression:
+    if name.isidentifier():
+        return cst.Attribute(base, cst.Name(name))
+    return cst.Call(cst.Name("getattr"), [cst.Arg(base), cst.Arg(literal_term(name))])
+
+
+def subscript_term(base: cst.BaseExpression, key: Any) -> cst.BaseExpression:
+    return cst.Subscript(base, [cst.SubscriptElement(cst.Index(literal_term(key)))])
+
+
+class ModuleIndex:
+    """Canonical paths from the root model to its submodules, parameters and buffers.
+
+    A child of a ModuleList or Sequential is written ``self.blocks[3]``, a child
+    of a ModuleDict ``self.layers['name']``, any other child ``self.conv``.
+    """
+
+    def __init__(self, root: torch.nn.Module, root_term: cst.BaseExpression) -> None:
+        self._terms: dict[int, cst.BaseExpression] = {}
+        self._index(root, root_term)
+
+    def _index(self, module: torch.nn.Module, term: cst.BaseExpression) -> None:
+        if id(module) in self._terms:
+            return
+        self._terms[id(module)] = term
+        for name, tensor in list(module._parameters.items()) + list(module._buffers.items()):
+            if tensor is not None and id(tensor) not in self._terms:
+                self._terms[id(tensor)] = attribute_term(term, name)
+        for name, child in module._modules.items():
+            if child is None:
+                continue
+            if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and name.isdigit():
+                child_term = subscript_term(term, int(name))
+            elif isinstance(module, torch.nn.ModuleDict):
+                child_term = subscript_term(term, name)
+            else:
+                child_term = attribute_term(term, name)
+            self._index(child, child_term)
+
+    def term_for(self, value: Any) -> cst.BaseExpression | None:
+        return self._terms.get(id(value))
+
+
+def canonical_term(value: Any, index: ModuleIndex) -> cst.BaseExpression | None:
+    """The best term for a static value: a literal, else its path in the model;
+    None when neither exists (the caller then keeps the expression that computed it)."""
+    if is_literal(value) and not isinstance(value, (list, dict)):
+        return literal_term(value)
+    return index.term_for(value)
