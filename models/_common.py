@@ -129,6 +129,15 @@ def exit_scales(exit_logits: Sequence[Tensor], threshold: float) -> list[float]:
 
 
 @torch.no_grad()
+def calibrate_exits_(linears: Sequence[nn.Linear], logits: Sequence[Tensor], threshold: float) -> None:
+    """Standardise every exit classifier (``linears[k]`` produced ``logits[k]`` on the
+    calibration batch), then scale all but the last so the exits share the batch evenly."""
+    logits = [standardize_logits_(linear, z) for linear, z in zip(linears, logits, strict=True)]
+    for linear, scale in zip(linears, exit_scales(logits[:-1], threshold), strict=False):
+        scale_linear_(linear, scale)
+
+
+@torch.no_grad()
 def scale_linear_(linear: nn.Linear, scale: float) -> None:
     """Multiply a linear layer's output by ``scale`` (weights and bias)."""
     linear.weight.mul_(scale)
@@ -150,6 +159,22 @@ def standardize_logits_(linear: nn.Linear, logits: Tensor) -> Tensor:
 def median_offset(values: Tensor) -> float:
     """The number to add to ``values`` so that half of them are positive, half negative."""
     return -_between(values.double().flatten().sort().values, values.numel() // 2)
+
+
+@torch.no_grad()
+def fit_rising_logit(states: Tensor, rise: float, ridge: float = 1e-3) -> Tensor:
+    """Weights ``[w, b]`` of a logit ``w . state + b`` that grows with the decoding step.
+
+    ``states`` is (N, T, d): decoder states of N calibration sequences over T steps. The
+    logit is fitted by ridge regression to ``-rise`` at the first step rising linearly to
+    ``+rise`` at the last, the way a trained end-token logit grows as a sentence gets long;
+    what the fit misses differs between inputs, so the steps at which sequences stop do.
+    """
+    n, steps, dim = states.shape
+    x = torch.cat([states.double().reshape(n * steps, dim), torch.ones(n * steps, 1, dtype=torch.float64)], dim=1)
+    target = torch.linspace(-rise, rise, steps, dtype=torch.float64).repeat(n)
+    gram = x.T @ x + ridge * n * steps * torch.eye(dim + 1, dtype=torch.float64)
+    return torch.linalg.solve(gram, x.T @ target).float()
 
 
 @torch.no_grad()

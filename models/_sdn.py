@@ -117,17 +117,15 @@ def make_layers(
 
 @torch.no_grad()
 def calibrate(model: SDN, sample: Callable[[int], Tensor]) -> SDN:
-    """Standardise BN statistics, then scale each IC so the exits split the inputs evenly."""
+    """Standardise BN statistics and the classifiers, then scale each IC so that the exits
+    split the calibration inputs evenly."""
     batch = _common.calibration_batch(sample)
     _common.recalibrate_batchnorm(model, lambda: model.all_outputs(batch))
     model.eval()
     outputs = model.all_outputs(batch)
     linears = [layer.output.linear for layer in model.layers if layer.is_output]
     linears.append([m for m in model.end_layers.modules() if isinstance(m, nn.Linear)][-1])
-    outputs = [_common.standardize_logits_(lin, z) for lin, z in zip(linears, outputs, strict=True)]
-    scales = _common.exit_scales(outputs[:-1], model.confidence_threshold)
-    for linear, scale in zip(linears, scales, strict=False):
-        _common.scale_linear_(linear, scale)
+    _common.calibrate_exits_(linears, outputs, model.confidence_threshold)
     return model
 
 

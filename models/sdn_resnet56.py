@@ -7,10 +7,11 @@ basic residual blocks in three stages of 16, 32 and 64 channels, internal classi
 Shrunk: widths halved to 8, 16 and 32 channels; all 27 blocks are kept. ICs follow
 blocks 3, 7, 11, 15, 19 and 23, so there are seven possible exits.
 
-Calibration: BatchNorm statistics are set from 128 calibration images, then the
-threshold stays at 0.8 and each IC's logits are scaled (a temperature baked into its
-linear layer) so that each exit takes about 1/7 of the calibration images; see
-``models._common.exit_scales``.
+Calibration: BatchNorm statistics are set from 128 calibration images; every
+classifier is rescaled so each class logit has zero mean and unit spread over them
+(so that predicted labels vary); then the threshold stays at 0.8 and each IC's logits
+are scaled by a temperature baked into its linear layer, chosen so that each exit takes
+about 1/7 of the calibration images (``models._common.exit_scales``).
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ Shrunk: convolution widths divided by 8 (8 -> 64), fully connected layers 64 wid
 instead of 512/4096. All 16 convolutions and 5 max-pools are kept. ICs follow
 convolutions 1, 3, 5, 7, 9 and 11, so there are seven possible exits.
 
-Calibration: BatchNorm statistics are set from 128 calibration images, then the
-threshold stays at 0.8 and each IC's logits are scaled (a temperature baked into its
-linear layer) so that each exit takes about 1/7 of the calibration images; see
-``models._common.exit_scales``.
+Calibration: BatchNorm statistics are set from 128 calibration images; every
+classifier is rescaled so each class logit has zero mean and unit spread over them
+(so that predicted labels vary); then the threshold stays at 0.8 and each IC's logits
+are scaled by a temperature baked into its linear layer, chosen so that each exit takes
+about 1/7 of the calibration images (``models._common.exit_scales``).
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ Shrunk: widths divided by 4 (16, 32 and 64 channels, i.e. widening factor 4 over
 base of 4/8/16; stem 4 channels); all 15 blocks are kept. ICs follow blocks 1, 3, 5,
 8, 10 and 12, so there are seven possible exits.
 
-Calibration: BatchNorm statistics are set from 128 calibration images, then the
-threshold stays at 0.8 and each IC's logits are scaled (a temperature baked into its
-linear layer) so that each exit takes about 1/7 of the calibration images; see
-``models._common.exit_scales``.
+Calibration: BatchNorm statistics are set from 128 calibration images; every
+classifier is rescaled so each class logit has zero mean and unit spread over them
+(so that predicted labels vary); then the threshold stays at 0.8 and each IC's logits
+are scaled by a temperature baked into its linear layer, chosen so that each exit takes
+about 1/7 of the calibration images (``models._common.exit_scales``).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ D_FF = 64
 LAYERS = 2
 SRC_LEN = 10
 MAX_LEN = 16
+EOS_RISE = 3.0
 
 
 class MultiHeadAttention(nn.Module):
@@ -161,29 +162,35 @@ class Transformer(nn.Module):
 
 
 @torch.no_grad()
-def _decode_without_eos(model: Transformer, src: Tensor) -> tuple[Tensor, Tensor]:
-    """Batched greedy decoding for ``max_len`` steps in which eos never wins: all logits
-    (N, T, vocab) and the eos margin over the best other word (N, T)."""
+def _decoder_states(model: Transformer, src: Tensor) -> Tensor:
+    """Batched greedy decoding for ``max_len`` steps in which eos is never chosen; returns
+    the decoder output at the last position of every step, (N, T, d_model)."""
     src_mask = (src != model.pad_token).unsqueeze(-2)
     memory = model.encode(src, src_mask)
     ys = torch.full((src.shape[0], 1), model.bos_token, dtype=torch.long)
-    all_logits, margins = [], []
+    states = []
     for _ in range(model.max_len):
-        logits = model.generator(model.decode(memory, src_mask, ys)[:, -1])
-        others = logits.clone()
-        others[:, model.eos_token] = float("-inf")
-        best, next_word = others.max(dim=1)
-        ys = torch.cat([ys, next_word[:, None]], dim=1)
-        all_logits.append(logits)
-        margins.append(logits[:, model.eos_token] - best)
-    return torch.stack(all_logits, dim=1), torch.stack(margins, dim=1)
+        state = model.decode(memory, src_mask, ys)[:, -1]
+        logits = model.generator(state)
+        logits[:, model.eos_token] = float("-inf")
+        ys = torch.cat([ys, logits.argmax(dim=1, keepdim=True)], dim=1)
+        states.append(state)
+    return torch.stack(states, dim=1)
 
 
 @torch.no_grad()
 def _calibrate(model: Transformer, src: Tensor) -> None:
-    logits, _ = _decode_without_eos(model, src)
-    _common.standardize_logits_(model.generator, logits.flatten(0, 1))
-    _, margins = _decode_without_eos(model, src)
+    states = _decoder_states(model, src)
+    _common.standardize_logits_(model.generator, model.generator(states).flatten(0, 1))
+    # Standardising changed the greedy words, hence the states the eos row is fitted on.
+    states = _decoder_states(model, src)
+    eos_row = _common.fit_rising_logit(states, EOS_RISE)
+    model.generator.weight[model.eos_token] = eos_row[:-1]
+    model.generator.bias[model.eos_token] = eos_row[-1]
+    logits = model.generator(states)
+    others = logits.clone()
+    others[..., model.eos_token] = float("-inf")
+    margins = logits[..., model.eos_token] - others.amax(dim=-1)
     model.generator.bias[model.eos_token] += _common.end_bias(margins)
 
 
@@ -196,6 +203,9 @@ def build() -> tuple[nn.Module, Tensor]:
     """The calibrated model in eval mode and an example input."""
     torch.manual_seed(0)
     model = Transformer().eval()
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)  # the Annotated Transformer's initialisation
     _calibrate(model, _common.calibration_batch(sample))
     return model, sample(0)
 

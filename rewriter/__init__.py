@@ -74,8 +74,9 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
             env.bind(param.name, Static(param.default, literal_term(param.default)))
 
     body = run_passes(ctx, parsed, definition, env)
-    new_definition = definition.with_changes(body=definition.body.with_changes(body=body), decorators=[],
-                                             leading_lines=[])
+    header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+    new_definition = definition.with_changes(body=definition.body.with_changes(body=body, header=header),
+                                             decorators=[], leading_lines=[])
     source = cst.Module(body=[new_definition]).code
     return RewrittenFunction(
         name=definition.name.value,

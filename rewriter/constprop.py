@@ -6,7 +6,7 @@ import libcst as cst
 
 from rewriter.context import RewriteContext
 from rewriter.exits import Block, rebuild_if
-from rewriter.flow import Env, Exits, StaticFlow, else_body, join
+from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
 from rewriter.locations import comment_of, set_location
 from rewriter.values import Static, canonical_term
 
@@ -118,6 +118,12 @@ class ConstantPropagation:
             if new_small is not None:
                 kept.append(new_small)
             exits = self.flow.step(stmt.with_changes(body=[new_small or small]), here)
+            if exits.fall is not None:
+                written = assigned_names(small)
+                if new_small is None:
+                    exits.fall.virtual |= written
+                else:
+                    exits.fall.virtual -= written
         return ([stmt.with_changes(body=kept)] if kept else []), exits
 
     def _small(self, small: cst.BaseSmallStatement, env: Env) -> cst.BaseSmallStatement | None:
@@ -174,7 +180,7 @@ class ConstantPropagation:
             return []
         lines: Block = []
         for name, fact in branch.facts.items():
-            if isinstance(fact, Static) and fact.substitutable and name not in joined.facts:
+            if isinstance(fact, Static) and name in branch.virtual and name not in joined.facts:
                 assign = cst.Assign([cst.AssignTarget(cst.Name(name))], fact.term)
                 line = set_location(cst.SimpleStatementLine([assign]), comment_of(stmt))
                 self._materialized[id(line)] = name

@@ -33,15 +33,20 @@ def _same(a: Fact, b: Fact) -> bool:
 
 
 class Env:
-    """The facts known at one program point (copy before forking)."""
+    """The facts known at one program point (copy before forking).
 
-    __slots__ = ("facts",)
+    ``virtual`` names are static names whose assignment was removed by
+    constant propagation: no variable holds their value at run time.
+    """
 
-    def __init__(self, facts: dict[str, Fact] | None = None) -> None:
+    __slots__ = ("facts", "virtual")
+
+    def __init__(self, facts: dict[str, Fact] | None = None, virtual: set[str] | None = None) -> None:
         self.facts: dict[str, Fact] = dict(facts or {})
+        self.virtual: set[str] = set(virtual or ())
 
     def copy(self) -> Env:
-        return Env(self.facts)
+        return Env(self.facts, self.virtual)
 
     def bind(self, name: str, fact: Fact) -> None:
         self.facts[name] = fact
@@ -61,7 +66,7 @@ def join(envs: Iterable[Env | None]) -> Env | None:
     first, rest = live[0], live[1:]
     facts = {name: fact for name, fact in first.facts.items()
              if all(name in e.facts and _same(fact, e.facts[name]) for e in rest)}
-    return Env(facts)
+    return Env(facts, set().union(*(e.virtual for e in live)))
 
 
 @dataclass

@@ -87,6 +87,7 @@ class _AnnotateLocations(cst.CSTTransformer):
         return set_location(updated, self._comment(original))
 
     leave_If = leave_For = leave_While = leave_With = leave_Try = _leave_compound
+    leave_FunctionDef = leave_ClassDef = _leave_compound
 
 
 def annotate_locations(module: cst.Module, label: str, first_line: int) -> cst.Module:

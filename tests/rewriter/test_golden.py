@@ -1,0 +1,293 @@
+"""Golden before/after snippets: what each pass makes of a small forward()."""
+
+from __future__ import annotations
+
+import textwrap
+
+import torch
+import torch.nn as nn
+
+import rewriter
+
+
+def after(model: nn.Module, pass_name: str) -> str:
+    """The root function's body after ``pass_name``, without location comments."""
+    result = rewriter.rewrite(model, debug=True)
+    sources = [src for name, qualname, src in result.trace
+               if name == pass_name and qualname == f"{type(model).__qualname__}.forward"]
+    assert sources, f"no trace for {pass_name}"
+    return result.locations.strip(sources[-1]).strip() + "\n"
+
+
+def golden(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+class EarlyExit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.exits = nn.ModuleList([nn.Linear(4, 2) for _ in range(3)])
+        self.threshold = 0.9
+
+    def forward(self, x):
+        for i in range(len(self.blocks)):
+            x = self.blocks[i](x)
+            out = self.exits[i](x)
+            if out.softmax(-1).max() > self.threshold:
+                return out, i
+        return out, -1
+
+
+def test_unroll_binds_the_loop_variable_per_iteration():
+    assert after(EarlyExit(), "unroll") == golden("""
+        i = 0
+        x = self.blocks[i](x)
+        out = self.exits[i](x)
+        if out.softmax(-1).max() > self.threshold:
+            return out, i
+        i = 1
+        x = self.blocks[i](x)
+        out = self.exits[i](x)
+        if out.softmax(-1).max() > self.threshold:
+            return out, i
+        i = 2
+        x = self.blocks[i](x)
+        out = self.exits[i](x)
+        if out.softmax(-1).max() > self.threshold:
+            return out, i
+        return out, -1
+    """)
+
+
+def test_constprop_substitutes_loop_variables_and_config():
+    assert after(EarlyExit(), "constprop") == golden("""
+        x = self.blocks[0](x)
+        out = self.exits[0](x)
+        if out.softmax(-1).max() > 0.9:
+            return out, 0
+        x = self.blocks[1](x)
+        out = self.exits[1](x)
+        if out.softmax(-1).max() > 0.9:
+            return out, 1
+        x = self.blocks[2](x)
+        out = self.exits[2](x)
+        if out.softmax(-1).max() > 0.9:
+            return out, 2
+        return out, -1
+    """)
+
+
+def test_structure_nests_early_returns():
+    source = rewriter.rewrite(EarlyExit()).plain_source
+    assert source == golden("""
+        def forward(self, x):
+            x = self.blocks[0](x)
+            out = self.exits[0](x)
+            if out.softmax(-1).max() > 0.9:
+                return out, 0
+            else:
+                x = self.blocks[1](x)
+                out = self.exits[1](x)
+                if out.softmax(-1).max() > 0.9:
+                    return out, 1
+                else:
+                    x = self.blocks[2](x)
+                    out = self.exits[2](x)
+                    if out.softmax(-1).max() > 0.9:
+                        return out, 2
+                    else:
+                        return out, -1
+    """)
+
+
+class GreedyDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+        self.max_len = 3
+        self.end = 0
+
+    def forward(self, h):
+        tokens = []
+        step = 0
+        while step < self.max_len:
+            h = self.cell(h, h)
+            token = h.argmax(-1)
+            tokens.append(token)
+            if token.item() == self.end:
+                break
+            step += 1
+        return torch.stack(tokens), len(tokens)
+
+
+def test_unroll_turns_break_into_else_branches():
+    assert after(GreedyDecoder(), "unroll") == golden("""
+        tokens = []
+        step = 0
+        h = self.cell(h, h)
+        token = h.argmax(-1)
+        tokens.append(token)
+        if token.item() == self.end:
+            pass
+        else:
+            step += 1
+            h = self.cell(h, h)
+            token = h.argmax(-1)
+            tokens.append(token)
+            if token.item() == self.end:
+                pass
+            else:
+                step += 1
+                h = self.cell(h, h)
+                token = h.argmax(-1)
+                tokens.append(token)
+                if token.item() == self.end:
+                    pass
+                else:
+                    step += 1
+        return torch.stack(tokens), len(tokens)
+    """)
+
+
+def test_final_decoder_drops_the_counter_and_the_empty_last_test():
+    assert rewriter.rewrite(GreedyDecoder()).plain_source == golden("""
+        def forward(self, h):
+            tokens = []
+            h = self.cell(h, h)
+            token = h.argmax(-1)
+            tokens.append(token)
+            if token.item() == 0:
+                pass
+            else:
+                h = self.cell(h, h)
+                token = h.argmax(-1)
+                tokens.append(token)
+                if token.item() == 0:
+                    pass
+                else:
+                    h = self.cell(h, h)
+                    token = h.argmax(-1)
+                    tokens.append(token)
+            return torch.stack(tokens), len(tokens)
+    """)
+
+
+class ElifChain(nn.Module):
+    def forward(self, x):
+        s = x.sum()
+        if s > 1:
+            y = x * 2
+        elif s > 0:
+            y = x * 3
+        else:
+            y = -x
+        return y
+
+
+def test_elif_becomes_nested_else():
+    assert rewriter.rewrite(ElifChain()).plain_source == golden("""
+        def forward(self, x):
+            s = x.sum()
+            if s > 1:
+                y = x * 2
+            else:
+                if s > 0:
+                    y = x * 3
+                else:
+                    y = -x
+            return y
+    """)
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        if torch.sigmoid(self.fc(x)).item() > 0.5:
+            return x * 2, 1
+        return x, 0
+
+
+class PaperSkipNet(nn.Module):
+    """The paper's Listing 3, with a gate submodule that is inlined."""
+
+    def __init__(self):
+        super().__init__()
+        self.num_layers = [2, 1]
+        self.attr_layers = nn.ModuleDict()
+        for g in range(2):
+            for i in range(self.num_layers[g] + 1):
+                self.attr_layers["group{}_layer{}".format(g + 1, i)] = nn.Linear(4, 4)
+        self.attr_layers["group2_ds0"] = nn.Linear(4, 4)
+        self.gate = Gate()
+
+    def forward(self, x):
+        cnt = 0
+        prev = x
+        for g in range(2):
+            for i in range(self.num_layers[g]):
+                if g == 0 and i < self.num_layers[g] - 1:
+                    i = i + 1
+                name = "group{}_ds{}".format(g + 1, i)
+                if name in self.attr_layers:
+                    model = self.attr_layers[name]
+                    prev = model(prev)
+                prev, mask = self.gate(prev)
+                if mask == 0:
+                    x = prev
+                else:
+                    ly_name = "group{}_layer{}".format(g + 1, i)
+                    layer = self.attr_layers[ly_name]
+                    x = layer(x)
+                    cnt = cnt + 1
+                prev = x
+        return x, cnt
+
+
+def test_paper_listing_static_lookups_fold_and_gate_is_inlined():
+    assert rewriter.rewrite(PaperSkipNet()).plain_source == golden("""
+        def forward(self, x):
+            prev = x
+            if torch.sigmoid(self.gate.fc(prev)).item() > 0.5:
+                prev, mask = prev * 2, 1
+            else:
+                prev, mask = prev, 0
+            if mask == 0:
+                x = prev
+                cnt = 0
+            else:
+                x = self.attr_layers['group1_layer1'](x)
+                cnt = 1
+            prev = x
+            if torch.sigmoid(self.gate.fc(prev)).item() > 0.5:
+                prev, mask = prev * 2, 1
+            else:
+                prev, mask = prev, 0
+            if mask == 0:
+                x = prev
+            else:
+                x = self.attr_layers['group1_layer1'](x)
+                cnt = cnt + 1
+            prev = x
+            prev = self.attr_layers['group2_ds0'](prev)
+            if torch.sigmoid(self.gate.fc(prev)).item() > 0.5:
+                prev, mask = prev * 2, 1
+            else:
+                prev, mask = prev, 0
+            if mask == 0:
+                x = prev
+            else:
+                x = self.attr_layers['group2_layer0'](x)
+                cnt = cnt + 1
+            prev = x
+            return x, cnt
+    """)
+
+
+def test_every_statement_carries_its_user_line():
+    source = rewriter.rewrite(EarlyExit()).source
+    body_lines = [line for line in source.splitlines()[1:] if line.strip() not in ("else:",)]
+    assert all("# test_golden.py:" in line for line in body_lines), source
