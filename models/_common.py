@@ -156,6 +156,19 @@ def standardize_logits_(linear: nn.Linear, logits: Tensor) -> Tensor:
     return (logits - mean) / std
 
 
+@torch.no_grad()
+def split_gates_(layer: nn.Linear | nn.Conv2d, logits: Tensor) -> Tensor:
+    """Make every gate logit of ``layer`` (its outputs ``logits``, (N, gates), on the
+    calibration batch) positive for half of the batch and of unit spread, so gates open
+    for about half of the inputs and decisions sit well away from probability 0.5.
+    Returns the new logits."""
+    centre = torch.tensor([-median_offset(logits[:, j]) for j in range(logits.shape[1])])
+    spread = logits.double().std(dim=0).clamp_min(1e-12)
+    layer.weight.div_(spread.view(-1, *([1] * (layer.weight.dim() - 1))).to(layer.weight.dtype))
+    layer.bias.sub_(centre.to(layer.bias.dtype)).div_(spread.to(layer.bias.dtype))
+    return ((logits.double() - centre) / spread).to(logits.dtype)
+
+
 def median_offset(values: Tensor) -> float:
     """The number to add to ``values`` so that half of them are positive, half negative."""
     return -_between(values.double().flatten().sort().values, values.numel() // 2)

@@ -12,8 +12,9 @@ stride-2 stem, two basic blocks of 8 channels, a stride-2 block of 16 channels a
 linear layer. Downsampling shortcuts are 1x1 convolutions with BN.
 
 Calibration: BatchNorm statistics are set from 128 calibration images (backbone with
-every block running), then each policy logit's bias is shifted to its median over the
-calibration images, so that every block runs for about half of the inputs.
+every block running), then each policy logit is shifted to its median over the
+calibration images and scaled to unit spread, so that every block runs for about half
+of the inputs and the policy probabilities stay clear of 0.5.
 """
 
 from __future__ import annotations
@@ -145,10 +146,8 @@ def _calibrate(model: BlockDrop, batch: Tensor) -> None:
     everything = torch.ones(batch.shape[0], sum(model.rnet.layer_config))
     _common.recalibrate_batchnorm(model, lambda: (model.agent(batch), model.rnet.masked_forward(batch, everything)))
     model.eval()
-    logits = model.agent(batch)
-    offsets = torch.tensor([_common.median_offset(logits[:, t]) for t in range(logits.shape[1])])
-    model.agent.linear.bias.add_(offsets.float())
-    policy = (torch.sigmoid(model.agent(batch)) > 0.5).float()
+    logits = _common.split_gates_(model.agent.linear, model.agent(batch))
+    policy = (logits > 0).float()
     _common.standardize_logits_(model.rnet.fc, model.rnet.masked_forward(batch, policy))
 
 

@@ -8,8 +8,9 @@ depends on the image.
 Shrunk: a 16-channel stem and three inception blocks (1x1, 1x1->3x3, 1x1->3x3->3x3
 standing in for 5x5, and pool->1x1 branches; 32, 64 and 64 output channels) with
 max-pooling in between, giving a 4x4 grid of 64-d features; the decoder has a 40-word
-vocabulary, 16-d embeddings, a 32-d LSTM, 16-d attention and at most 12 words. The LSTM weights are drawn 3x wider than PyTorch's default
-so that the random decoder does not settle on one repeated word.
+vocabulary, 16-d embeddings, a 32-d LSTM, 16-d attention and at most 12 words. The
+LSTM weights are drawn 3x wider than PyTorch's default so that the random decoder
+does not settle on one repeated word.
 
 Calibration (``models._caption.calibrate``): BatchNorm statistics are set from 128
 calibration images; word scores are standardised over the calibration captions; the
@@ -40,8 +41,9 @@ def conv_bn(in_channels: int, out_channels: int, kernel_size: int) -> nn.Sequent
 class Inception(nn.Module):
     """Four parallel branches concatenated along channels."""
 
-    def __init__(self, in_channels: int, ch1x1: int, ch3x3red: int, ch3x3: int, ch5x5red: int, ch5x5: int,
-                 pool_proj: int) -> None:
+    def __init__(
+        self, in_channels: int, ch1x1: int, ch3x3red: int, ch3x3: int, ch5x5red: int, ch5x5: int, pool_proj: int
+    ) -> None:
         super().__init__()
         self.branch1 = conv_bn(in_channels, ch1x1, 1)
         self.branch2 = nn.Sequential(conv_bn(in_channels, ch3x3red, 1), conv_bn(ch3x3red, ch3x3, 3))

@@ -8,8 +8,8 @@ stops at the end token, so the caption length depends on the image.
 Shrunk: the encoder is a 16-channel stem and three ResNeXt bottleneck blocks
 (cardinality 4, widths 32/64/64, each stride 2), giving a 4x4 grid of 64-d features;
 the decoder has a 40-word vocabulary, 16-d embeddings, a 32-d LSTM, 16-d attention
-and at most 12 words. The LSTM weights are drawn 3x wider than PyTorch's default
-so that the random decoder does not settle on one repeated word.
+and at most 12 words. The LSTM weights are drawn 3x wider than PyTorch's default so
+that the random decoder does not settle on one repeated word.
 
 Calibration (``models._caption.calibrate``): BatchNorm statistics are set from 128
 calibration images; word scores are standardised over the calibration captions; the

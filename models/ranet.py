@@ -75,15 +75,11 @@ class RANet(nn.Module):
         self.num_stages = NUM_STAGES
         self.confidence_threshold = CONFIDENCE_THRESHOLD
         self.stems = nn.ModuleList([conv_bn_relu(3, c) for c in CHANNELS])
-        self.blocks = nn.ModuleList(
-            [nn.ModuleList([conv_bn_relu(c, c) for _ in range(NUM_STAGES)]) for c in CHANNELS]
-        )
+        self.blocks = nn.ModuleList([nn.ModuleList([conv_bn_relu(c, c) for _ in range(NUM_STAGES)]) for c in CHANNELS])
         self.fusions = nn.ModuleList(
             [nn.ModuleList([Fusion(low, high) for _ in range(NUM_STAGES)]) for low, high in zip(CHANNELS, CHANNELS[1:])]
         )
-        self.classifiers = nn.ModuleList(
-            [nn.ModuleList([Classifier(c) for _ in range(NUM_STAGES)]) for c in CHANNELS]
-        )
+        self.classifiers = nn.ModuleList([nn.ModuleList([Classifier(c) for _ in range(NUM_STAGES)]) for c in CHANNELS])
 
     def forward(self, x: Tensor) -> Tensor:
         low_feats = []

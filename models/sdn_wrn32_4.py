@@ -5,8 +5,8 @@ Original: SDN (Kaya et al., ICML 2019) WideResNet-32-4 for CIFAR-10 — a 3x3 st
 channels, dropout between the two convolutions), internal classifiers (ICs) after
 several blocks, confidence-based early exit.
 
-Shrunk: widths divided by 4 (16, 32 and 64 channels, i.e. widening factor 4 over a
-base of 4/8/16; stem 4 channels); all 15 blocks are kept. ICs follow blocks 1, 3, 5,
+Shrunk: widths divided by 8 (8, 16 and 32 channels, i.e. widening factor 4 over a
+base of 2/4/8; stem 4 channels); all 15 blocks are kept. ICs follow blocks 1, 3, 5,
 8, 10 and 12, so there are seven possible exits.
 
 Calibration: BatchNorm statistics are set from 128 calibration images; every
@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from models import _common, _sdn
 
 WIDEN = 4
-WIDTHS = (4 * WIDEN, 8 * WIDEN, 16 * WIDEN)
+WIDTHS = (2 * WIDEN, 4 * WIDEN, 8 * WIDEN)
 BLOCKS_PER_STAGE = 5
 OUTPUT_AFTER = (1, 3, 5, 8, 10, 12)
 STEM = 4

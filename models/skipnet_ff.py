@@ -11,8 +11,9 @@ forward returns ``(logits, masks)`` with the 17 gate decisions as a (1, 17) tens
 
 Calibration: BatchNorm statistics are set from 128 calibration images with every block
 running; then, gate by gate in execution order and with the earlier gates already
-skipping blocks, each gate's output bias is shifted so that its logit is positive for
-half of the calibration images (every block runs for about half of the inputs).
+skipping blocks, each gate's output layer is shifted and scaled so that its logit is
+positive for half of the calibration images and has unit spread (every block runs for
+about half of the inputs, and gate probabilities stay clear of 0.5).
 """
 
 from __future__ import annotations
@@ -98,10 +99,8 @@ def _calibrate(model: SkipNetFF, batch: Tensor) -> None:
 
     def split_half(k: int, x: Tensor) -> Tensor:
         layer = gate(k).linear
-        logits = layer(gate(k).embed(x)).flatten()
-        offset = _common.median_offset(logits)
-        layer.bias.add_(offset)
-        return logits + offset > 0
+        logits = layer(gate(k).embed(x)).flatten(1)
+        return _common.split_gates_(layer, logits).flatten() > 0
 
     _common.recalibrate_batchnorm(model, lambda: model.hard_pass(batch, run_all))
     model.eval()

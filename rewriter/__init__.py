@@ -73,7 +73,7 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
             specialized[param.name] = param.default
             env.bind(param.name, Static(param.default, literal_term(param.default)))
 
-    body = run_passes(ctx, parsed, definition, env)
+    body = run_passes(ctx, parsed, definition, env, inlined=False)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(body=definition.body.with_changes(body=body, header=header),
                                              decorators=[], leading_lines=[])

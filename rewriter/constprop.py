@@ -6,63 +6,48 @@ import libcst as cst
 
 from rewriter.context import RewriteContext
 from rewriter.exits import Block, rebuild_if
-from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
+from rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from rewriter.locations import comment_of, set_location
 from rewriter.values import Static, canonical_term
+from rewriter.walk import COMPREHENSIONS, map_children, read_names, small_statement_targets
 
 
-class FoldExpression(cst.CSTTransformer):
+class FoldExpression:
     """Replaces static names by their terms and static sub-expressions by literals
     or model paths; simplifies ``a if <static> else b`` and ``<static> and x``.
 
     Assumes: ``env`` describes the program point of the expression.
     Guarantees: every static sub-expression whose value is a literal or a
     submodule/parameter is written as that literal or path; attribute and
-    keyword names are untouched.
+    keyword names, lambdas and comprehensions are untouched.
     """
 
     def __init__(self, ctx: RewriteContext, flow: StaticFlow, env: Env) -> None:
-        super().__init__()
         self.ctx = ctx
         self.evaluator = flow.evaluator(env)
-        self._skip: set[int] = set()
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(id(node.attr))
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self._skip.add(id(node.keyword))
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
-        updated = super().on_leave(original, updated)
-        if id(original) in self._skip or not isinstance(updated, cst.BaseExpression):
-            return updated
-        if isinstance(updated, cst.IfExp):
-            test = self.evaluator.evaluate(updated.test)
+    def __call__(self, node: cst.CSTNode) -> cst.CSTNode:
+        if isinstance(node, (cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString)):
+            return node
+        if isinstance(node, cst.Name):
+            fact = self.evaluator.scope.lookup(node.value)
+            return fact.term if isinstance(fact, Static) and fact.substitutable else node
+        if isinstance(node, cst.IfExp):
+            test = self.evaluator.evaluate(node.test)
             if test is not None:
-                return updated.body if test.value else updated.orelse
-        if isinstance(updated, cst.BooleanOperation):
-            left = self.evaluator.evaluate(updated.left)
+                return self(node.body if test.value else node.orelse)
+        if isinstance(node, cst.BooleanOperation):
+            left = self.evaluator.evaluate(node.left)
             if left is not None:
-                short_circuits = (not left.value) if isinstance(updated.operator, cst.And) else bool(left.value)
-                return updated.left if short_circuits else updated.right
-        if isinstance(updated, cst.Name):
-            fact = self.evaluator.scope.lookup(updated.value)
-            if isinstance(fact, Static) and fact.substitutable:
-                return fact.term
-            return updated
-        if isinstance(updated, (cst.BaseNumber, cst.SimpleString)):
-            return updated
-        static = self.evaluator.evaluate(updated)
-        if static is not None and static.substitutable:
-            term = canonical_term(static.value, self.ctx.index)
-            if term is not None:
-                return term
-        return updated
+                short_circuits = (not left.value) if isinstance(node.operator, cst.And) else bool(left.value)
+                return self(node.left if short_circuits else node.right)
+        if isinstance(node, cst.BaseExpression):
+            static = self.evaluator.evaluate(node)
+            if static is not None and static.substitutable:
+                term = canonical_term(static.value, self.ctx.index)
+                if term is not None:
+                    return term
+        return map_children(node, self)
 
 
 class ConstantPropagation:
@@ -98,7 +83,7 @@ class ConstantPropagation:
         return out, exits
 
     def fold(self, node: cst.CSTNode, env: Env) -> cst.CSTNode:
-        return node.visit(FoldExpression(self.ctx, self.flow, env))
+        return FoldExpression(self.ctx, self.flow, env)(node)
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.If):
@@ -119,7 +104,7 @@ class ConstantPropagation:
                 kept.append(new_small)
             exits = self.flow.step(stmt.with_changes(body=[new_small or small]), here)
             if exits.fall is not None:
-                written = assigned_names(small)
+                written = small_statement_targets(small)
                 if new_small is None:
                     exits.fall.virtual |= written
                 else:
@@ -219,17 +204,6 @@ def _binds_names_only(target: cst.BaseExpression) -> bool:
 def _read_names(body: Block) -> set[str]:
     """Names that are read somewhere (assignment targets do not count)."""
     names: set[str] = set()
-
-    class Reads(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-            return not isinstance(node.target, cst.Name)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            names.add(node.value)
-
-    cst.Module(body=body).visit(Reads())
+    for stmt in body:
+        names |= read_names(stmt)
     return names

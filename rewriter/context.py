@@ -66,6 +66,9 @@ class RewriteContext:
     call_stack: list[Any] = field(default_factory=list)
     parsed: dict[Any, Any] = field(default_factory=dict)
     callee_cache: dict[Any, Any] = field(default_factory=dict)
+    branch_free: dict[Any, bool] = field(default_factory=dict)
+    syntax_facts: dict[Any, Any] = field(default_factory=dict)
+    fingerprints: dict[int, tuple] = field(default_factory=dict)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
 

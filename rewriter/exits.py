@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from rewriter.flow import else_body
+from rewriter.walk import statements_contain
 
 Block = list[cst.BaseStatement]
 
@@ -48,27 +49,9 @@ def always_exits(stmts: Sequence[cst.BaseStatement]) -> bool:
     return False
 
 
-class _Finds(cst.CSTVisitor):
-    def __init__(self, kinds: tuple[type, ...], into_loops: bool) -> None:
-        self.kinds = kinds
-        self.into_loops = into_loops
-        self.found = False
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found:
-            return False
-        if isinstance(node, self.kinds):
-            self.found = True
-            return False
-        if isinstance(node, (cst.For, cst.While)) and not self.into_loops:
-            return False
-        return not isinstance(node, cst.BaseExpression)
-
-
 def contains(stmt: cst.CSTNode, kinds: tuple[type, ...], into_loops: bool) -> bool:
-    finder = _Finds(kinds, into_loops)
-    stmt.visit(finder)
-    return finder.found
+    """Whether ``stmt`` holds a (small) statement of type ``kinds``."""
+    return statements_contain([stmt], kinds, into_loops)
 
 
 def _split_at_exit(stmt: cst.SimpleStatementLine) -> tuple[list[cst.BaseStatement], cst.BaseSmallStatement]:

@@ -19,6 +19,7 @@ import libcst as cst
 from rewriter.context import RewriteContext
 from rewriter.static_eval import StaticEvaluator
 from rewriter.values import ListLength, Static, is_literal, literal_term, subscript_term
+from rewriter.walk import bound_names, small_statement_targets, target_names
 
 Fact = Static | ListLength
 
@@ -78,62 +79,14 @@ class Exits:
     continues: list[Env] = field(default_factory=list)
 
 
-class LocalNames(cst.CSTVisitor):
-    """Names a function binds (parameters and every kind of assignment target)."""
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-        self._in_target = 0
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self.names.add(node.name.value)
-
-    def _target(self, target: cst.CSTNode) -> None:
-        if isinstance(target, cst.Name):
-            self.names.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._target(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._target(target.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._target(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._target(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> bool:
-        return True
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
 def local_names(node: cst.CSTNode) -> set[str]:
-    collector = LocalNames()
-    node.visit(collector)
-    return collector.names
+    """Names a function (or any node) binds: parameters and assignment targets."""
+    return bound_names(node)
 
 
 def assigned_names(node: cst.CSTNode) -> set[str]:
     """Names bound anywhere inside ``node`` (a statement or block)."""
-    return local_names(node)
+    return bound_names(node)
 
 
 class _FlowScope:
@@ -145,7 +98,7 @@ class _FlowScope:
         fact = self.env.get(name)
         if fact is not None:
             return fact
-        if name in self.flow.locals:
+        if name in self.flow.locals or name in self.flow.ctx.namespace.generated:
             return None
         return self.flow.ctx.globals.resolve(name, self.flow.fn_globals)
 
@@ -154,7 +107,8 @@ _LIST_GROWERS = {"append": 1, "insert": 1}
 
 
 class StaticFlow:
-    """Transfer functions for one function body (``locals``: its local names;
+    """Transfer functions for one function body (``locals``: the local names of
+    its source, to which every name the namespace generates is added;
     ``fn_globals``: the globals its source was written against)."""
 
     def __init__(self, ctx: RewriteContext, locals_: set[str], fn_globals: dict[str, Any]) -> None:
@@ -229,7 +183,7 @@ class StaticFlow:
         elif isinstance(node, cst.Expr):
             self._expression_statement(node.value, env)
         elif isinstance(node, cst.Del):
-            for name in assigned_names(node):
+            for name in small_statement_targets(node):
                 env.kill(name)
         return Exits(env, exits.breaks, exits.continues)
 
@@ -253,7 +207,7 @@ class StaticFlow:
             for element, (part_value, part_node) in zip(elements, parts):
                 self.bind_target(element, part_value, part_node, env)
             return
-        for name in assigned_names(target):
+        for name in target_names(target):
             env.kill(name)
 
     def _unpack(self, value: Static | None, value_node: cst.BaseExpression | None, arity: int,
@@ -338,25 +292,29 @@ class StaticFlow:
 
     def _forget_escaping_lists(self, node: cst.BaseExpression, env: Env, keep: str | None = None) -> None:
         """A list passed to a call may be mutated by it: forget what we knew."""
-        if not any(isinstance(f, ListLength) or (isinstance(f, Static) and isinstance(f.value, list))
-                   for f in env.facts.values()):
-            return
-
-        flow = self
-
-        class Calls(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                for arg in call.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value != keep:
-                        fact = env.get(arg.value.value)
-                        is_list = isinstance(fact, ListLength) or (
-                            isinstance(fact, Static) and isinstance(fact.value, list))
-                        if is_list and not flow._is_pure_call(call, env):
-                            env.kill(arg.value.value)
-
-        node.visit(Calls())
+        if any(_is_list_fact(f) for f in env.facts.values()):
+            node.visit(_ListArguments(self, env, keep))
 
 
+def _is_list_fact(fact: Fact | None) -> bool:
+    return isinstance(fact, ListLength) or (isinstance(fact, Static) and isinstance(fact.value, list))
+
+
+class _ListArguments(cst.CSTVisitor):
+    """Forgets lists passed to calls that may mutate them."""
+
+    def __init__(self, flow: StaticFlow, env: Env, keep: str | None) -> None:
+        super().__init__()
+        self.flow = flow
+        self.env = env
+        self.keep = keep
+
+    def visit_Call(self, call: cst.Call) -> None:
+        for arg in call.args:
+            if not isinstance(arg.value, cst.Name) or arg.value.value == self.keep:
+                continue
+            if _is_list_fact(self.env.get(arg.value.value)) and not self.flow._is_pure_call(call, self.env):
+                self.env.kill(arg.value.value)
 
 
 def else_body(stmt: cst.If) -> list[cst.BaseStatement]:

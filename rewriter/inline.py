@@ -18,6 +18,7 @@ from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
 from rewriter.locations import comment_of, set_location
 from rewriter.substitute import rename
 from rewriter.values import Static, canonical_term, literal_term
+from rewriter.walk import descendants
 
 _LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
@@ -119,10 +120,10 @@ class Inline:
         small = stmt.body[0]
         direct = _direct_call(small)
         if direct is not None:
-            callee_body = self.expand(direct, stmt, env)
-            if callee_body is not None:
+            expansion = self.expand(direct, stmt, env)
+            if expansion is not None:
                 hoisted, call = self.hoist_arguments(direct, stmt, env)
-                return hoisted + self.splice(call, small, stmt, env)
+                return hoisted + self.splice(call, expansion, small, stmt, env)
         hoisted, new_small = self.hoist(small, stmt, env)
         return hoisted + [stmt.with_changes(body=[new_small])]
 
@@ -130,15 +131,20 @@ class Inline:
 
     def hoist(self, node: cst.CSTNode, stmt: cst.BaseStatement, env: Env) -> tuple[Block, cst.CSTNode]:
         """Move every call that must be inlined out of ``node`` into temporaries."""
-        sites: list[tuple[str, cst.Call]] = []
+        calls = [n for n in descendants(node, stop=(cst.Lambda,)) if isinstance(n, cst.Call)]
+        expansions = {id(call): self.expand(call, stmt, env) for call in calls}
+        if all(expansion is None for expansion in expansions.values()):
+            return [], node
+        sites: list[tuple[str, cst.Call, InlinedBody | Block]] = []
         inline = self
 
         class Sites(cst.CSTTransformer):
             def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-                if inline.expand(updated, stmt, env) is None:
+                expansion = expansions.get(id(original))
+                if expansion is None:
                     return updated
                 temp = inline.ctx.namespace.fresh("out")
-                sites.append((temp, updated))
+                sites.append((temp, updated, expansion))
                 return cst.Name(temp)
 
             def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -146,10 +152,10 @@ class Inline:
 
         new_node = node.visit(Sites())
         hoisted: Block = []
-        for temp, call in sites:
+        for temp, call, expansion in sites:
             target = cst.Assign([cst.AssignTarget(cst.Name(temp))], call)
             line = set_location(cst.SimpleStatementLine([target]), comment_of(stmt))
-            hoisted += self.splice(call, target, line, env)
+            hoisted += self.splice(call, expansion, target, line, env)
         return hoisted, new_node
 
     def hoist_arguments(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> tuple[Block, cst.Call]:
@@ -242,13 +248,11 @@ class Inline:
 
     # -- splicing -------------------------------------------------------------------------------
 
-    def splice(self, call: cst.Call, small: cst.BaseSmallStatement, stmt: cst.BaseStatement,
-               env: Env) -> Block:
+    def splice(self, call: cst.Call, expansion: InlinedBody | Block, small: cst.BaseSmallStatement,
+               stmt: cst.BaseStatement, env: Env) -> Block:
         """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``)."""
-        expansion = self.expand(call, stmt, env)
         if isinstance(expansion, list):
             return self._splice_sequential(expansion, small, stmt, env)
-        assert expansion is not None
         callee, _ = self.resolve(call, env)
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
         body = _rename_all(expansion.body, renames)

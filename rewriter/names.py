@@ -21,6 +21,7 @@ class Namespace:
     def __init__(self) -> None:
         self._taken: set[str] = set(keyword.kwlist) | set(dir(builtins))
         self._next_suffix: dict[str, int] = {}
+        self.generated: set[str] = set()
 
     def reserve(self, name: str) -> None:
         self._taken.add(name)
@@ -34,6 +35,7 @@ class Namespace:
             stem = "v"
         if stem not in self._taken:
             self._taken.add(stem)
+            self.generated.add(stem)
             return stem
         suffix = self._next_suffix.get(stem, 1)
         while f"{stem}_{suffix}" in self._taken:
@@ -41,4 +43,5 @@ class Namespace:
         self._next_suffix[stem] = suffix + 1
         name = f"{stem}_{suffix}"
         self._taken.add(name)
+        self.generated.add(name)
         return name

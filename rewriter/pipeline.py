@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import types
+
 import libcst as cst
+import torch
 
 from rewriter.check import reject_unsupported
 from rewriter.constprop import ConstantPropagation
 from rewriter.context import RewriteContext
 from rewriter.exits import Block, contains
 from rewriter.flow import Env, StaticFlow, local_names
-from rewriter.inline import Callee, Inline, InlinedBody
+from rewriter.inline import Callee, Inline, InlinedBody, is_user_code
 from rewriter.normalize import Normalize
 from rewriter.source import ParsedFunction, parse_function
 from rewriter.structure import Structure
-from rewriter.substitute import rename
+from rewriter.substitute import rename, replace_names
 from rewriter.unroll import Unroll
-from rewriter.values import is_literal
+from rewriter.values import ModuleIndex, Static, fingerprint, is_literal
 from rewriter.verify import verify
+from rewriter.walk import descendants
 
 PASSES = (
     ("normalize", "drop docstrings, splice `with torch.no_grad():` bodies"),
@@ -27,8 +31,10 @@ PASSES = (
 )
 
 
-def run_passes(ctx: RewriteContext, parsed: ParsedFunction, definition: cst.FunctionDef, env: Env) -> Block:
-    """Rewrite ``definition`` (whose locals are already hygienic) under ``env``."""
+def run_passes(ctx: RewriteContext, parsed: ParsedFunction, definition: cst.FunctionDef, env: Env,
+               inlined: bool) -> Block:
+    """Rewrite ``definition`` (whose locals are already hygienic) under ``env``;
+    ``inlined`` bodies get every ``return`` at the end of its path."""
     flow = StaticFlow(ctx, local_names(definition), parsed.globals)
     body: Block = list(definition.body.body)
     for name, _ in PASSES:
@@ -41,8 +47,7 @@ def run_passes(ctx: RewriteContext, parsed: ParsedFunction, definition: cst.Func
         elif name == "constprop":
             body = ConstantPropagation(ctx, flow).run(body, env.copy())
         elif name == "structure":
-            body = Structure().run(body)
-        flow.locals |= local_names(cst.Module(body=body))
+            body = Structure(nest_returns=inlined).run(body)
         ctx.record(name, parsed, body)
     verify(ctx, flow, body, env)
     return body
@@ -57,35 +62,121 @@ def parse_checked(ctx: RewriteContext, function) -> ParsedFunction:
     return parsed
 
 
+_BRANCHING = (cst.If, cst.For, cst.While, cst.IfExp, cst.BooleanOperation, cst.Try)
+
+
+def _syntax_facts(ctx: RewriteContext, function):
+    """(parsed, calls, locals) when ``function`` has no control flow syntax, else None."""
+    if function in ctx.syntax_facts:
+        return ctx.syntax_facts[function]
+    parsed = parse_checked(ctx, function)
+    body = parsed.definition.body.body
+    nodes = [n for stmt in body for n in descendants(stmt)]
+    branching = any(isinstance(n, _BRANCHING) for n in nodes)
+    early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
+    facts = None
+    if not branching and not early_return:
+        facts = (parsed, [n for n in nodes if isinstance(n, cst.Call)], local_names(parsed.definition))
+    ctx.syntax_facts[function] = facts
+    return facts
+
+
+def branch_free(ctx: RewriteContext, function, receiver: Static | None) -> bool:
+    """A cheap proof that calling ``function`` never branches on data: no control
+    flow syntax, and every call in it goes to library code or to user code that
+    is itself branch-free. False means "maybe" (the callee is then rewritten)."""
+    key = (function, id(receiver.value) if receiver is not None else None)
+    if key in ctx.branch_free:
+        return ctx.branch_free[key]
+    ctx.branch_free[key] = False  # a cycle is not provably branch-free
+    facts = _syntax_facts(ctx, function)
+    result = facts is not None
+    if result:
+        parsed, calls, locals_ = facts
+        env = Env()
+        params = parsed.definition.params.params
+        if receiver is not None and params:
+            env.bind(params[0].name.value, receiver)
+        flow = StaticFlow(ctx, locals_, parsed.globals)
+        result = all(_call_is_branch_free(ctx, flow, env, call) for call in calls)
+    ctx.branch_free[key] = result
+    return result
+
+
+def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: cst.Call) -> bool:
+    func = flow.evaluate(call.func, env)
+    if func is None:
+        return not (isinstance(call.func, cst.Name) and call.func.value in flow.locals)
+    target = func.value
+    if isinstance(target, torch.nn.Sequential):
+        return all(is_user_code(type(m)) is False or branch_free(ctx, type(m).forward, Static(m, func.term))
+                   for m in target)
+    if isinstance(target, torch.nn.Module):
+        return not is_user_code(type(target)) or branch_free(ctx, type(target).forward, func)
+    if isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
+        owner = target.__self__
+        return not is_user_code(target.__func__) or branch_free(ctx, target.__func__, Static(owner, func.term))
+    if isinstance(target, types.FunctionType):
+        return not is_user_code(target) or branch_free(ctx, target, None)
+    return True
+
+
 def _static_key(value) -> tuple:
     return ("literal", type(value).__name__, repr(value)) if is_literal(value) else ("object", id(value))
 
 
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement) -> InlinedBody | None:
     """The callee's body specialised to its static arguments, or None when it
-    has no data-dependent control flow (the call is then kept)."""
-    receiver_id = id(callee.receiver.value) if callee.receiver is not None else None
-    key = (callee.function, receiver_id,
-           tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items())),
+    has no data-dependent control flow (the call is then kept).
+
+    Note: sharing one rewrite between instances. A body is rewritten with its
+    receiver written as a placeholder name and cached under the receiver's
+    ``fingerprint``; each call site substitutes its own receiver path. So a
+    gate class used by 100 blocks is rewritten once, not 100 times.
+    """
+    receiver = callee.receiver
+    receiver_key = fingerprint(receiver.value, ctx.fingerprints) if receiver is not None else None
+    key = (callee.function, receiver_key,
+           tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
            tuple(sorted(callee.dynamic)))
-    if key in ctx.callee_cache:
-        return ctx.callee_cache[key]
-    frame = (callee.function, receiver_id)
+    if key not in ctx.callee_cache:
+        ctx.callee_cache[key] = _rewrite_specialised(ctx, callee, call_site)
+    cached = ctx.callee_cache[key]
+    if cached is None or receiver is None:
+        return cached
+    body, params, placeholder = cached
+    instantiate = {placeholder: receiver.term}
+    body = [replace_names(stmt, instantiate.get) for stmt in body]
+    return InlinedBody(body, params)
+
+
+def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement):
+    receiver = callee.receiver
+    frame = (callee.function, id(receiver.value) if receiver is not None else None)
     if frame in ctx.call_stack:
         raise ctx.error(f"recursion ({callee.function.__qualname__} calls itself)", call_site,
                         "unroll the recursion by hand or bound it with a loop")
+    if branch_free(ctx, callee.function, receiver):
+        return None
     parsed = parse_checked(ctx, callee.function)
     mapping = {name: ctx.namespace.fresh(name) for name in sorted(local_names(parsed.definition))}
     definition = rename(parsed.definition, mapping)
     env = Env()
+    placeholder = None
+    outer_index = ctx.index
     for name, static in callee.static.items():
+        if static is receiver:
+            placeholder = ctx.namespace.fresh("receiver")
+            static = Static(receiver.value, cst.Name(placeholder))
+            ctx.index = ModuleIndex(receiver.value, static.term, outer=outer_index)
         env.bind(mapping[name], static)
     ctx.call_stack.append(frame)
     try:
-        body = run_passes(ctx, parsed, definition, env)
+        body = run_passes(ctx, parsed, definition, env, inlined=True)
     finally:
         ctx.call_stack.pop()
-    has_branches = any(contains(stmt, (cst.If,), into_loops=True) for stmt in body)
-    result = InlinedBody(body, {p: mapping[p] for p in (*callee.static, *callee.dynamic)}) if has_branches else None
-    ctx.callee_cache[key] = result
-    return result
+        ctx.index = outer_index
+    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body):
+        return None
+    params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
+    return (body, params, placeholder) if receiver is not None else InlinedBody(body, params)

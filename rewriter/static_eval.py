@@ -183,12 +183,11 @@ class StaticEvaluator:
 
     def _eval_Call(self, node: cst.Call) -> Any:
         func_node = node.func
-        if (isinstance(func_node, cst.Name) and func_node.value == "len" and len(node.args) == 1
-                and self.scope.lookup("len") is None):
+        func = self._value(func_node)
+        if func is len and len(node.args) == 1:
             length = self.list_length(node.args[0].value)
             if length is not None:
                 return length
-        func = self._value(func_node)
         if not _allowed_call(func):
             raise _Dynamic
         args, kwargs = [], {}

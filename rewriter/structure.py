@@ -4,56 +4,48 @@ from __future__ import annotations
 
 import libcst as cst
 
-from rewriter.exits import Block, nest_after_returns
+from rewriter.exits import Block, always_exits, nest_after_returns, rebuild_if
+from rewriter.flow import else_body
 
 
-class ElifToElse(cst.CSTTransformer):
-    """Rewrites ``elif`` as ``else:`` + ``if``.
-
-    Guarantees: every ``If.orelse`` is None or an ``Else`` block.
-    """
-
-    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
-        if isinstance(updated.orelse, cst.If):
-            return updated.with_changes(orelse=cst.Else(body=cst.IndentedBlock(body=[updated.orelse])))
-        return updated
-
-
-def _is_empty(block: cst.BaseSuite | None) -> bool:
-    if block is None:
-        return True
+def _is_empty(stmts: Block) -> bool:
     return all(isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in stmt.body)
-               for stmt in block.body)
-
-
-class DropEmptyIfs(cst.CSTTransformer):
-    """Removes an ``if`` whose branches do nothing (left by a ``break`` in the last iteration).
-
-    Guarantees: every remaining ``if`` has a statement other than ``pass`` in a branch.
-    """
-
-    def leave_If(self, original: cst.If, updated: cst.If):
-        if _is_empty(updated.body) and (updated.orelse is None or _is_empty(updated.orelse.body)):
-            return cst.RemoveFromParent()
-        return updated
-
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
-        if not updated.body:
-            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        return updated
+               for stmt in stmts)
 
 
 class Structure:
-    """Rewrites ``elif`` chains and early returns into nested ``if``/``else``.
+    """Rewrites ``elif`` chains as nested ``if``/``else``, removes dead code and
+    empty ``if``s; with ``nest_returns`` also moves the statements after an
+    ``if`` that may return into its branches.
 
     Assumes: loop-free code (no ``for``/``while``/``break``/``continue``).
-    Guarantees: no ``elif``; no statement follows an ``if`` that contains a
-    ``return`` or ``raise`` (the statements that followed it now end each of
-    its branches that could fall through); no unreachable statement follows a
-    ``return`` or ``raise``; no ``if`` with two empty branches.
+    Guarantees: no ``elif``; no statement after a ``return``/``raise`` or after
+    an ``if`` all of whose branches return; no ``if`` with two empty branches.
+    With ``nest_returns`` (used for bodies that are inlined), additionally no
+    statement follows an ``if`` that contains a ``return``: every ``return``
+    ends its path. The top-level function keeps guard clauses
+    (``if c: return a`` followed by the rest) — the same control flow graph,
+    without one indentation level per early exit, which CPython caps at 100.
     """
 
+    def __init__(self, nest_returns: bool) -> None:
+        self.nest_returns = nest_returns
+
     def run(self, body: Block) -> Block:
-        module = cst.Module(body=body).visit(ElifToElse())
-        nested = cst.Module(body=nest_after_returns(list(module.body)))
-        return list(nested.visit(DropEmptyIfs()).body)
+        if self.nest_returns:
+            body = nest_after_returns(body)
+        return self.block(body)
+
+    def block(self, stmts: Block) -> Block:
+        out: Block = []
+        for stmt in stmts:
+            if isinstance(stmt, cst.If):
+                body = self.block(list(stmt.body.body))
+                orelse = self.block(else_body(stmt))
+                if _is_empty(body) and _is_empty(orelse):
+                    continue
+                stmt = rebuild_if(stmt, body, [] if _is_empty(orelse) else orelse)
+            out.append(stmt)
+            if always_exits([stmt]):
+                break
+        return out

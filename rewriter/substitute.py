@@ -6,6 +6,10 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from rewriter.walk import COMPREHENSIONS, descendants, map_children
+
+_SCOPES = (cst.Lambda, *COMPREHENSIONS)
+
 
 class NameReplacer(cst.CSTTransformer):
     """Replaces every ``Name`` that refers to a variable by ``replace(name)``
@@ -64,10 +68,17 @@ class NameReplacer(cst.CSTTransformer):
 
 
 def replace_names(node: cst.CSTNode, replace: Callable[[str], cst.BaseExpression | None]) -> cst.CSTNode:
-    if isinstance(node, cst.Name):
-        replacement = replace(node.value)
-        return node if replacement is None else replacement
-    return node.visit(NameReplacer(replace))
+    """``node`` with name references replaced (see ``NameReplacer``)."""
+    if any(type(n) in _SCOPES for n in descendants(node)):
+        return node.visit(NameReplacer(replace))
+
+    def transform(current: cst.CSTNode) -> cst.CSTNode:
+        if isinstance(current, cst.Name):
+            replacement = replace(current.value)
+            return current if replacement is None else replacement
+        return map_children(current, transform)
+
+    return transform(node)
 
 
 def rename(node: cst.CSTNode, mapping: dict[str, str]) -> cst.CSTNode:

@@ -149,28 +149,24 @@ class Unroll:
             "length does not depend on the input")
 
     def elements(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.args and not any(
-                a.star or a.keyword for a in node.args):
-            name = node.func.value
-            builtin = self.flow.evaluate(node.func, env)
-            if builtin is not None and builtin.value in (enumerate, zip, reversed):
-                iterables = node.args if name == "zip" else node.args[:1]
-                parts = [self.elements(a.value, env, loop) for a in iterables]
-                if any(p is None for p in parts) and name != "enumerate":
-                    return None
-                if name == "reversed":
-                    return list(reversed(parts[0]))
-                if name == "zip":
-                    return [_tuple_element(items) for items in zip(*parts)]
-                start = 0
-                if len(node.args) > 1:
-                    start_value = self.flow.evaluate(node.args[1].value, env)
-                    if start_value is None:
-                        return None
-                    start = start_value.value
-                if parts[0] is None:
-                    return None
-                return [_tuple_element((_literal(start + i), e)) for i, e in enumerate(parts[0])]
+        builtin = self.flow.evaluate(node.func, env) if isinstance(node, cst.Call) else None
+        if builtin is not None and builtin.value in (enumerate, zip, reversed) and not any(
+                a.star for a in node.args):
+            positional = [a.value for a in node.args if a.keyword is None]
+            keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+            iterables = positional if builtin.value is zip else positional[:1]
+            parts = [self.elements(value, env, loop) for value in iterables]
+            if not parts or any(p is None for p in parts):
+                return None
+            if builtin.value is reversed:
+                return list(reversed(parts[0]))
+            if builtin.value is zip:
+                return [_tuple_element(items) for items in zip(*parts)]
+            start_node = positional[1] if len(positional) > 1 else keywords.get("start")
+            start = self.flow.evaluate(start_node, env) if start_node is not None else Static(0, None)
+            if start is None:
+                return None
+            return [_tuple_element((_literal(start.value + i), e)) for i, e in enumerate(parts[0])]
         length = self.flow.evaluator(env).list_length(node)
         if length is not None:
             return [Element(None, subscript_term(node, i)) for i in range(length)]
@@ -193,9 +189,13 @@ class Unroll:
             owner = self.flow.evaluate(node.func.value, env)
             if owner is not None:
                 return [self._view_element(owner, v, container) for v in values]
+        indexable = isinstance(container, (list, tuple, range, str, torch.nn.ModuleList, torch.nn.Sequential))
         out = []
         for i, value in enumerate(values):
-            term = self._term(value, subscript_term(static.term, i))
+            term = self._term(value, subscript_term(static.term, i) if indexable else None)
+            if term is None:
+                raise self.ctx.error(f"a for loop over a {type(container).__name__} whose items cannot be named",
+                                     loop, "iterate over a list, a tuple or a module container")
             out.append(Element(Static(value, term), term))
         return out
 
@@ -208,7 +208,7 @@ class Unroll:
         term = self._term(value, subscript_term(owner.term, key))
         return Element(Static(value, term), term)
 
-    def _term(self, value, fallback: cst.BaseExpression) -> cst.BaseExpression:
+    def _term(self, value, fallback: cst.BaseExpression | None) -> cst.BaseExpression | None:
         if is_literal(value) and not isinstance(value, (list, dict)):
             return literal_term(value)
         path = self.ctx.index.term_for(value)

@@ -97,8 +97,10 @@ class ModuleIndex:
     of a ModuleDict ``self.layers['name']``, any other child ``self.conv``.
     """
 
-    def __init__(self, root: torch.nn.Module, root_term: cst.BaseExpression) -> None:
+    def __init__(self, root: torch.nn.Module, root_term: cst.BaseExpression,
+                 outer: ModuleIndex | None = None) -> None:
         self._terms: dict[int, cst.BaseExpression] = {}
+        self.outer = outer
         self._index(root, root_term)
 
     def _index(self, module: torch.nn.Module, term: cst.BaseExpression) -> None:
@@ -120,7 +122,39 @@ class ModuleIndex:
             self._index(child, child_term)
 
     def term_for(self, value: Any) -> cst.BaseExpression | None:
-        return self._terms.get(id(value))
+        term = self._terms.get(id(value))
+        if term is None and self.outer is not None:
+            return self.outer.term_for(value)
+        return term
+
+
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) - {"training"}
+
+
+def fingerprint(module: torch.nn.Module, memo: dict[int, tuple]) -> tuple:
+    """Everything about ``module`` (and its submodules) that rewriting can depend
+    on: classes, configuration attributes, which parameters exist and their
+    shapes — but not parameter values, which are never folded."""
+    key = id(module)
+    if key in memo:
+        return memo[key]
+    attributes = []
+    for name, value in sorted(vars(module).items()):
+        if name in _MODULE_INTERNALS:
+            continue
+        if is_literal(value):
+            attributes.append((name, "literal", repr(value)))
+        elif isinstance(value, torch.Tensor):
+            attributes.append((name, "tensor", tuple(value.shape), value.dtype))
+        else:
+            attributes.append((name, "object", id(value)))
+    tensors = tuple((name, None if t is None else (tuple(t.shape), t.dtype))
+                    for name, t in [*module._parameters.items(), *module._buffers.items()])
+    children = tuple((name, None if child is None else fingerprint(child, memo))
+                     for name, child in module._modules.items())
+    result = (type(module), tuple(attributes), tensors, children)
+    memo[key] = result
+    return result
 
 
 def canonical_term(value: Any, index: ModuleIndex) -> cst.BaseExpression | None:

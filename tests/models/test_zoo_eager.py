@@ -16,6 +16,18 @@ SEEDS = range(100)
 MIN_PATHS = 3
 MIN_LENGTHS = 3
 
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread() -> Any:
+    """Run the zoo on one intra-op thread. The models are tiny and batch-1, so a second
+    thread only adds synchronisation; on a loaded 2-core machine the spinning OpenMP
+    workers made every forward up to 8x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 _built: dict[str, tuple[ModuleType, torch.nn.Module, Any]] = {}
 
 

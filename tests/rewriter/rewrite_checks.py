@@ -33,12 +33,12 @@ def build(cls, *args, seed: int = 0, **kwargs) -> torch.nn.Module:
     return cls(*args, **kwargs).eval()
 
 
-def randn_inputs(*shape: int, count: int = 40, seed: int = 1, scale: float = 1.0) -> list[torch.Tensor]:
+def randn_inputs(*shape: int, count: int = 40, seed: int = 1, scale: float = 3.0) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) * scale for _ in range(count)]
 
 
-def randn_pairs(shape_a, shape_b, count: int = 40, seed: int = 1, scale: float = 1.0) -> list[tuple]:
+def randn_pairs(shape_a, shape_b, count: int = 40, seed: int = 1, scale: float = 3.0) -> list[tuple]:
     generator = torch.Generator().manual_seed(seed)
     return [(torch.randn(*shape_a, generator=generator) * scale, torch.randn(*shape_b, generator=generator) * scale)
             for _ in range(count)]

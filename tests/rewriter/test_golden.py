@@ -78,7 +78,7 @@ def test_constprop_substitutes_loop_variables_and_config():
     """)
 
 
-def test_structure_nests_early_returns():
+def test_structure_keeps_early_returns_as_guard_clauses():
     source = rewriter.rewrite(EarlyExit()).plain_source
     assert source == golden("""
         def forward(self, x):
@@ -86,18 +86,15 @@ def test_structure_nests_early_returns():
             out = self.exits[0](x)
             if out.softmax(-1).max() > 0.9:
                 return out, 0
-            else:
-                x = self.blocks[1](x)
-                out = self.exits[1](x)
-                if out.softmax(-1).max() > 0.9:
-                    return out, 1
-                else:
-                    x = self.blocks[2](x)
-                    out = self.exits[2](x)
-                    if out.softmax(-1).max() > 0.9:
-                        return out, 2
-                    else:
-                        return out, -1
+            x = self.blocks[1](x)
+            out = self.exits[1](x)
+            if out.softmax(-1).max() > 0.9:
+                return out, 1
+            x = self.blocks[2](x)
+            out = self.exits[2](x)
+            if out.softmax(-1).max() > 0.9:
+                return out, 2
+            return out, -1
     """)
 
 
