@@ -7,11 +7,12 @@ Shared by the unroll pass (loop exits) and the structure pass (returns).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from rewriter.flow import else_body
+from rewriter.locations import comment_of, set_location
 from rewriter.walk import statements_contain
 
 Block = list[cst.BaseStatement]
@@ -65,33 +66,60 @@ def _split_at_exit(stmt: cst.SimpleStatementLine) -> tuple[list[cst.BaseStatemen
     raise AssertionError("no exit in line")
 
 
-def thread_loop_exits(stmts: Sequence[cst.BaseStatement], after: Block, next_iteration: Block,
-                      unsupported) -> Block:
-    """One unrolled loop iteration without ``break``/``continue``.
+def _line(small: cst.BaseSmallStatement, like: cst.BaseStatement) -> cst.SimpleStatementLine:
+    return set_location(cst.SimpleStatementLine([small]), comment_of(like))
 
-    ``after`` runs when the iteration falls off its end, ``next_iteration`` at a
-    ``continue``; a ``break`` ends the path (control goes past the unrolled
-    loop). ``unsupported(stmt)`` is raised for a loop exit inside ``with``.
+
+def _assign(name: str, value: bool) -> cst.Assign:
+    return cst.Assign([cst.AssignTarget(cst.Name(name))], cst.Name(str(value)))
+
+
+def _is_small(stmts: Sequence[cst.BaseStatement]) -> bool:
+    return len(stmts) <= 2 and all(isinstance(s, cst.SimpleStatementLine) for s in stmts)
+
+
+def _fall_tails(stmts: Sequence[cst.BaseStatement], kind: type) -> int:
+    """How many copies of a continuation nesting would make (paths that fall through)."""
+    for stmt in stmts:
+        if always_exits([stmt]):
+            return 0
+        if isinstance(stmt, cst.If) and contains(stmt, (kind,), into_loops=False):
+            return _fall_tails(stmt.body.body, kind) + _fall_tails(else_body(stmt), kind)
+    return 1
+
+
+def run_unless_exited(stmts: Sequence[cst.BaseStatement], rest: Block, kind: type,
+                      new_flag: Callable[[], str], on_exit: Block = ()) -> Block:
+    """``stmts`` followed by ``rest``, where a ``kind`` statement (``break`` or
+    ``continue``) ends its path and skips ``rest``.
+
+    Where the code after an ``if`` holding such an exit would be copied into more
+    than one branch (and is not tiny), a flag is used instead of copies:
+    ``exited = False`` ... ``exited = True`` at the exit ... ``if not exited: <rest>``
+    — so the code size stays linear. ``on_exit`` runs at each exit (outer flags).
     """
     out: Block = []
     for i, stmt in enumerate(stmts):
-        exit_ = _final_small(stmt)
-        if exit_ is not None:
+        if _final_small(stmt) is not None:
             prefix, exit_ = _split_at_exit(stmt)
-            if isinstance(exit_, cst.Break):
-                return out + prefix
-            if isinstance(exit_, cst.Continue):
-                return out + prefix + list(next_iteration)
+            if isinstance(exit_, kind):
+                return out + prefix + list(on_exit)
             return out + [stmt]
-        if isinstance(stmt, cst.If) and contains(stmt, (cst.Break, cst.Continue), into_loops=False):
-            rest = list(stmts[i + 1:])
-            body = thread_loop_exits(list(stmt.body.body) + rest, after, next_iteration, unsupported)
-            orelse = thread_loop_exits(else_body(stmt) + rest, after, next_iteration, unsupported)
-            return out + [rebuild_if(stmt, body, orelse)]
-        if isinstance(stmt, cst.With) and contains(stmt, (cst.Break, cst.Continue), into_loops=False):
-            raise unsupported(stmt)
+        if isinstance(stmt, cst.If) and contains(stmt, (kind,), into_loops=False):
+            after = list(stmts[i + 1:])
+            if _fall_tails([stmt], kind) <= 1 or _is_small(after + list(rest)):
+                body = run_unless_exited(list(stmt.body.body) + after, rest, kind, new_flag, on_exit)
+                orelse = run_unless_exited(else_body(stmt) + after, rest, kind, new_flag, on_exit)
+                return out + [rebuild_if(stmt, body, orelse)]
+            flag = new_flag()
+            raised = [*on_exit, _line(_assign(flag, True), stmt)]
+            inner = rebuild_if(stmt, run_unless_exited(list(stmt.body.body), [], kind, new_flag, raised),
+                               run_unless_exited(else_body(stmt), [], kind, new_flag, raised))
+            remaining = run_unless_exited(after, rest, kind, new_flag, on_exit)
+            guard = cst.If(test=cst.UnaryOperation(cst.Not(), cst.Name(flag)), body=make_block(remaining))
+            return out + [_line(_assign(flag, False), stmt), inner, set_location(guard, comment_of(stmt))]
         out.append(stmt)
-    return out if always_exits(out) else out + list(after)
+    return out if always_exits(out) else out + list(rest)
 
 
 def nest_after_returns(stmts: Sequence[cst.BaseStatement]) -> Block:

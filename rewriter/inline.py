@@ -41,10 +41,13 @@ class Callee:
 class InlinedBody:
     """A callee rewritten for one binding: straight-line code and ``if``s whose
     ``return`` statements end every path; ``params`` maps parameter names to
-    the fresh names used in ``body``."""
+    the fresh names used in ``body``; ``assigned`` are the names ``body`` assigns."""
 
-    body: Block
-    params: dict[str, str]
+    def __init__(self, body: Block, params: dict[str, str], assigned: frozenset[str] | None = None) -> None:
+        self.body = body
+        self.params = params
+        self.assigned = assigned if assigned is not None else frozenset(
+            name for stmt in body for name in assigned_names(stmt))
 
 
 RewriteCallee = Callable[[Callee, cst.BaseStatement], InlinedBody | None]
@@ -277,10 +280,14 @@ class Inline:
     def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt) -> tuple[Block, dict[str, str]]:
         prologue: Block = []
         renames: dict[str, str] = {}
-        reassigned = _assigned_in(inlined.body)
+        reassigned = inlined.assigned
+        overwritten = _overwritten_by(stmt)
+        arg_names = [a.value for a in callee.dynamic.values() if isinstance(a, cst.Name)]
         for name, arg in callee.dynamic.items():
             fresh = inlined.params[name]
-            if isinstance(arg, cst.Name) and fresh not in reassigned:
+            if isinstance(arg, cst.Name) and (
+                fresh not in reassigned or (arg.value in overwritten and arg_names.count(arg.value) == 1)
+            ):
                 renames[fresh] = arg.value
             else:
                 line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(fresh))], arg)])
@@ -291,6 +298,14 @@ class Inline:
                                                            static.term)])
                 prologue.append(set_location(line, comment_of(stmt)))
         return prologue, renames
+
+
+def _overwritten_by(stmt: cst.BaseStatement) -> set[str]:
+    """Names the call statement assigns: an argument variable in this set may be
+    used by the inlined body as its own parameter (``x = block(x)``)."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+        return {t.target.value for t in stmt.body[0].targets if isinstance(t.target, cst.Name)}
+    return set()
 
 
 def _direct_call(small: cst.BaseSmallStatement) -> cst.Call | None:
@@ -311,6 +326,8 @@ def _result_writer(small: cst.BaseSmallStatement) -> Callable[[cst.BaseExpressio
     def write(value: cst.BaseExpression | None) -> list[cst.BaseSmallStatement]:
         value = value if value is not None else cst.Name("None")
         if isinstance(small, cst.Assign):
+            if len(small.targets) == 1 and value.deep_equals(small.targets[0].target):
+                return []
             return [cst.Assign(small.targets, value)]
         if isinstance(small, cst.Return):
             return [cst.Return(value)]
@@ -341,13 +358,6 @@ def replace_returns(stmts: Block, write, comment: cst.Comment | None) -> Block:
     if tail:
         out.append(set_location(cst.SimpleStatementLine(tail), comment))
     return out
-
-
-def _assigned_in(stmts: Block) -> set[str]:
-    names: set[str] = set()
-    for stmt in stmts:
-        names |= assigned_names(stmt)
-    return names
 
 
 def _rename_all(stmts: Block, renames: dict[str, str]) -> Block:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 
 import libcst as cst
 import torch
@@ -144,10 +145,9 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     cached = ctx.callee_cache[key]
     if cached is None or receiver is None:
         return cached
-    body, params, placeholder = cached
-    instantiate = {placeholder: receiver.term}
-    body = [replace_names(stmt, instantiate.get) for stmt in body]
-    return InlinedBody(body, params)
+    instantiate = {cached.placeholder: receiver.term}
+    body = [replace_names(stmt, instantiate.get) for stmt in cached.inlined.body]
+    return InlinedBody(body, cached.inlined.params, cached.inlined.assigned)
 
 
 def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement):
@@ -179,4 +179,13 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body):
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
-    return (body, params, placeholder) if receiver is not None else InlinedBody(body, params)
+    inlined = InlinedBody(body, params)
+    return _WithPlaceholder(inlined, placeholder) if receiver is not None else inlined
+
+
+@dataclass(frozen=True)
+class _WithPlaceholder:
+    """A cached callee body whose receiver is written as ``placeholder``."""
+
+    inlined: InlinedBody
+    placeholder: str

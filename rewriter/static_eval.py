@@ -128,9 +128,15 @@ class StaticEvaluator:
         return method(node)
 
     def _eval_Integer(self, node: cst.Integer) -> Any:
+        return int(node.value.replace("_", ""), 0)
+
+    def _eval_Float(self, node: cst.Float) -> Any:
+        return float(node.value.replace("_", ""))
+
+    def _eval_SimpleString(self, node: cst.SimpleString) -> Any:
         return node.evaluated_value
 
-    _eval_Float = _eval_Imaginary = _eval_SimpleString = _eval_Integer
+    _eval_Imaginary = _eval_SimpleString
 
     def _eval_ConcatenatedString(self, node: cst.ConcatenatedString) -> Any:
         return self._value(node.left) + self._value(node.right)

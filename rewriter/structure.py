@@ -20,7 +20,8 @@ class Structure:
 
     Assumes: loop-free code (no ``for``/``while``/``break``/``continue``).
     Guarantees: no ``elif``; no statement after a ``return``/``raise`` or after
-    an ``if`` all of whose branches return; no ``if`` with two empty branches.
+    an ``if`` all of whose branches return; no ``if`` with two empty branches;
+    ``pass`` only where a block would otherwise be empty.
     With ``nest_returns`` (used for bodies that are inlined), additionally no
     statement follows an ``if`` that contains a ``return``: every ``return``
     ends its path. The top-level function keeps guard clauses
@@ -48,4 +49,5 @@ class Structure:
             out.append(stmt)
             if always_exits([stmt]):
                 break
-        return out
+        real = [stmt for stmt in out if not _is_empty([stmt])]
+        return real if real else out[:1]

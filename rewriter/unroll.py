@@ -8,7 +8,7 @@ import libcst as cst
 import torch
 
 from rewriter.context import RewriteContext
-from rewriter.exits import Block, rebuild_if, thread_loop_exits
+from rewriter.exits import Block, rebuild_if, run_unless_exited
 from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
 from rewriter.locations import comment_of, set_location
 from rewriter.values import Static, is_literal, literal_term, subscript_term
@@ -127,12 +127,13 @@ class Unroll:
             orelse, exits_after = self.block(list(loop.orelse.body.body), completed)
         code: Block = orelse
         for body in reversed(iterations):
-            code = thread_loop_exits(body, code, code, self._exit_in_with)
+            body = run_unless_exited(body, [], cst.Continue, self._flag("skipped"))
+            code = run_unless_exited(body, code, cst.Break, self._flag("stopped"))
         fall = join([exits_after.fall, *breaks])
         return prologue + code, Exits(fall, exits_after.breaks, exits_after.continues)
 
-    def _exit_in_with(self, stmt: cst.BaseStatement) -> Exception:
-        return self.ctx.error("break/continue inside a with block inside a loop", stmt)
+    def _flag(self, base: str):
+        return lambda: self.ctx.namespace.fresh(base)
 
     # -- what a for loop iterates over ---------------------------------------------------------------
 

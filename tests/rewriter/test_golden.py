@@ -217,7 +217,7 @@ class PaperSkipNet(nn.Module):
         self.attr_layers = nn.ModuleDict()
         for g in range(2):
             for i in range(self.num_layers[g] + 1):
-                self.attr_layers["group{}_layer{}".format(g + 1, i)] = nn.Linear(4, 4)
+                self.attr_layers["group{}_layer{}".format(g + 1, i)] = nn.Linear(4, 4)  # noqa: UP032
         self.attr_layers["group2_ds0"] = nn.Linear(4, 4)
         self.gate = Gate()
 
@@ -228,7 +228,7 @@ class PaperSkipNet(nn.Module):
             for i in range(self.num_layers[g]):
                 if g == 0 and i < self.num_layers[g] - 1:
                     i = i + 1
-                name = "group{}_ds{}".format(g + 1, i)
+                name = "group{}_ds{}".format(g + 1, i)  # noqa: UP032
                 if name in self.attr_layers:
                     model = self.attr_layers[name]
                     prev = model(prev)
@@ -236,7 +236,7 @@ class PaperSkipNet(nn.Module):
                 if mask == 0:
                     x = prev
                 else:
-                    ly_name = "group{}_layer{}".format(g + 1, i)
+                    ly_name = "group{}_layer{}".format(g + 1, i)  # noqa: UP032
                     layer = self.attr_layers[ly_name]
                     x = layer(x)
                     cnt = cnt + 1
