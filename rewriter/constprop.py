@@ -8,8 +8,10 @@ from rewriter.context import RewriteContext
 from rewriter.exits import Block, rebuild_if
 from rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from rewriter.locations import comment_of, set_location
-from rewriter.values import Static, canonical_term
-from rewriter.walk import COMPREHENSIONS, map_children, read_names, small_statement_targets
+from rewriter.values import Static, canonical_term, is_literal
+from rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
+
+_LEAVES = frozenset({cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString})
 
 
 class FoldExpression:
@@ -27,27 +29,47 @@ class FoldExpression:
         self.evaluator = flow.evaluator(env)
 
     def __call__(self, node: cst.CSTNode) -> cst.CSTNode:
-        if isinstance(node, (cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString)):
+        kind = type(node)
+        if kind in _LEAVES:
             return node
-        if isinstance(node, cst.Name):
+        if kind is cst.Name:
             fact = self.evaluator.scope.lookup(node.value)
             return fact.term if isinstance(fact, Static) and fact.substitutable else node
-        if isinstance(node, cst.IfExp):
+        if kind is cst.IfExp:
             test = self.evaluator.evaluate(node.test)
             if test is not None:
                 return self(node.body if test.value else node.orelse)
-        if isinstance(node, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             left = self.evaluator.evaluate(node.left)
             if left is not None:
-                short_circuits = (not left.value) if isinstance(node.operator, cst.And) else bool(left.value)
+                short_circuits = (not left.value) if type(node.operator) is cst.And else bool(left.value)
                 return self(node.left if short_circuits else node.right)
-        if isinstance(node, cst.BaseExpression):
+        if is_a(node, (cst.BaseExpression,)):
             static = self.evaluator.evaluate(node)
             if static is not None and static.substitutable:
+                if not is_literal(static.value) and self._is_plain_path(node):
+                    return node
                 term = canonical_term(static.value, self.ctx.index)
                 if term is not None:
                     return term
         return map_children(node, self)
+
+    def _is_plain_path(self, node: cst.BaseExpression) -> bool:
+        """``self.a.b[2]['k']``: a path from a name that is not a static local
+        (so it is already closed, and folding would only rebuild it)."""
+        while True:
+            if isinstance(node, cst.Attribute):
+                node = node.value
+            elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(
+                    node.slice[0].slice, cst.Index) and isinstance(
+                    node.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
+                node = node.value
+            elif isinstance(node, cst.Name):
+                fact = self.evaluator.scope.lookup(node.value)
+                return isinstance(fact, Static) and isinstance(fact.term, cst.Name) and (
+                    fact.term.value == node.value)
+            else:
+                return False
 
 
 class ConstantPropagation:

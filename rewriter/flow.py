@@ -135,7 +135,7 @@ class StaticFlow:
 
     def step(self, stmt: cst.BaseStatement, env: Env) -> Exits:
         """Effect of one statement on ``env`` (which it may modify)."""
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             exits = Exits(env)
             for small in stmt.body:
                 if exits.fall is None:
@@ -165,13 +165,14 @@ class StaticFlow:
     # -- simple statements -----------------------------------------------------------------
 
     def _small(self, node: cst.BaseSmallStatement, env: Env, exits: Exits) -> Exits:
-        if isinstance(node, (cst.Return, cst.Raise)):
+        kind = type(node)
+        if kind is cst.Return or kind is cst.Raise:
             return Exits(None, exits.breaks, exits.continues)
-        if isinstance(node, cst.Break):
+        if kind is cst.Break:
             return Exits(None, exits.breaks + [env], exits.continues)
-        if isinstance(node, cst.Continue):
+        if kind is cst.Continue:
             return Exits(None, exits.breaks, exits.continues + [env])
-        if isinstance(node, cst.Assign):
+        if kind is cst.Assign:
             value = self.evaluate(node.value, env)
             self._forget_escaping_lists(node.value, env)
             for target in node.targets:

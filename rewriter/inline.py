@@ -18,7 +18,7 @@ from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
 from rewriter.locations import comment_of, set_location
 from rewriter.substitute import rename
 from rewriter.values import Static, canonical_term, literal_term
-from rewriter.walk import descendants
+from rewriter.walk import descendants, map_children
 
 _LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
@@ -139,21 +139,19 @@ class Inline:
         if all(expansion is None for expansion in expansions.values()):
             return [], node
         sites: list[tuple[str, cst.Call, InlinedBody | Block]] = []
-        inline = self
 
-        class Sites(cst.CSTTransformer):
-            def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-                expansion = expansions.get(id(original))
-                if expansion is None:
-                    return updated
-                temp = inline.ctx.namespace.fresh("out")
-                sites.append((temp, updated, expansion))
-                return cst.Name(temp)
+        def replace_calls(current: cst.CSTNode) -> cst.CSTNode:
+            if isinstance(current, cst.Lambda):
+                return current
+            updated = map_children(current, replace_calls)
+            expansion = expansions.get(id(current))
+            if expansion is None:
+                return updated
+            temp = self.ctx.namespace.fresh("out")
+            sites.append((temp, updated, expansion))
+            return cst.Name(temp)
 
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
-
-        new_node = node.visit(Sites())
+        new_node = replace_calls(node)
         hoisted: Block = []
         for temp, call, expansion in sites:
             target = cst.Assign([cst.AssignTarget(cst.Name(temp))], call)

@@ -136,6 +136,8 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     gate class used by 100 blocks is rewritten once, not 100 times.
     """
     receiver = callee.receiver
+    if branch_free(ctx, callee.function, receiver):
+        return None
     receiver_key = fingerprint(receiver.value, ctx.fingerprints) if receiver is not None else None
     key = (callee.function, receiver_key,
            tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
@@ -156,8 +158,6 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     if frame in ctx.call_stack:
         raise ctx.error(f"recursion ({callee.function.__qualname__} calls itself)", call_site,
                         "unroll the recursion by hand or bound it with a loop")
-    if branch_free(ctx, callee.function, receiver):
-        return None
     parsed = parse_checked(ctx, callee.function)
     mapping = {name: ctx.namespace.fresh(name) for name in sorted(local_names(parsed.definition))}
     definition = rename(parsed.definition, mapping)

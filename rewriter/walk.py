@@ -41,6 +41,18 @@ def is_node(value: object) -> bool:
     return known
 
 
+_MRO: dict[type, frozenset[type]] = {}
+
+
+def is_a(node: object, classes: tuple[type, ...]) -> bool:
+    """``isinstance(node, classes)`` for libcst classes, without the cost of ABC checks."""
+    kind = type(node)
+    mro = _MRO.get(kind)
+    if mro is None:
+        mro = _MRO[kind] = frozenset(kind.__mro__)
+    return any(c in mro for c in classes)
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for name in _fields(type(node)):
         value = getattr(node, name)
@@ -59,7 +71,7 @@ def descendants(node: cst.CSTNode, stop: tuple[type, ...] = ()) -> Iterator[cst.
     while stack:
         current = stack.pop()
         yield current
-        if stop and current is not node and isinstance(current, stop):
+        if stop and current is not node and is_a(current, stop):
             continue
         stack.extend(reversed(list(children(current))))
 
