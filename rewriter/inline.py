@@ -16,7 +16,7 @@ from rewriter.context import RewriteContext
 from rewriter.exits import Block, contains, rebuild_if
 from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
 from rewriter.locations import comment_of, set_location
-from rewriter.substitute import rename
+from rewriter.substitute import replace_names
 from rewriter.values import Static, canonical_term, literal_term
 from rewriter.walk import descendants, map_children
 
@@ -41,16 +41,24 @@ class Callee:
 class InlinedBody:
     """A callee rewritten for one binding: straight-line code and ``if``s whose
     ``return`` statements end every path; ``params`` maps parameter names to
-    the fresh names used in ``body``; ``assigned`` are the names ``body`` assigns."""
+    the fresh names used in ``body``; ``assigned`` are the names ``body`` assigns;
+    ``pending`` are substitutions still to apply (the receiver placeholder)."""
 
-    def __init__(self, body: Block, params: dict[str, str], assigned: frozenset[str] | None = None) -> None:
+    def __init__(self, body: Block, params: dict[str, str], assigned: frozenset[str] | None = None,
+                 pending: dict[str, cst.BaseExpression] | None = None) -> None:
         self.body = body
         self.params = params
+        self.pending = pending or {}
         self.assigned = assigned if assigned is not None else frozenset(
             name for stmt in body for name in assigned_names(stmt))
 
 
 RewriteCallee = Callable[[Callee, cst.BaseStatement], InlinedBody | None]
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(function: types.FunctionType) -> inspect.Signature:
+    return inspect.signature(function)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -202,7 +210,7 @@ class Inline:
                 keywords[arg.keyword.value] = arg.value
             else:
                 positional.append(arg.value)
-        signature = inspect.signature(function)
+        signature = _signature(function)
         try:
             bound = signature.bind(*([receiver] if receiver is not None else []), *positional, **keywords)
         except TypeError:
@@ -256,7 +264,8 @@ class Inline:
             return self._splice_sequential(expansion, small, stmt, env)
         callee, _ = self.resolve(call, env)
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
-        body = _rename_all(expansion.body, renames)
+        substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
+        body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
         return prologue + replace_returns(body, _result_writer(small), comment_of(stmt))
 
     def _splice_sequential(self, calls: list[cst.Call], small, stmt, env) -> Block:
@@ -357,8 +366,5 @@ def replace_returns(stmts: Block, write, comment: cst.Comment | None) -> Block:
         out.append(set_location(cst.SimpleStatementLine(tail), comment))
     return out
 
-
-def _rename_all(stmts: Block, renames: dict[str, str]) -> Block:
-    return [rename(s, renames) for s in stmts] if renames else stmts
 
 

@@ -17,7 +17,7 @@ from rewriter.inline import Callee, Inline, InlinedBody, is_user_code
 from rewriter.normalize import Normalize
 from rewriter.source import ParsedFunction, parse_function
 from rewriter.structure import Structure
-from rewriter.substitute import rename, replace_names
+from rewriter.substitute import rename
 from rewriter.unroll import Unroll
 from rewriter.values import ModuleIndex, Static, fingerprint, is_literal
 from rewriter.verify import verify
@@ -147,9 +147,8 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     cached = ctx.callee_cache[key]
     if cached is None or receiver is None:
         return cached
-    instantiate = {cached.placeholder: receiver.term}
-    body = [replace_names(stmt, instantiate.get) for stmt in cached.inlined.body]
-    return InlinedBody(body, cached.inlined.params, cached.inlined.assigned)
+    inlined = cached.inlined
+    return InlinedBody(inlined.body, inlined.params, inlined.assigned, {cached.placeholder: receiver.term})
 
 
 def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement):
