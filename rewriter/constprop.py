@@ -124,7 +124,7 @@ class ConstantPropagation:
             new_small = self._small(small, here)
             if new_small is not None:
                 kept.append(new_small)
-            exits = self.flow.step(stmt.with_changes(body=[new_small or small]), here)
+            exits = self.flow.step_small(new_small or small, here)
             if exits.fall is not None:
                 written = small_statement_targets(small)
                 if new_small is None:

@@ -152,6 +152,10 @@ class StaticFlow:
             return Exits(env)
         return Exits(env)
 
+    def step_small(self, small: cst.BaseSmallStatement, env: Env) -> Exits:
+        """Effect of one small statement (``a = b``, ``return x``, ...) on ``env``."""
+        return self._small(small, env, Exits(env))
+
     def _if(self, stmt: cst.If, env: Env) -> Exits:
         test = self.evaluate(stmt.test, env)
         orelse = else_body(stmt)
