@@ -1,0 +1,1 @@
+"""Generation of the standalone host module (paper §5.6)."""
