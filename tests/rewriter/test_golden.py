@@ -288,3 +288,79 @@ def test_every_statement_carries_its_user_line():
     source = rewriter.rewrite(EarlyExit()).source
     body_lines = [line for line in source.splitlines()[1:] if line.strip() not in ("else:",)]
     assert all("# test_golden.py:" in line for line in body_lines), source
+
+
+class NoGradDocstring(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        """A docstring the rewriter drops."""
+        with torch.no_grad():
+            y = self.fc(x)  # a comment the rewriter drops
+            if y.sum() > 0: y = -y  # noqa: E701 (one-line suites are split)
+        return y
+
+
+def test_normalize_splices_no_grad_and_drops_docstrings_and_comments():
+    assert after(NoGradDocstring(), "normalize") == golden("""
+        y = self.fc(x)
+        if y.sum() > 0:
+            y = -y
+        return y
+    """)
+
+
+class NestedBreak(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            if x.sum() > 0:
+                if x.max() > 2.0:
+                    break
+                x = x * 0.5
+            else:
+                x = -x
+        return x
+
+
+def test_break_under_nested_if_uses_a_flag_instead_of_copies():
+    assert rewriter.rewrite(NestedBreak()).plain_source == golden("""
+        def forward(self, x):
+            x = self.layers[0](x)
+            if x.sum() > 0:
+                if x.max() > 2.0:
+                    stopped_1 = True
+                else:
+                    x = x * 0.5
+                    stopped_1 = False
+            else:
+                x = -x
+                stopped_1 = False
+            if not stopped_1:
+                x = self.layers[1](x)
+                if x.sum() > 0:
+                    if x.max() > 2.0:
+                        stopped = True
+                    else:
+                        x = x * 0.5
+                        stopped = False
+                else:
+                    x = -x
+                    stopped = False
+                if not stopped:
+                    x = self.layers[2](x)
+                    if x.sum() > 0:
+                        if x.max() > 2.0:
+                            pass
+                        else:
+                            x = x * 0.5
+                    else:
+                        x = -x
+            return x
+    """)
