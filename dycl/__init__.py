@@ -1,12 +1,16 @@
 """dycl: compile PyTorch networks with data-dependent control flow.
 
-This release holds the program rewriter; compilation (``dycl.compile``),
-the standalone host and the harness build on it.
+    compiled = dycl.compile(model, example_input)    # every branch compiled ahead of time
+    y = compiled(x)                                  # same call and results as model(x)
+    compiled.save("build/net")                       # host.py + manifest.json + sub-DNNs
+    net = dycl.load("build/net")
 """
 
+from dycl.api import CompiledModel, compile, load
 from rewriter import RewrittenFunction, rewrite
 from rewriter.errors import SourceLocation, UnsupportedError
 
 __version__ = "0.1.0"
 
-__all__ = ["UnsupportedError", "SourceLocation", "RewrittenFunction", "rewrite", "__version__"]
+__all__ = ["compile", "load", "CompiledModel", "UnsupportedError", "SourceLocation", "RewrittenFunction",
+           "rewrite", "__version__"]

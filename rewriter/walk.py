@@ -123,13 +123,25 @@ def read_names(node: cst.CSTNode) -> set[str]:
         if isinstance(current, cst.Attribute):
             stack.append(current.value)
             continue
-        if isinstance(current, cst.AssignTarget) and isinstance(current.target, cst.Name):
+        if isinstance(current, cst.AssignTarget):
+            stack.extend(_target_reads(current.target))
             continue
         if isinstance(current, cst.Arg):
             stack.append(current.value)
             continue
         stack.extend(children(current))
     return names
+
+
+def _target_reads(target: cst.BaseExpression) -> list[cst.CSTNode]:
+    """The parts of an assignment target that are read (``a[i].b = ...`` reads ``a`` and ``i``)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [part for element in target.elements for part in _target_reads(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_reads(target.value)
+    if isinstance(target, (cst.Attribute, cst.Subscript)):
+        return [target]
+    return []
 
 
 def statements_contain(stmts, kinds: tuple[type, ...], into_loops: bool) -> bool:

@@ -1,0 +1,12 @@
+"""Backends compile a sub-DNN variant to bytes and run it on numpy arrays.
+
+Each backend provides: ``compile(module, variant) -> bytes``, the host runtime
+snippet that defines ``load_executable(data, entry)`` in the generated host,
+and ``executable(data, entry)`` for running in-process.
+"""
+
+from __future__ import annotations
+
+from dycl.backends.base import Backend, get_backend
+
+__all__ = ["Backend", "get_backend"]

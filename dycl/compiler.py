@@ -1,0 +1,153 @@
+"""``dycl.compile``: rewrite → HCFG → compile every sub-DNN → generate the host."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+import rewriter
+from dycl.backends import get_backend
+from dycl.progress import Progress
+from dycl.subdnn import SubDNNModule, Variant, variants_of
+from hcfg.build import build_hcfg
+from hcfg.graph import HCFG
+from hcfg.trace import trace_examples
+from hostgen.emit import CallSpec, HostCodegen
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class CompileResult:
+    """Everything ``save`` writes, plus what the in-process model needs."""
+
+    graph: HCFG
+    rewritten: rewriter.RewrittenFunction
+    backend_name: str
+    host_source: str
+    manifest: dict[str, Any]
+    files: dict[str, bytes]
+    modules: dict[str, SubDNNModule]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
+                  optimize: bool = True, progress: bool | None = None) -> CompileResult:
+    del optimize  # graph optimisation (§5.4) is applied by the split itself for now
+    chosen = get_backend(backend)
+    example_args = example_input if isinstance(example_input, tuple) else (example_input,)
+    seconds: dict[str, float] = {}
+
+    start = time.perf_counter()
+    rewritten = rewriter.rewrite(model)
+    seconds["rewrite"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    graph = build_hcfg(rewritten, model, example_args)
+    bound = rewritten.signature.bind(model, *example_args)
+    bound.apply_defaults()
+    self_name = next(iter(rewritten.signature.parameters))
+    initial = {name: value for name, value in bound.arguments.items()}
+    examples = trace_examples(graph, rewritten.globals, initial)
+    seconds["hcfg"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    variants: list[Variant] = []
+    for sub in graph.sub_dnns:
+        if not examples[sub.index].inputs:
+            raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
+        variants += variants_of(sub, examples[sub.index])
+    bar = Progress(f"compiling sub-DNNs with {backend}", len(variants), progress)
+    files: dict[str, bytes] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    modules: dict[str, SubDNNModule] = {}
+    compiled_by_fingerprint: dict[str, str] = {}
+    for variant in variants:
+        module = SubDNNModule(model, variant, rewritten.globals, self_name).eval()
+        modules[variant.name] = module
+        fingerprint = variant.fingerprint()
+        file_name = compiled_by_fingerprint.get(fingerprint)
+        if file_name is None:
+            file_name = f"{variant.name}{chosen.file_suffix}"
+            files[file_name] = chosen.compile(module, variant)
+            compiled_by_fingerprint[fingerprint] = file_name
+        entries[variant.name] = {
+            "file": file_name,
+            "sha256": _sha256(files[file_name]),
+            "inputs": [p.to_json() for p in variant.inputs],
+            "outputs": [p.to_json() for p in variant.outputs],
+        }
+        bar.step(variant.name)
+    seconds["compile"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    calls = _call_specs(graph, variants)
+    inputs = _input_specs(rewritten, example_args)
+    host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized)).emit()
+    manifest = {
+        "dycl_version": VERSION,
+        "backend": chosen.name,
+        "model": rewritten.qualname,
+        "inputs": inputs,
+        "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
+        "sub_dnns": entries,
+    }
+    seconds["host"] = time.perf_counter() - start
+    stats = {
+        "sub_dnns": len(graph.sub_dnns),
+        "variants": len(variants),
+        "conditions": len(graph.conditions),
+        "unique_compiled": len(files),
+        "seconds": {k: round(v, 4) for k, v in seconds.items()},
+    }
+    return CompileResult(graph, rewritten, chosen.name, host_source, manifest, files, modules, stats)
+
+
+def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
+    by_sub: dict[int, list[Variant]] = {}
+    for variant in variants:
+        by_sub.setdefault(variant.sub.index, []).append(variant)
+    specs = {}
+    for sub in graph.sub_dnns:
+        own = by_sub[sub.index]
+        first = own[0]
+        if first.output_lengths:
+            raise rewriter.UnsupportedError(f"a sub-DNN returning a list ({sorted(first.output_lengths)})", None)
+        scalars = tuple(p.name for p in first.outputs if p.kind != "tensor")
+        specs[sub.index] = CallSpec({v.key: v.name for v in own}, tuple(first.list_lengths), scalars)
+    return specs
+
+
+def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple) -> list[dict[str, Any]]:
+    names = list(rewritten.signature.parameters)[1:]
+    specs = []
+    for name, value in zip(names, example_args):
+        if isinstance(value, torch.Tensor):
+            specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype).removeprefix("torch."),
+                          "shape": list(value.shape)})
+    return specs
+
+
+def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our generated host
+    return module
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+
+
+__all__ = ["compile_model", "CompileResult", "load_host_module", "manifest_bytes", "np"]

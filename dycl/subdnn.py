@@ -1,0 +1,173 @@
+"""Each sub-DNN as an ``nn.Module`` over flat tensor inputs and outputs.
+
+A sub-DNN's inputs may be tensors, Python scalars (passed as 0-d tensors) or
+Python lists of tensors (passed element by element). Lists of different
+lengths reach the same sub-DNN on different paths (``torch.stack(tokens)``
+after a decoding loop), so a sub-DNN has one *variant* per tuple of list
+lengths; the host picks the variant from ``len()`` of its lists. Within a
+variant a dimension that differs between examples is symbolic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+import libcst as cst
+import numpy as np
+import torch
+
+from hcfg.graph import SubDNN
+from hcfg.trace import Examples
+from rewriter.errors import UnsupportedError
+
+_SCALAR_DTYPES = {bool: "bool", int: "int64", float: "float32"}
+
+
+@dataclass(frozen=True)
+class Port:
+    """One flat input or output: ``kind`` is "tensor" or the Python scalar type
+    ("int", "float", "bool") it carries; symbolic dims are strings."""
+
+    name: str
+    kind: str
+    dtype: str
+    shape: tuple[int | str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compilable form of a sub-DNN."""
+
+    sub: SubDNN
+    key: tuple[int, ...]
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    examples: tuple[tuple[torch.Tensor, ...], ...]
+    list_lengths: dict[str, int]
+    output_lengths: dict[str, int]
+
+    @property
+    def name(self) -> str:
+        suffix = "_".join(str(k) for k in self.key)
+        return f"{self.sub.name}_{suffix}" if self.key else self.sub.name
+
+    def fingerprint(self) -> str:
+        """Identical statements over identical input ports: the same compiled artifact."""
+        text = cst.Module(list(self.sub.statements)).code
+        body = "\n".join(_strip_comment(line) for line in text.splitlines())
+        ports = repr([(p.kind, p.dtype, p.shape) for p in self.inputs]) + repr(
+            [(p.kind, p.dtype, p.shape) for p in self.outputs])
+        signature = repr((self.sub.inputs, self.sub.outputs, self.list_lengths))
+        return hashlib.sha256((body + ports + signature).encode()).hexdigest()[:16]
+
+
+def _strip_comment(line: str) -> str:
+    return line.split("  # ")[0].rstrip()
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _flat(name: str, value: Any, where: SubDNN) -> list[tuple[str, str, Any]]:
+    """(port name, kind, tensor) for one variable's value."""
+    if isinstance(value, torch.Tensor):
+        return [(name, "tensor", value)]
+    if isinstance(value, bool | int | float) and not isinstance(value, np.generic):
+        kind = type(value).__name__
+        return [(name, kind, torch.tensor(value, dtype=getattr(torch, _SCALAR_DTYPES[type(value)])))]
+    if isinstance(value, list | tuple) and all(isinstance(v, torch.Tensor) for v in value):
+        return [(f"{name}_{i}", "tensor", v) for i, v in enumerate(value)]
+    raise UnsupportedError(f"a value of type {type(value).__name__} passed between sub-DNNs ({name})", None,
+                           "sub-DNNs exchange tensors, Python numbers and lists of tensors")
+
+
+def variants_of(sub: SubDNN, examples: Examples) -> list[Variant]:
+    """Group a sub-DNN's examples by list lengths; make differing dims symbolic."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, values in enumerate(examples.inputs):
+        key = tuple(len(v) for v in values if isinstance(v, list | tuple))
+        groups.setdefault(key, []).append(i)
+    variants = []
+    for key, members in sorted(groups.items()):
+        flat_inputs = [[port for name, value in zip(sub.inputs, examples.inputs[i]) for port in _flat(name, value, sub)]
+                       for i in members]
+        flat_outputs = [[port for name, value in zip(sub.outputs, examples.outputs[i])
+                         for port in _flat(name, value, sub)] for i in members]
+        prefix = sub.name + ("_" + "_".join(map(str, key)) if key else "")
+        inputs = _ports(flat_inputs, prefix, "in")
+        # ONNX names every value once: an output may not share its input's name.
+        outputs = tuple(replace(p, name=f"{p.name}:out") for p in _ports(flat_outputs, prefix, "out"))
+        list_lengths = {name: len(v) for name, v in zip(sub.inputs, examples.inputs[members[0]])
+                        if isinstance(v, list | tuple)}
+        output_lengths = {name: len(v) for name, v in zip(sub.outputs, examples.outputs[members[0]])
+                          if isinstance(v, list | tuple)}
+        examples_flat = tuple(tuple(t for _, _, t in flat) for flat in flat_inputs)
+        variants.append(Variant(sub, key, inputs, outputs, examples_flat, list_lengths, output_lengths))
+    return variants
+
+
+def _ports(flat_examples: list[list[tuple[str, str, Any]]], prefix: str, role: str) -> tuple[Port, ...]:
+    first = flat_examples[0]
+    ports = []
+    for position, (name, kind, tensor) in enumerate(first):
+        shapes = [tuple(example[position][2].shape) for example in flat_examples]
+        dims: list[int | str] = []
+        for axis, size in enumerate(shapes[0]):
+            same = all(len(s) == len(shapes[0]) and s[axis] == size for s in shapes)
+            dims.append(size if same else f"{prefix}_{role}{position}_d{axis}")
+        ports.append(Port(name, kind, _dtype_name(tensor.dtype), tuple(dims)))
+    return tuple(ports)
+
+
+class SubDNNModule(torch.nn.Module):
+    """``forward(*flat_inputs) -> tuple(flat_outputs)`` running the sub-DNN's
+    statements over the original model's parameters (no copies)."""
+
+    def __init__(self, model: torch.nn.Module, variant: Variant, globals_: dict[str, Any],
+                 self_name: str) -> None:
+        super().__init__()
+        self.model = model
+        self.variant = variant
+        source = _function_source(variant, self_name)
+        namespace: dict[str, Any] = dict(globals_)
+        exec(compile(source, f"<dycl-{variant.name}>", "exec"), namespace)  # noqa: S102 - generated
+        self.function = namespace["_subdnn"]
+        self.source = source
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        results = self.function(self.model, *inputs)
+        flat: list[torch.Tensor] = []
+        for name, value in zip(self.variant.sub.outputs, results):
+            if isinstance(value, torch.Tensor):
+                flat.append(value)
+            elif isinstance(value, list | tuple):
+                flat.extend(value)
+            else:
+                flat.append(torch.tensor(value))
+        return tuple(flat)
+
+
+def _function_source(variant: Variant, self_name: str) -> str:
+    sub = variant.sub
+    params = [self_name]
+    prologue = []
+    for name in sub.inputs:
+        length = variant.list_lengths.get(name)
+        if length is None:
+            params.append(name)
+        else:
+            parts = [f"{name}_{i}" for i in range(length)]
+            params += parts
+            prologue.append(f"    {name} = [{', '.join(parts)}]")
+    body = cst.Module(list(sub.statements)).code
+    lines = [f"def _subdnn({', '.join(params)}):", *prologue]
+    lines += ["    " + line for line in body.splitlines()]
+    returned = ", ".join(sub.outputs) + ("," if len(sub.outputs) == 1 else "")
+    lines.append(f"    return ({returned})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,266 @@
+"""Algorithm 1: from a rewritten function to its HCFG.
+
+The rewritten function is explored on the example input, taking both
+branches of every ``if`` (see ``hcfg.state``), so that the type of every value
+is known where it is used. Each statement is then placed:
+
+- an assignment whose value is a tensor computation goes to a sub-DNN;
+- anything else is host bookkeeping; tensor computations inside it (the tensor
+  part of an ``if`` test, of a ``return`` value, of ``outs.append(self.head(x))``)
+  are first hoisted into fresh variables computed by the preceding sub-DNN, so
+  the host only moves references, converts scalars (``.item()``) and branches
+  on Python or 0-d boolean values.
+
+Consecutive tensor statements form one ``SubDNN``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+from typing import Any
+
+import libcst as cst
+import torch
+
+from hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from hcfg.liveness import annotate
+from hcfg.state import State, fork, merge
+from rewriter import RewrittenFunction, UnsupportedError
+from rewriter.exits import always_exits
+from rewriter.flow import else_body
+from rewriter.locations import comment_of, set_location
+from rewriter.names import Namespace
+from rewriter.walk import bound_names, descendants, map_children
+
+_MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
+             "discard", "sort", "reverse"}
+
+
+# Packing values into a tuple or list is host work; the elements are looked at one by one.
+_DISPLAYS = (cst.Tuple, cst.List)
+_METADATA = {"size", "shape", "dim", "ndim", "numel", "ndimension", "dtype", "device"}
+_CONVERSIONS = {"int", "float", "bool"}
+_CONVERSION_METHODS = {"item", "tolist"}
+
+
+def is_tensor_value(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    return isinstance(value, (tuple, list)) and bool(value) and all(is_tensor_value(v) for v in value)
+
+
+class _Unknown:
+    """The value of an expression we chose not to evaluate."""
+
+
+class HCFGBuilder:
+    """Builds the HCFG of ``rewritten`` for ``model`` on ``example_args``."""
+
+    def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple) -> None:
+        self.rewritten = rewritten
+        self.definition = cst.parse_module(rewritten.source).body[0]
+        self.locals = set(bound_names(self.definition))
+        self.namespace = Namespace()
+        for node in descendants(self.definition):
+            if isinstance(node, cst.Name):
+                self.namespace.reserve(node.value)
+        self.self_name = self.definition.params.params[0].name.value
+        self.locals.discard(self.self_name)  # the model: a constant of every sub-DNN, not a variable
+        self.globals = {"__builtins__": builtins, **rewritten.globals}
+        bound = rewritten.signature.bind(model, *example_args)
+        bound.apply_defaults()
+        self.initial: State = {**self.globals, **bound.arguments}
+        self.parameters = tuple(list(rewritten.signature.parameters)[1:])
+        self._code: dict[int, Any] = {}
+        self._sub_count = 0
+        self._cond_count = 0
+
+    # -- driver ------------------------------------------------------------------------------------
+
+    def build(self) -> HCFG:
+        with torch.no_grad():
+            body, _ = self.block(list(self.definition.body.body), [fork(self.initial)])
+        graph = HCFG(self.definition.name.value, self.parameters, body, frozenset(self.locals))
+        graph = annotate(graph)
+        graph.check()
+        return graph
+
+    def block(self, stmts: list[cst.BaseStatement], states: list[State]) -> tuple[tuple[Node, ...], list[State]]:
+        nodes: list[Node] = []
+        pending: list[cst.SimpleStatementLine] = []
+
+        def flush() -> None:
+            if pending:
+                nodes.append(SubDNN(self._sub_count, tuple(pending)))
+                self._sub_count += 1
+                pending.clear()
+
+        for stmt in stmts:
+            if not states:
+                break
+            if isinstance(stmt, cst.If):
+                hoisted, test = self.hoist(stmt.test, stmt, states[0])
+                self.run_all(hoisted, states)
+                pending += hoisted
+                flush()
+                then, then_states = self.block(list(stmt.body.body), [fork(s) for s in states])
+                orelse, else_states = self.block(else_body(stmt), [fork(s) for s in states])
+                nodes.append(Cond(self._next_cond(), stmt, test, then, orelse))
+                states = merge(then_states + else_states, frozenset(self.locals))
+                continue
+            small = stmt.body[0]
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Return):
+                value = small.value or cst.Name("None")
+                hoisted, value = self.hoist(value, stmt, states[0])
+                self.run_all(hoisted, states)
+                pending += hoisted
+                flush()
+                nodes.append(Return(stmt, value))
+                states = []
+                continue
+            if self.is_tensor_statement(small, states[0]):
+                pending.append(stmt)
+                self.run_all([stmt], states)
+                continue
+            hoisted, new_small = self.hoist(small, stmt, states[0])
+            self.run_all(hoisted, states)
+            pending += hoisted
+            flush()
+            new_stmt = stmt.with_changes(body=[new_small])
+            self._check_host(new_stmt)
+            nodes.append(HostOp(new_stmt))
+            self.run_all([new_stmt], states)
+            if always_exits([new_stmt]):
+                states = []
+        flush()
+        return tuple(nodes), states
+
+    def _next_cond(self) -> int:
+        self._cond_count += 1
+        return self._cond_count - 1
+
+    # -- executing on the example ------------------------------------------------------------------
+
+    def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[State]) -> None:
+        for stmt in stmts:
+            code = self._compiled(stmt)
+            for state in states:
+                try:
+                    exec(code, state)  # noqa: S102 - the rewritten function's own statement, explicit namespace
+                except Exception as exc:
+                    raise self._trace_error(stmt, exc) from exc
+
+    def _compiled(self, node: cst.CSTNode, mode: str = "exec"):
+        key = (id(node), mode)
+        if key not in self._code:
+            text = cst.Module([node]).code if mode == "exec" else cst.Module([]).code_for_node(node)
+            self._code[key] = (compile(text, "<dycl-hcfg>", mode), node)
+        return self._code[key][0]
+
+    def evaluate(self, node: cst.BaseExpression, state: State) -> Any:
+        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _MUTATING
+               for n in descendants(node)):
+            return _Unknown
+        try:
+            return eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
+        except Exception:
+            return _Unknown
+
+    def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
+        location = self.rewritten.locations.resolve(stmt)
+        return UnsupportedError(
+            f"a branch that fails on the example input ({type(exc).__name__}: {exc})", location,
+            "dycl runs every branch once on the example input to learn shapes; give an example for which "
+            "each branch can run")
+
+    # -- placing statements ------------------------------------------------------------------------
+
+    def is_tensor_statement(self, small: cst.BaseSmallStatement, state: State) -> bool:
+        if isinstance(small, cst.Assign):
+            if self.is_reference(small.value, state) or isinstance(small.value, _DISPLAYS):
+                return False
+            return is_tensor_value(self.evaluate(small.value, state)) or self.reads_metadata(small.value, state)
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+            return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
+                self.evaluate(small.value, state))
+        return False
+
+    def reads_metadata(self, node: cst.BaseExpression, state: State) -> bool:
+        """``x.size(0)``, ``x.shape[-1]``, ``len(x)`` of a tensor, and no ``.item()``:
+        a shape computation, which belongs with the tensor code that uses it."""
+        found = False
+        for current in descendants(node):
+            if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and (
+                    current.func.value in _CONVERSIONS):
+                return False
+            if isinstance(current, cst.Attribute) and current.attr.value in _CONVERSION_METHODS:
+                return False
+            if isinstance(current, cst.Attribute) and current.attr.value in _METADATA:
+                found = found or isinstance(self.evaluate(current.value, state), torch.Tensor)
+            if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value == "len":
+                found = found or any(isinstance(self.evaluate(a.value, state), torch.Tensor) for a in current.args)
+        return found
+
+    def is_reference(self, node: cst.BaseExpression, state: State) -> bool:
+        """A name, or an element of a Python list/tuple: moving it costs nothing."""
+        if isinstance(node, cst.Name):
+            return True
+        if isinstance(node, cst.Subscript) and self.is_reference(node.value, state):
+            container = self.evaluate(node.value, state)
+            return isinstance(container, (list, tuple))
+        return False
+
+    def hoist(self, node: cst.CSTNode, stmt: cst.BaseStatement, state: State) -> tuple[list, cst.CSTNode]:
+        """Move the tensor computations in ``node`` into fresh variables."""
+        hoisted: list[cst.SimpleStatementLine] = []
+
+        def visit(current: cst.CSTNode) -> cst.CSTNode:
+            if isinstance(current, (cst.Lambda, cst.BaseComp)):
+                return current
+            if isinstance(current, cst.BaseExpression) and not self.is_reference(current, state) and not (
+                    isinstance(current, _DISPLAYS)):
+                value = self.evaluate(current, state)
+                if is_tensor_value(value):
+                    temp = self.namespace.fresh("t")
+                    self.locals.add(temp)
+                    line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], current)])
+                    hoisted.append(set_location(line, comment_of(stmt)))
+                    return cst.Name(temp)
+            if isinstance(current, cst.AssignTarget):
+                return current.with_changes(target=self._hoist_target(current.target, visit))
+            return map_children(current, visit)
+
+        if isinstance(node, cst.Assign):
+            new = node.with_changes(value=visit(node.value),
+                                    targets=[visit(t) for t in node.targets])
+        elif isinstance(node, cst.AugAssign):
+            new = node.with_changes(value=visit(node.value))
+        else:
+            new = visit(node)
+        return hoisted, new
+
+    @staticmethod
+    def _hoist_target(target: cst.BaseExpression, visit) -> cst.BaseExpression:
+        if isinstance(target, cst.Subscript):
+            return target.with_changes(slice=[visit(s) for s in target.slice])
+        return target
+
+    def _check_host(self, stmt: cst.SimpleStatementLine) -> None:
+        names = {n.value for n in descendants(stmt) if isinstance(n, cst.Name)}
+        if self.self_name in names:
+            raise UnsupportedError(
+                "a statement that mixes the model with Python values the host must keep "
+                f"({cst.Module([]).code_for_node(stmt.body[0])})",
+                self.rewritten.locations.resolve(stmt),
+                "return only tensors from helpers and submodules, or compute the Python value from them")
+
+
+def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple) -> HCFG:
+    """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
+    return HCFGBuilder(rewritten, model, example_args).build()
+
+
+__all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value", "inspect"]

@@ -1,0 +1,72 @@
+"""Liveness over the HCFG: which variables each sub-DNN takes and gives back.
+
+A variable is *live* at a point if some path from there reads it before
+assigning it. A sub-DNN's inputs are the variables it reads before assigning;
+its outputs are the variables it assigns that are live after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
+from rewriter.walk import bound_names, read_names
+
+
+def _statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+    reads = read_names(stmt) & locals_
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt
+    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+        reads.add(small.target.value)
+    if isinstance(small, cst.Expr):  # lst.append(x) updates lst: it is read and written
+        return reads, set()
+    return reads, bound_names(stmt) & locals_
+
+
+def reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+    """Variables ``node`` reads before assigning them, and variables it assigns
+    (for a Cond: its test only)."""
+    if isinstance(node, SubDNN):
+        reads: set[str] = set()
+        writes: set[str] = set()
+        for stmt in node.statements:
+            r, w = _statement_reads_writes(stmt, locals_)
+            reads |= r - writes
+            writes |= w
+        return reads, writes
+    if isinstance(node, HostOp):
+        return _statement_reads_writes(node.statement, locals_)
+    if isinstance(node, Cond):
+        return read_names(node.test) & locals_, set()
+    return read_names(node.value) & locals_, set()
+
+
+def annotate(graph: HCFG) -> HCFG:
+    """``graph`` with every sub-DNN's inputs and outputs filled in."""
+    body, _ = _block(graph.body, frozenset(), graph.locals)
+    return graph.with_body(body)
+
+
+def _block(block: Block, live_out: frozenset[str], locals_: frozenset[str]) -> tuple[Block, frozenset[str]]:
+    live = live_out
+    new_nodes: list[Node] = []
+    for node in reversed(block):
+        if isinstance(node, Return):
+            reads, _ = reads_writes(node, locals_)
+            live = frozenset(reads)
+            new_nodes.append(node)
+        elif isinstance(node, Cond):
+            then, live_then = _block(node.then, live, locals_)
+            orelse, live_else = _block(node.orelse, live, locals_)
+            reads, _ = reads_writes(node, locals_)
+            live = live_then | live_else | reads
+            new_nodes.append(replace(node, then=then, orelse=orelse))
+        else:
+            reads, writes = reads_writes(node, locals_)
+            if isinstance(node, SubDNN):
+                node = replace(node, inputs=tuple(sorted(reads)), outputs=tuple(sorted(writes & live)))
+            live = (live - writes) | reads
+            new_nodes.append(node)
+    return tuple(reversed(new_nodes)), live
