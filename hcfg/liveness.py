@@ -2,7 +2,9 @@
 
 A variable is *live* at a point if some path from there reads it before
 assigning it. A sub-DNN's inputs are the variables it reads before assigning;
-its outputs are the variables it assigns that are live after it.
+its outputs are the variables it assigns that are live after it. Tensor
+statements whose results are dead are dropped (tensor code has no side
+effects), as are sub-DNNs left empty and conditions with two empty branches.
 """
 
 from __future__ import annotations
@@ -60,13 +62,34 @@ def _block(block: Block, live_out: frozenset[str], locals_: frozenset[str]) -> t
         elif isinstance(node, Cond):
             then, live_then = _block(node.then, live, locals_)
             orelse, live_else = _block(node.orelse, live, locals_)
+            if not then and not orelse:
+                continue  # nothing depends on the test any more
             reads, _ = reads_writes(node, locals_)
             live = live_then | live_else | reads
             new_nodes.append(replace(node, then=then, orelse=orelse))
+        elif isinstance(node, SubDNN):
+            statements = _live_statements(node.statements, live, locals_)
+            if not statements:
+                continue
+            node = replace(node, statements=statements)
+            reads, writes = reads_writes(node, locals_)
+            node = replace(node, inputs=tuple(sorted(reads)), outputs=tuple(sorted(writes & live)))
+            live = (live - writes) | reads
+            new_nodes.append(node)
         else:
             reads, writes = reads_writes(node, locals_)
-            if isinstance(node, SubDNN):
-                node = replace(node, inputs=tuple(sorted(reads)), outputs=tuple(sorted(writes & live)))
             live = (live - writes) | reads
             new_nodes.append(node)
     return tuple(reversed(new_nodes)), live
+
+
+def _live_statements(statements, live: frozenset[str], locals_: frozenset[str]) -> tuple:
+    """Tensor statements whose results are used (tensor code has no side effects)."""
+    kept = []
+    for stmt in reversed(statements):
+        reads, writes = _statement_reads_writes(stmt, locals_)
+        if writes and not writes & live:
+            continue
+        kept.append(stmt)
+        live = (live - writes) | reads
+    return tuple(reversed(kept))

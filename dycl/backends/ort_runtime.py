@@ -35,13 +35,15 @@ class _Executable:
 
     def __init__(self, data, entry):
         self.session = ort.InferenceSession(data, _session_options(), providers=["CPUExecutionProvider"])
-        self.inputs = [(port["name"], np.dtype(port["dtype"])) for port in entry["inputs"]]
+        used = {i.name for i in self.session.get_inputs()}  # the exporter drops inputs nothing reads
+        self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
+                       for position, port in enumerate(entry["inputs"]) if port["name"] in used]
         self.outputs = [port["name"] for port in entry["outputs"]]
 
     def __call__(self, *args):
         binding = self.session.io_binding()
-        for (name, dtype), value in zip(self.inputs, args):
-            binding.bind_cpu_input(name, np.ascontiguousarray(value, dtype=dtype))
+        for position, name, dtype in self.inputs:
+            binding.bind_cpu_input(name, np.ascontiguousarray(args[position], dtype=dtype))
         for name in self.outputs:
             binding.bind_output(name)
         self.session.run_with_iobinding(binding)
