@@ -44,7 +44,8 @@ def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
     if type(expected) is not type(actual):
         return f"expected {expected!r}, got {actual!r}"
     if isinstance(expected, float) and atol > 0.0:
-        return None if abs(expected - actual) <= atol or expected == actual else f"expected {expected!r}, got {actual!r}"
+        close = abs(expected - actual) <= atol or expected == actual
+        return None if close else f"expected {expected!r}, got {actual!r}"
     if expected != actual:
         return f"expected {expected!r}, got {actual!r}"
     return None

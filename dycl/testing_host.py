@@ -56,7 +56,8 @@ for i, (args, expected) in enumerate(cases):
     problem = differ(expected, model(*args))
     if problem:
         problems.append(f"input {i}: {problem}")
-print(json.dumps({"checked": len(cases), "problems": problems, "torch_loaded": "torch" in sys.modules and sys.modules["torch"] is not None}))
+torch_loaded = sys.modules.get("torch") is not None
+print(json.dumps({"checked": len(cases), "problems": problems, "torch_loaded": torch_loaded}))
 '''
 
 

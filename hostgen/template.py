@@ -72,7 +72,8 @@ def _bind(args, kwargs):
             raise ValueError(f"argument {{name!r}} was compiled as {{value!r}}, got {{given!r}}")
     missing = [name for name in PARAMETERS if name not in arguments]
     if missing:
-        raise ValueError(f"expected {{len(PARAMETERS)}} arguments {{PARAMETERS}}, got {{len(args)}} (missing {{missing}})")
+        raise ValueError(f"expected {{len(PARAMETERS)}} arguments {{PARAMETERS}}, got {{len(args)}} "
+                         f"(missing {{missing}})")
     return arguments
 
 
