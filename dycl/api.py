@@ -96,7 +96,8 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
     host = load_host_module(result.host_source)
     executables = {name: chosen.executable(result.files[entry["file"]], entry, result.modules[name])
                    for name, entry in result.manifest["sub_dnns"].items()}
-    return CompiledModel(host.Model(executables, result.manifest), result.host_source, result)
+    constants = {key: value.numpy() for key, value in result.constants.items()}
+    return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
 
 
 def load(directory: str | Path) -> CompiledModel:

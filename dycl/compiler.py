@@ -18,6 +18,7 @@ from dycl.progress import Progress
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
+from hcfg.optimize import CONSTANTS, hoist_constants
 from hcfg.trace import trace_examples
 from hostgen.emit import CallSpec, HostCodegen
 
@@ -35,6 +36,7 @@ class CompileResult:
     manifest: dict[str, Any]
     files: dict[str, bytes]
     modules: dict[str, SubDNNModule]
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
 
 
@@ -44,7 +46,6 @@ def _sha256(data: bytes) -> str:
 
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None) -> CompileResult:
-    del optimize  # graph optimisation (§5.4) is applied by the split itself for now
     chosen = get_backend(backend)
     example_args = example_input if isinstance(example_input, tuple) else (example_input,)
     seconds: dict[str, float] = {}
@@ -54,12 +55,16 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds["rewrite"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    graph = build_hcfg(rewritten, model, example_args)
+    graph = build_hcfg(rewritten, model, example_args, optimize=optimize)
     bound = rewritten.signature.bind(model, *example_args)
     bound.apply_defaults()
     self_name = next(iter(rewritten.signature.parameters))
-    initial = {name: value for name, value in bound.arguments.items()}
+    initial = dict(bound.arguments)
     examples = trace_examples(graph, rewritten.globals, initial)
+    constants: dict[str, torch.Tensor] = {}
+    if optimize:
+        graph, constants = hoist_constants(graph, examples)
+        examples = trace_examples(graph, rewritten.globals, {**initial, CONSTANTS: constants})
     seconds["hcfg"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -94,7 +99,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     start = time.perf_counter()
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args)
-    host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized)).emit()
+    host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                              uses_constants=bool(constants)).emit()
     manifest = {
         "dycl_version": VERSION,
         "backend": chosen.name,
@@ -103,15 +109,36 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
+    if constants:
+        blob, table = pack_constants(constants)
+        files[CONSTANTS_FILE] = blob
+        manifest["constants"] = {"file": CONSTANTS_FILE, "sha256": _sha256(blob), "arrays": table}
     seconds["host"] = time.perf_counter() - start
     stats = {
         "sub_dnns": len(graph.sub_dnns),
+        "constants": len(constants),
         "variants": len(variants),
         "conditions": len(graph.conditions),
         "unique_compiled": len(files),
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
-    return CompileResult(graph, rewritten, chosen.name, host_source, manifest, files, modules, stats)
+    return CompileResult(graph, rewritten, chosen.name, host_source, manifest, files, modules, constants, stats)
+
+
+CONSTANTS_FILE = "constants.bin"
+
+
+def pack_constants(constants: dict[str, torch.Tensor]) -> tuple[bytes, dict[str, dict[str, Any]]]:
+    """All constant arrays in one file, 64-byte aligned; the table says where each one is."""
+    blob = bytearray()
+    table = {}
+    for key in sorted(constants):
+        array = np.ascontiguousarray(constants[key].numpy())
+        offset = (len(blob) + 63) // 64 * 64
+        blob.extend(b"\0" * (offset - len(blob)))
+        blob.extend(array.tobytes())
+        table[key] = {"offset": offset, "dtype": str(array.dtype), "shape": list(array.shape)}
+    return bytes(blob), table
 
 
 def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:

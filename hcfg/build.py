@@ -57,8 +57,10 @@ class _Unknown:
 class HCFGBuilder:
     """Builds the HCFG of ``rewritten`` for ``model`` on ``example_args``."""
 
-    def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple) -> None:
+    def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
+                 optimize: bool = True) -> None:
         self.rewritten = rewritten
+        self.optimize = optimize
         self.definition = cst.parse_module(rewritten.source).body[0]
         self.locals = set(bound_names(self.definition))
         self.namespace = Namespace()
@@ -180,8 +182,11 @@ class HCFGBuilder:
 
     def is_tensor_statement(self, small: cst.BaseSmallStatement, state: State) -> bool:
         if isinstance(small, cst.Assign):
-            if self.is_reference(small.value, state) or isinstance(small.value, _DISPLAYS):
+            if isinstance(small.value, _DISPLAYS):
                 return False
+            if self.is_reference(small.value, state):
+                # §5.4: moving a tensor is host work; without optimisation it stays a sub-DNN output
+                return not self.optimize and isinstance(self.evaluate(small.value, state), torch.Tensor)
             return is_tensor_value(self.evaluate(small.value, state)) or self.reads_metadata(small.value, state)
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
@@ -258,9 +263,10 @@ class HCFGBuilder:
                 "return only tensors from helpers and submodules, or compute the Python value from them")
 
 
-def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple) -> HCFG:
+def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
+               optimize: bool = True) -> HCFG:
     """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
-    return HCFGBuilder(rewritten, model, example_args).build()
+    return HCFGBuilder(rewritten, model, example_args, optimize).build()
 
 
 __all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value", "inspect"]

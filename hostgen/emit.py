@@ -37,10 +37,13 @@ class HostCodegen:
     runtime: str
     manifest_inputs: list[dict] = field(default_factory=list)
     specialized: dict[str, object] = field(default_factory=dict)
+    uses_constants: bool = False
     indent: str = "    "
 
     def emit(self) -> str:
         body = self.block(self.graph.body, 2)
+        if self.uses_constants:
+            body.insert(0, self.indent * 2 + "_constants = self.constants")
         if not body or not _returns(self.graph.body):
             body.append(self.indent * 2 + "return None")
         params = ", ".join(self.graph.parameters)

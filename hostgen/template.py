@@ -29,8 +29,9 @@ class Model:
     """The compiled model: ``model(*inputs)`` takes and returns numpy arrays
     (and the Python values the original forward() returns)."""
 
-    def __init__(self, executables, manifest):
+    def __init__(self, executables, manifest, constants=None):
         self.manifest = manifest
+        self.constants = constants or {{}}
         self._inputs = manifest["inputs"]
         self._call = {{}}
         self._variants = {{}}
@@ -93,10 +94,6 @@ def _check_input(spec, value):
                              f"(dimension {{axis}})")
 
 
-def _sha256(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def load(artifact_dir):
     """Load a saved artifact directory, verifying every file against the manifest."""
     directory = pathlib.Path(artifact_dir)
@@ -108,14 +105,30 @@ def load(artifact_dir):
         raise ValueError(f"artifact was written by dycl {{manifest.get('dycl_version')}}, this host is "
                          f"{{DYCL_VERSION}}: recompile the model")
     executables = {{}}
+    loaded = {{}}
     for name, entry in manifest["sub_dnns"].items():
-        path = directory / entry["file"]
-        if not path.is_file():
-            raise FileNotFoundError(f"{{path}} is listed in the manifest but missing")
-        digest = _sha256(path)
-        if digest != entry["sha256"]:
-            raise ValueError(f"checksum mismatch for {{entry['file']}}: manifest says {{entry['sha256']}}, "
-                             f"file has {{digest}} (the artifact is corrupted or was modified)")
-        executables[name] = load_executable(path.read_bytes(), entry)
-    return Model(executables, manifest)
+        if entry["file"] not in loaded:
+            loaded[entry["file"]] = load_executable(_verified(directory, entry), entry)
+        executables[name] = loaded[entry["file"]]
+    constants = {{}}
+    if "constants" in manifest:
+        entry = manifest["constants"]
+        blob = _verified(directory, entry)
+        for key, array in entry["arrays"].items():
+            count = int(np.prod(array["shape"], dtype=np.int64))
+            constants[key] = np.frombuffer(blob, dtype=array["dtype"], count=count,
+                                           offset=array["offset"]).reshape(array["shape"])
+    return Model(executables, manifest, constants)
+
+
+def _verified(directory, entry):
+    path = directory / entry["file"]
+    if not path.is_file():
+        raise FileNotFoundError(f"{{path}} is listed in the manifest but missing")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry["sha256"]:
+        raise ValueError(f"checksum mismatch for {{entry['file']}}: manifest says {{entry['sha256']}}, "
+                         f"file has {{digest}} (the artifact is corrupted or was modified)")
+    return data
 '''

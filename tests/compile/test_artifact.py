@@ -189,3 +189,41 @@ def test_torch_backend_cannot_be_saved(tmp_path):
     assert torch.allclose(compiled(x)[0], build()(x)[0], atol=1e-6)
     with pytest.raises(ValueError, match="runs only in-process"):
         compiled.save(tmp_path / "x")
+
+
+class WithConstantAndIdentity(nn.Module):
+    """``h`` does not depend on the input; ``prev = x`` moves a tensor unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.zeros(1, 4) + 0.5
+        prev = x
+        x = self.fc(x)
+        if x.sum() > 0:
+            x = prev
+        return self.cell(x, h)
+
+
+def test_optimisation_moves_constants_and_identities_to_the_host(tmp_path):
+    torch.manual_seed(0)
+    model = WithConstantAndIdentity().eval()
+    inputs = [torch.randn(1, 4) * 2 for _ in range(30)]
+    optimized = dycl.compile(model, inputs[0])
+    plain = dycl.compile(model, inputs[0], optimize=False)
+    assert optimized.stats["constants"] == 1 and plain.stats["constants"] == 0
+    assert "_constants['h@0']" in optimized.host_source
+    assert "prev = x" in optimized.host_source and "prev = x" not in plain.host_source
+    for compiled in (optimized, plain):
+        assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    from dycl.testing_host import run_host_without_torch
+
+    report = run_host_without_torch(optimized.save(tmp_path / "net"), model, inputs, 1e-5)
+    assert report == {"checked": 30, "problems": [], "torch_loaded": False}
+    blob = tmp_path / "net" / "constants.bin"
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\x01")
+    with pytest.raises(ValueError, match="checksum mismatch for constants.bin"):
+        dycl.load(tmp_path / "net")
