@@ -44,3 +44,9 @@ def _runtime() -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec("import numpy as np\n" + RUNTIME, namespace)  # noqa: S102 - our own runtime snippet
     return namespace
+
+
+def session_options():
+    """Options for any other ONNX Runtime session in a process that runs dycl hosts
+    (they share one global thread pool)."""
+    return _runtime()["_session_options"]()
