@@ -7,10 +7,11 @@
 """
 
 from dycl.api import CompiledModel, compile, load
+from dycl.harness import Report, check
 from rewriter import RewrittenFunction, rewrite
 from rewriter.errors import SourceLocation, UnsupportedError
 
 __version__ = "0.1.0"
 
-__all__ = ["compile", "load", "CompiledModel", "UnsupportedError", "SourceLocation", "RewrittenFunction",
-           "rewrite", "__version__"]
+__all__ = ["compile", "load", "check", "Report", "CompiledModel", "UnsupportedError", "SourceLocation",
+           "RewrittenFunction", "rewrite", "__version__"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import torch
 
 from dycl.backends import get_backend
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
+from hcfg.draw import layout_json
 
 
 def _to_numpy(value: Any) -> Any:
@@ -77,6 +79,8 @@ class CompiledModel:
         for name, data in sorted(self._result.files.items()):
             (target / name).write_bytes(data)
         (target / "host.py").write_text(self.host_source)
+        (target / "hcfg.dot").write_text(self._result.graph.to_dot())
+        (target / "hcfg.json").write_text(json.dumps(layout_json(self._result.graph), indent=1) + "\n")
         (target / "manifest.json").write_bytes(manifest_bytes(self._result.manifest))
         return target
 

@@ -154,7 +154,7 @@ def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> lis
             lines.append(f'  {ident} [shape=oval, label="return {_escape(source_of(node.value))}"];')
         else:
             lines.append(f'  {ident} [shape=diamond, style=filled, fillcolor="#fde9c9", '
-                         f'label="if {_escape(source_of(node.test))}"];')
+                         f'label="if {_escape(source_of(node.statement.test))}"];')
         lines += [f"  {p} -> {ident};" for p in preds]
         if isinstance(node, Return):
             return []

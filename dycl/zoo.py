@@ -1,0 +1,56 @@
+"""Resolve a MODEL argument: a zoo module (``models.skipnet_rnn``) or ``pkg.mod:factory``."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dycl.harness import default_postprocess
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    model: torch.nn.Module
+    example: Any
+    sample: Callable[[int], Any]
+    postprocess: Callable[[Any], Any]
+
+
+def resolve(spec: str) -> ModelSpec:
+    """``models.x`` must define ``build()``, ``sample(seed)`` and ``postprocess``;
+    ``pkg.mod:factory`` names a function returning ``(model, example_input)``
+    (inputs are then random tensors shaped like the example)."""
+    module_name, _, factory_name = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, factory_name or "build", None)
+    if not callable(factory):
+        raise ValueError(f"{module_name!r} has no function {factory_name or 'build'!r} returning (model, example)")
+    model, example = factory()
+    sample = getattr(module, "sample", None) if not factory_name else None
+    postprocess = getattr(module, "postprocess", None) if not factory_name else None
+    return ModelSpec(spec, model.eval(), example, sample or _like(example), postprocess or default_postprocess)
+
+
+def _like(example: Any) -> Callable[[int], Any]:
+    def sample(seed: int) -> Any:
+        generator = torch.Generator().manual_seed(seed)
+
+        def one(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            if t.is_floating_point():
+                return torch.randn(t.shape, generator=generator, dtype=t.dtype)
+            high = int(t.max().item()) + 1 if t.numel() else 2
+            return torch.randint(0, max(high, 2), t.shape, generator=generator, dtype=t.dtype)
+
+        return tuple(one(t) for t in example) if isinstance(example, tuple) else one(example)
+
+    return sample
