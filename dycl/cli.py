@@ -36,11 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     show_cmd.add_argument("directory", type=Path)
     show_cmd.add_argument("--picture", type=Path, help="where to write the HCFG picture (default DIR/hcfg.png)")
 
+    zoo_cmd = commands.add_parser("zoo", help="check every zoo model; print (or write into README) the table")
+    zoo_cmd.add_argument("-n", type=int, default=100)
+    zoo_cmd.add_argument("--readme", type=Path, help="replace the table between the zoo-table markers in this file")
+
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return {"compile": _compile, "check": _check, "show": _show}[args.command](args)
+            return {"compile": _compile, "check": _check, "show": _show, "zoo": _zoo}[args.command](args)
     except Exception as exc:  # noqa: BLE001 - one clear line unless --debug
         if args.debug:
             traceback.print_exc()
@@ -89,4 +93,37 @@ def _show(args) -> int:
         picture = args.picture or directory / "hcfg.png"
         draw_layout(json.loads(layout_file.read_text()), str(picture))
         print(f"picture    {picture}")
+    return 0
+
+
+START, END = "<!-- zoo-table:start -->", "<!-- zoo-table:end -->"
+
+
+def _zoo(args) -> int:
+    from models import ZOO
+
+    lines = [f"Regenerate with `python -m dycl zoo -n {args.n} --readme README.md` ({args.n} inputs per model, "
+             "ONNX Runtime backend).", "",
+             "| model | paths | η | δ | traced η | traced δ | eager ms | dycl ms | speed-up |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in ZOO:
+        spec = resolve(name)
+        compiled = dycl.compile(spec.model, spec.example)
+        report = check(spec.model, compiled, [spec.sample(s) for s in range(args.n)], postprocess=spec.postprocess)
+        traced_delta = "inf" if report.traced_delta is None or report.traced_delta == float("inf") else (
+            f"{report.traced_delta:.2f}")
+        row = (f"| {name.split('.')[-1]} | {report.paths} | {report.eta:.2f} | {report.delta:.2f} | "
+               f"{report.traced_eta:.2f} | {traced_delta} | {report.eager_ms:.2f} | {report.compiled_ms:.2f} | "
+               f"{report.eager_ms / report.compiled_ms:.2f}x |")
+        lines.append(row)
+        print(row, flush=True)
+    table = "\n".join(lines)
+    if args.readme:
+        text = args.readme.read_text()
+        if START not in text or END not in text:
+            raise ValueError(f"{args.readme} has no {START} ... {END} markers")
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        args.readme.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+        print(f"updated {args.readme}")
     return 0
