@@ -227,3 +227,49 @@ def test_optimisation_moves_constants_and_identities_to_the_host(tmp_path):
     blob.write_bytes(blob.read_bytes()[:-1] + b"\x01")
     with pytest.raises(ValueError, match="checksum mismatch for constants.bin"):
         dycl.load(tmp_path / "net")
+
+
+class Widening(nn.Module):
+    """After the join, ``x`` is (1, 8) on one path and (1, 4) on the other."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            x = torch.cat([x, x * 2], dim=1)
+        return x.sum(dim=1) * 2 + x.mean(), x
+
+
+def test_a_dimension_that_differs_between_predecessors_is_symbolic():
+    model = Widening().eval()
+    compiled = dycl.compile(model, torch.ones(1, 4))
+    symbolic = [dim for entry in compiled.manifest["sub_dnns"].values() for port in entry["inputs"]
+                for dim in port["shape"] if isinstance(dim, str)]
+    assert symbolic, compiled.manifest["sub_dnns"]
+    inputs = signed_inputs(+1.0, 10) + signed_inputs(-1.0, 10)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+        self.max_len = 4
+
+    def forward(self, h):
+        tokens = []
+        for _ in range(self.max_len):
+            h = self.cell(h, h)
+            tokens.append(h.argmax(-1))
+            if h.sum() > 0.5:
+                break
+        return torch.stack(tokens), len(tokens)
+
+
+def test_lists_of_different_lengths_get_one_variant_each():
+    torch.manual_seed(1)
+    model = Decoder().eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(1, 4, generator=generator) * 2 for _ in range(40)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["variants"] > compiled.stats["sub_dnns"]
+    assert "self._variant(" in compiled.host_source
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-5) >= 3
