@@ -18,7 +18,7 @@ from dycl.progress import Progress
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
-from hcfg.optimize import CONSTANTS, hoist_constants
+from hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from hcfg.trace import trace_examples
 from hostgen.emit import CallSpec, HostCodegen
 
@@ -64,6 +64,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     constants: dict[str, torch.Tensor] = {}
     if optimize:
         graph, constants = hoist_constants(graph, examples)
+        graph = merge_into_producers(graph)
         examples = trace_examples(graph, rewritten.globals, {**initial, CONSTANTS: constants})
     seconds["hcfg"] = time.perf_counter() - start
 

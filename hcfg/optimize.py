@@ -17,8 +17,8 @@ from typing import Any
 import libcst as cst
 import torch
 
-from hcfg.graph import HCFG, Block, Cond, HostOp, Node, SubDNN
-from hcfg.liveness import _statement_reads_writes, annotate
+from hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
+from hcfg.liveness import _statement_reads_writes, annotate, reads_writes
 from hcfg.trace import Examples
 from rewriter.locations import comment_of, set_location
 
@@ -76,3 +76,81 @@ def _constant_assignment(name: str, key: str, like: cst.CSTNode) -> cst.SimpleSt
     value = cst.parse_expression(f"{CONSTANTS}[{key!r}]")
     line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
     return set_location(line, comment_of(like))
+
+
+def merge_into_producers(graph: HCFG) -> HCFG:
+    """Fold a sub-DNN into an earlier sub-DNN of the same block when nothing in
+    between can tell the difference, so the host makes fewer calls.
+
+    Note: which sub-DNN may move. ``N`` moves into the nearest earlier sub-DNN ``P``
+    of its block when every node between them (host operations and conditions,
+    searched into their branches) neither writes a variable ``N`` reads, nor reads
+    or writes a variable ``N`` writes, and no ``return`` lies between them — then
+    ``N`` runs on exactly the paths it ran on before, on the same values. Typical
+    case: the tensor part of a test (``policy[0, t]``) that depends only on a
+    value computed at the start.
+    """
+
+    def block(nodes: Block) -> Block:
+        out: list[Node] = []
+        for node in nodes:
+            if isinstance(node, Cond):
+                node = replace(node, then=block(node.then), orelse=block(node.orelse))
+            if isinstance(node, SubDNN):
+                target = _producer_index(out, node, graph.locals)
+                if target is not None:
+                    producer = out[target]
+                    out[target] = replace(producer, statements=producer.statements + node.statements)
+                    continue
+            out.append(node)
+        return tuple(out)
+
+    return annotate(graph.with_body(block(graph.body)))
+
+
+def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str]) -> int | None:
+    reads, writes = reads_writes(sub, locals_)
+    for index in range(len(nodes) - 1, -1, -1):
+        node = nodes[index]
+        if isinstance(node, SubDNN):
+            return index
+        if isinstance(node, Return) or (isinstance(node, Cond) and _may_return(node)):
+            return None
+        node_reads, node_writes = _all_reads_writes(node, locals_)
+        if node_writes & (reads | writes) or node_reads & writes:
+            return None
+    return None
+
+
+def _may_return(node: Cond) -> bool:
+    return any(isinstance(n, Return) for n in walk((node,)))
+
+
+def _all_reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+    """What ``node`` (and its branches) reads and writes; ``lst.append(x)`` writes ``lst``."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for inner in walk((node,)):
+        r, w = reads_writes(inner, locals_)
+        reads |= r
+        writes |= w
+        if isinstance(inner, HostOp):
+            writes |= _mutated(inner.statement) & locals_
+    return reads, writes
+
+
+def _mutated(stmt: cst.SimpleStatementLine) -> set[str]:
+    """Variables whose object a statement changes in place (``lst.append(x)``, ``lst[0] = y``)."""
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(
+            small.value.func, cst.Attribute) and isinstance(small.value.func.value, cst.Name):
+        return {small.value.func.value.value}
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+        [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else [])
+    names = set()
+    for target in targets:
+        while isinstance(target, (cst.Subscript, cst.Attribute)):
+            target = target.value
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+    return names

@@ -1,0 +1,361 @@
+"""Random program trees: ``generate(seed, index)`` is a pure function of its arguments.
+
+Only constructs dycl supports are generated: ``for`` over ``range`` / the layer
+list / ``enumerate`` / the gate list, bounded ``while`` loops with a counter and
+a tensor ``break``, ``if``/``elif``/``else`` on tensor and static tests,
+``break``/``continue``/early ``return``, a Python list with ``append`` and
+indexing, an int counter, helper methods called with a static int, a ``Gate``
+submodule whose forward branches on data, and tuple returns mixing tensors and
+Python scalars. Sizes are bounded (trip counts <= 4, nesting depth <= 3, about
+60 lines) and so is ``cost``, an estimate of the number of data-dependent
+tests after unrolling, which keeps compilation fast.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, return_text
+
+MAX_DEPTH = 3
+MAX_TRIPS = 4
+MAX_COST = 14
+MAX_LINES = 60
+FORWARD_LINES = 30
+
+
+@dataclass
+class Scope:
+    """Where a statement is generated: which function, how deep, inside which loops."""
+
+    function: str  # "forward", "helper" or "gate"
+    depth: int = 0
+    loops: list[str] = field(default_factory=list)  # "for", "while", "while+" (continue allowed)
+    ints: list[str] = field(default_factory=list)  # static int names in scope (loop indices, k)
+    layer_var: str | None = None
+    gate_var: str | None = None
+    multiplier: int = 1
+
+    def inner(self, loop: str | None = None, trips: int = 1, **changes) -> Scope:
+        changes.setdefault("ints", list(self.ints))
+        loops = self.loops + [loop] if loop else list(self.loops)
+        return replace(self, depth=self.depth + 1, loops=loops, multiplier=self.multiplier * trips, **changes)
+
+
+class _Generator:
+    def __init__(self, rng: random.Random, name: str, seed: int) -> None:
+        self.rng = rng
+        self.name = name
+        self.seed = seed
+        self.width = rng.randint(4, 8)
+        self.layer_kinds = [rng.choice(["linear", "linear", "tanh", "relu", "sigmoid", "seq"])
+                            for _ in range(rng.randint(1, 4))]
+        if "linear" not in self.layer_kinds and "seq" not in self.layer_kinds:
+            self.layer_kinds[0] = "linear"
+        self.n_fc = rng.randint(1, 3)
+        self.helpers: list[Helper] = []
+        self.helper_cost: dict[str, int] = {}
+        self.gate_body: list[Stmt] | None = None
+        self.gate_cost = 0
+        self.n_gates = 0
+        self.cost = 0
+        self.lines = 0
+        self.counter = 0  # for fresh loop variable names
+        self.tensor_tests = 0  # data-dependent tests in forward, counting helper and gate calls
+
+    # -- pieces ------------------------------------------------------------------------------------
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def int_expr(self, scope: Scope) -> str:
+        """A static int in 0..3: a loop index or ``k`` in scope, else a literal."""
+        if scope.ints and self.rng.random() < 0.7:
+            return self.rng.choice(scope.ints)
+        return str(self.rng.randint(0, 3))
+
+    def tensor_test(self, scope: Scope) -> str:
+        rng = self.rng
+        names = {"forward": ["x", "x", "x", "h", "outs[-1]"], "helper": ["x"], "gate": ["x", "y", "y"]}
+        v = rng.choice(names[scope.function])
+        if scope.function == "forward" and rng.random() < 0.1:
+            v = "(x - h)"
+        forms = [
+            lambda: f"{v}.sum() > {rng.choice(['0', '0.5', '-0.5', '1.0'])}",
+            lambda: f"{v}.sum() < {rng.choice(['0', '0.5', '-0.5'])}",
+            lambda: f"{v}.mean().item() < {rng.choice(['0', '0.1', '-0.1'])}",
+            lambda: f"{v}.max() > {rng.choice(['0.5', '1.0', '1.5'])}",
+            lambda: f"{v}.min() < {rng.choice(['-0.5', '-1.0'])}",
+            lambda: f"float({v}.mean()) > {rng.choice(['0', '0.2'])}",
+        ]
+        return rng.choice(forms)()
+
+    def static_test(self, scope: Scope) -> str:
+        rng = self.rng
+        options = ["self.flag", "not self.flag", f"self.limit > {rng.randint(1, 3)}"]
+        if scope.ints:
+            i = rng.choice(scope.ints)
+            options += [f"{i} % 2 == 0", f"{i} == 0", f"{i} > {rng.randint(0, 2)}", f"{i} % 2 == 1"] * 2
+        if scope.function == "forward":
+            options += [f"n > {rng.randint(0, 2)}", "n == 0", f"len(outs) > {rng.randint(1, 3)}",
+                        "n < self.limit"]
+        return rng.choice(options)
+
+    def simple(self, scope: Scope) -> str:
+        rng = self.rng
+        common = ["x = torch.tanh(x)", "x = x * 0.5", "x = x * -0.9", "x = -x", "x = x + 0.5", "x = x - 0.25",
+                  "x = x.relu() - 0.1", f"x = self.layers[{self.int_expr(scope)} % {{L}}](x)",
+                  f"x = x + {self.int_expr(scope)} * 0.1"]
+        if scope.ints:
+            common.append(f"x = x * ({rng.choice(scope.ints)} + 1) * 0.5")
+        if scope.function == "gate":
+            return rng.choice(["x = x + torch.tanh(y)", "y = y * 0.5", "x = x * 0.5", "x = x - y * 0.25",
+                               "y = torch.tanh(y + x)"])
+        options = list(common)
+        options += [f"x = self.fc{rng.randrange(self.n_fc)}(x)"] * 2
+        if scope.layer_var:
+            options += [f"x = {scope.layer_var}(x)"] * 3
+        if scope.function == "forward":
+            options += ["h = x * 0.9", "h = torch.tanh(h + x)", "x = x + h * 0.5", "x = (x + h) * 0.5",
+                        "outs.append(x)", "outs.append(x)", "x = x + outs[0] * 0.1", "x = (x + outs[-1]) * 0.5",
+                        "n += 1", "n += 1", "x = x + n * 0.1", "x = x - x.mean().item()"]
+            if scope.ints:
+                options.append(f"n += {rng.choice(scope.ints)}")
+            if scope.gate_var:
+                options += [f"x = {scope.gate_var}(x)"] * 3
+            if self.gate_body is not None:
+                options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x)")
+            if self.helpers:
+                options += ["HELPER"] * 2
+        choice = rng.choice(options)
+        if choice == "HELPER":
+            helper = rng.choice(self.helpers)
+            self.cost += self.helper_cost[helper.name] * scope.multiplier
+            self.tensor_tests += 1
+            return f"x = self.{helper.name}(x, {self.int_expr(scope)})"
+        if "self.gates[" in choice or (scope.gate_var and choice.startswith(f"x = {scope.gate_var}(")):
+            self.cost += self.gate_cost * scope.multiplier
+            self.tensor_tests += 1
+        return choice
+
+    def exit_stmt(self, scope: Scope, returns: list[str]) -> Line | None:
+        """``break``, ``continue`` or an early ``return`` that fits ``scope`` (None if none fits)."""
+        rng = self.rng
+        options = []
+        if scope.loops:
+            options += ["break"] * 2
+            if scope.loops[-1] in ("for", "while+"):
+                options.append("continue")
+        if scope.function == "forward":
+            first = rng.choice(["x * 0.5", "torch.tanh(x)", "-x", f"self.fc{rng.randrange(self.n_fc)}(x)"])
+            options.append(return_text(returns, first))
+        elif scope.function == "helper":
+            options += ["return x * 0.5", "return torch.tanh(x)"]
+        else:
+            options += ["return x + torch.tanh(y)", "return y"]
+        choice = rng.choice(options)
+        self.cost += scope.multiplier  # exits copy the rest of the function into branches
+        return Line(choice)
+
+    # -- compound statements ------------------------------------------------------------------------
+
+    def block(self, scope: Scope, returns: list[str], low: int, high: int, budget: int) -> list[Stmt]:
+        out: list[Stmt] = []
+        count = self.rng.randint(low, high)
+        start = self.lines
+        for _ in range(count):
+            if self.lines - start >= budget:
+                break
+            out.append(self.statement(scope, returns, budget - (self.lines - start)))
+        return out
+
+    def statement(self, scope: Scope, returns: list[str], budget: int) -> Stmt:
+        rng = self.rng
+        compound_ok = scope.depth < MAX_DEPTH and budget >= 3 and self.cost < MAX_COST
+        kinds = ["line"] * 4
+        if compound_ok:
+            kinds += ["if"] * 4
+            if scope.multiplier < 8 and scope.function != "gate":
+                kinds += ["for"] * 2 + ["while"]
+        kind = rng.choice(kinds)
+        if kind == "line":
+            self.lines += 1
+            return Line(self.simple(scope))
+        if kind == "if":
+            return self.if_stmt(scope, returns, budget)
+        if kind == "for":
+            return self.for_stmt(scope, returns, budget)
+        return self.while_stmt(scope, returns, budget)
+
+    def if_stmt(self, scope: Scope, returns: list[str], budget: int, force_tensor: bool = False) -> If:
+        rng = self.rng
+        n_tests = rng.choice([1, 1, 1, 2, 2, 3])
+        tests = []
+        for i in range(n_tests):
+            tensor = force_tensor and i == 0 or rng.random() < 0.7
+            if tensor:
+                self.cost += scope.multiplier
+                self.tensor_tests += scope.function == "forward"
+                tests.append(self.tensor_test(scope))
+            else:
+                tests.append(self.static_test(scope))
+        self.lines += n_tests
+        inner = scope.inner()
+        share = max(1, budget // (n_tests + 1))
+        bodies = [self.branch(inner, returns, share) for _ in tests]
+        orelse = None
+        if rng.random() < 0.5:
+            self.lines += 1
+            orelse = self.branch(inner, returns, share)
+        return If(tests, bodies, orelse)
+
+    def branch(self, scope: Scope, returns: list[str], budget: int) -> list[Stmt]:
+        body = self.block(scope, returns, 0 if self.rng.random() < 0.3 else 1, 2, budget)
+        if self.rng.random() < 0.3 or not body:
+            body.append(self.exit_stmt(scope, returns) if self.rng.random() < 0.6 or not body
+                        else Line(self.simple(scope)))
+            self.lines += 1
+        return body
+
+    def for_stmt(self, scope: Scope, returns: list[str], budget: int) -> For:
+        rng = self.rng
+        kinds = ["range", "range", "layers", "enumerate"]
+        if self.gate_body is not None and scope.function == "forward":
+            kinds.append("gates")
+        kind = rng.choice(kinds)
+        self.lines += 1
+        if kind == "range":
+            trips = rng.randint(1, MAX_TRIPS)
+            target = self.fresh("i")
+            inner = scope.inner("for", trips, ints=scope.ints + [target])
+        elif kind == "gates":
+            trips = self.n_gates
+            target = self.fresh("gate")
+            inner = scope.inner("for", trips, gate_var=target)
+        else:
+            trips = len(self.layer_kinds)
+            layer = self.fresh("layer")
+            if kind == "enumerate":
+                index = self.fresh("j")
+                target = f"{index}, {layer}"
+                inner = scope.inner("for", trips, ints=scope.ints + [index], layer_var=layer)
+            else:
+                target = layer
+                inner = scope.inner("for", trips, layer_var=layer)
+        body: list[Stmt] = []
+        if kind in ("layers", "enumerate"):
+            body.append(Line(f"x = {inner.layer_var}(x)"))
+            self.lines += 1
+        elif kind == "gates":
+            self.cost += self.gate_cost * inner.multiplier
+            self.tensor_tests += 1
+            body.append(Line(f"x = {target}(x)"))
+            self.lines += 1
+        body += self.block(inner, returns, 1, 3, budget - 2)
+        return For(target, kind, body, trips if kind == "range" else 0)
+
+    def while_stmt(self, scope: Scope, returns: list[str], budget: int) -> While:
+        rng = self.rng
+        bound = rng.randint(2, MAX_TRIPS)
+        increment_first = rng.random() < 0.4
+        counter = self.fresh("step")
+        self.lines += 3
+        inner = scope.inner("while+" if increment_first else "while", bound, ints=scope.ints)
+        body = self.block(inner, returns, 1, 2, budget - 5)
+        test = self.tensor_test(inner)
+        self.cost += inner.multiplier
+        self.tensor_tests += scope.function == "forward"
+        stop: list[Stmt] = [Line("break")]
+        if rng.random() < 0.3:
+            stop.insert(0, Line(self.simple(inner.inner())))
+        body.append(If([test], [stop]))
+        self.lines += 2
+        return While(counter, bound, body, increment_first)
+
+    # -- whole program ------------------------------------------------------------------------------
+
+    def make_gate(self) -> None:
+        self.n_gates = self.rng.randint(1, 3)
+        start = self.cost
+        scope = Scope("gate", depth=1)
+        first = self.if_stmt(scope, [], 4, force_tensor=True)
+        self.gate_body = [first] + self.block(scope, [], 0, 1, 2)
+        self.gate_cost = max(1, self.cost - start)
+        self.cost = start
+
+    def make_helper(self, index: int) -> None:
+        name = f"_helper{index}"
+        start = self.cost
+        scope = Scope("helper", depth=1, ints=["k"])
+        body = self.block(scope, [], 0, 1, 3)
+        body.append(self.if_stmt(scope, [], 5, force_tensor=True))
+        body += self.block(scope, [], 0, 1, 2)
+        self.helpers.append(Helper(name, body))
+        self.helper_cost[name] = max(1, self.cost - start)
+        self.cost = start
+
+    def program(self) -> Program:
+        rng = self.rng
+        if rng.random() < 0.4:
+            self.make_gate()
+        for index in range(rng.choice([0, 0, 1, 1, 2])):
+            self.make_helper(index)
+        returns = ["x"] + rng.sample(["n", "h", "len", "last", "item"], rng.choice([0, 0, 1, 1, 2]))
+        body: list[Stmt] = [Line("n = 0"), Line("outs = [x]"), Line("h = torch.tanh(x)")]
+        scope = Scope("forward")
+        if rng.random() < 0.5:
+            body.append(Line("x = self.fc0(x)"))
+        body += self.block(scope, returns, 2, 6, FORWARD_LINES)
+        program = Program(
+            name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
+            layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
+            body=body, returns=returns, helpers=self.helpers, gate_body=self.gate_body, n_gates=self.n_gates)
+        _drop_unused(program)
+        return program
+
+
+def _uses(body: list[Stmt], needle: str) -> bool:
+    for stmt in body:
+        if isinstance(stmt, Line) and needle in stmt.text:
+            return True
+        if isinstance(stmt, If) and (any(needle in t for t in stmt.tests) or any(_uses(b, needle) for b in stmt.bodies)
+                                     or (stmt.orelse is not None and _uses(stmt.orelse, needle))):
+            return True
+        if isinstance(stmt, For) and (stmt.kind == "gates" and needle == "self.gates" or _uses(stmt.body, needle)):
+            return True
+        if isinstance(stmt, While) and _uses(stmt.body, needle):
+            return True
+    return False
+
+
+def _drop_unused(program: Program) -> None:
+    """Remove helpers and the gate class that forward never uses."""
+    program.helpers = [h for h in program.helpers if _uses(program.body, f"self.{h.name}(")]
+    if program.gate_body is not None and not _uses(program.body, "self.gates"):
+        program.gate_body = None
+        program.n_gates = 0
+
+
+def program_seed(seed: int, index: int, attempt: int) -> int:
+    """The torch seed (weights and inputs) of program ``index`` of a campaign, at regeneration ``attempt``."""
+    return random.Random(f"dycl.fuzz.torch:{seed}:{index}:{attempt}").randrange(2**31)
+
+
+def generate(seed: int, index: int = 0, attempt: int = 0) -> Program:
+    """Program ``index`` of the campaign with master ``seed``; ``attempt`` > 0 draws a replacement
+    for a program discarded because it failed eagerly. Programs that would be too big, too costly
+    to compile or have no data-dependent test are redrawn internally (deterministically)."""
+    name = f"Fuzz_s{seed}_p{index}" + (f"_a{attempt}" if attempt else "")
+    for retry in range(1000):
+        rng = random.Random(f"dycl.fuzz:{seed}:{index}:{attempt}:{retry}")
+        gen = _Generator(rng, name, program_seed(seed, index, attempt))
+        program = gen.program()
+        if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > MAX_LINES:
+            continue
+        if gen.tensor_tests == 0:
+            continue
+        return program
+    raise RuntimeError(f"could not generate a program for seed {seed} index {index}")  # pragma: no cover
+
