@@ -178,4 +178,4 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
-__all__ = ["compile_model", "CompileResult", "load_host_module", "manifest_bytes", "np"]
+__all__ = ["compile_model", "CompileResult", "load_host_module", "manifest_bytes"]

@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 _SCRIPT = r'''
@@ -91,4 +90,4 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-__all__ = ["run_host_without_torch", "to_numpy", "np"]
+__all__ = ["run_host_without_torch", "to_numpy"]

@@ -17,7 +17,6 @@ Consecutive tensor statements form one ``SubDNN``.
 from __future__ import annotations
 
 import builtins
-import inspect
 from typing import Any
 
 import libcst as cst
@@ -269,4 +268,4 @@ def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_arg
     return HCFGBuilder(rewritten, model, example_args, optimize).build()
 
 
-__all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value", "inspect"]
+__all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value"]

@@ -161,7 +161,6 @@ def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> lis
         if isinstance(node, Cond):
             then_exits = _dot_block(node.then, [ident], lines, counter) if node.then else [ident]
             else_exits = _dot_block(node.orelse, [ident], lines, counter) if node.orelse else [ident]
-            lines[-1:] = lines[-1:]
             preds = then_exits + else_exits
         else:
             preds = [ident]

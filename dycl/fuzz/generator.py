@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, return_text
+from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
 
 MAX_DEPTH = 3
 MAX_TRIPS = 4
@@ -150,13 +150,15 @@ class _Generator:
                 options.append("continue")
         if scope.function == "forward":
             first = rng.choice(["x * 0.5", "torch.tanh(x)", "-x", f"self.fc{rng.randrange(self.n_fc)}(x)"])
-            options.append(return_text(returns, first))
+            options.append(first)
         elif scope.function == "helper":
             options += ["return x * 0.5", "return torch.tanh(x)"]
         else:
             options += ["return x + torch.tanh(y)", "return y"]
         choice = rng.choice(options)
         self.cost += scope.multiplier  # exits copy the rest of the function into branches
+        if scope.function == "forward" and choice not in ("break", "continue"):
+            return Line(returns=choice)
         return Line(choice)
 
     # -- compound statements ------------------------------------------------------------------------

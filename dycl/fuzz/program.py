@@ -18,9 +18,14 @@ INDENT = "    "
 
 @dataclass
 class Line:
-    """One simple statement (assignment, call, ``break``, ``return ...``)."""
+    """One simple statement (assignment, call, ``break``, ``return x * 0.5``).
 
-    text: str
+    An early return of ``forward`` has ``returns`` set instead: the expression that
+    replaces the first returned value; the rest follow the program's return kinds.
+    """
+
+    text: str = ""
+    returns: str | None = None
 
 
 @dataclass
@@ -112,35 +117,37 @@ def return_text(returns: list[str], first: str | None = None) -> str:
     return "return " + ", ".join(parts)
 
 
-def render_block(body: list[Stmt], depth: int, n_layers: int) -> list[str]:
-    """Source lines of ``body`` indented ``depth`` levels (``pass`` for an empty body)."""
+def render_block(body: list[Stmt], depth: int, n_layers: int, returns: list[str] | None = None) -> list[str]:
+    """Source lines of ``body`` indented ``depth`` levels (``pass`` for an empty body);
+    ``returns`` are the return kinds of the enclosing ``forward``."""
     pad = INDENT * depth
     if not body:
         return [pad + "pass"]
     lines: list[str] = []
     for stmt in body:
         if isinstance(stmt, Line):
-            lines.append(pad + stmt.text.replace("{L}", str(n_layers)))
+            text = return_text(returns or ["x"], stmt.returns) if stmt.returns is not None else stmt.text
+            lines.append(pad + text.replace("{L}", str(n_layers)))
         elif isinstance(stmt, If):
             for i, (test, branch) in enumerate(zip(stmt.tests, stmt.bodies)):
                 keyword = "if" if i == 0 else "elif"
                 lines.append(f"{pad}{keyword} {test.replace('{L}', str(n_layers))}:")
-                lines += render_block(branch, depth + 1, n_layers)
+                lines += render_block(branch, depth + 1, n_layers, returns)
             if stmt.orelse is not None:
                 lines.append(pad + "else:")
-                lines += render_block(stmt.orelse, depth + 1, n_layers)
+                lines += render_block(stmt.orelse, depth + 1, n_layers, returns)
         elif isinstance(stmt, For):
             iterable = {"range": f"range({stmt.trips})", "layers": "self.layers",
                         "enumerate": "enumerate(self.layers)", "gates": "self.gates"}[stmt.kind]
             lines.append(f"{pad}for {stmt.target} in {iterable}:")
-            lines += render_block(stmt.body, depth + 1, n_layers)
+            lines += render_block(stmt.body, depth + 1, n_layers, returns)
         elif isinstance(stmt, While):
             increment = f"{pad}{INDENT}{stmt.counter} += 1"
             lines.append(f"{pad}{stmt.counter} = 0")
             lines.append(f"{pad}while {stmt.counter} < {stmt.bound}:")
             if stmt.increment_first:
                 lines.append(increment)
-            lines += render_block(stmt.body, depth + 1, n_layers)
+            lines += render_block(stmt.body, depth + 1, n_layers, returns)
             if not stmt.increment_first:
                 lines.append(increment)
         else:  # pragma: no cover - the tree only holds the four kinds
@@ -180,7 +187,7 @@ def render_classes(program: Program) -> str:
         out += render_block(helper.body, 2, n_layers)
         out.append("        return x")
     out += ["", "    def forward(self, x):"]
-    out += render_block(program.body, 2, n_layers)
+    out += render_block(program.body, 2, n_layers, program.returns)
     out.append("        " + return_text(program.returns))
     return "\n".join(out) + "\n"
 
@@ -188,7 +195,7 @@ def render_classes(program: Program) -> str:
 def render_module(program: Program) -> str:
     """A complete importable module: imports, the classes, and the input constants."""
     header = [f'"""dycl fuzz program {program.name} (seed {program.seed})."""', "",
-              "import torch", "from torch import nn", "", ""]
+              "import torch", "from torch import nn", "", "", ""]
     footer = ["", "", f"WIDTH = {program.width}", f"SCALE = {program.scale}", f"SEED = {program.seed}", ""]
     return "\n".join(header) + render_classes(program) + "\n".join(footer)
 
