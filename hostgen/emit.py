@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN
+from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
 from hostgen.template import HOST_TEMPLATE
+from rewriter.locations import comment_of
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,9 @@ def _expr(node: cst.BaseExpression) -> str:
 
 
 def _location(stmt: cst.CSTNode) -> str:
-    from rewriter.locations import comment_of
-
     comment = comment_of(stmt)
     return f"  {comment.value}" if comment is not None else ""
 
 
 def _returns(block: Block) -> bool:
-    from hcfg.graph import always_returns
-
     return always_returns(block)

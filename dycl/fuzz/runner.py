@@ -1,0 +1,179 @@
+"""Check one program: run it eagerly, compile it per backend, compare, classify.
+
+Statuses per backend: ``ok``, ``inconsistent`` (some output differs from eager),
+``error`` (dycl raised while compiling or running the compiled model, or took
+longer than the time limit) and ``unsupported`` (``dycl.UnsupportedError``).
+A program that fails eagerly, or whose outputs are not finite or too large to
+compare with an absolute tolerance, raises :class:`Discarded`.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import dycl
+from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
+from dycl.fuzz.program import Program
+from dycl.paths import model_source_files, record_path
+from dycl.testing import outputs_match
+
+ATOL = {"torch": 1e-5, "onnxruntime": 1e-4}
+N_INPUTS = 20
+MAX_MAGNITUDE = 1e3
+STATUS_ORDER = ["ok", "unsupported", "error", "inconsistent"]
+
+CompileFn = Callable[..., Callable[..., Any]]
+
+
+class Discarded(Exception):
+    """The program cannot serve as a test: it fails eagerly or its outputs are unusable."""
+
+
+class CompileTimeout(Exception):
+    """Compiling took longer than the time limit."""
+
+
+@dataclass
+class Outcome:
+    """The result on one backend."""
+
+    backend: str
+    status: str
+    detail: str = ""
+    failing: list[int] = field(default_factory=list)  # indices of inputs that differ
+    error_type: str = ""
+    phase: str = ""  # "compile" or "run" for errors
+    seconds: float = 0.0
+
+    def signature(self) -> tuple[str, ...]:
+        """What "fails the same way" means for the shrinker."""
+        if self.status == "error":
+            return (self.status, self.backend, self.error_type, self.phase)
+        return (self.status, self.backend)
+
+
+@dataclass
+class Checked:
+    """The result of one program on all requested backends."""
+
+    program: Program
+    file: Path
+    paths: int
+    outcomes: list[Outcome]
+    eager_seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return max((o.status for o in self.outcomes), key=STATUS_ORDER.index, default="ok")
+
+    def failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status != "ok"]
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`CompileTimeout` in the block after ``seconds`` (main thread only; else no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise CompileTimeout(f"compiling took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _check_finite(value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        if not torch.isfinite(value).all() or value.abs().max() > MAX_MAGNITUDE:
+            raise Discarded("output not finite or too large")
+    elif isinstance(value, float):
+        if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
+            raise Discarded("output not finite or too large")
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _check_finite(item)
+
+
+def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[list[Any], int]:
+    """Eager outputs on every input and the number of distinct eager paths; :class:`Discarded` on failure."""
+    files = model_source_files(model)
+    outputs, paths = [], set()
+    with torch.no_grad():
+        for x in inputs:
+            try:
+                result, path = record_path(model, x, files=files)
+            except Exception as exc:  # noqa: BLE001 - any eager failure discards the program
+                raise Discarded(f"eager: {type(exc).__name__}: {exc}") from exc
+            _check_finite(result)
+            outputs.append(result)
+            paths.add(path)
+    return outputs, len(paths)
+
+
+def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: Sequence[Any], backend: str,
+                  compile_fn: CompileFn = dycl.compile, timeout: float | None = None) -> Outcome:
+    """Compile ``model`` for ``inputs[0]`` on ``backend`` and compare with ``expected`` on every input."""
+    start = time.perf_counter()
+    try:
+        with time_limit(timeout):
+            compiled = compile_fn(model, inputs[0], backend=backend)
+    except dycl.UnsupportedError as exc:
+        return Outcome(backend, "unsupported", str(exc), error_type=type(exc).__name__, phase="compile",
+                       seconds=time.perf_counter() - start)
+    except Exception as exc:  # noqa: BLE001 - any other exception is a compiler error
+        return Outcome(backend, "error", f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,
+                       phase="compile", seconds=time.perf_counter() - start)
+    failing, first = [], ""
+    for i, x in enumerate(inputs):
+        try:
+            with torch.no_grad():
+                actual = compiled(x)
+        except Exception as exc:  # noqa: BLE001 - the compiled model must not raise
+            return Outcome(backend, "error", f"input #{i}: {type(exc).__name__}: {exc}", [i],
+                           error_type=type(exc).__name__, phase="run", seconds=time.perf_counter() - start)
+        problem = outputs_match(expected[i], actual, ATOL.get(backend, 1e-4))
+        if problem:
+            failing.append(i)
+            first = first or f"input #{i}: {problem}"
+    status = "inconsistent" if failing else "ok"
+    return Outcome(backend, status, first, failing, seconds=time.perf_counter() - start)
+
+
+def check_program(program: Program, directory: Path, backends: Sequence[str], compile_fn: CompileFn = dycl.compile,
+                  n_inputs: int = N_INPUTS, timeout: float | None = None, stem: str | None = None) -> Checked:
+    """Write, import, run and compile ``program``; raise :class:`Discarded` if it is unusable."""
+    path = write_program(program, directory, stem)
+    try:
+        module = import_file(path)
+    except Exception as exc:  # noqa: BLE001 - a program that does not even import is discarded
+        raise Discarded(f"import: {type(exc).__name__}: {exc}") from exc
+    try:
+        try:
+            model = build_model(module, program)
+        except Exception as exc:  # noqa: BLE001
+            raise Discarded(f"build: {type(exc).__name__}: {exc}") from exc
+        inputs = make_inputs(program, n_inputs)
+        start = time.perf_counter()
+        expected, paths = run_eager(model, inputs)
+        eager_seconds = time.perf_counter() - start
+        outcomes = [check_backend(model, inputs, expected, backend, compile_fn, timeout) for backend in backends]
+        return Checked(program, path, paths, outcomes, eager_seconds)
+    finally:
+        forget(module)
