@@ -1,0 +1,211 @@
+"""Latency, compile time and memory of dycl against its baselines, side by side in one run.
+
+    python benchmarks/bench.py [--models sdn_vgg19,skipnet_rnn] [-n 50] [--json FILE] [--skip-torch-compile]
+
+For each zoo model, on the same inputs: median latency of eager PyTorch,
+``torch.compile`` (inductor), dycl on ONNX Runtime, dycl with ``optimize=False``
+(the paper's C_no), dycl on TVM (when that backend is available), and the
+*per-path oracle*: for every distinct path among the inputs, that path traced
+into one ONNX Runtime session (what a perfect host would cost). Also compile
+time per phase and the peak RSS of a process running the standalone host
+against one running eager PyTorch. Writes ``benchmarks/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+import dycl
+from dycl.harness import traced_baseline
+from dycl.paths import model_source_files, record_path
+
+RESULTS = Path(__file__).with_name("results.md")
+
+
+def median_ms(run, inputs, repeat: int = 3) -> float:
+    """Median over inputs of the best of ``repeat`` calls (ms); ``run`` is one
+    callable or a list with one callable per input."""
+    runs = run if isinstance(run, list) else [run] * len(inputs)
+    times = []
+    with torch.no_grad():
+        for run, args in zip(runs, inputs):
+            best = math.inf
+            for _ in range(repeat):
+                start = time.perf_counter()
+                run(*args)
+                best = min(best, time.perf_counter() - start)
+            times.append(best)
+    return statistics.median(times) * 1000
+
+
+def oracle(model, inputs):
+    """For each input, a callable running the static graph of exactly its path."""
+    files = model_source_files(model)
+    sessions, keys = {}, []
+    with torch.no_grad():
+        for args in inputs:
+            _, path = record_path(model, *args, files=files)
+            if path not in sessions:
+                sessions[path] = traced_baseline(model, args)
+            keys.append(path)
+    return [sessions[key] for key in keys], len(sessions)
+
+
+_RSS_SCRIPT = r'''
+import pickle, sys
+mode, artifact, data = sys.argv[1:4]
+inputs = pickle.load(open(data, "rb"))
+if mode == "host":
+    sys.modules["torch"] = None
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("host", artifact + "/host.py")
+    host = importlib.util.module_from_spec(spec); spec.loader.exec_module(host)
+    model = host.load(artifact)
+    for args in inputs:
+        model(*args)
+else:
+    import importlib, torch
+    zoo = importlib.import_module(artifact)
+    model, _ = zoo.build()
+    with torch.no_grad():
+        for args in inputs:
+            model(*[torch.from_numpy(a) for a in args])
+# VmHWM is this process's peak RSS; ru_maxrss would include the parent's from before exec
+peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
+print(int(peak.split()[1]) / 1024)
+'''
+
+
+def peak_rss_mb(mode: str, target: str, inputs) -> float:
+    import pickle
+
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch) / "inputs.pkl"
+        data.write_bytes(pickle.dumps([tuple(a.numpy() for a in args) for args in inputs]))
+        script = Path(scratch) / "rss.py"
+        script.write_text(_RSS_SCRIPT)
+        out = subprocess.run([sys.executable, str(script), mode, target, str(data)], capture_output=True, text=True,
+                             check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
+    zoo = importlib.import_module(f"models.{name}")
+    model, example = zoo.build()
+    inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
+    row: dict = {"name": name}
+    start = time.perf_counter()
+    compiled = dycl.compile(model, example)
+    row["compile_s"] = time.perf_counter() - start
+    row["compile_phases_s"] = compiled.stats["seconds"]
+    noopt = dycl.compile(model, example, optimize=False)
+    tvm = None
+    try:
+        tvm = dycl.compile(model, example, backend="tvm")
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    run_oracle, paths = oracle(model, inputs)
+    row["paths"] = paths
+    row["eager_ms"] = median_ms(model, inputs)
+    row["dycl_ms"] = median_ms(compiled, inputs)
+    row["dycl_noopt_ms"] = median_ms(noopt, inputs)
+    row["dycl_tvm_ms"] = median_ms(tvm, inputs) if tvm is not None else None
+    row["oracle_ms"] = median_ms(run_oracle, inputs)
+    if skip_torch_compile:
+        row["torch_compile_ms"] = None
+    else:
+        fast = torch.compile(model)
+        with torch.no_grad():
+            for args in inputs:  # compile every path it will meet before timing
+                fast(*args)
+        row["torch_compile_ms"] = median_ms(fast, inputs)
+    with tempfile.TemporaryDirectory() as scratch:
+        artifact = compiled.save(Path(scratch) / "artifact")
+        row["host_rss_mb"] = peak_rss_mb("host", str(artifact), inputs)
+    row["eager_rss_mb"] = peak_rss_mb("eager", f"models.{name}", inputs)
+    row["speedup_vs_eager"] = row["eager_ms"] / row["dycl_ms"]
+    row["speedup_vs_torch_compile"] = (row["torch_compile_ms"] / row["dycl_ms"]) if row["torch_compile_ms"] else None
+    row["ratio_to_oracle"] = row["dycl_ms"] / row["oracle_ms"]
+    return row
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def write_markdown(rows: list[dict], args) -> None:
+    def fmt(v, digits=2):
+        return "—" if v is None else f"{v:.{digits}f}"
+
+    lines = [
+        "# Benchmark results", "",
+        f"Command: `python benchmarks/bench.py -n {args.n}"
+        + (f" --models {args.models}" if args.models else "") + ("  --skip-torch-compile" if args.skip_torch_compile
+                                                                  else "") + "`",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
+        f"{torch.get_num_threads()} intra-op threads; ONNX Runtime one global intra-op pool of "
+        f"{os.environ.get('DYCL_THREADS') or os.cpu_count()} threads.",
+        "Latency: per input the best of 3 calls, then the median over inputs (ms), all measured in this one run.", "",
+        "| model | paths | eager | torch.compile | dycl ORT | dycl ORT no-opt | dycl TVM | per-path oracle | "
+        "vs eager | vs torch.compile | / oracle | compile s | host RSS MB | eager RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['paths']} | {fmt(r['eager_ms'])} | {fmt(r['torch_compile_ms'])} | "
+            f"{fmt(r['dycl_ms'])} | "
+            f"{fmt(r['dycl_noopt_ms'])} | {fmt(r['dycl_tvm_ms'])} | {fmt(r['oracle_ms'])} | "
+            f"{fmt(r['speedup_vs_eager'])}x | {fmt(r['speedup_vs_torch_compile'])}x | {fmt(r['ratio_to_oracle'])} | "
+            f"{fmt(r['compile_s'], 1)} | {fmt(r['host_rss_mb'], 0)} | {fmt(r['eager_rss_mb'], 0)} |")
+    lines += ["", f"Geometric mean speed-up over eager: {fmt(geomean(r['speedup_vs_eager'] for r in rows))}x; "
+              f"over torch.compile: {fmt(geomean(r['speedup_vs_torch_compile'] for r in rows))}x; "
+              f"dycl / oracle: {fmt(geomean(r['ratio_to_oracle'] for r in rows))}.", ""]
+    phases = ["", "Compile time per phase (s):", "", "| model | rewrite | hcfg | backend compile | host |",
+              "|---|---|---|---|---|"]
+    for r in rows:
+        p = r["compile_phases_s"]
+        phases.append(f"| {r['name']} | {p['rewrite']:.2f} | {p['hcfg']:.2f} | {p['compile']:.2f} | {p['host']:.3f} |")
+    RESULTS.write_text("\n".join(lines + phases) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
+    parser.add_argument("-n", type=int, default=50)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--skip-torch-compile", action="store_true")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    from models import ZOO
+
+    names = args.models.split(",") if args.models else [z.split(".")[-1] for z in ZOO]
+    rows = []
+    for name in names:
+        row = bench_model(name, args.n, args.skip_torch_compile)
+        print(json.dumps({k: v for k, v in row.items() if k != "compile_phases_s"}), flush=True)
+        rows.append(row)
+    write_markdown(rows, args)
+    if args.json:
+        keys = ["name", "eager_ms", "torch_compile_ms", "dycl_ms", "dycl_noopt_ms", "dycl_tvm_ms", "oracle_ms",
+                "speedup_vs_eager", "speedup_vs_torch_compile", "ratio_to_oracle", "compile_s", "host_rss_mb",
+                "eager_rss_mb"]
+        args.json.write_text(json.dumps({"models": [{k: r.get(k) for k in keys} for r in rows]}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
