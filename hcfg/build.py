@@ -123,6 +123,13 @@ class HCFGBuilder:
                 states = []
                 continue
             if self.is_tensor_statement(small, states[0]):
+                tensor_parts, conversions, stmt = self.split_conversions(stmt, states[0])
+                if conversions:
+                    self.run_all(tensor_parts, states)
+                    pending += tensor_parts
+                    flush()
+                    nodes += [HostOp(c) for c in conversions]
+                    self.run_all(conversions, states)
                 pending.append(stmt)
                 self.run_all([stmt], states)
                 continue
@@ -191,6 +198,48 @@ class HCFGBuilder:
             return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
                 self.evaluate(small.value, state))
         return False
+
+    def split_conversions(self, stmt: cst.SimpleStatementLine, state: State):
+        """A tensor statement that turns a tensor into a Python number (``x.mean().item()``,
+        ``int(t)``) must not be traced as one graph: the number would be frozen. The
+        tensor goes to the sub-DNN, the host converts it, and the rest of the statement
+        takes the number as an input. Returns (tensor parts, host conversions, statement)."""
+        tensor_parts: list[cst.SimpleStatementLine] = []
+        conversions: list[cst.SimpleStatementLine] = []
+
+        def line(target: str, value: cst.BaseExpression) -> cst.SimpleStatementLine:
+            self.locals.add(target)
+            assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(target))], value)])
+            return set_location(assign, comment_of(stmt))
+
+        def convert(operand: cst.BaseExpression, make) -> cst.BaseExpression | None:
+            if not isinstance(self.evaluate(operand, state), torch.Tensor):
+                return None
+            tensor = self.namespace.fresh("t")
+            number = self.namespace.fresh("n")
+            tensor_parts.append(line(tensor, operand))
+            conversions.append(line(number, make(cst.Name(tensor))))
+            return cst.Name(number)
+
+        def visit(current: cst.CSTNode) -> cst.CSTNode:
+            current = map_children(current, visit)
+            if (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)
+                    and current.func.attr.value in _CONVERSION_METHODS and not current.args):
+                method = current.func.attr.value
+                replaced = convert(current.func.value, lambda name: cst.Call(cst.Attribute(name, cst.Name(method))))
+                return replaced if replaced is not None else current
+            if (isinstance(current, cst.Call) and isinstance(current.func, cst.Name)
+                    and current.func.value in _CONVERSIONS and len(current.args) == 1):
+                function = current.func.value
+                item = lambda name: cst.Call(cst.Attribute(name, cst.Name("item")))  # noqa: E731
+                replaced = convert(current.args[0].value, lambda name: cst.Call(cst.Name(function),
+                                                                                [cst.Arg(item(name))]))
+                return replaced if replaced is not None else current
+            return current
+
+        small = stmt.body[0]
+        new_small = small.with_changes(value=visit(small.value))
+        return tensor_parts, conversions, stmt.with_changes(body=[new_small])
 
     def reads_metadata(self, node: cst.BaseExpression, state: State) -> bool:
         """``x.size(0)``, ``x.shape[-1]``, ``len(x)`` of a tensor, and no ``.item()``:

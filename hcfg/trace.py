@@ -68,7 +68,9 @@ class _Tracer:
                 code = self.code(node.index, node.statements)
                 examples = self.examples[node.index]
                 for state in states:
-                    values = tuple(state[name] for name in node.inputs)
+                    # copy lists: host operations later append to the same list objects
+                    values = tuple(list(state[name]) if isinstance(state[name], list) else state[name]
+                                   for name in node.inputs)
                     fresh = examples.add(values)
                     exec(code, state)  # noqa: S102 - the rewritten function's own statements
                     if fresh:
