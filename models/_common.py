@@ -8,6 +8,13 @@ nearly uniform and every gate sits on the same side of 0.5, so a dynamic network
 one path for every input. Each build therefore runs the model on a fixed calibration
 batch (seeds ``CALIBRATION_OFFSET + i``, disjoint from the seeds tests use) and moves
 biases / logit scales so that the decisions split the calibration batch.
+
+Note: why some helpers only shape weights. Seeded random BatchNorm networks are far more
+sensitive than trained ones: a relative input change of 1e-6 could move an exit's logits
+by 1e-3, and float32 rounding does the same, so a compiled model could never agree with
+eager PyTorch to 1e-4. ``zero_mean_filters_``, ``smooth_filters_`` and
+``project_to_principal_subspace_`` give the random weights some of the structure that
+keeps trained networks well-conditioned (see ``models._sdn.init_weights``).
 """
 
 from __future__ import annotations
@@ -38,9 +45,10 @@ def sample_image(seed: int) -> Tensor:
     return (smooth + 0.5 * torch.randn(*IMAGE_SHAPE, generator=g)).contiguous()
 
 
-def calibration_batch(sample: Callable[[int], Tensor], size: int = CALIBRATION_SIZE) -> Tensor:
-    """The calibration inputs ``sample(CALIBRATION_OFFSET + i)`` concatenated along dim 0."""
-    return torch.cat([sample(CALIBRATION_OFFSET + i) for i in range(size)], dim=0)
+def calibration_batch(sample: Callable[[int], Tensor], size: int = CALIBRATION_SIZE, start: int = 0) -> Tensor:
+    """The calibration inputs ``sample(CALIBRATION_OFFSET + start + i)``, ``i < size``,
+    concatenated along dim 0."""
+    return torch.cat([sample(CALIBRATION_OFFSET + start + i) for i in range(size)], dim=0)
 
 
 def init_weights(model: nn.Module) -> None:
@@ -53,6 +61,39 @@ def init_weights(model: nn.Module) -> None:
         elif isinstance(m, nn.modules.batchnorm._BatchNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+
+
+@torch.no_grad()
+def zero_mean_filters_(conv: nn.Conv2d) -> None:
+    """Make every tap of every filter of ``conv`` sum to 0 over the input channels.
+
+    A convolution that reads ReLU outputs sees inputs with a large positive mean that is
+    about the same on every channel (BatchNorm standardised them alike). A filter whose
+    taps do not cancel over the channels turns that mean into a large input-independent
+    offset, and, where a tap falls on the zero padding, into a spatial pattern that grows
+    layer after layer; both leave less of each BatchNorm's unit spread to the part that
+    differs between inputs, so float32 rounding noise becomes relatively larger. With
+    the taps cancelling, a channel-constant input, zero padding included, gives 0."""
+    conv.weight.sub_(conv.weight.mean(dim=1, keepdim=True))
+
+
+BLUR_3X3 = torch.tensor([[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]) / 16
+
+
+@torch.no_grad()
+def smooth_filters_(conv: nn.Conv2d, amount: float) -> None:
+    """Move every 3x3 filter of ``conv`` the fraction ``amount`` of the way towards the
+    binomial blur kernel with the same sum (so its response to a constant is unchanged).
+
+    Trained filters are spatially smooth; white-noise He filters give feature maps whose
+    neighbouring values are almost independent, so every 2x2 max-pooling (or max-pool
+    part of an IC) takes the max of four unrelated values, which shrinks the spread
+    between inputs by about 30% while passing rounding noise on unchanged."""
+    if conv.kernel_size != (3, 3):
+        return
+    weight = conv.weight
+    blurred = weight.sum(dim=(2, 3), keepdim=True) * BLUR_3X3.to(weight.dtype)
+    weight.mul_(1 - amount).add_(amount * blurred)
 
 
 @torch.no_grad()
@@ -135,6 +176,28 @@ def calibrate_exits_(linears: Sequence[nn.Linear], logits: Sequence[Tensor], thr
     logits = [standardize_logits_(linear, z) for linear, z in zip(linears, logits, strict=True)]
     for linear, scale in zip(linears, exit_scales(logits[:-1], threshold), strict=False):
         scale_linear_(linear, scale)
+
+
+@torch.no_grad()
+def project_to_principal_subspace_(linear: nn.Linear, features: Tensor, rank: int) -> None:
+    """Restrict ``linear`` to the ``rank`` leading principal directions of its input.
+
+    ``features`` is (N, in_features): the layer's inputs on calibration data. Its weight
+    rows are projected onto the top-``rank`` principal directions of the centred features
+    and then made orthogonal to the mean feature vector. A random classifier weighs every
+    feature direction alike, although the features of a random deep network vary between
+    inputs in a few directions only; float32 rounding noise, spread over all directions,
+    is then comparable to the signal a random weight vector picks up, and standardising
+    the logits amplifies it. A trained classifier reads the directions in which its
+    features actually vary, as the projected one does, so its logits are much less noisy.
+    """
+    x = features.double().flatten(1)
+    mean = x.mean(dim=0)
+    directions = torch.linalg.svd(x - mean, full_matrices=False).Vh[: min(rank, x.shape[1])]
+    weight = linear.weight.double() @ directions.T @ directions
+    unit = mean / mean.norm().clamp_min(1e-12)
+    weight = weight - (weight @ unit)[:, None] * unit[None, :]
+    linear.weight.copy_(weight.to(linear.weight.dtype))
 
 
 @torch.no_grad()

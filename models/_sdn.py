@@ -20,6 +20,10 @@ from models import _common
 
 NUM_CLASSES = 10
 CONFIDENCE_THRESHOLD = 0.8
+BN_SHIFT = 1.5  # initial BatchNorm bias, in units of the normalised pre-activation's spread
+FILTER_SMOOTHING = 0.5  # how far each 3x3 filter moves towards a blur kernel
+CLASSIFIER_RANK = 12  # principal feature directions each classifier reads
+PROJECTION_SIZE = 512  # calibration images for those directions (after the BN/exit batch)
 
 
 class MixedPool(nn.Module):
@@ -116,16 +120,53 @@ def make_layers(
 
 
 @torch.no_grad()
+def init_weights(model: SDN) -> None:
+    """:func:`models._common.init_weights`, then keep the random backbone close to linear.
+
+    With every BatchNorm bias at 0 each ReLU cuts its (standardised) input at the median,
+    and 20-30 such layers in a row make a random network chaotic: a relative input change
+    of 1e-6, or float32 rounding, moved the exits' logits by up to 1e-3. So every BN bias
+    starts at ``BN_SHIFT`` (about 93% of the units of a BN-ReLU pair are active); every
+    3x3 filter is made half smooth (:func:`_common.smooth_filters_`); and every full
+    convolution outside the stem gets filters whose taps cancel over the input channels
+    (:func:`_common.zero_mean_filters_`), so the ReLU outputs' common positive mean leaves
+    no offset or border pattern behind.
+    """
+    _common.init_weights(model)
+    stem = set(model.init_conv.modules())
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            nn.init.constant_(m.bias, BN_SHIFT)
+        elif isinstance(m, nn.Conv2d):
+            _common.smooth_filters_(m, FILTER_SMOOTHING)
+            if m.groups == 1 and m not in stem:
+                _common.zero_mean_filters_(m)
+
+
+def classifiers(model: SDN) -> list[nn.Linear]:
+    """The linear layer of every IC, then the last linear layer of the final classifier."""
+    linears = [layer.output.linear for layer in model.layers if layer.is_output]
+    linears.append([m for m in model.end_layers.modules() if isinstance(m, nn.Linear)][-1])
+    return linears
+
+
+@torch.no_grad()
 def calibrate(model: SDN, sample: Callable[[int], Tensor]) -> SDN:
-    """Standardise BN statistics and the classifiers, then scale each IC so that the exits
-    split the calibration inputs evenly."""
+    """Standardise BN statistics, restrict every classifier to the principal directions of
+    its features, standardise the classifiers, then scale each IC so that the exits split
+    the calibration inputs evenly."""
     batch = _common.calibration_batch(sample)
     _common.recalibrate_batchnorm(model, lambda: model.all_outputs(batch))
     model.eval()
-    outputs = model.all_outputs(batch)
-    linears = [layer.output.linear for layer in model.layers if layer.is_output]
-    linears.append([m for m in model.end_layers.modules() if isinstance(m, nn.Linear)][-1])
-    _common.calibrate_exits_(linears, outputs, model.confidence_threshold)
+    linears = classifiers(model)
+    features: dict[nn.Module, Tensor] = {}
+    hooks = [linear.register_forward_pre_hook(lambda m, args: features.__setitem__(m, args[0])) for linear in linears]
+    model.all_outputs(_common.calibration_batch(sample, PROJECTION_SIZE, start=_common.CALIBRATION_SIZE))
+    for hook in hooks:
+        hook.remove()
+    for linear in linears:
+        _common.project_to_principal_subspace_(linear, features[linear], CLASSIFIER_RANK)
+    _common.calibrate_exits_(linears, model.all_outputs(batch), model.confidence_threshold)
     return model
 
 

@@ -40,12 +40,21 @@ class _Executable:
         used = {i.name for i in self.session.get_inputs()}  # the exporter drops inputs nothing reads
         self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
                        for position, port in enumerate(entry["inputs"]) if port["name"] in used]
+        self.outputs = [port["name"] for port in entry["outputs"]]
+        # an output bound once keeps its first shape: rebind when a dimension is symbolic
+        self.rebind = any(isinstance(dim, str) for port in entry["outputs"] for dim in port["shape"])
         self.binding = self.session.io_binding()
-        for port in entry["outputs"]:
-            self.binding.bind_output(port["name"])
+        self._bind_outputs()
+
+    def _bind_outputs(self):
+        for name in self.outputs:
+            self.binding.bind_output(name)
 
     def __call__(self, *args):
         binding = self.binding
+        if self.rebind:
+            binding.clear_binding_outputs()
+            self._bind_outputs()
         for position, name, dtype in self.inputs:
             binding.bind_cpu_input(name, np.ascontiguousarray(args[position], dtype=dtype))
         self.session.run_with_iobinding(binding)
