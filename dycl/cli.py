@@ -14,6 +14,10 @@ from dycl.harness import check
 from dycl.zoo import resolve
 
 
+def _backend_options(args: argparse.Namespace) -> dict[str, int]:
+    return {} if args.tune_trials is None else {"tune_trials": args.tune_trials}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dycl", description="Compile PyTorch networks with "
                                      "data-dependent control flow.")
@@ -22,13 +26,15 @@ def main(argv: list[str] | None = None) -> int:
 
     compile_cmd = commands.add_parser("compile", help="compile MODEL into an artifact directory")
     compile_cmd.add_argument("model", help="a zoo module (models.skipnet_rnn) or pkg.mod:factory")
-    compile_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "torch"])
+    compile_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "tvm", "torch"])
     compile_cmd.add_argument("--out", required=True, type=Path)
+    compile_cmd.add_argument("--tune-trials", type=int, help="tvm: MetaSchedule trials per distinct kernel")
 
     check_cmd = commands.add_parser("check", help="measure eta/delta against eager PyTorch")
     check_cmd.add_argument("model")
     check_cmd.add_argument("-n", type=int, default=100, help="number of inputs (seeds 0..n-1)")
-    check_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "torch"])
+    check_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "tvm", "torch"])
+    check_cmd.add_argument("--tune-trials", type=int, help="tvm: MetaSchedule trials per distinct kernel")
     check_cmd.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     check_cmd.add_argument("--no-traced", action="store_true", help="skip the traced baseline")
 
@@ -56,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compile(args) -> int:
     spec = resolve(args.model)
-    compiled = dycl.compile(spec.model, spec.example, backend=args.backend)
+    compiled = dycl.compile(spec.model, spec.example, backend=args.backend, **_backend_options(args))
     target = compiled.save(args.out)
     stats = compiled.stats
     print(f"{spec.name}: {stats['sub_dnns']} sub-DNNs ({stats['unique_compiled']} compiled), "
@@ -66,7 +72,7 @@ def _compile(args) -> int:
 
 def _check(args) -> int:
     spec = resolve(args.model)
-    compiled = dycl.compile(spec.model, spec.example, backend=args.backend)
+    compiled = dycl.compile(spec.model, spec.example, backend=args.backend, **_backend_options(args))
     inputs = [spec.sample(seed) for seed in range(args.n)]
     report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced)
     print(f"# {spec.name} on {args.backend}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from dycl.subdnn import SubDNNModule, Variant
@@ -20,7 +21,31 @@ class Backend(Protocol):
     def executable(self, data: bytes, entry: dict[str, Any], module: SubDNNModule): ...
 
 
-def get_backend(name: str) -> Backend:
+def compile_all(backend: Backend, modules: Sequence[SubDNNModule], variants: Sequence[Variant],
+                progress: Callable[[str], None] | None = None) -> list[bytes]:
+    """Compile distinct sub-DNN variants, all at once where the backend can
+    (``compile_many``: TVM builds them in parallel processes), else one by one."""
+    many = getattr(backend, "compile_many", None)
+    if many is not None:
+        return many(modules, variants, progress)
+    compiled = []
+    for module, variant in zip(modules, variants):
+        compiled.append(backend.compile(module, variant))
+        if progress is not None:
+            progress(variant.name)
+    return compiled
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """The backend called ``name``; ``options`` (None values ignored) go to its
+    constructor: only ``tvm`` takes any (``tune_trials``, ``target``, ``schedule``, ``jobs``)."""
+    options = {key: value for key, value in options.items() if value is not None}
+    if name == "tvm":
+        from dycl.backends.tvm import TvmBackend
+
+        return TvmBackend(**options)
+    if options:
+        raise ValueError(f"backend {name!r} takes no options, got {sorted(options)}")
     if name == "onnxruntime":
         from dycl.backends.onnxruntime import OnnxRuntimeBackend
 
@@ -29,4 +54,4 @@ def get_backend(name: str) -> Backend:
         from dycl.backends.torch import TorchBackend
 
         return TorchBackend()
-    raise ValueError(f"unknown backend {name!r}; choose 'onnxruntime' or 'torch'")
+    raise ValueError(f"unknown backend {name!r}; choose 'onnxruntime', 'tvm' or 'torch'")

@@ -18,6 +18,18 @@ from dataclasses import dataclass, field, replace
 
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
 
+FEATURES = {
+    "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
+    "item-return": "x.sum().item() returned as a Python float",
+    "list-read": "x = x + outs[0] * 0.1: a list element read into tensor arithmetic (outs is appended to later)",
+    "list-return": "the list outs (its length depends on the path) returned",
+    "int-counter": "n += int(x.sum() > 0): a counter that depends on data",
+    "batch-resize": "x = torch.cat([x, x * 0.5], 0)[:3] and x = x[:1]: the batch size depends on the path",
+}
+# features that currently make dycl fail, each with a shrunk regression test in tests/fuzz_regressions/;
+# `python -m dycl.fuzz --exclude known` and the fuzz tests leave them out until they are fixed.
+# Fixed so far: "item-arith" and "list-read" (fd3b9f2), "batch-resize" (8e0ae2f).
+KNOWN_BUGS: dict[str, str] = {}
 MAX_DEPTH = 3
 MAX_TRIPS = 4
 MAX_COST = 14
@@ -44,8 +56,9 @@ class Scope:
 
 
 class _Generator:
-    def __init__(self, rng: random.Random, name: str, seed: int) -> None:
+    def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset()) -> None:
         self.rng = rng
+        self.exclude = exclude
         self.name = name
         self.seed = seed
         self.width = rng.randint(4, 8)
@@ -82,18 +95,23 @@ class _Generator:
         v = rng.choice(names[scope.function])
         if scope.function == "forward" and rng.random() < 0.1:
             v = "(x - h)"
+        # Thresholds are 0 or values no degenerate vector hits exactly (a constant vector after relu,
+        # + 0.5, ...) and never +-1.0, where tanh saturates (ONNX Runtime's tanh can return -1.0000001):
+        # a test value within rounding of its threshold would make the backends disagree for no fault of dycl.
         forms = [
-            lambda: f"{v}.sum() > {rng.choice(['0', '0.5', '-0.5', '1.0'])}",
-            lambda: f"{v}.sum() < {rng.choice(['0', '0.5', '-0.5'])}",
-            lambda: f"{v}.mean().item() < {rng.choice(['0', '0.1', '-0.1'])}",
-            lambda: f"{v}.max() > {rng.choice(['0.5', '1.0', '1.5'])}",
-            lambda: f"{v}.min() < {rng.choice(['-0.5', '-1.0'])}",
-            lambda: f"float({v}.mean()) > {rng.choice(['0', '0.2'])}",
+            lambda: f"{v}.sum() > {rng.choice(['0', '0.3', '-0.3', '0.7'])}",
+            lambda: f"{v}.sum() < {rng.choice(['0', '0.3', '-0.3'])}",
+            lambda: f"{v}.mean().item() < {rng.choice(['0', '0.07', '-0.07'])}",
+            lambda: f"{v}.max() > {rng.choice(['0.45', '0.8', '1.5'])}",
+            lambda: f"{v}.min() < {rng.choice(['-0.45', '-0.8', '-1.5'])}",
+            lambda: f"float({v}.mean()) > {rng.choice(['0', '0.17'])}",
         ]
         return rng.choice(forms)()
 
     def static_test(self, scope: Scope) -> str:
         rng = self.rng
+        if scope.function == "gate":
+            return f"self.fc.in_features > {rng.randint(4, 8)}"
         options = ["self.flag", "not self.flag", f"self.limit > {rng.randint(1, 3)}"]
         if scope.ints:
             i = rng.choice(scope.ints)
@@ -118,9 +136,17 @@ class _Generator:
         if scope.layer_var:
             options += [f"x = {scope.layer_var}(x)"] * 3
         if scope.function == "forward":
-            options += ["h = x * 0.9", "h = torch.tanh(h + x)", "x = x + h * 0.5", "x = (x + h) * 0.5",
-                        "outs.append(x)", "outs.append(x)", "x = x + outs[0] * 0.1", "x = (x + outs[-1]) * 0.5",
-                        "n += 1", "n += 1", "x = x + n * 0.1", "x = x - x.mean().item()"]
+            # h keeps one row and list reads take one, so x (whose rows vary with batch-resize) always broadcasts
+            options += ["h = x[:1] * 0.9", "h = torch.tanh(h + x[:1])", "x = x + h * 0.5", "x = (x + h) * 0.5",
+                        "outs.append(x)", "outs.append(x)", "n += 1", "n += 1", "x = x + n * 0.1"]
+            if "int-counter" not in self.exclude:
+                options.append("n += int(x.sum() > 0)")
+            if "list-read" not in self.exclude:
+                options += ["x = x + outs[0] * 0.1", "x = (x + outs[-1][:1]) * 0.5"]
+            if "batch-resize" not in self.exclude:
+                options += ["x = torch.cat([x, x * 0.5], 0)[:3]", "x = x[:1]"]
+            if "item-arith" not in self.exclude:
+                options.append("x = x - x.mean().item() * 0.5")  # not all of it: mean(x) ~ 0 is a bad test
             if scope.ints:
                 options.append(f"n += {rng.choice(scope.ints)}")
             if scope.gate_var:
@@ -140,8 +166,8 @@ class _Generator:
             self.tensor_tests += 1
         return choice
 
-    def exit_stmt(self, scope: Scope, returns: list[str]) -> Line | None:
-        """``break``, ``continue`` or an early ``return`` that fits ``scope`` (None if none fits)."""
+    def exit_stmt(self, scope: Scope) -> Line:
+        """``break``, ``continue`` or an early ``return`` that fits ``scope``."""
         rng = self.rng
         options = []
         if scope.loops:
@@ -163,35 +189,37 @@ class _Generator:
 
     # -- compound statements ------------------------------------------------------------------------
 
-    def block(self, scope: Scope, returns: list[str], low: int, high: int, budget: int) -> list[Stmt]:
+    def block(self, scope: Scope, low: int, high: int, budget: int) -> list[Stmt]:
         out: list[Stmt] = []
         count = self.rng.randint(low, high)
         start = self.lines
         for _ in range(count):
             if self.lines - start >= budget:
                 break
-            out.append(self.statement(scope, returns, budget - (self.lines - start)))
+            out.append(self.statement(scope, budget - (self.lines - start)))
         return out
 
-    def statement(self, scope: Scope, returns: list[str], budget: int) -> Stmt:
+    def statement(self, scope: Scope, budget: int) -> Stmt:
         rng = self.rng
         compound_ok = scope.depth < MAX_DEPTH and budget >= 3 and self.cost < MAX_COST
         kinds = ["line"] * 4
         if compound_ok:
             kinds += ["if"] * 4
             if scope.multiplier < 8 and scope.function != "gate":
-                kinds += ["for"] * 2 + ["while"]
+                kinds += ["for"] * 2
+                if scope.depth + 1 < MAX_DEPTH:  # its break is one level deeper
+                    kinds.append("while")
         kind = rng.choice(kinds)
         if kind == "line":
             self.lines += 1
             return Line(self.simple(scope))
         if kind == "if":
-            return self.if_stmt(scope, returns, budget)
+            return self.if_stmt(scope, budget)
         if kind == "for":
-            return self.for_stmt(scope, returns, budget)
-        return self.while_stmt(scope, returns, budget)
+            return self.for_stmt(scope, budget)
+        return self.while_stmt(scope, budget)
 
-    def if_stmt(self, scope: Scope, returns: list[str], budget: int, force_tensor: bool = False) -> If:
+    def if_stmt(self, scope: Scope, budget: int, force_tensor: bool = False) -> If:
         rng = self.rng
         n_tests = rng.choice([1, 1, 1, 2, 2, 3])
         tests = []
@@ -206,22 +234,22 @@ class _Generator:
         self.lines += n_tests
         inner = scope.inner()
         share = max(1, budget // (n_tests + 1))
-        bodies = [self.branch(inner, returns, share) for _ in tests]
+        bodies = [self.branch(inner, share) for _ in tests]
         orelse = None
         if rng.random() < 0.5:
             self.lines += 1
-            orelse = self.branch(inner, returns, share)
+            orelse = self.branch(inner, share)
         return If(tests, bodies, orelse)
 
-    def branch(self, scope: Scope, returns: list[str], budget: int) -> list[Stmt]:
-        body = self.block(scope, returns, 0 if self.rng.random() < 0.3 else 1, 2, budget)
+    def branch(self, scope: Scope, budget: int) -> list[Stmt]:
+        body = self.block(scope, 0 if self.rng.random() < 0.3 else 1, 2, budget)
         if self.rng.random() < 0.3 or not body:
-            body.append(self.exit_stmt(scope, returns) if self.rng.random() < 0.6 or not body
+            body.append(self.exit_stmt(scope) if self.rng.random() < 0.6 or not body
                         else Line(self.simple(scope)))
             self.lines += 1
         return body
 
-    def for_stmt(self, scope: Scope, returns: list[str], budget: int) -> For:
+    def for_stmt(self, scope: Scope, budget: int) -> For:
         rng = self.rng
         kinds = ["range", "range", "layers", "enumerate"]
         if self.gate_body is not None and scope.function == "forward":
@@ -255,17 +283,17 @@ class _Generator:
             self.tensor_tests += 1
             body.append(Line(f"x = {target}(x)"))
             self.lines += 1
-        body += self.block(inner, returns, 1, 3, budget - 2)
+        body += self.block(inner, 1, 3, budget - 2)
         return For(target, kind, body, trips if kind == "range" else 0)
 
-    def while_stmt(self, scope: Scope, returns: list[str], budget: int) -> While:
+    def while_stmt(self, scope: Scope, budget: int) -> While:
         rng = self.rng
         bound = rng.randint(2, MAX_TRIPS)
         increment_first = rng.random() < 0.4
         counter = self.fresh("step")
         self.lines += 3
         inner = scope.inner("while+" if increment_first else "while", bound, ints=scope.ints)
-        body = self.block(inner, returns, 1, 2, budget - 5)
+        body = self.block(inner, 1, 2, budget - 5)
         test = self.tensor_test(inner)
         self.cost += inner.multiplier
         self.tensor_tests += scope.function == "forward"
@@ -282,8 +310,8 @@ class _Generator:
         self.n_gates = self.rng.randint(1, 3)
         start = self.cost
         scope = Scope("gate", depth=1)
-        first = self.if_stmt(scope, [], 4, force_tensor=True)
-        self.gate_body = [first] + self.block(scope, [], 0, 1, 2)
+        first = self.if_stmt(scope, 4, force_tensor=True)
+        self.gate_body = [first] + self.block(scope, 0, 1, 2)
         self.gate_cost = max(1, self.cost - start)
         self.cost = start
 
@@ -291,9 +319,9 @@ class _Generator:
         name = f"_helper{index}"
         start = self.cost
         scope = Scope("helper", depth=1, ints=["k"])
-        body = self.block(scope, [], 0, 1, 3)
-        body.append(self.if_stmt(scope, [], 5, force_tensor=True))
-        body += self.block(scope, [], 0, 1, 2)
+        body = self.block(scope, 0, 1, 3)
+        body.append(self.if_stmt(scope, 5, force_tensor=True))
+        body += self.block(scope, 0, 1, 2)
         self.helpers.append(Helper(name, body))
         self.helper_cost[name] = max(1, self.cost - start)
         self.cost = start
@@ -304,12 +332,14 @@ class _Generator:
             self.make_gate()
         for index in range(rng.choice([0, 0, 1, 1, 2])):
             self.make_helper(index)
-        returns = ["x"] + rng.sample(["n", "h", "len", "last", "item"], rng.choice([0, 0, 1, 1, 2]))
+        optional = (("item", "item-return"), ("outs", "list-return"))
+        kinds = ["n", "h", "len", "last"] + [kind for kind, feature in optional if feature not in self.exclude]
+        returns = ["x"] + rng.sample(kinds, rng.choice([0, 0, 1, 1, 2]))
         body: list[Stmt] = [Line("n = 0"), Line("outs = [x]"), Line("h = torch.tanh(x)")]
         scope = Scope("forward")
         if rng.random() < 0.5:
             body.append(Line("x = self.fc0(x)"))
-        body += self.block(scope, returns, 2, 6, FORWARD_LINES)
+        body += self.block(scope, 2, 6, FORWARD_LINES)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -345,14 +375,18 @@ def program_seed(seed: int, index: int, attempt: int) -> int:
     return random.Random(f"dycl.fuzz.torch:{seed}:{index}:{attempt}").randrange(2**31)
 
 
-def generate(seed: int, index: int = 0, attempt: int = 0) -> Program:
+def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str] | set[str] = frozenset()) -> Program:
     """Program ``index`` of the campaign with master ``seed``; ``attempt`` > 0 draws a replacement
     for a program discarded because it failed eagerly. Programs that would be too big, too costly
-    to compile or have no data-dependent test are redrawn internally (deterministically)."""
+    to compile or have no data-dependent test are redrawn internally (deterministically).
+    ``exclude`` names features (see ``FEATURES``) not to generate, e.g. those with a known dycl bug."""
+    unknown = set(exclude) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown fuzz features {sorted(unknown)}; known: {sorted(FEATURES)}")
     name = f"Fuzz_s{seed}_p{index}" + (f"_a{attempt}" if attempt else "")
     for retry in range(1000):
         rng = random.Random(f"dycl.fuzz:{seed}:{index}:{attempt}:{retry}")
-        gen = _Generator(rng, name, program_seed(seed, index, attempt))
+        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude))
         program = gen.program()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > MAX_LINES:
             continue

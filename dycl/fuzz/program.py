@@ -79,8 +79,8 @@ class Program:
     scale: float
     layer_kinds: list[str]
     n_fc: int
-    flag: bool
-    limit: int
+    flag: bool | None  # None: no self.flag attribute (the shrinker drops unused attributes)
+    limit: int | None
     body: list[Stmt]
     returns: list[str]
     helpers: list[Helper] = field(default_factory=list)
@@ -106,6 +106,7 @@ RETURN_SOURCE = {
     "len": "len(outs)",
     "last": "outs[-1]",
     "item": "x.sum().item()",
+    "outs": "outs",
 }
 
 
@@ -172,12 +173,20 @@ def render_classes(program: Program) -> str:
         out += ["        return x", "", ""]
     out += [f"class {program.name}(nn.Module):",
             "    def __init__(self):",
-            "        super().__init__()",
-            f"        self.flag = {program.flag}",
-            f"        self.limit = {program.limit}"]
+            "        super().__init__()"]
+    if program.flag is not None:
+        out.append(f"        self.flag = {program.flag}")
+    if program.limit is not None:
+        out.append(f"        self.limit = {program.limit}")
     if program.layer_kinds:
-        layers = ", ".join(LAYER_SOURCE[kind].format(w=w) for kind in program.layer_kinds)
-        out.append(f"        self.layers = nn.ModuleList([{layers}])")
+        layers = [LAYER_SOURCE[kind].format(w=w) for kind in program.layer_kinds]
+        one_line = f"        self.layers = nn.ModuleList([{', '.join(layers)}])"
+        if len(one_line) <= 100:
+            out.append(one_line)
+        else:
+            out.append("        self.layers = nn.ModuleList([")
+            out += [f"            {layer}," for layer in layers]
+            out.append("        ])")
     for j in range(program.n_fc):
         out.append(f"        self.fc{j} = nn.Linear({w}, {w})")
     if program.gate_body is not None and program.n_gates:

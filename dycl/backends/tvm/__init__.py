@@ -1,0 +1,127 @@
+"""Backend: Apache TVM (Relax) on CPU.
+
+Each sub-DNN variant is exported to ONNX (the ONNX Runtime backend's export),
+imported with ``relax.frontend.onnx.from_onnx`` (symbolic dimensions stay
+symbolic), legalized and fused, scheduled for the CPU, built for LLVM and
+exported as a shared library: the bytes of that ``.so`` are the artifact. The
+host loads it with the TVM runtime alone (``tvm_runtime.RUNTIME``).
+
+Schedules (``schedule=``, env ``DYCL_TVM_SCHEDULE``):
+
+- ``"none"``: ``relax.build``'s default pipeline, no fusion, no schedules (one
+  serial loop nest per operator).
+- ``"dlight"``: what TVM 0.27 ships for CPU: the CPU pipeline's fusion plus the
+  DLight CPU rules (``GEMV``, ``Reduction``). There is no CPU rule for matmul or
+  convolution.
+- ``"dycl"`` (default): the above plus this module's two rules: a register-tiled
+  schedule for functions with one reduction (matmul, convolution, pooling:
+  output tile accumulated in registers, vectorized along the output's last
+  axis, epilogue fused, outer loops parallel) and, for everything else,
+  parallel outer loops with a vectorized inner loop.
+
+Tuning (``tune_trials=N`` trials per distinct kernel, env ``DYCL_TVM_TUNE_TRIALS``)
+runs MetaSchedule in a child process and keeps a tuned schedule only where it
+beats the default one; the winning traces are cached on disk under
+``$DYCL_CACHE/tvm/tuning`` (default ``~/.cache/dycl``) and reused by later
+compiles, so each kernel is tuned once. Finished libraries are cached too
+(``$DYCL_CACHE/tvm/builds``, keyed by the ONNX bytes, the options, the TVM
+version and this file).
+
+The target is a generic x86-64 CPU (``x86-64-v2``: SSE4.2, what every x86-64
+server and desktop since 2009 runs and the baseline of current Linux
+distributions), not ``-mcpu=native``: an artifact must run on other machines, and
+code for a newer CPU than the one it lands on dies with SIGILL. ``target=`` /
+``DYCL_TVM_TARGET`` takes another LLVM CPU name (``x86-64-v3`` for AVX2+FMA
+machines, ``x86-64-v4`` for AVX-512) or a JSON target dict.
+
+Workarounds for apache-tvm 0.27.0.post1 with apache-tvm-ffi 0.1.15.post2 (see
+``tuning_problems``): serializing any object with a dtype field
+(``tvm.ir.save_json(tvm.ir.PrimType("int32"))``) segfaults, so MetaSchedule runs
+without the JSON database, without process-pool builders and runners (they
+pickle modules), with the replay-func search (evolutionary search deep-copies
+modules through JSON) and without the two mutators that save JSON; importing
+``tvm.s_tir.tensor_intrin`` (which MetaSchedule does first) parses every GPU
+intrinsic and takes about 100 s, so the tuning process stubs it (no CPU rule for
+a generic x86 target uses those intrinsics).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dycl.backends.tvm.options import DEFAULT_CPU, SCHEDULES, TvmOptions
+from dycl.backends.tvm.recurrent import recurrent_layers_unrolled
+from dycl.backends.tvm.runtime import RUNTIME
+from dycl.backends.tvm.tuning import tuning_problems
+from dycl.backends.tvm.workers import BuildJob, compile_onnx
+
+#: set by ``dycl.compile(..., tune_trials=N)`` (see ``configure``) or by tests; None: the environment decides
+_SETTINGS: dict[str, Any] = {}
+
+
+def configure(**settings: Any) -> None:
+    """Process-wide defaults for ``TvmBackend()`` (``tune_trials``, ``target``,
+    ``schedule``, ``jobs``, ``cache_dir``, ``build_cache``); None removes one."""
+    unknown = set(settings) - set(TvmOptions.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown TVM backend settings {sorted(unknown)}")
+    for key, value in settings.items():
+        if value is None:
+            _SETTINGS.pop(key, None)
+        else:
+            _SETTINGS[key] = value
+
+
+class TvmBackend:
+    name = "tvm"
+    file_suffix = ".so"
+    runtime = RUNTIME
+    standalone = True
+
+    def __init__(self, tune_trials: int | None = None, target: str | None = None, schedule: str | None = None,
+                 jobs: int | None = None, cache_dir: str | None = None, build_cache: bool | None = None) -> None:
+        explicit = {"tune_trials": tune_trials, "target": target, "schedule": schedule, "jobs": jobs,
+                    "cache_dir": cache_dir, "build_cache": build_cache}
+        self.options = TvmOptions.from_env(**{**_SETTINGS, **{k: v for k, v in explicit.items() if v is not None}})
+        #: what the last compile did: seconds per phase, tuning summary, cache hits
+        self.last_stats: dict[str, Any] = {}
+
+    # -- the Backend interface -------------------------------------------------------------------------------------
+
+    def compile(self, module, variant) -> bytes:
+        return self.compile_many([module], [variant])[0]
+
+    def executable(self, data: bytes, entry: dict[str, Any], module):
+        return _runtime()["load_executable"](data, entry)
+
+    def compile_many(self, modules: Sequence[Any], variants: Sequence[Any],
+                     progress: Callable[[str], None] | None = None) -> list[bytes]:
+        """Compile distinct sub-DNN variants: ONNX export here, tuning (if asked) in
+        one child process, builds in parallel child processes. ``progress(name)`` is
+        called as each one finishes."""
+        from dycl.backends.onnxruntime import OnnxRuntimeBackend
+
+        start = time.perf_counter()
+        exporter = OnnxRuntimeBackend()
+        with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
+            jobs = [BuildJob(variant.name, exporter.compile(module, variant), tuple(p.name for p in variant.inputs))
+                    for module, variant in zip(modules, variants)]
+        export_s = time.perf_counter() - start
+        libraries, self.last_stats = compile_onnx(jobs, self.options, progress)
+        self.last_stats["export_s"] = round(export_s, 3)
+        return libraries
+
+
+
+@functools.cache
+def _runtime() -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec("import numpy as np\n" + RUNTIME, namespace)  # noqa: S102 - our own runtime snippet
+    return namespace
+
+
+__all__ = ["DEFAULT_CPU", "SCHEDULES", "BuildJob", "TvmBackend", "TvmOptions", "compile_onnx", "configure",
+           "tuning_problems"]

@@ -1,0 +1,132 @@
+"""One sub-DNN from ONNX bytes to a shared library: import into Relax, the CPU
+pipeline's passes, schedules (and cached tuned schedules), LLVM, ``export_library``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from dycl.backends.tvm.options import TvmOptions, target_of
+from dycl.backends.tvm.schedules import apply_schedules
+from dycl.backends.tvm.tuned import apply_tuned
+
+
+def import_onnx(onnx_bytes: bytes, input_names: Sequence[str]):
+    """The Relax module of an exported sub-DNN; its parameters are named
+    ``in<position>`` after the port they take (the exporter drops unused inputs).
+
+    Where TVM's ONNX frontend fails, the graph is first constant-folded by ONNX
+    Runtime's basic (ONNX-standard) optimizations and imported again: that
+    removes Shape/Gather chains the frontend mishandles (see ``tuning_problems``)."""
+    import warnings
+
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = onnx.load_model_from_string(onnx_bytes)
+    positions = {name: i for i, name in enumerate(input_names)}
+    initializers = {t.name for t in model.graph.initializer}
+    renamed = {i.name: f"in{positions[i.name]}" for i in model.graph.input if i.name not in initializers}
+    _rename_values(model.graph, renamed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return from_onnx(model, keep_params_in_input=False)
+        except Exception as error:
+            try:
+                return from_onnx(_folded(model), keep_params_in_input=False)
+            except Exception:
+                raise RuntimeError(f"TVM cannot import this sub-DNN's ONNX graph: {error}") from error
+
+
+def _folded(model):
+    """``model`` after ONNX Runtime's basic graph optimizations (constant folding,
+    shapes of statically shaped tensors, no contrib operators)."""
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="dycl-tvm-") as scratch:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = os.path.join(scratch, "folded.onnx")
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return onnx.load(options.optimized_model_filepath)
+
+
+def _rename_values(graph, renamed: dict[str, str]) -> None:
+    import onnx
+
+    for value in (*graph.input, *graph.output):
+        value.name = renamed.get(value.name, value.name)
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+        for i, name in enumerate(node.output):
+            node.output[i] = renamed.get(name, name)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                _rename_values(attribute.g, renamed)
+            for subgraph in attribute.graphs:
+                _rename_values(subgraph, renamed)
+
+
+def prepare(mod, target):
+    """Legalize and fuse (the CPU pipeline's first half): one PrimFunc per fused kernel."""
+    import tvm
+    from tvm import relax
+
+    passes = [
+        relax.backend.DispatchSampling(),
+        relax.backend.DispatchSortScan(),
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def finish(mod, target):
+    """The CPU pipeline's second half: lower dataflow, plan memory, VM calls."""
+    import tvm
+    from tvm import relax
+
+    passes = [
+        relax.transform.RewriteDataflowReshape(),
+        relax.transform.ToNonDataflow(),
+        relax.transform.RemovePurityChecking(),
+        relax.transform.CallTIRRewrite(),
+        relax.transform.StaticPlanBlockMemory(),
+        relax.transform.LowerAllocTensor(),
+        relax.transform.KillAfterLastUse(),
+        relax.transform.LowerRuntimeBuiltin(),
+        relax.transform.ComputePrimValue(),
+        relax.transform.VMShapeLower(),
+        relax.transform.AttachGlobalSymbol(),
+    ]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+
+def build_library(onnx_bytes: bytes, input_names: Sequence[str], options: TvmOptions) -> bytes:
+    from tvm import relax
+
+    target = target_of(options)
+    mod = import_onnx(onnx_bytes, input_names)
+    if options.schedule == "none":
+        executable = relax.build(mod, target)
+    else:
+        mod = prepare(mod, target)
+        if options.tune_trials > 0:
+            mod = apply_tuned(mod, target, options)
+        mod = apply_schedules(mod, target, options.schedule)
+        executable = relax.build(finish(mod, target), target, relax_pipeline=None)
+    with tempfile.TemporaryDirectory(prefix="dycl-tvm-") as scratch:
+        path = os.path.join(scratch, "lib.so")
+        executable.export_library(path)
+        return Path(path).read_bytes()

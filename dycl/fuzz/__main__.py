@@ -1,0 +1,81 @@
+"""``python -m dycl.fuzz``: differential fuzzing of dycl against eager PyTorch.
+
+Prints one line per failing program (every program with ``-v``) and, last, the summary
+line; exits 1 if some program was inconsistent or made dycl raise (other than
+``UnsupportedError``), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+from dycl.fuzz.campaign import run_campaign
+from dycl.fuzz.generator import FEATURES, KNOWN_BUGS
+
+BACKENDS = {"torch": ["torch"], "onnxruntime": ["onnxruntime"], "both": ["torch", "onnxruntime"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dycl.fuzz", description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100, help="number of programs to check (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="both", help="default: both")
+    parser.add_argument("--regressions", type=Path, default=Path("tests/fuzz_regressions"),
+                        help="where shrunk failures are written as pytest files (default tests/fuzz_regressions)")
+    parser.add_argument("--out", type=Path, help="where generated programs are written (default: a temporary "
+                        "directory, removed at the end)")
+    parser.add_argument("--exclude", default="", help="comma-separated features not to generate ('known': those "
+                        "with a known dycl bug): " + "; ".join(f"{k} ({v})" for k, v in FEATURES.items()))
+    parser.add_argument("--xfail", action="store_true", help="mark the regression tests written as strict xfail "
+                        "(known bugs that keep the suite green until they are fixed)")
+    parser.add_argument("--max-shrinks", type=int, default=10, help="shrink the first N failures, and up to N more "
+                        "with an error message not seen before (default 10)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per compile (default 300)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each program's result")
+    args = parser.parse_args(argv)
+    names = {name.strip() for name in args.exclude.split(",") if name.strip()}
+    if "known" in names:
+        names = (names - {"known"}) | set(KNOWN_BUGS)
+    exclude = frozenset(names)
+    unknown = exclude - set(FEATURES)
+    if unknown:
+        parser.error(f"unknown features {sorted(unknown)}; known: {', '.join(FEATURES)}")
+
+    _quiet_onnxruntime()
+    out_dir = args.out or Path(tempfile.mkdtemp(prefix="dycl-fuzz-"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            summary = run_campaign(args.n, args.seed, BACKENDS[args.backend], out_dir, args.regressions,
+                                   exclude=exclude, verbose=args.verbose, max_shrinks=args.max_shrinks,
+                                   timeout=args.timeout, xfail=args.xfail, echo=lambda line: print(line, flush=True))
+    finally:
+        if args.out is None:
+            shutil.rmtree(out_dir, ignore_errors=True)
+    if summary.programs:
+        print(f"fuzz: {summary.check_seconds / summary.programs:.3f} s per program checking "
+              f"({summary.seconds / summary.programs:.3f} s per program in all, {summary.shrink_seconds:.1f} s "
+              f"shrinking {sum(f.shrunk is not None for f in summary.failures)} of {len(summary.failures)} failures)")
+        written = sorted({str(f.regression) for f in summary.failures if f.regression})
+        for path in written:
+            print(f"fuzz: regression test {path}")
+    print(summary.line(), flush=True)
+    return 1 if summary.failed else 0
+
+
+def _quiet_onnxruntime() -> None:
+    """ONNX Runtime logs failed runs to stderr itself; the fuzzer reports them, so keep only fatal messages."""
+    try:
+        import onnxruntime
+    except ImportError:  # pragma: no cover - the torch backend alone does not need it
+        return
+    onnxruntime.set_default_logger_severity(4)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""A fuzzing campaign: N programs from one seed, failures shrunk into regression tests, one summary."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dycl
+from dycl.fuzz.generator import generate
+from dycl.fuzz.loader import make_inputs
+from dycl.fuzz.program import Program, count_lines, render_classes
+from dycl.fuzz.regression import write_regression
+from dycl.fuzz.runner import STATUS_ORDER, Checked, CompileFn, Discarded, Outcome, check_program
+from dycl.fuzz.shrink import shrink
+
+MANY_PATHS = 3
+MAX_ATTEMPTS = 50
+
+
+@dataclass
+class Failure:
+    """A failing program, its shrunk form and the regression file written for it."""
+
+    checked: Checked
+    outcome: Outcome
+    shrunk: Program | None = None
+    shrunk_outcome: Outcome | None = None
+    regression: Path | None = None
+
+
+@dataclass
+class Summary:
+    seed: int
+    backends: list[str]
+    programs: int = 0
+    inconsistencies: int = 0
+    errors: int = 0
+    unsupported: int = 0
+    discarded: int = 0
+    many_paths: int = 0
+    seconds: float = 0.0
+    check_seconds: float = 0.0
+    shrink_seconds: float = 0.0
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def share_many_paths(self) -> float:
+        return self.many_paths / self.programs if self.programs else 0.0
+
+    @property
+    def failed(self) -> bool:
+        """Whether the campaign found an inconsistency or an unexpected error (the exit status)."""
+        return bool(self.inconsistencies or self.errors)
+
+    def line(self) -> str:
+        return (f"fuzz: {self.programs} programs, {self.inconsistencies} inconsistencies, "
+                f"{self.errors} compile errors, {self.unsupported} unsupported, {self.discarded} discarded, "
+                f"{100 * self.share_many_paths:.1f}% with >={MANY_PATHS} paths "
+                f"(seed {self.seed}, backends {'+'.join(self.backends)}, {self.seconds:.1f} s)")
+
+
+def _still_fails(outcome: Outcome, directory: Path, compile_fn: CompileFn, timeout: float | None,
+                 found: list[Outcome]) -> Callable[[Program], bool]:
+    """The shrinker's test: the candidate fails on ``outcome.backend`` with the same signature."""
+    counter = itertools.count()
+
+    def still_fails(candidate: Program) -> bool:
+        stem = f"{candidate.name}_shrink{next(counter)}"
+        try:
+            checked = check_program(candidate, directory, [outcome.backend], compile_fn, timeout=timeout, stem=stem)
+        except Discarded:
+            return False
+        finally:
+            (directory / f"{stem}.py").unlink(missing_ok=True)
+        if checked.outcomes[0].signature() == outcome.signature():
+            found.append(checked.outcomes[0])
+            return True
+        return False
+
+    return still_fails
+
+
+def shrink_failure(checked: Checked, outcome: Outcome, directory: Path, compile_fn: CompileFn = dycl.compile,
+                   timeout: float | None = None, log: Callable[[str], None] | None = None,
+                   max_seconds: float = 600.0) -> tuple[Program, Outcome]:
+    """Shrink ``checked.program`` keeping the failure ``outcome``; returns the program and its outcome."""
+    found: list[Outcome] = [outcome]
+    still_fails = _still_fails(outcome, directory / "shrink", compile_fn, timeout, found)
+    program = shrink(checked.program, still_fails, log=log, max_seconds=max_seconds)
+    # the result is the last accepted candidate, whose outcome was recorded when it was accepted
+    return program, found[-1]
+
+
+def failure_kind(outcome: Outcome) -> tuple[str, ...]:
+    """The signature plus the message with numbers and quoted names blanked: failures of the same
+    kind probably share a cause (every inconsistency has the same kind)."""
+    if outcome.status == "inconsistent":
+        return outcome.signature()
+    message = outcome.detail.split(": ", 1)[-1] if outcome.detail.startswith("input #") else outcome.detail
+    message = re.sub(r"'[^']*'|\"[^\"]*\"", "'_'", message.splitlines()[0] if message else "")
+    return outcome.signature() + (re.sub(r"\d+", "N", message),)
+
+
+def _shrunk_key(program: Program) -> str:
+    """The shrunk program's code without its class name and layer widths, to spot duplicate reproducers."""
+    source = render_classes(program).replace(program.name, "Model")
+    source = re.sub(r"\((\d+), \1\)", "(W, W)", source)
+    return source
+
+
+def _failing_inputs(program: Program, outcome: Outcome, limit: int = 3) -> list:
+    inputs = make_inputs(program, max([0, *outcome.failing]) + 1)
+    chosen = [0] + [i for i in outcome.failing if i != 0][:limit]
+    return [inputs[i] for i in chosen]
+
+
+def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regressions: Path | None,
+                 compile_fn: CompileFn = dycl.compile, exclude: frozenset[str] = frozenset(),
+                 verbose: bool = False, max_shrinks: int = 10, timeout: float | None = 300.0, xfail: bool = False,
+                 echo: Callable[[str], None] = print) -> Summary:
+    """Check programs ``0..n-1`` of ``seed``; shrink failures (the first ``max_shrinks``, and up to
+    ``max_shrinks`` more with an error message not seen before) into regression tests in ``regressions``
+    (one per distinct shrunk program)."""
+    start = time.perf_counter()
+    summary = Summary(seed, list(backends))
+    shrinks = 0
+    kinds_seen: set[tuple[str, ...]] = set()
+    reproducers: dict[str, Path] = {}  # shrunk program (normalised) -> its regression file
+    for index in range(n):
+        checked = None
+        for attempt in range(MAX_ATTEMPTS):
+            program = generate(seed, index, attempt, exclude)
+            try:
+                checked = check_program(program, out_dir, backends, compile_fn, timeout=timeout)
+                break
+            except Discarded as exc:
+                summary.discarded += 1
+                if verbose:
+                    echo(f"[{index}] {program.name}: discarded ({exc})")
+        if checked is None:
+            raise RuntimeError(f"program {index}: {MAX_ATTEMPTS} discarded attempts in a row")
+        summary.programs += 1
+        summary.many_paths += checked.paths >= MANY_PATHS
+        summary.check_seconds += checked.eager_seconds + sum(o.seconds for o in checked.outcomes)
+        status = checked.status
+        summary.inconsistencies += status == "inconsistent"
+        summary.errors += status == "error"
+        summary.unsupported += status == "unsupported"
+        if verbose or status != "ok":
+            times = ", ".join(f"{o.backend} {o.seconds:.2f} s" for o in checked.outcomes)
+            echo(f"[{index}] {program.name}: {status} ({checked.paths} paths, {count_lines(program)} lines, {times})")
+            for o in checked.failures():
+                echo(f"    {o.backend}: {o.status}: {o.detail[:300]}")
+        if status == "ok":
+            continue
+        worst = max(checked.failures(), key=lambda o: STATUS_ORDER.index(o.status))
+        failure = Failure(checked, worst)
+        summary.failures.append(failure)
+        # shrink the first max_shrinks failures, and up to max_shrinks more of kinds not seen yet
+        kind = failure_kind(worst)
+        new_kind = kind not in kinds_seen
+        kinds_seen.add(kind)
+        if shrinks >= max_shrinks and not (new_kind and shrinks < 2 * max_shrinks):
+            continue
+        shrinks += 1
+        shrink_start = time.perf_counter()
+        shrunk, outcome = shrink_failure(checked, worst, out_dir, compile_fn, timeout)
+        summary.shrink_seconds += time.perf_counter() - shrink_start
+        failure.shrunk, failure.shrunk_outcome = shrunk, outcome
+        echo(f"    shrunk {count_lines(program)} -> {count_lines(shrunk)} lines ({outcome.backend}: "
+             f"{outcome.status}: {outcome.detail[:200]})")
+        if verbose:
+            echo(render_classes(shrunk))
+        key = _shrunk_key(shrunk)
+        if key in reproducers:
+            failure.regression = reproducers[key]
+            echo(f"    same reproducer as {failure.regression}")
+        elif regressions is not None:
+            failure.regression = write_regression(regressions, shrunk, outcome, _failing_inputs(shrunk, outcome),
+                                                  count_lines(program), xfail)
+            reproducers[key] = failure.regression
+            echo(f"    regression test: {failure.regression}")
+    summary.seconds = time.perf_counter() - start
+    return summary

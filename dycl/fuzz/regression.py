@@ -1,0 +1,70 @@
+"""Write a (shrunk) failing program as a pytest regression test file."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from dycl.fuzz.program import Program, render_classes
+from dycl.fuzz.runner import ATOL, Outcome
+
+
+def _rows(inputs: Sequence[torch.Tensor]) -> str:
+    rows = []
+    for x in inputs:
+        # repr of a float32 value widened to float is exact, so torch.tensor() gets the same input back
+        values = ", ".join(repr(float(v)) for v in x.reshape(-1).tolist())
+        rows.append(textwrap.fill(f"[{values}],", 100, initial_indent="    ", subsequent_indent="     "))
+    return "\n".join(rows)
+
+
+def regression_name(program: Program, backend: str) -> str:
+    return f"test_fuzz_{program.name.removeprefix('Fuzz_').lower()}_{backend}"
+
+
+def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch.Tensor],
+                      original_lines: int | None = None, xfail: bool = False) -> str:
+    """Source of a test module: the program's classes and a test that compiles the model for
+    ``inputs[0]`` on ``outcome.backend`` and asserts equivalence with eager on every input
+    (marked strict xfail if ``xfail``: a known bug, the mark goes once it is fixed)."""
+    name = regression_name(program, outcome.backend)
+    shrunk = f" (shrunk from {original_lines} lines)" if original_lines else ""
+    detail = textwrap.shorten(outcome.detail, 300, placeholder=" ...")
+    header = ("# ruff: noqa  (generated code)\n"
+              f'"""Found by `python -m dycl.fuzz`: program {program.name}{shrunk}, backend {outcome.backend}.\n\n'
+              f"Failure: {outcome.status}: {detail}\n"
+              '"""\n\n'
+              + ("import pytest\n" if xfail else "")
+              + "import torch\n"
+              "from torch import nn\n\n"
+              "import dycl\n"
+              "from dycl.testing import outputs_match\n\n\n")
+    body = (f"\n\nSEED = {program.seed}\n"
+            f'BACKEND = "{outcome.backend}"\n'
+            f"ATOL = {ATOL.get(outcome.backend, 1e-4)}\n"
+            "# inputs[0] is the example input the model is compiled for\n"
+            f"INPUTS = [\n{_rows(inputs)}\n]\n\n\n"
+            + (f"@pytest.mark.xfail(strict=True, reason={('dycl bug: ' + outcome.status)!r})\n" if xfail else "")
+            + f"def {name}():\n"
+            "    torch.manual_seed(SEED)\n"
+            f"    model = {program.name}().eval()\n"
+            "    inputs = [torch.tensor([row]) for row in INPUTS]\n"
+            "    compiled = dycl.compile(model, inputs[0], backend=BACKEND)\n"
+            "    for i, x in enumerate(inputs):\n"
+            "        with torch.no_grad():\n"
+            "            expected = model(x)\n"
+            "        problem = outputs_match(expected, compiled(x), atol=ATOL)\n"
+            '        assert problem is None, f"input {i}: {problem}"\n')
+    return header + render_classes(program) + body
+
+
+def write_regression(directory: Path, program: Program, outcome: Outcome, inputs: Sequence[torch.Tensor],
+                     original_lines: int | None = None, xfail: bool = False) -> Path:
+    """Write the regression test for ``program`` into ``directory``; returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{regression_name(program, outcome.backend)}.py"
+    path.write_text(regression_source(program, outcome, inputs, original_lines, xfail))
+    return path

@@ -1,0 +1,212 @@
+"""The TVM backend on small models: symbolic dimensions, Python scalars, list
+variants, inputs the exporter drops, the three schedule levels, parallel builds
+with progress, and MetaSchedule tuning cached on disk."""
+
+from __future__ import annotations
+
+import ast
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import dycl
+from dycl.backends import get_backend
+from dycl.backends.tvm import SCHEDULES, BuildJob, TvmBackend, TvmOptions, compile_onnx
+from dycl.backends.tvm.runtime import RUNTIME
+from dycl.compiler import compile_model
+from dycl.testing import assert_equivalent
+from dycl.testing_host import run_host_without_torch
+
+ATOL = 1e-4
+
+
+def test_the_host_runtime_imports_neither_torch_nor_dycl():
+    imported = set()
+    for node in ast.walk(ast.parse(RUNTIME)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= {"hashlib", "importlib", "os", "sys", "tempfile", "tvm"}, imported
+
+
+def test_get_backend_passes_options_to_tvm_only():
+    backend = get_backend("tvm", tune_trials=3, schedule="dlight", jobs=None)
+    assert isinstance(backend, TvmBackend)
+    assert backend.options.tune_trials == 3 and backend.options.schedule == "dlight"
+    with pytest.raises(ValueError, match="takes no options"):
+        get_backend("onnxruntime", tune_trials=3)
+    with pytest.raises(ValueError, match="unknown TVM schedule"):
+        TvmBackend(schedule="fast")
+
+
+class Widening(nn.Module):
+    """After the join ``x`` is (1, 8) on one path and (1, 4) on the other: the
+    sub-DNN after it gets a symbolic dimension; ``steps`` is a Python int."""
+
+    def forward(self, x):
+        steps = 0
+        if x.sum() > 0:
+            x = torch.cat([x, x * 2], dim=1)
+            steps += 1
+        return x.sum(dim=1) * 2 + x.mean(), x, steps
+
+
+class Unused(nn.Module):
+    """One path ignores ``y`` (the exporter drops the input), the other passes ``x`` through."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        if h.sum() > 0:
+            return h * 2, x
+        if bool(y.max() > 0.5):
+            return h + y, x * 3
+        return h - y, x
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+        self.max_len = 4
+
+    def forward(self, h):
+        tokens = []
+        for _ in range(self.max_len):
+            h = self.cell(h, h)
+            tokens.append(h.argmax(-1))
+            if h.sum() > 0.5:
+                break
+        return torch.stack(tokens), len(tokens)
+
+
+def _signed(count: int, seed: int, width: int = 4) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.rand(1, width, generator=generator) + 0.1) * (1 if i % 2 else -1) for i in range(count)]
+
+
+def _check_saved(compiled, model, inputs, tmp_path):
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def test_symbolic_dimensions_and_python_scalars(tmp_path):
+    model = Widening().eval()
+    compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm")
+    symbolic = [dim for entry in compiled.manifest["sub_dnns"].values() for port in entry["inputs"]
+                for dim in port["shape"] if isinstance(dim, str)]
+    assert symbolic and compiled.manifest["backend"] == "tvm"
+    inputs = _signed(20, 0)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    _check_saved(compiled, model, inputs, tmp_path)
+
+
+def test_dropped_inputs_and_passed_through_outputs(tmp_path):
+    torch.manual_seed(0)
+    model = Unused().eval()
+    inputs = [(x, torch.rand(1, 4) * 0.6) for x in _signed(30, 1)]
+    compiled = dycl.compile(model, inputs[0], backend="tvm")
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) >= 2
+    x, y = (a.numpy() for a in inputs[3])
+    first = compiled.run_numpy(x, y)
+    first[0][...] = 7.0  # outputs are the caller's: changing one changes nothing inside
+    assert not np.array_equal(compiled.run_numpy(x, y)[0], first[0])
+    _check_saved(compiled, model, inputs, tmp_path)
+
+
+def test_list_lengths_get_one_variant_each(tmp_path):
+    torch.manual_seed(1)
+    model = Decoder().eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(1, 4, generator=generator) * 2 for _ in range(30)]
+    compiled = dycl.compile(model, inputs[0], backend="tvm")
+    assert compiled.stats["variants"] > compiled.stats["sub_dnns"]
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    _check_saved(compiled, model, inputs, tmp_path)
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.b = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.a(x)))
+        y = torch.relu(self.b(y)) + nn.functional.max_pool2d(y, 2)
+        return (torch.softmax(self.fc(y.flatten(1)), -1), y.mean(dim=(2, 3)))
+
+
+def _onnx(model: nn.Module, example: torch.Tensor, outputs: tuple[str, ...] = ("p:out", "m:out")) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (example,), buffer, dynamo=False, opset_version=17, input_names=["x"],
+                          output_names=list(outputs))
+    return buffer.getvalue()
+
+
+def _run(library: bytes, *arrays: np.ndarray) -> list[np.ndarray]:
+    entry = {"inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "p:out"}, {"name": "m:out"}]}
+    return TvmBackend().executable(library, entry, None)(*arrays)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_schedule_level_computes_the_same(schedule, tmp_path):
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    x = torch.randn(1, 3, 16, 16)
+    options = TvmOptions.from_env(schedule=schedule, cache_dir=str(tmp_path), build_cache=False)
+    (library,), _ = compile_onnx([BuildJob("net", _onnx(model, x), ("x",))], options)
+    with torch.no_grad():
+        expected = [t.numpy() for t in model(x)]
+    for got, want in zip(_run(library, x.numpy()), expected):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    result = compile_model(model, torch.randn(1, 4), backend="torch")
+    modules = list(result.modules.values())
+    backend = TvmBackend(jobs=2, cache_dir=str(tmp_path), build_cache=True)
+    finished: list[str] = []
+    libraries = backend.compile_many(modules, [m.variant for m in modules], progress=finished.append)
+    assert sorted(finished) == sorted(m.variant.name for m in modules)
+    assert all(data[:4] == b"\x7fELF" for data in libraries)
+    assert backend.last_stats["build_cache_hits"] == 0
+    again = TvmBackend(jobs=2, cache_dir=str(tmp_path), build_cache=True)
+    assert again.compile_many(modules, [m.variant for m in modules]) == libraries
+    assert again.last_stats["build_cache_hits"] == len(modules)
+
+
+def test_tuning_records_are_cached_and_reused(tmp_path):
+    # DLight's CPU rules leave this matmul almost as slow as no schedule, so even
+    # a few MetaSchedule trials win and the tuned schedule is kept.
+    torch.manual_seed(0)
+    model = nn.Linear(128, 128).eval()
+    x = torch.randn(32, 128)
+    job = BuildJob("linear", _onnx(model, x, ("y:out",)), ("x",))
+    options = TvmOptions.from_env(schedule="dlight", tune_trials=4, cache_dir=str(tmp_path))
+    (first,), stats = compile_onnx([job], options)
+    assert stats["tuning"]["kernels"] == 1, stats
+    assert stats["tuning"]["improved"], stats
+    assert len(list((tmp_path / "tuning").glob("*.json"))) == 1
+    (second,), stats = compile_onnx([job], options)
+    assert stats["tuning"]["kernels"] == 0, stats  # nothing left to tune: the record was reused
+    entry = {"inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y:out"}]}
+    with torch.no_grad():
+        expected = model(x).numpy()
+    for library in (first, second):
+        np.testing.assert_allclose(TvmBackend().executable(library, entry, None)(x.numpy())[0], expected,
+                                   atol=1e-4, rtol=1e-4)
