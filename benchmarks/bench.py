@@ -36,20 +36,22 @@ from dycl.paths import model_source_files, record_path
 RESULTS = Path(__file__).with_name("results.md")
 
 
-def median_ms(run, inputs, repeat: int = 3) -> float:
-    """Median over inputs of the best of ``repeat`` calls (ms); ``run`` is one
-    callable or a list with one callable per input."""
-    runs = run if isinstance(run, list) else [run] * len(inputs)
-    times = []
+def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) -> dict[str, float]:
+    """Median over inputs of the best of ``repeat`` calls (ms) for each contender, the
+    contenders taking turns on each input (a noisy machine then slows all of them alike).
+    A contender is one callable or a list with one callable per input."""
+    runs = {name: run if isinstance(run, list) else [run] * len(inputs) for name, run in contenders.items()}
+    times: dict[str, list[float]] = {name: [] for name in contenders}
     with torch.no_grad():
-        for run, args in zip(runs, inputs):
-            best = math.inf
-            for _ in range(repeat):
-                start = time.perf_counter()
-                run(*args)
-                best = min(best, time.perf_counter() - start)
-            times.append(best)
-    return statistics.median(times) * 1000
+        for index, args in enumerate(inputs):
+            for name, per_input in runs.items():
+                best = math.inf
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    per_input[index](*args)
+                    best = min(best, time.perf_counter() - start)
+                times[name].append(best)
+    return {name: statistics.median(values) * 1000 for name, values in times.items()}
 
 
 def oracle(model, inputs):
@@ -120,19 +122,17 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
         row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     run_oracle, paths = oracle(model, inputs)
     row["paths"] = paths
-    row["eager_ms"] = median_ms(model, inputs)
-    row["dycl_ms"] = median_ms(compiled, inputs)
-    row["dycl_noopt_ms"] = median_ms(noopt, inputs)
-    row["dycl_tvm_ms"] = median_ms(tvm, inputs) if tvm is not None else None
-    row["oracle_ms"] = median_ms(run_oracle, inputs)
-    if skip_torch_compile:
-        row["torch_compile_ms"] = None
-    else:
+    contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_noopt_ms": noopt, "oracle_ms": run_oracle}
+    if tvm is not None:
+        contenders["dycl_tvm_ms"] = tvm
+    if not skip_torch_compile:
         fast = torch.compile(model)
         with torch.no_grad():
             for args in inputs:  # compile every path it will meet before timing
                 fast(*args)
-        row["torch_compile_ms"] = median_ms(fast, inputs)
+        contenders["torch_compile_ms"] = fast
+    row.update({"dycl_tvm_ms": None, "torch_compile_ms": None})
+    row.update(interleaved_medians(contenders, inputs))
     with tempfile.TemporaryDirectory() as scratch:
         artifact = compiled.save(Path(scratch) / "artifact")
         row["host_rss_mb"] = peak_rss_mb("host", str(artifact), inputs)
