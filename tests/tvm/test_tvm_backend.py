@@ -44,6 +44,14 @@ def test_get_backend_passes_options_to_tvm_only():
         TvmBackend(schedule="fast")
 
 
+def test_compile_passes_backend_options_through():
+    model = nn.Linear(4, 4).eval()
+    compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm", schedule="none", build_cache=False)
+    assert compiled.stats["backend"]["build_cache_hits"] == 0
+    with pytest.raises(ValueError, match="backend 'onnxruntime' takes no options, got \\['tune_trials'\\]"):
+        dycl.compile(model, torch.ones(1, 4), tune_trials=3)
+
+
 class Widening(nn.Module):
     """After the join ``x`` is (1, 8) on one path and (1, 4) on the other: the
     sub-DNN after it gets a symbolic dimension; ``steps`` is a Python int."""
@@ -210,3 +218,11 @@ def test_tuning_records_are_cached_and_reused(tmp_path):
     for library in (first, second):
         np.testing.assert_allclose(TvmBackend().executable(library, entry, None)(x.numpy())[0], expected,
                                    atol=1e-4, rtol=1e-4)
+
+
+def test_compiling_twice_without_the_cache_gives_identical_artifacts(tmp_path):
+    """LLVM code generation is deterministic: the libraries, and so the manifest's checksums, match."""
+    first = dycl.compile(Widening(), torch.ones(1, 4), backend="tvm", build_cache=False).save(tmp_path / "one")
+    second = dycl.compile(Widening(), torch.ones(1, 4), backend="tvm", build_cache=False).save(tmp_path / "two")
+    for name in ("host.py", "manifest.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
