@@ -137,7 +137,8 @@ def bench_kernel(label: str, model: nn.Module, example: torch.Tensor, args) -> l
 def bench_zoo(name: str, args) -> list[str]:
     """One zoo model: compile time (nothing cached) and median latency per input on ONNX
     Runtime, TVM untuned and TVM tuned, interleaved on the same inputs; eta and delta of
-    each against eager on the same inputs."""
+    each against eager on the same inputs. Static shapes (``dynamic=False``): MetaSchedule
+    tunes kernels of static shape only."""
     zoo = importlib.import_module(name)
     model, example = zoo.build()
     inputs = [zoo.sample(seed) for seed in range(args.inputs)]
@@ -150,7 +151,7 @@ def bench_zoo(name: str, args) -> list[str]:
     rows = {}
     for label, backend, options in contenders:
         start = time.perf_counter()
-        compiled = dycl.compile(model, example, backend=backend, **options)
+        compiled = dycl.compile(model, example, backend=backend, dynamic=False, **options)
         rows[label] = {"compile_s": time.perf_counter() - start, "model": compiled, "stats": compiled.stats}
         report = check(model, compiled, inputs, postprocess=zoo.postprocess, traced=False)
         rows[label].update(eta=report.eta, delta=report.delta, paths=report.paths)

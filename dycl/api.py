@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dycl.backends import get_backend
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
+from dycl.dynamic import DynamicSpec
 from hcfg.draw import layout_json
 
 
@@ -73,8 +73,8 @@ class CompiledModel:
     def save(self, directory: str | Path) -> Path:
         if self._result is None:
             raise ValueError("this model was loaded from an artifact; copy its directory instead")
-        if not get_backend(self._result.backend_name).standalone:
-            raise ValueError(f"backend {self._result.backend_name!r} runs only in-process and cannot be saved; "
+        if not self._result.backend.standalone:
+            raise ValueError(f"backend {self._result.backend.name!r} runs only in-process and cannot be saved; "
                              "compile with backend='onnxruntime'")
         target = Path(directory)
         target.mkdir(parents=True, exist_ok=True)
@@ -88,17 +88,28 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None) -> CompiledModel:  # noqa: A001 - the public name the design asks for
+            progress: bool | None = None, dynamic: DynamicSpec = True,
+            **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments). Every branch is compiled now;
-    nothing is compiled when the model is called."""
+    nothing is compiled when the model is called.
+
+    ``dynamic`` says which input dims may differ from the example's at call time
+    (``dycl.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
+    named dims, ``"all"`` makes every dim symbolic, ``False`` compiles the
+    example's exact shapes. One artifact serves every size.
+
+    ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
+    (MetaSchedule trials per distinct kernel; records cached), ``target``,
+    ``schedule`` and ``jobs`` (see ``dycl.backends.tvm``)."""
     was_training = model.training
     model.eval()
     try:
-        result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress)
+        result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
+                               backend_options=backend_options, dynamic=dynamic)
     finally:
         model.train(was_training)
-    chosen = get_backend(result.backend_name)
+    chosen = result.backend
     host = load_host_module(result.host_source)
     executables = {name: chosen.executable(result.files[entry["file"]], entry, result.modules[name])
                    for name, entry in result.manifest["sub_dnns"].items()}

@@ -90,7 +90,8 @@ def _show(args) -> int:
     print(f"model      {manifest['model']}")
     print(f"backend    {manifest['backend']}   (dycl {manifest['dycl_version']})")
     for spec in manifest["inputs"]:
-        print(f"input      {spec['name']}: {spec['dtype']} {spec['shape']}")
+        shape = ", ".join(str(dim) for dim in spec["shape"])  # a symbolic dim by its name
+        print(f"input      {spec['name']}: {spec['dtype']} [{shape}]")
     print(f"sub-DNNs   {len(manifest['sub_dnns'])} variants in {len(files)} files")
     layout_file = directory / "hcfg.json"
     if layout_file.is_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import linecache
 import time
 import types
 from dataclasses import dataclass, field
@@ -14,11 +15,14 @@ import torch
 
 import rewriter
 from dycl.backends import get_backend
+from dycl.backends.base import Backend, compile_all
+from dycl.dynamic import DynamicSpec, dynamic_dims
 from dycl.progress import Progress
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
 from hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
+from hcfg.symbolic import SymbolicShapes
 from hcfg.trace import trace_examples
 from hostgen.emit import CallSpec, HostCodegen
 
@@ -31,7 +35,7 @@ class CompileResult:
 
     graph: HCFG
     rewritten: rewriter.RewrittenFunction
-    backend_name: str
+    backend: Backend
     host_source: str
     manifest: dict[str, Any]
     files: dict[str, bytes]
@@ -45,8 +49,11 @@ def _sha256(data: bytes) -> str:
 
 
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
-                  optimize: bool = True, progress: bool | None = None) -> CompileResult:
-    chosen = get_backend(backend)
+                  optimize: bool = True, progress: bool | None = None,
+                  backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True) -> CompileResult:
+    """Compile ``model`` for ``example_input``; the input dims ``dynamic`` names
+    (``dycl.dynamic``) are symbolic in every sub-DNN that depends on them."""
+    chosen = get_backend(backend, **(backend_options or {}))
     example_args = example_input if isinstance(example_input, tuple) else (example_input,)
     seconds: dict[str, float] = {}
 
@@ -60,12 +67,19 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     bound.apply_defaults()
     self_name = next(iter(rewritten.signature.parameters))
     initial = dict(bound.arguments)
-    examples = trace_examples(graph, rewritten.globals, initial)
+    declared = dynamic_dims(dynamic, list(rewritten.signature.parameters)[1:], example_args)
+    shapes = SymbolicShapes() if declared else None
+    symbolic_initial = None
+    if shapes is not None:
+        symbolic_initial = {name: shapes.declare(value, declared.get(name, {}))
+                            for name, value in initial.items() if isinstance(value, torch.Tensor)}
     constants: dict[str, torch.Tensor] = {}
     if optimize:
+        examples = trace_examples(graph, rewritten.globals, initial)
         graph, constants = hoist_constants(graph, examples)
         graph = merge_into_producers(graph)
-        examples = trace_examples(graph, rewritten.globals, {**initial, CONSTANTS: constants})
+        initial = {**initial, CONSTANTS: constants}
+    examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial)
     seconds["hcfg"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -73,33 +87,33 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     for sub in graph.sub_dnns:
         if not examples[sub.index].inputs:
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
-        variants += variants_of(sub, examples[sub.index])
-    bar = Progress(f"compiling sub-DNNs with {backend}", len(variants), progress)
-    files: dict[str, bytes] = {}
-    entries: dict[str, dict[str, Any]] = {}
-    modules: dict[str, SubDNNModule] = {}
-    compiled_by_fingerprint: dict[str, str] = {}
+        variants += variants_of(sub, examples[sub.index], shapes)
+    modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name).eval() for variant in variants}
+    # identical sub-DNNs (same code, weights and ports) are compiled once and share a file
+    distinct: dict[str, Variant] = {}
     for variant in variants:
-        module = SubDNNModule(model, variant, rewritten.globals, self_name).eval()
-        modules[variant.name] = module
-        fingerprint = variant.fingerprint()
-        file_name = compiled_by_fingerprint.get(fingerprint)
-        if file_name is None:
-            file_name = f"{variant.name}{chosen.file_suffix}"
-            files[file_name] = chosen.compile(module, variant)
-            compiled_by_fingerprint[fingerprint] = file_name
+        distinct.setdefault(variant.fingerprint(), variant)
+    bar = Progress(f"compiling {len(distinct)} sub-DNNs with {backend}", len(distinct), progress)
+    compiled = compile_all(chosen, [modules[v.name] for v in distinct.values()], list(distinct.values()), bar.step)
+    files: dict[str, bytes] = {}
+    file_of: dict[str, str] = {}
+    for (fingerprint, variant), data in zip(distinct.items(), compiled):
+        file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
+        files[file_of[fingerprint]] = data
+    entries: dict[str, dict[str, Any]] = {}
+    for variant in variants:
+        file_name = file_of[variant.fingerprint()]
         entries[variant.name] = {
             "file": file_name,
             "sha256": _sha256(files[file_name]),
             "inputs": [p.to_json() for p in variant.inputs],
             "outputs": [p.to_json() for p in variant.outputs],
         }
-        bar.step(variant.name)
     seconds["compile"] = time.perf_counter() - start
 
     start = time.perf_counter()
     calls = _call_specs(graph, variants)
-    inputs = _input_specs(rewritten, example_args)
+    inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                               uses_constants=bool(constants)).emit()
     manifest = {
@@ -107,6 +121,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "backend": chosen.name,
         "model": rewritten.qualname,
         "inputs": inputs,
+        "dynamic_dims": _dim_table(inputs),
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
@@ -120,10 +135,13 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "constants": len(constants),
         "variants": len(variants),
         "conditions": len(graph.conditions),
-        "unique_compiled": len(files),
+        "unique_compiled": len(distinct),
+        "backend": dict(getattr(chosen, "last_stats", {})),
+        "dynamic_dims": sorted(_dim_table(inputs)),
+        "symbolic_fallbacks": len(shapes.failures) if shapes else 0,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
-    return CompileResult(graph, rewritten, chosen.name, host_source, manifest, files, modules, constants, stats)
+    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats)
 
 
 CONSTANTS_FILE = "constants.bin"
@@ -157,20 +175,38 @@ def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
     return specs
 
 
-def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple) -> list[dict[str, Any]]:
+def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple, shapes: SymbolicShapes | None,
+                 symbolic: dict[str, torch.Tensor] | None) -> list[dict[str, Any]]:
+    """The manifest's input table: a symbolic dim by its name, or the number
+    shape propagation proved it to be."""
     names = list(rewritten.signature.parameters)[1:]
     specs = []
     for name, value in zip(names, example_args):
         if isinstance(value, torch.Tensor):
+            shape = list(value.shape)
+            if shapes is not None and name in (symbolic or {}):
+                shape = list(shapes.shape(symbolic[name]))
             specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype).removeprefix("torch."),
-                          "shape": list(value.shape)})
+                          "shape": shape})
     return specs
+
+
+def _dim_table(inputs: list[dict[str, Any]]) -> dict[str, list[list[Any]]]:
+    """Symbolic dim name -> the [input, axis] pairs that carry it."""
+    table: dict[str, list[list[Any]]] = {}
+    for spec in inputs:
+        for axis, dim in enumerate(spec["shape"]):
+            if isinstance(dim, str):
+                table.setdefault(dim, []).append([spec["name"], axis])
+    return table
 
 
 def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
     module = types.ModuleType(name)
-    module.__file__ = f"<{name}>"
-    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our generated host
+    module.__file__ = f"<{name}-{_sha256(source.encode())[:12]}>"
+    # tracebacks (and the host's own error messages) show the generated lines
+    linecache.cache[module.__file__] = (len(source), None, source.splitlines(keepends=True), module.__file__)
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our generated host
     return module
 
 

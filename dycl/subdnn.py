@@ -5,14 +5,17 @@ Python lists of tensors (passed element by element). Lists of different
 lengths reach the same sub-DNN on different paths (``torch.stack(tokens)``
 after a decoding loop), so a sub-DNN has one *variant* per tuple of list
 lengths; the host picks the variant from ``len()`` of its lists. Within a
-variant a dimension that differs between examples is symbolic.
+variant a dimension is symbolic when the symbolic shape propagation
+(``hcfg.symbolic``) says so — named by its expression over the user's dynamic
+dims, so equal dims share a name across sub-DNNs — or when it differs between
+examples (the predecessors of a join disagree): then it gets a fresh name.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import numpy as np
@@ -21,6 +24,9 @@ import torch
 from hcfg.graph import SubDNN
 from hcfg.trace import Examples
 from rewriter.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from hcfg.symbolic import SymbolicShapes
 
 _SCALAR_DTYPES = {bool: "bool", int: "int64", float: "float32"}
 
@@ -87,8 +93,17 @@ def _flat(name: str, value: Any, where: SubDNN) -> list[tuple[str, str, Any]]:
                            "sub-DNNs exchange tensors, Python numbers and lists of tensors")
 
 
-def variants_of(sub: SubDNN, examples: Examples) -> list[Variant]:
-    """Group a sub-DNN's examples by list lengths; make differing dims symbolic."""
+def _flat_shapes(values: tuple[Any, ...], count: int, shapes: SymbolicShapes) -> list[tuple | None]:
+    """The named symbolic shape of every flat port of ``values`` (None for a scalar)."""
+    flat: list[tuple | None] = []
+    for value in values:
+        items = value if isinstance(value, list | tuple) else [value]
+        flat += [shapes.shape(item) for item in items]
+    return flat if len(flat) == count else [None] * count
+
+
+def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None = None) -> list[Variant]:
+    """Group a sub-DNN's examples by list lengths; name each port's dims (see the module note)."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, values in enumerate(examples.inputs):
         key = tuple(len(v) for v in values if isinstance(v, list | tuple))
@@ -99,10 +114,15 @@ def variants_of(sub: SubDNN, examples: Examples) -> list[Variant]:
                        for i in members]
         flat_outputs = [[port for name, value in zip(sub.outputs, examples.outputs[i])
                          for port in _flat(name, value, sub)] for i in members]
+        named_inputs = named_outputs = None
+        if shapes is not None and examples.symbolic_inputs:
+            named_inputs = [_flat_shapes(examples.symbolic_inputs[i], len(flat_inputs[0]), shapes) for i in members]
+            named_outputs = [_flat_shapes(examples.symbolic_outputs[i], len(flat_outputs[0]), shapes)
+                             for i in members]
         prefix = sub.name + ("_" + "_".join(map(str, key)) if key else "")
-        inputs = _ports(flat_inputs, prefix, "in")
+        inputs = _ports(flat_inputs, prefix, "in", named_inputs)
         # ONNX names every value once: an output may not share its input's name.
-        outputs = tuple(replace(p, name=f"{p.name}:out") for p in _ports(flat_outputs, prefix, "out"))
+        outputs = tuple(replace(p, name=f"{p.name}:out") for p in _ports(flat_outputs, prefix, "out", named_outputs))
         list_lengths = {name: len(v) for name, v in zip(sub.inputs, examples.inputs[members[0]])
                         if isinstance(v, list | tuple)}
         output_lengths = {name: len(v) for name, v in zip(sub.outputs, examples.outputs[members[0]])
@@ -112,15 +132,23 @@ def variants_of(sub: SubDNN, examples: Examples) -> list[Variant]:
     return variants
 
 
-def _ports(flat_examples: list[list[tuple[str, str, Any]]], prefix: str, role: str) -> tuple[Port, ...]:
+def _ports(flat_examples: list[list[tuple[str, str, Any]]], prefix: str, role: str,
+           named: list[list[tuple | None]] | None = None) -> tuple[Port, ...]:
     first = flat_examples[0]
     ports = []
     for position, (name, kind, tensor) in enumerate(first):
         shapes = [tuple(example[position][2].shape) for example in flat_examples]
+        symbolic = [example[position] for example in named] if named else []
         dims: list[int | str] = []
         for axis, size in enumerate(shapes[0]):
             same = all(len(s) == len(shapes[0]) and s[axis] == size for s in shapes)
-            dims.append(size if same else f"{prefix}_{role}{position}_d{axis}")
+            fresh = f"{prefix}_{role}{position}_d{axis}"
+            if symbolic and all(s is not None and len(s) == len(shapes[0]) for s in symbolic):
+                # one expression on every path: its name; predecessors that disagree: a fresh name
+                agreed = {s[axis] for s in symbolic}
+                dims.append(agreed.pop() if len(agreed) == 1 and same else fresh)
+            else:
+                dims.append(size if same else fresh)
         ports.append(Port(name, kind, _dtype_name(tensor.dtype), tuple(dims)))
     return tuple(ports)
 

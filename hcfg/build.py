@@ -24,6 +24,7 @@ import torch
 
 from hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from hcfg.liveness import annotate
+from hcfg.portable import portable_metadata
 from hcfg.state import State, fork, merge
 from rewriter import RewrittenFunction, UnsupportedError
 from rewriter.exits import always_exits
@@ -105,6 +106,7 @@ class HCFGBuilder:
                 self.run_all(hoisted, states)
                 pending += hoisted
                 flush()
+                test = self.portable(test, states[0])
                 then, then_states = self.block(list(stmt.body.body), [fork(s) for s in states])
                 orelse, else_states = self.block(else_body(stmt), [fork(s) for s in states])
                 nodes.append(Cond(self._next_cond(), stmt, test, then, orelse))
@@ -119,7 +121,7 @@ class HCFGBuilder:
                 self.run_all(hoisted, states)
                 pending += hoisted
                 flush()
-                nodes.append(Return(stmt, value))
+                nodes.append(Return(stmt, self.portable(value, states[0])))
                 states = []
                 continue
             if self.is_tensor_statement(small, states[0]):
@@ -137,7 +139,7 @@ class HCFGBuilder:
             self.run_all(hoisted, states)
             pending += hoisted
             flush()
-            new_stmt = stmt.with_changes(body=[new_small])
+            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0])])
             self._check_host(new_stmt)
             nodes.append(HostOp(new_stmt))
             self.run_all([new_stmt], states)
@@ -256,6 +258,10 @@ class HCFGBuilder:
             if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value == "len":
                 found = found or any(isinstance(self.evaluate(a.value, state), torch.Tensor) for a in current.args)
         return found
+
+    def portable(self, node: cst.CSTNode, state: State) -> cst.CSTNode:
+        """``node`` as the host runs it on numpy arrays (``hcfg.portable``)."""
+        return portable_metadata(node, lambda receiver: isinstance(self.evaluate(receiver, state), torch.Tensor))
 
     def is_reference(self, node: cst.BaseExpression, state: State) -> bool:
         """A name, or an element of a Python list/tuple: moving it costs nothing."""

@@ -16,6 +16,9 @@ import torch
 
 State = dict[str, Any]
 
+# The key under which a state carries its symbolic mirror (``hcfg.symbolic``), if any.
+SYMBOLIC = "__dycl_symbolic__"
+
 
 def signature(value: Any) -> Any:
     """What compilation depends on: types, structure, shapes and dtypes, not values."""
@@ -32,13 +35,34 @@ def signature(value: Any) -> Any:
     return ("object", id(value))
 
 
+def symbolic_signature(value: Any) -> Any:
+    """Like ``signature`` for symbolic values: shapes as printed expressions."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dtype, tuple(str(size) for size in value.shape))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(symbolic_signature(v) for v in value))
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return ("sym", str(value))
+    return type(value).__name__
+
+
 def state_signature(state: State, names: frozenset[str]) -> tuple:
-    return tuple(sorted((name, signature(state[name])) for name in names if name in state))
+    """The signature of ``names`` in ``state``, and of their symbolic mirrors when it has them:
+    two states with equal example shapes but different symbolic dims are kept apart."""
+    concrete = tuple(sorted((name, signature(state[name])) for name in names if name in state))
+    mirror = state.get(SYMBOLIC)
+    if mirror is None:
+        return concrete
+    return concrete + tuple(sorted((name, symbolic_signature(mirror[name])) for name in names if name in mirror))
 
 
 def fork(state: State) -> State:
-    """A copy whose lists can be appended to without touching the original."""
-    return {name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in state.items()}
+    """A copy whose lists can be appended to without touching the original (nor
+    the lists of its symbolic mirror)."""
+    copied = {name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in state.items()}
+    if SYMBOLIC in state:
+        copied[SYMBOLIC] = fork(state[SYMBOLIC])
+    return copied
 
 
 def merge(states: list[State], names: frozenset[str]) -> list[State]:

@@ -5,19 +5,27 @@ condition (``hcfg.state``), in program order; each sub-DNN records the values
 of its inputs for every structurally different state that reaches it. These
 are the example inputs it is compiled for: shapes follow from them, and a
 dimension that differs between two of them becomes symbolic.
+
+Given a ``SymbolicShapes`` and the symbolic mirror of the initial state, the
+same walk also runs every statement symbolically (``hcfg.symbolic``), and each
+example records the symbolic shapes of its inputs and outputs.
 """
 
 from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
 
 from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN
-from hcfg.state import State, fork, merge, signature
+from hcfg.liveness import reads_writes
+from hcfg.state import SYMBOLIC, State, fork, merge, signature, symbolic_signature
+
+if TYPE_CHECKING:
+    from hcfg.symbolic import SymbolicShapes
 
 
 @dataclass
@@ -27,30 +35,42 @@ class Examples:
 
     inputs: list[tuple[Any, ...]] = field(default_factory=list)
     outputs: list[tuple[Any, ...]] = field(default_factory=list)
+    # the symbolic values matching inputs / outputs (only when traced symbolically)
+    symbolic_inputs: list[tuple[Any, ...]] = field(default_factory=list)
+    symbolic_outputs: list[tuple[Any, ...]] = field(default_factory=list)
     _keys: set = field(default_factory=set)
 
-    def add(self, values: tuple[Any, ...]) -> bool:
-        key = signature(values)
+    def add(self, values: tuple[Any, ...], symbolic: tuple[Any, ...] | None = None) -> bool:
+        key = signature(values) if symbolic is None else (signature(values), symbolic_signature(symbolic))
         if key in self._keys:
             return False
         self._keys.add(key)
         self.inputs.append(values)
+        if symbolic is not None:
+            self.symbolic_inputs.append(symbolic)
         return True
 
 
-def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State) -> dict[int, Examples]:
+def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
+                   symbolic_initial: State | None = None) -> dict[int, Examples]:
     """Run ``graph`` along every branch from ``initial`` (a state holding the
-    parameters); return the examples of each sub-DNN by index."""
-    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_})
+    parameters); return the examples of each sub-DNN by index. With ``shapes``,
+    ``symbolic_initial`` mirrors ``initial`` (fake tensors with symbolic dims)
+    and every example also gets its symbolic shapes."""
+    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes)
+    start = {**tracer.globals, **initial}
+    if shapes is not None:
+        start[SYMBOLIC] = {**tracer.globals, **initial, **(symbolic_initial or {})}
     with torch.no_grad():
-        tracer.block(graph.body, [fork({**tracer.globals, **initial})])
+        tracer.block(graph.body, [fork(start)])
     return tracer.examples
 
 
 class _Tracer:
-    def __init__(self, graph: HCFG, globals_: dict[str, Any]) -> None:
+    def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None) -> None:
         self.graph = graph
         self.globals = globals_
+        self.shapes = shapes
         self.names = frozenset(graph.locals)
         self.examples: dict[int, Examples] = {sub.index: Examples() for sub in graph.sub_dnns}
         self._code: dict[int, Any] = {}
@@ -71,14 +91,19 @@ class _Tracer:
                     # copy lists: host operations later append to the same list objects
                     values = tuple(list(state[name]) if isinstance(state[name], list) else state[name]
                                    for name in node.inputs)
-                    fresh = examples.add(values)
+                    symbolic = self.symbolic_values(state, node.inputs)
+                    fresh = examples.add(values, symbolic)
                     exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                    self.run_symbolic(node, code, state, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(state[name] for name in node.outputs))
+                        if symbolic is not None:
+                            examples.symbolic_outputs.append(self.symbolic_values(state, node.outputs))
             elif isinstance(node, HostOp):
                 code = self.code(-1 - id(node), [node.statement])
                 for state in states:
                     exec(code, state)  # noqa: S102
+                    self.run_symbolic(node, code, state, None)
             elif isinstance(node, Cond):
                 then = self.block(node.then, [fork(s) for s in states])
                 orelse = self.block(node.orelse, [fork(s) for s in states])
@@ -86,3 +111,32 @@ class _Tracer:
             elif isinstance(node, Return):
                 return []
         return states
+
+    # -- the symbolic mirror ----------------------------------------------------------------------
+
+    def symbolic_values(self, state: State, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+        if self.shapes is None:
+            return None
+        mirror = state[SYMBOLIC]
+        return tuple(list(mirror[name]) if isinstance(mirror.get(name), list) else mirror.get(name, state[name])
+                     for name in names)
+
+    def run_symbolic(self, node: SubDNN | HostOp, code: Any, state: State, inputs: tuple[Any, ...] | None) -> None:
+        """Run ``node`` on the symbolic mirror of ``state`` (which has run it concretely);
+        where it cannot run symbolically, mirror the concrete values it wrote."""
+        if self.shapes is None:
+            return
+        mirror = state[SYMBOLIC]
+        reads, writes = reads_writes(node, self.names)
+        if isinstance(node, SubDNN):
+            done = (self.shapes.run_tensor_code(code, mirror, reads, writes)
+                    or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
+        else:
+            done = self.shapes.run_host(code, mirror)
+        if done:
+            return
+        symbolic_inputs = any(self.shapes.has_symbols(v) for v in inputs or ())
+        for name in writes:
+            if name in state:
+                prefix = f"{node.name}_{name}" if isinstance(node, SubDNN) else name
+                mirror[name] = self.shapes.lift(state[name], symbolic_dims=symbolic_inputs, prefix=prefix)

@@ -12,6 +12,7 @@ library, numpy and the backend runtime.
 
 import hashlib
 import json
+import linecache
 import pathlib
 
 import numpy as np
@@ -50,9 +51,16 @@ class Model:
 
     def __call__(self, *args, **kwargs):
         arguments = _bind(args, kwargs)
+        dims = {{}}
         for spec in self._inputs:
-            _check_input(spec, arguments[spec["name"]])
-        return self._forward(**arguments)
+            _check_input(spec, arguments[spec["name"]], dims)
+        try:
+            return self._forward(**arguments)
+        except ValueError as error:
+            message = _ambiguous_condition(error)
+            if message is None:
+                raise
+            raise ValueError(message) from None
 
 {forward}
 
@@ -78,7 +86,33 @@ def _bind(args, kwargs):
     return arguments
 
 
-def _check_input(spec, value):
+def _ambiguous_condition(error):
+    """A clear message for numpy's "truth value of an array ... is ambiguous" raised
+    by a condition of ``_forward`` (a tensor condition over a batch), else None."""
+    if "truth value of an array" not in str(error):
+        return None
+    frame, line = None, 0
+    trace = error.__traceback__
+    while trace is not None:
+        if trace.tb_frame.f_code.co_name == "_forward":
+            frame, line = trace.tb_frame, trace.tb_lineno
+        trace = trace.tb_next
+    if frame is None:
+        return None
+    text = linecache.getline(frame.f_code.co_filename, line).strip()
+    test, _, where = text.partition("#")
+    test = test.strip().removeprefix("if ").removesuffix(":").strip()
+    value = frame.f_locals.get(test)
+    shape = f" of shape {{list(value.shape)}}" if isinstance(value, np.ndarray) else ""
+    return (f"the condition at {{where.strip() or 'forward()'}} is an array{{shape}} with more than one element, "
+            f"so its truth value is ambiguous (eager PyTorch raises too). dycl takes one branch per call, not "
+            f"one per sample: reduce the condition over the batch (.any(), .all()) or call with a batch of one "
+            f"(host: `{{text}}`)")
+
+
+def _check_input(spec, value, dims):
+    """Check dtype, rank and static dims of one input; ``dims`` collects the size of
+    every symbolic dim seen so far, so that inputs sharing a dim name agree on it."""
     name = spec["name"]
     if not isinstance(value, np.ndarray):
         raise ValueError(f"input {{name!r}}: expected a numpy array, got {{type(value).__name__}}")
@@ -86,12 +120,22 @@ def _check_input(spec, value):
         raise ValueError(f"input {{name!r}}: expected dtype {{spec['dtype']}}, got {{value.dtype}}")
     shape = spec["shape"]
     if value.ndim != len(shape):
-        raise ValueError(f"input {{name!r}}: expected rank {{len(shape)}} (shape {{shape}}), got rank {{value.ndim}} "
-                         f"(shape {{list(value.shape)}})")
+        raise ValueError(f"input {{name!r}}: expected rank {{len(shape)}} (shape {{_shape(shape)}}), got rank "
+                         f"{{value.ndim}} (shape {{list(value.shape)}})")
     for axis, (expected, got) in enumerate(zip(shape, value.shape)):
-        if isinstance(expected, int) and expected != got:
-            raise ValueError(f"input {{name!r}}: expected shape {{shape}}, got {{list(value.shape)}} "
-                             f"(dimension {{axis}})")
+        if isinstance(expected, int):
+            if expected != got:
+                raise ValueError(f"input {{name!r}}: expected shape {{_shape(shape)}}, got {{list(value.shape)}} "
+                                 f"(dimension {{axis}} is static: {{expected}})")
+        elif expected.isidentifier():
+            seen = dims.setdefault(expected, (name, axis, got))
+            if seen[2] != got:
+                raise ValueError(f"input {{name!r}}: dimension {{axis}} is {{expected!r}}, expected {{seen[2]}} as in "
+                                 f"input {{seen[0]!r}} (dimension {{seen[1]}}), got {{got}}")
+
+
+def _shape(shape):
+    return "[" + ", ".join(str(dim) for dim in shape) + "]"
 
 
 def load(artifact_dir):

@@ -35,6 +35,7 @@ D_FF = 64
 LAYERS = 2
 SRC_LEN = 10
 MAX_LEN = 16
+MAX_POSITIONS = 64
 EOS_RISE = 3.0
 
 
@@ -128,7 +129,8 @@ class Transformer(nn.Module):
         self.scale = math.sqrt(D_MODEL)
         self.src_embed = nn.Embedding(VOCAB_SIZE, D_MODEL)
         self.tgt_embed = nn.Embedding(VOCAB_SIZE, D_MODEL)
-        self.register_buffer("pe", positional_encoding(max(SRC_LEN, MAX_LEN) + 1, D_MODEL))
+        # positions for source sentences up to MAX_POSITIONS tokens (rows do not depend on the table's length)
+        self.register_buffer("pe", positional_encoding(max(SRC_LEN, MAX_LEN, MAX_POSITIONS) + 1, D_MODEL))
         self.encoder_layers = nn.ModuleList([EncoderLayer(D_MODEL, HEADS, D_FF) for _ in range(LAYERS)])
         self.decoder_layers = nn.ModuleList([DecoderLayer(D_MODEL, HEADS, D_FF) for _ in range(LAYERS)])
         self.generator = nn.Linear(D_MODEL, VOCAB_SIZE)

@@ -42,7 +42,8 @@ class _Executable:
                        for position, port in enumerate(entry["inputs"]) if port["name"] in used]
         self.outputs = [port["name"] for port in entry["outputs"]]
         # an output bound once keeps its first shape: rebind when a dimension is symbolic
-        self.rebind = any(isinstance(dim, str) for port in entry["outputs"] for dim in port["shape"])
+        # (an input's symbolic dim may reach an output even where propagation did not say so)
+        self.rebind = any(isinstance(dim, str) for port in entry["inputs"] + entry["outputs"] for dim in port["shape"])
         self.binding = self.session.io_binding()
         self._bind_outputs()
 

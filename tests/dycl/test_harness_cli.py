@@ -63,7 +63,7 @@ def test_compile_and_show(tmp_path, capsys):
     assert "6 conditions" in capsys.readouterr().out
     assert main(["show", str(tmp_path / "vgg")]) == 0
     out = capsys.readouterr().out
-    assert "backend    onnxruntime" in out and "x: float32 [1, 3, 32, 32]" in out
+    assert "backend    onnxruntime" in out and "x: float32 [batch, 3, 32, 32]" in out  # batch: symbolic
     assert (tmp_path / "vgg" / "hcfg.png").stat().st_size > 1000
 
 

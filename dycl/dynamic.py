@@ -1,0 +1,101 @@
+"""Which input dimensions are symbolic: the ``dynamic=`` argument of ``dycl.compile``.
+
+Accepted forms (``torch.onnx.export(dynamic_axes=...)`` and ``torch.export``'s
+``Dim`` give the same choices):
+
+- ``True`` or ``"batch"`` (the default): dim 0 of every tensor input of rank ≥ 1
+  is the symbolic dim ``"batch"`` (one name: all inputs share the batch size);
+- ``False``: every dim static — the compile of the example's exact shapes;
+- ``"all"``: every dim of every tensor input symbolic (dim 0 ``"batch"``, the
+  others ``"<input>_d<axis>"``);
+- a dict ``{input: {axis: name}}`` or ``{input: [axis, ...]}`` (input by
+  parameter name or position; negative axes count from the end), on top of the
+  default batch dim; an axis mapped to ``None`` stays static (``{"x": {0: None}}``
+  turns the batch dim off). Equal names are the same dim: the host checks that
+  inputs agree on it.
+
+A dim named here can still end up static: shape propagation may prove it
+constant (a conv fixes the channel count), and then the manifest records the
+number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+DynamicSpec = bool | str | Mapping[str | int, Any] | None
+BATCH = "batch"
+_AUTO = object()  # a dim listed without a name
+
+
+def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tuple) -> dict[str, dict[int, str]]:
+    """``{parameter: {axis: dim name}}`` for the tensor inputs in ``example_args``
+    (bound to ``parameters`` in order). Raises ValueError for a spec that names an
+    unknown input, a non-tensor input, an axis out of range or an invalid name."""
+    tensors = {name: value for name, value in zip(parameters, example_args) if isinstance(value, torch.Tensor)}
+    if spec is False or spec is None:
+        return {}
+    if spec is True or spec == "batch":
+        return _batch(tensors)
+    if spec == "all":
+        return {name: {axis: BATCH if axis == 0 else f"{name}_d{axis}" for axis in range(value.dim())}
+                for name, value in tensors.items()}
+    if isinstance(spec, str):
+        raise ValueError(f"dynamic={spec!r}: expected True, False, 'batch', 'all' or a dict "
+                         "{input: {axis: name}}")
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"dynamic= takes True, False, 'batch', 'all' or a dict, got {type(spec).__name__}")
+    dims = _batch(tensors)
+    for key, axes in spec.items():
+        name = _parameter(key, parameters)
+        if name not in tensors:
+            raise ValueError(f"dynamic: input {name!r} is not a tensor in the example input; only tensor "
+                             "inputs have dims")
+        rank = tensors[name].dim()
+        chosen = dims.setdefault(name, {})
+        for axis, dim_name in _axes(axes, name):
+            position = axis + rank if axis < 0 else axis
+            if not 0 <= position < rank:
+                raise ValueError(f"dynamic: input {name!r} has rank {rank}, axis {axis} is out of range")
+            if dim_name is _AUTO:
+                dim_name = BATCH if position == 0 else f"{name}_d{position}"
+            if dim_name is None:
+                chosen.pop(position, None)
+            elif not isinstance(dim_name, str) or not dim_name.isidentifier():
+                raise ValueError(f"dynamic: dim names are identifiers, got {dim_name!r} for {name}[{axis}]")
+            else:
+                chosen[position] = dim_name
+    return {name: chosen for name, chosen in dims.items() if chosen}
+
+
+def _batch(tensors: dict[str, torch.Tensor]) -> dict[str, dict[int, str]]:
+    return {name: {0: BATCH} for name, value in tensors.items() if value.dim() >= 1}
+
+
+def _parameter(key: str | int, parameters: Sequence[str]) -> str:
+    if isinstance(key, int) and not isinstance(key, bool):
+        if not 0 <= key < len(parameters):
+            raise ValueError(f"dynamic: input position {key} is out of range; forward() takes {list(parameters)}")
+        return parameters[key]
+    if key not in parameters:
+        raise ValueError(f"dynamic: forward() has no input {key!r}; its inputs are {list(parameters)}")
+    return key
+
+
+def _axes(axes: Any, name: str) -> list[tuple[int, Any]]:
+    if isinstance(axes, Mapping):
+        pairs = list(axes.items())
+    elif isinstance(axes, Sequence) and not isinstance(axes, str):
+        pairs = [(axis, _AUTO) for axis in axes]
+    else:
+        raise ValueError(f"dynamic: the dims of {name!r} are given as {{axis: name}} or [axis, ...], got {axes!r}")
+    for axis, _ in pairs:
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            raise ValueError(f"dynamic: axes of {name!r} are ints, got {axis!r}")
+    return pairs
+
+
+__all__ = ["BATCH", "DynamicSpec", "dynamic_dims"]

@@ -1,0 +1,66 @@
+"""Host expressions that read tensor metadata, written so numpy arrays answer them.
+
+The host holds numpy arrays where the model had tensors, and the two disagree
+on metadata: ``t.size(0)`` is a method on a tensor but ``a.size`` is the
+element count of an array. A shape-dependent host test (``if x.size(0) == 1:``)
+must be evaluated by the host from the arrays it holds, so every metadata call
+on a value that is a tensor on the example is rewritten to a form both types
+answer alike:
+
+===========================  ==========================
+``t.size()``                 ``tuple(t.shape)``
+``t.size(i)``, ``t.size(dim=i)``  ``t.shape[i]``
+``t.dim()``, ``t.ndimension()``   ``t.ndim``
+``t.numel()``, ``t.nelement()``   ``len(t.reshape(-1))``
+===========================  ==========================
+
+``t.shape``, ``t.ndim`` and ``len(t)`` already mean the same on both.
+Assumed: ``is_tensor(expr)`` says whether ``expr`` is a tensor on the example.
+Guaranteed: only calls on tensors change, and the result is equal on both types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from rewriter.walk import map_children
+
+_RANK = {"dim", "ndimension"}
+_COUNT = {"numel", "nelement"}
+
+
+def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression], bool]) -> cst.CSTNode:
+    """``node`` with metadata calls on tensors rewritten (see the module note)."""
+
+    def visit(current: cst.CSTNode) -> cst.CSTNode:
+        current = map_children(current, visit)
+        if not (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)):
+            return current
+        method = current.func.attr.value
+        receiver = current.func.value
+        if method not in {"size", *_RANK, *_COUNT} or not is_tensor(receiver):
+            return current
+        if method == "size":
+            return _size(receiver, current.args) or current
+        if current.args:
+            return current
+        if method in _RANK:
+            return cst.Attribute(receiver, cst.Name("ndim"))
+        flat = cst.Call(cst.Attribute(receiver, cst.Name("reshape")), [cst.Arg(cst.Integer("-1"))])
+        return cst.Call(cst.Name("len"), [cst.Arg(flat)])
+
+    return visit(node)
+
+
+def _size(receiver: cst.BaseExpression, args: tuple[cst.Arg, ...]) -> cst.BaseExpression | None:
+    shape = cst.Attribute(receiver, cst.Name("shape"))
+    if not args:
+        return cst.Call(cst.Name("tuple"), [cst.Arg(shape)])
+    if len(args) == 1 and (args[0].keyword is None or args[0].keyword.value == "dim") and not args[0].star:
+        return cst.Subscript(shape, [cst.SubscriptElement(cst.Index(args[0].value))])
+    return None
+
+
+__all__ = ["portable_metadata"]

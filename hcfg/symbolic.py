@@ -1,0 +1,348 @@
+"""Symbolic shape propagation through the HCFG (Nimble's ``Any`` dims, SoD²'s
+dimension propagation), done with torch's own symbolic shapes.
+
+Terms:
+
+- a *dim symbol* is a sympy symbol named by the user (``batch``, ``h``) for a
+  dynamic input dimension, or a fresh one (see below), with the size it has on
+  the example;
+- the *symbolic mirror* of an exploration state holds, for its variables,
+  ``SymbolicTensor`` (dtype and a shape of ints and sympy expressions over dim
+  symbols) and ``SymbolicScalar`` (a number derived from shapes, ``x.size(0)``).
+
+Each sub-DNN runs its statements on its inputs' mirrors as fake tensors in a
+fresh ``ShapeEnv`` (no real compute), so an output dim is an expression over
+the input dims (``((h - 1)//2) + 1``), equal dims are the same expression
+wherever they meet, and sizes the shape checks pin to their example value
+(``Eq(c, 3)`` for a conv's channels) are *proven static* for the whole model.
+Host operations run on the mirror as plain Python.
+
+Where a statement cannot run symbolically (``.item()``, a data-dependent
+shape, an op that turns a size into an int and so pins it to the symbol's
+hint), the concrete values of the variables it writes are mirrored instead; a
+tensor written by a sub-DNN with symbolic inputs then gets fresh dim symbols
+for all its dims. That is safe: a symbolic dim only costs the backend some
+specialisation, while a wrongly static one would reject valid inputs.
+
+Dims of example size 0 or 1 get a generic hint (3) so that broadcasting checks
+do not pin them. Symbolic values are metadata for naming and checking dims;
+nothing symbolic is run at call time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+from torch._guards import GuardSource, Source
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+_GENERIC_HINT = 3
+
+
+@dataclass(frozen=True)
+class SymbolicTensor:
+    """A tensor's symbolic mirror: its dtype and shape (ints and sympy expressions)."""
+
+    shape: tuple[Any, ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class SymbolicScalar:
+    """A Python number computed from shapes, as a sympy expression."""
+
+    expr: Any
+
+
+class SymbolicShapes:
+    """The dim symbols of one compilation and the symbolic runs over them."""
+
+    def __init__(self) -> None:
+        self.examples: dict[sympy.Symbol, int] = {}  # dim symbol -> its size on the example
+        self.proven: dict[sympy.Symbol, sympy.Integer] = {}  # dim symbols the shape checks pinned
+        self.failures: list[str] = []
+        self._fresh = 0
+
+    # -- dim symbols ------------------------------------------------------------------------------
+
+    def symbol(self, name: str, example: int) -> sympy.Symbol:
+        symbol = sympy.Symbol(name, integer=True, positive=True)
+        self.examples.setdefault(symbol, example)
+        return symbol
+
+    def declare(self, tensor: torch.Tensor, dims: dict[int, str]) -> SymbolicTensor:
+        """The mirror of input ``tensor`` whose dims in ``dims`` (axis: name) are symbolic."""
+        shape = tuple(self.symbol(dims[axis], size) if axis in dims else size for axis, size in enumerate(tensor.shape))
+        return SymbolicTensor(shape, tensor.dtype)
+
+    def lift(self, value: Any, symbolic_dims: bool = False, prefix: str = "dyn") -> Any:
+        """The mirror of a concrete value (static shapes, or all fresh symbols if ``symbolic_dims``)."""
+        if isinstance(value, torch.Tensor):
+            if not symbolic_dims:
+                return SymbolicTensor(tuple(value.shape), value.dtype)
+            self._fresh += 1
+            shape = tuple(self.symbol(f"{_identifier(prefix)}_{self._fresh}_d{axis}", size)
+                          for axis, size in enumerate(value.shape))
+            return SymbolicTensor(shape, value.dtype)
+        if isinstance(value, list | tuple):
+            return type(value)(self.lift(v, symbolic_dims, prefix) for v in value)
+        return value
+
+    # -- running statements -----------------------------------------------------------------------
+
+    def run_host(self, code: Any, mirror: dict[str, Any]) -> bool:
+        """Run a host statement on the mirror; False where it cannot run there."""
+        try:
+            exec(code, mirror)  # noqa: S102 - the rewritten function's own statement
+        except Exception as exc:  # noqa: BLE001 - any failure means: mirror the concrete values
+            self._failed(exc)
+            return False
+        return True
+
+    def run_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str]) -> bool:
+        """Run sub-DNN statements on fake tensors made from the mirrors of ``reads``;
+        store the mirrors of ``writes``. False (mirror untouched) where that fails or
+        a dim symbol got pinned to a size other than its example's."""
+        run = _Run(self)
+        try:
+            namespace = dict(mirror)
+            for name in reads & mirror.keys():
+                namespace[name] = run.materialize(mirror[name])
+            with run.mode:
+                exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
+            pinned = run.pinned()
+            results = {name: run.canonical(namespace[name]) for name in writes if name in namespace}
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+            return False
+        for symbol, size in pinned.items():
+            if size != self.examples[symbol] or run.hints[symbol] != size:
+                self.failures.append(f"{symbol} pinned to its hint {size}")
+                return False
+        self.proven.update({symbol: sympy.Integer(size) for symbol, size in pinned.items()})
+        mirror.update(results)
+        return True
+
+    def probe_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
+                          prefix: str) -> bool:
+        """Where the symbolic run failed (an op pinned a dim, or has no symbolic rule):
+        run the statements on fake tensors of static shapes twice, every dim symbol at
+        its example size and then at that size plus an offset of its own. An output
+        dim equal in both runs is static; one equal to the same symbol's size in both
+        runs is that symbol; any other gets a fresh symbol. False (mirror untouched)
+        where a run fails."""
+        symbols = sorted(self._symbols_of([mirror[name] for name in reads & mirror.keys()]), key=str)
+        first = {symbol: self.examples[symbol] for symbol in symbols}
+        second = {symbol: self.examples[symbol] + offset for symbol, offset in zip(symbols, _PROBE_OFFSETS)}
+        if len(symbols) > len(_PROBE_OFFSETS):
+            return False
+        try:
+            runs = [_probe(code, mirror, reads, writes, sizes) for sizes in (first, second)]
+        except Exception as exc:  # noqa: BLE001 - data-dependent ops have no fake run either
+            self._failed(exc)
+            return False
+
+        def merged(a: Any, b: Any) -> Any:
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim():
+                return SymbolicTensor(tuple(dim(x, y) for x, y in zip(a.shape, b.shape)), a.dtype)
+            if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+                return type(a)(merged(x, y) for x, y in zip(a, b))
+            if isinstance(a, torch.Tensor | list | tuple) or isinstance(b, torch.Tensor | list | tuple):
+                raise ValueError("the two probes disagree on structure")
+            return a
+
+        def dim(x: int, y: int) -> Any:
+            if x == y:
+                return int(x)
+            for symbol in symbols:
+                if first[symbol] == x and second[symbol] == y:
+                    return symbol
+            self._fresh += 1
+            return self.symbol(f"{_identifier(prefix)}_{self._fresh}", int(x))
+
+        try:
+            results = {name: merged(runs[0][name], runs[1][name]) for name in runs[0]}
+        except ValueError as exc:
+            self._failed(exc)
+            return False
+        mirror.update(results)
+        return True
+
+    def _symbols_of(self, values: list[Any]) -> set[sympy.Symbol]:
+        found: set[sympy.Symbol] = set()
+        for value in values:
+            if isinstance(value, SymbolicTensor):
+                for size in value.shape:
+                    if isinstance(size, sympy.Basic):
+                        found |= size.free_symbols
+            elif isinstance(value, SymbolicScalar) and isinstance(value.expr, sympy.Basic):
+                found |= value.expr.free_symbols
+            elif isinstance(value, list | tuple):
+                found |= self._symbols_of(list(value))
+        return {symbol for symbol in found if symbol in self.examples}
+
+    def _failed(self, exc: Exception) -> None:
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        self.failures.append(f"{type(exc).__name__}: {text[:200]}")
+
+    # -- reading dims back -----------------------------------------------------------------------
+
+    def dim(self, size: Any) -> int | str:
+        """An int for a static dim, else the dim's expression over the dim symbols."""
+        if isinstance(size, int):
+            return size
+        if not isinstance(size, sympy.Basic):
+            raise TypeError(f"not a dim: {size!r} ({type(size).__name__})")
+        expr = size.xreplace(self.proven)
+        return int(expr) if expr.is_number else str(expr)
+
+    def shape(self, value: Any) -> tuple[int | str, ...] | None:
+        """The named dims of a tensor's mirror; None for anything else."""
+        if isinstance(value, SymbolicTensor):
+            return tuple(self.dim(size) for size in value.shape)
+        if isinstance(value, torch.Tensor):  # a value the host made (a stored constant)
+            return tuple(value.shape)
+        return None
+
+    def has_symbols(self, value: Any) -> bool:
+        """Whether a mirror (tensor, number or list of them) depends on a dim symbol."""
+        if isinstance(value, SymbolicTensor):
+            return any(isinstance(d, str) for d in self.shape(value))
+        if isinstance(value, list | tuple):
+            return any(self.has_symbols(v) for v in value)
+        return isinstance(value, SymbolicScalar)
+
+
+class _Run:
+    """One symbolic run of a sub-DNN: its own shape environment, so that a size an
+    op pins (by calling ``int`` on it) pins it here only."""
+
+    def __init__(self, shapes: SymbolicShapes) -> None:
+        self.shapes = shapes
+        self.env = ShapeEnv(specialize_zero_one=False, duck_shape=False)
+        self.mode = FakeTensorMode(shape_env=self.env, allow_non_fake_inputs=True)
+        self.hints: dict[sympy.Symbol, int] = {}
+        self._to_env: dict[sympy.Symbol, sympy.Expr] = {}
+        self._from_env: dict[sympy.Symbol, sympy.Symbol] = {}
+
+    def size(self, expr: Any) -> Any:
+        if isinstance(expr, int):
+            return expr
+        expr = sympy.sympify(expr).xreplace(self.shapes.proven)
+        if expr.is_number:
+            return int(expr)
+        for symbol in expr.free_symbols:
+            if symbol not in self._to_env:
+                example = self.shapes.examples[symbol]
+                hint = example if example > 1 else _GENERIC_HINT
+                created = self.env.create_symbol(hint, _DimSource(f"dycl_{symbol}"), dynamic_dim=DimDynamic.DYNAMIC,
+                                                 do_not_specialize_zero_one=True)
+                self.hints[symbol] = hint
+                self._to_env[symbol] = created
+                self._from_env[created] = symbol
+        hint = int(expr.xreplace(self.hints))
+        return self.env.create_symintnode(expr.xreplace(self._to_env), hint=hint)
+
+    def materialize(self, value: Any) -> Any:
+        if isinstance(value, SymbolicTensor):
+            sizes = [self.size(s) for s in value.shape]
+            with self.mode:
+                return torch.empty(sizes, dtype=value.dtype)
+        if isinstance(value, SymbolicScalar):
+            return self.size(value.expr)
+        if isinstance(value, list | tuple):
+            return type(value)(self.materialize(v) for v in value)
+        return value
+
+    def expr(self, size: Any) -> Any:
+        if isinstance(size, int):
+            return size
+        expr = self.env.simplify(size.node.expr)
+        if expr.is_number:
+            return int(expr)
+        unknown = expr.free_symbols - self._from_env.keys()
+        if unknown:
+            raise ValueError(f"a size with no example value ({sorted(map(str, unknown))})")
+        return expr.xreplace(self._from_env)
+
+    def canonical(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return SymbolicTensor(tuple(self.expr(s) for s in value.shape), value.dtype)
+        if isinstance(value, torch.SymInt):
+            return SymbolicScalar(self.expr(value))
+        if isinstance(value, torch.SymBool | torch.SymFloat):
+            return SymbolicScalar(self.env.simplify(value.node.expr))
+        if isinstance(value, list | tuple):
+            return type(value)(self.canonical(v) for v in value)
+        return value
+
+    def pinned(self) -> dict[sympy.Symbol, int]:
+        """Dim symbols this run's shape checks fixed to a number."""
+        fixed = {}
+        for symbol, created in self._to_env.items():
+            value = self.env.simplify(created)
+            if value.is_number:
+                fixed[symbol] = int(value)
+        return fixed
+
+
+#: how far the second probe moves each dim symbol (distinct primes: a dim that follows
+#: one symbol is told apart from one that follows another, or a multiple of it)
+_PROBE_OFFSETS = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
+
+
+def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
+           sizes: dict[sympy.Symbol, int]) -> dict[str, Any]:
+    """Run ``code`` on fake tensors whose dim symbols take ``sizes``; the values it wrote."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def concrete(value: Any) -> Any:
+        if isinstance(value, SymbolicTensor):
+            shape = [int(sympy.sympify(size).xreplace(sizes)) for size in value.shape]
+            with mode:
+                return torch.empty(shape, dtype=value.dtype)
+        if isinstance(value, SymbolicScalar):
+            number = sympy.sympify(value.expr).xreplace(sizes)
+            if not number.is_number:
+                raise ValueError(f"a scalar with unknown symbols: {value.expr}")
+            return int(number) if number.is_integer else float(number)
+        if isinstance(value, list | tuple):
+            return type(value)(concrete(v) for v in value)
+        return value
+
+    namespace = dict(mirror)
+    for name in reads & mirror.keys():
+        namespace[name] = concrete(mirror[name])
+    with mode:
+        exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
+    return {name: namespace[name] for name in writes if name in namespace}
+
+
+@dataclasses.dataclass(frozen=True)
+class _DimSource(Source):
+    """Where a dim symbol comes from, for the shape environment's messages
+    (``torch._dynamo``'s ConstantSource, without importing dynamo)."""
+
+    dim_name: str
+
+    @property
+    def _name_template(self) -> str:
+        return self.dim_name
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.CONSTANT
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+__all__ = ["SymbolicScalar", "SymbolicShapes", "SymbolicTensor"]
