@@ -114,6 +114,9 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
     compiled = dycl.compile(model, example)
     row["compile_s"] = time.perf_counter() - start
     row["compile_phases_s"] = compiled.stats["seconds"]
+    start = time.perf_counter()
+    static = dycl.compile(model, example, dynamic=False)  # the cost of symbolic dims: compile and run
+    row["compile_static_s"] = time.perf_counter() - start
     noopt = dycl.compile(model, example, optimize=False)
     tvm = None
     try:
@@ -122,7 +125,8 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
         row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     run_oracle, paths = oracle(model, inputs)
     row["paths"] = paths
-    contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_noopt_ms": noopt, "oracle_ms": run_oracle}
+    contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_static_ms": static, "dycl_noopt_ms": noopt,
+                  "oracle_ms": run_oracle}
     if tvm is not None:
         contenders["dycl_tvm_ms"] = tvm
     if not skip_torch_compile:
@@ -180,7 +184,14 @@ def write_markdown(rows: list[dict], args) -> None:
     for r in rows:
         p = r["compile_phases_s"]
         phases.append(f"| {r['name']} | {p['rewrite']:.2f} | {p['hcfg']:.2f} | {p['compile']:.2f} | {p['host']:.3f} |")
-    RESULTS.write_text("\n".join(lines + phases) + "\n")
+    dynamic = ["", "Symbolic (default: batch dim symbolic) against static (`dynamic=False`) compilation:", "",
+               "| model | compile s symbolic | compile s static | compile ratio | ms symbolic | ms static | "
+               "latency ratio |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        dynamic.append(f"| {r['name']} | {r['compile_s']:.1f} | {r['compile_static_s']:.1f} | "
+                       f"{r['compile_s'] / r['compile_static_s']:.2f} | {fmt(r['dycl_ms'])} | "
+                       f"{fmt(r['dycl_static_ms'])} | {r['dycl_ms'] / r['dycl_static_ms']:.2f} |")
+    RESULTS.write_text("\n".join(lines + phases + dynamic) + "\n")
 
 
 def main() -> None:
