@@ -226,3 +226,20 @@ def test_compiling_twice_without_the_cache_gives_identical_artifacts(tmp_path):
     second = dycl.compile(Widening(), torch.ones(1, 4), backend="tvm", build_cache=False).save(tmp_path / "two")
     for name in ("host.py", "manifest.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_symbolic_batch_and_image_size_from_one_compile(tmp_path):
+    """Dims named by ``dynamic=`` (and expressions of them, after a stride-2 conv) are
+    symbolic in the Relax functions: one build serves every batch and image size."""
+    from dycl.harness import check
+    from tests.dynamic.nets import ShapeBranchCNN
+
+    model = ShapeBranchCNN().eval()
+    compiled = dycl.compile(model, torch.randn(1, 3, 32, 32), backend="tvm",
+                            dynamic={"x": {0: "batch", 2: "h", 3: "w"}})
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(batch, 3, size, size, generator=generator)
+              for size in (24, 32, 48, 64) for batch in (1, 3) for _ in range(3)]
+    report = check(model, compiled, inputs, traced=False)
+    assert report.eta == 0.0 and report.delta <= -4 and report.paths >= 4, report.table()
+    _check_saved(compiled, model, inputs[::4], tmp_path)
