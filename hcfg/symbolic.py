@@ -31,8 +31,10 @@ nothing symbolic is run at call time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +117,7 @@ class SymbolicShapes:
             namespace = dict(mirror)
             for name in reads & mirror.keys():
                 namespace[name] = run.materialize(mirror[name])
-            with run.mode:
+            with run.mode, _quiet_fake_tensors():
                 exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
             pinned = run.pinned()
             results = {name: run.canonical(namespace[name]) for name in writes if name in namespace}
@@ -293,6 +295,19 @@ class _Run:
         return fixed
 
 
+@contextlib.contextmanager
+def _quiet_fake_tensors():
+    """FakeTensorMode logs a traceback for every op whose shape rule fails; such a failure
+    is an expected outcome here (the caller falls back), not the user's problem."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    was_disabled = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was_disabled
+
+
 #: how far the second probe moves each dim symbol (distinct primes: a dim that follows
 #: one symbol is told apart from one that follows another, or a multiple of it)
 _PROBE_OFFSETS = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
@@ -320,7 +335,7 @@ def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
     namespace = dict(mirror)
     for name in reads & mirror.keys():
         namespace[name] = concrete(mirror[name])
-    with mode:
+    with mode, _quiet_fake_tensors():
         exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
     return {name: namespace[name] for name in writes if name in namespace}
 
