@@ -243,3 +243,12 @@ def test_symbolic_batch_and_image_size_from_one_compile(tmp_path):
     report = check(model, compiled, inputs, traced=False)
     assert report.eta == 0.0 and report.delta <= -4 and report.paths >= 4, report.table()
     _check_saved(compiled, model, inputs[::4], tmp_path)
+
+
+def test_tuning_says_which_kernels_keep_the_default_schedules(tmp_path):
+    """MetaSchedule measures fixed shapes: with the batch dim symbolic nothing is tuned, and the user is told."""
+    model = nn.Linear(4, 4).eval()
+    with pytest.warns(UserWarning, match="kernels have symbolic dims and keep the default schedules"):
+        compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm", tune_trials=2, cache_dir=str(tmp_path))
+    tuning = compiled.stats["backend"]["tuning"]
+    assert tuning["kernels"] == 0 and tuning["symbolic_untuned"] >= 1, tuning

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -112,6 +113,11 @@ class TvmBackend:
         export_s = time.perf_counter() - start
         libraries, self.last_stats = compile_onnx(jobs, self.options, progress)
         self.last_stats["export_s"] = round(export_s, 3)
+        untuned = self.last_stats.get("tuning", {}).get("symbolic_untuned", 0)
+        if untuned:
+            warnings.warn(f"tune_trials={self.options.tune_trials}: {untuned} kernels have symbolic dims and keep "
+                          "the default schedules (MetaSchedule measures fixed shapes); compile with "
+                          "dynamic=False to tune every kernel", stacklevel=2)
         return libraries
 
 

@@ -28,19 +28,24 @@ def tune_jobs(jobs: list[BuildJob], options: TvmOptions) -> dict[str, Any]:
     target = target_of(options, cores)
     directory = tuning_dir(options)
     kernels: dict[str, dict[str, Any]] = {}
+    symbolic = 0
     for job in jobs:
         mod = prepare(import_onnx(job.onnx, job.inputs), target)
         for global_var, func in mod.functions_items():
             from tvm import tirx
 
-            if not isinstance(func, tirx.PrimFunc) or not static_kernel(func):
+            if not isinstance(func, tirx.PrimFunc):
+                continue
+            if not static_kernel(func):  # MetaSchedule measures fixed shapes only
+                symbolic += 1
                 continue
             key, normalized = kernel_key(func, options)
             if key in kernels:
                 kernels[key]["weight"] += 1
             elif not (directory / f"{key}.json").is_file():
                 kernels[key] = {"name": global_var.name_hint, "mod": normalized, "weight": 1}
-    summary: dict[str, Any] = {"kernels": len(kernels), "improved": [], "kept_default": 0, "failed": 0}
+    summary: dict[str, Any] = {"kernels": len(kernels), "improved": [], "kept_default": 0, "failed": 0,
+                               "symbolic_untuned": symbolic}
     if not kernels:
         return summary
     return _tune_kernels(kernels, target, options, summary)
