@@ -128,8 +128,35 @@ class SymbolicShapes:
             if size != self.examples[symbol] or run.hints[symbol] != size:
                 self.failures.append(f"{symbol} pinned to its hint {size}")
                 return False
+        if not self._holds_where_assumed(run, code, mirror, reads, writes, results):
+            self.failures.append("a shape guard fails at some size and the result differs there")
+            return False
         self.proven.update({symbol: sympy.Integer(size) for symbol, size in pinned.items()})
         mirror.update(results)
+        return True
+
+    def _holds_where_assumed(self, run: _Run, code: Any, mirror: dict[str, Any], reads: set[str],
+                             writes: set[str], results: dict[str, Any]) -> bool:
+        """The symbolic run decided shape checks at its hints (``2*b >= 3``: a slice
+        ``[:3]`` keeps 3 rows); where such a guard fails at the example size, at 1 or
+        at a larger size, the result is checked against static runs at those sizes."""
+        symbols = list(run.hints)
+        samples = [{symbol: self.examples[symbol] for symbol in symbols}, dict.fromkeys(symbols, 1),
+                   {symbol: self.examples[symbol] + offset for symbol, offset in zip(symbols, _PROBE_OFFSETS)}]
+        guards = [guard.expr for guard in run.env.guards]
+        if not guards:
+            return True
+        to_ours = {created: symbol for symbol, created in run._to_env.items()}
+        try:
+            if all(bool(guard.xreplace(to_ours).xreplace(sample)) for guard in guards for sample in samples):
+                return True
+            for sample in samples:
+                probed = _probe(code, mirror, reads, writes, sample)
+                if not _same_shapes(results, probed, sample):
+                    return False
+        except Exception as exc:  # noqa: BLE001 - a size the statements cannot run at: not verified
+            self._failed(exc)
+            return False
         return True
 
     def probe_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
@@ -311,6 +338,20 @@ def _quiet_fake_tensors():
 #: how far the second probe moves each dim symbol (distinct primes: a dim that follows
 #: one symbol is told apart from one that follows another, or a multiple of it)
 _PROBE_OFFSETS = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
+
+
+def _same_shapes(symbolic: Any, probed: Any, sizes: dict[sympy.Symbol, int]) -> bool:
+    """Whether the symbolic mirrors, at ``sizes``, have the probed values' shapes."""
+    if isinstance(symbolic, dict):
+        return symbolic.keys() == probed.keys() and all(_same_shapes(symbolic[k], probed[k], sizes) for k in symbolic)
+    if isinstance(symbolic, SymbolicTensor):
+        if not isinstance(probed, torch.Tensor) or probed.dim() != len(symbolic.shape):
+            return False
+        return all(int(sympy.sympify(size).xreplace(sizes)) == got for size, got in zip(symbolic.shape, probed.shape))
+    if isinstance(symbolic, list | tuple):
+        return (isinstance(probed, list | tuple) and len(symbolic) == len(probed)
+                and all(_same_shapes(a, b, sizes) for a, b in zip(symbolic, probed)))
+    return True
 
 
 def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
