@@ -1,6 +1,6 @@
 """Models compiled with backend="tvm" equal eager PyTorch, in-process and through
 the saved host.py in a process where torch cannot be imported: a selection of
-the rewriter suite's models (all of them with DYCL_TVM_ALL_CASES=1) and three
+the rewriter suite's models (all of them with DYCL_TVM_ALL_CASES=1) and four
 zoo models (η = 0 and δ ≤ −4 on 100 inputs, as the ONNX Runtime zoo test asks).
 
 Built libraries are cached under $DYCL_CACHE/tvm/builds (default
@@ -74,7 +74,7 @@ def test_rewriter_model_on_tvm_equals_eager(module, name, monkeypatch, tmp_path)
     getattr(module, name)()
 
 
-ZOO_MODELS = ["models.sdn_vgg19", "models.caption_resnext", "models.skipnet_ff"]
+ZOO_MODELS = ["models.sdn_vgg19", "models.caption_resnext", "models.skipnet_ff", "models.translation"]
 
 
 @pytest.mark.parametrize("name", ZOO_MODELS)

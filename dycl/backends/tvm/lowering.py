@@ -124,9 +124,38 @@ def build_library(onnx_bytes: bytes, input_names: Sequence[str], options: TvmOpt
         mod = prepare(mod, target)
         if options.tune_trials > 0:
             mod = apply_tuned(mod, target, options)
-        mod = apply_schedules(mod, target, options.schedule)
-        executable = relax.build(finish(mod, target), target, relax_pipeline=None)
+        try:
+            scheduled = apply_schedules(_copy(mod), target, options.schedule)
+            executable = relax.build(finish(scheduled, target), target, relax_pipeline=None)
+        except Exception:  # noqa: BLE001 - a schedule that does not apply or build: find it
+            scheduled = schedule_kernel_by_kernel(mod, target, options.schedule)
+            executable = relax.build(finish(scheduled, target), target, relax_pipeline=None)
     with tempfile.TemporaryDirectory(prefix="dycl-tvm-") as scratch:
         path = os.path.join(scratch, "lib.so")
         executable.export_library(path)
         return Path(path).read_bytes()
+
+
+def schedule_kernel_by_kernel(mod, target, schedule: str):
+    """``mod`` with each kernel scheduled on its own; a kernel whose schedule fails to
+    apply or to build (the rules and LLVM codegen have gaps: symbolic extents, vectors
+    of bools) keeps its unscheduled, serial form, which always builds."""
+    import tvm
+
+    result = _copy(mod)
+    for global_var, func in mod.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs and func.attrs.get("tirx.is_scheduled")):
+            continue
+        try:
+            alone = apply_schedules(tvm.IRModule({global_var: func}), target, schedule)
+            tvm.tirx.build(alone, target=target)
+        except Exception:  # noqa: BLE001 - this kernel stays unscheduled
+            continue
+        result[global_var] = alone[global_var]
+    return result
+
+
+def _copy(mod):
+    import tvm
+
+    return tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)

@@ -70,8 +70,11 @@ def _rule_classes():
             work *= size if size is not None else 1 << 10
         writes = sch.get(block).writes
         dtype = writes[0].source.dtype if writes else None
+        # LLVM codegen cannot store a vector of bools (an int8 vector into a bool buffer)
+        touches_bool = any(str(region.buffer.dtype) == "bool" for region in [*writes, *sch.get(block).reads])
         vector = None
-        if spatial == len(loops) and sizes[-1] is not None and dtype is not None and len(loops) >= 1:
+        if (spatial == len(loops) and sizes[-1] is not None and dtype is not None and len(loops) >= 1
+                and not touches_bool):
             lanes = lanes_for(target, tvm_dtype(dtype))
             width = divisor(sizes[-1], [lanes * 2, lanes, 4, 2])
             if width > 1 and sizes[-1] >= width:
