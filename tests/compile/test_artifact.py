@@ -18,6 +18,7 @@ import rewriter
 from dycl.backends.onnxruntime import OnnxRuntimeBackend
 from dycl.paths import model_source_files, record_path
 from dycl.testing import assert_equivalent
+from tests.nets import Decoder
 
 
 class TwoWays(nn.Module):
@@ -246,22 +247,6 @@ def test_a_dimension_that_differs_between_predecessors_is_symbolic():
     assert symbolic, compiled.manifest["sub_dnns"]
     inputs = signed_inputs(+1.0, 10) + signed_inputs(-1.0, 10)
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
-
-
-class Decoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.GRUCell(4, 4)
-        self.max_len = 4
-
-    def forward(self, h):
-        tokens = []
-        for _ in range(self.max_len):
-            h = self.cell(h, h)
-            tokens.append(h.argmax(-1))
-            if h.sum() > 0.5:
-                break
-        return torch.stack(tokens), len(tokens)
 
 
 def test_lists_of_different_lengths_get_one_variant_each():

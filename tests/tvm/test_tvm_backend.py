@@ -20,6 +20,7 @@ from dycl.backends.tvm.runtime import RUNTIME
 from dycl.compiler import compile_model
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
+from tests.nets import Decoder
 
 ATOL = 1e-4
 
@@ -78,22 +79,6 @@ class Unused(nn.Module):
         if bool(y.max() > 0.5):
             return h + y, x * 3
         return h - y, x
-
-
-class Decoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.GRUCell(4, 4)
-        self.max_len = 4
-
-    def forward(self, h):
-        tokens = []
-        for _ in range(self.max_len):
-            h = self.cell(h, h)
-            tokens.append(h.argmax(-1))
-            if h.sum() > 0.5:
-                break
-        return torch.stack(tokens), len(tokens)
 
 
 def _signed(count: int, seed: int, width: int = 4) -> list[torch.Tensor]:
