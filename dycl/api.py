@@ -24,7 +24,10 @@ def _to_numpy(value: Any) -> Any:
 
 def _to_torch(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.array(value, copy=True))
+        # a fresh runtime output is handed over as is; a view of a stored constant or of
+        # an input (returned unchanged) is copied, so that the caller cannot alter them
+        owned = value.flags.owndata and value.flags.writeable
+        return torch.from_numpy(value if owned else np.array(value, copy=True))
     if isinstance(value, np.generic):
         return torch.from_numpy(np.asarray(value).copy())
     if isinstance(value, tuple):
@@ -109,10 +112,19 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
                                backend_options=backend_options, dynamic=dynamic)
     finally:
         model.train(was_training)
+    return from_result(result)
+
+
+def from_result(result: CompileResult) -> CompiledModel:
+    """The in-process model of a ``compile_model`` result."""
     chosen = result.backend
     host = load_host_module(result.host_source)
-    executables = {name: chosen.executable(result.files[entry["file"]], entry, result.modules[name])
-                   for name, entry in result.manifest["sub_dnns"].items()}
+    by_file: dict[str, Any] = {}  # sub-DNNs that share a file share its executable, as in the saved host
+    executables = {}
+    for name, entry in result.manifest["sub_dnns"].items():
+        if entry["file"] not in by_file:
+            by_file[entry["file"]] = chosen.executable(result.files[entry["file"]], entry, result.modules[name])
+        executables[name] = by_file[entry["file"]]
     constants = {key: value.numpy() for key, value in result.constants.items()}
     return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
 

@@ -21,6 +21,7 @@ from dycl.progress import Progress
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
+from hcfg.levers import ALL_ON, Levers
 from hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from hcfg.symbolic import SymbolicShapes
 from hcfg.trace import trace_examples
@@ -50,9 +51,11 @@ def _sha256(data: bytes) -> str:
 
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None,
-                  backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True) -> CompileResult:
+                  backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
+                  levers: Levers = ALL_ON) -> CompileResult:
     """Compile ``model`` for ``example_input``; the input dims ``dynamic`` names
-    (``dycl.dynamic``) are symbolic in every sub-DNN that depends on them."""
+    (``dycl.dynamic``) are symbolic in every sub-DNN that depends on them.
+    ``levers`` turns single optimisations off (for measuring them)."""
     chosen = get_backend(backend, **(backend_options or {}))
     example_args = example_input if isinstance(example_input, tuple) else (example_input,)
     seconds: dict[str, float] = {}
@@ -62,7 +65,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds["rewrite"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    graph = build_hcfg(rewritten, model, example_args, optimize=optimize)
+    graph = build_hcfg(rewritten, model, example_args, optimize=optimize, levers=levers)
     bound = rewritten.signature.bind(model, *example_args)
     bound.apply_defaults()
     self_name = next(iter(rewritten.signature.parameters))
@@ -77,7 +80,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     if optimize:
         examples = trace_examples(graph, rewritten.globals, initial)
         graph, constants = hoist_constants(graph, examples)
-        graph = merge_into_producers(graph)
+        if levers.merge_into_producers:
+            graph = merge_into_producers(graph)
         initial = {**initial, CONSTANTS: constants}
     examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial)
     seconds["hcfg"] = time.perf_counter() - start
@@ -89,10 +93,14 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
         variants += variants_of(sub, examples[sub.index], shapes)
     modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name).eval() for variant in variants}
+
+    def identity(variant: Variant) -> str:
+        return variant.fingerprint() if levers.reuse_identical else variant.name
+
     # identical sub-DNNs (same code, weights and ports) are compiled once and share a file
     distinct: dict[str, Variant] = {}
     for variant in variants:
-        distinct.setdefault(variant.fingerprint(), variant)
+        distinct.setdefault(identity(variant), variant)
     bar = Progress(f"compiling {len(distinct)} sub-DNNs with {backend}", len(distinct), progress)
     compiled = compile_all(chosen, [modules[v.name] for v in distinct.values()], list(distinct.values()), bar.step)
     files: dict[str, bytes] = {}
@@ -102,7 +110,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         files[file_of[fingerprint]] = data
     entries: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        file_name = file_of[variant.fingerprint()]
+        file_name = file_of[identity(variant)]
         entries[variant.name] = {
             "file": file_name,
             "sha256": _sha256(files[file_name]),

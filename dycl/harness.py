@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from dycl.paths import model_source_files, record_path
 
@@ -95,9 +96,30 @@ def log_error(error: float) -> float:
     return math.log10(error + EPSILON) if math.isfinite(error) else math.inf
 
 
-def traced_baseline(model: torch.nn.Module, example: tuple) -> Callable[..., Any]:
+class _DecisionReads(TorchFunctionMode):
+    """Collects the tensors whose value Python reads (``bool``, ``.item()``,
+    ``float``, ``int``): what the branches of the traced path decide on."""
+
+    READS = frozenset({"__bool__", "item", "__float__", "__int__", "__index__", "tolist"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[torch.Tensor] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in self.READS and args and isinstance(args[0], torch.Tensor):
+            self.read.append(args[0])
+        return func(*args, **(kwargs or {}))
+
+
+def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = False) -> Callable[..., Any]:
     """What tracing compilers give: the path of ``example`` exported by
-    ``torch.onnx.export`` (tracing) and run with ONNX Runtime."""
+    ``torch.onnx.export`` (tracing) and run with ONNX Runtime.
+
+    The trace keeps only what the outputs need, so the tests of the path's
+    branches are dropped; ``decisions=True`` also returns every tensor value
+    Python read on the way (the graph then computes what a host must compute to
+    choose the path)."""
     import onnxruntime as ort
 
     from dycl.backends.onnxruntime import session_options
@@ -108,7 +130,11 @@ def traced_baseline(model: torch.nn.Module, example: tuple) -> Callable[..., Any
             self.model = model
 
         def forward(self, *args):
-            return tuple(_flat_tensors(self.model(*args)))
+            if not decisions:
+                return tuple(_flat_tensors(self.model(*args)))
+            with _DecisionReads() as reads:
+                outputs = self.model(*args)
+            return (*_flat_tensors(outputs), *reads.read)
 
     buffer = io.BytesIO()
     with warnings.catch_warnings():

@@ -23,6 +23,7 @@ import libcst as cst
 import torch
 
 from hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from hcfg.levers import ALL_ON, Levers
 from hcfg.liveness import annotate
 from hcfg.portable import portable_metadata
 from hcfg.state import State, fork, merge
@@ -58,9 +59,10 @@ class HCFGBuilder:
     """Builds the HCFG of ``rewritten`` for ``model`` on ``example_args``."""
 
     def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-                 optimize: bool = True) -> None:
+                 optimize: bool = True, levers: Levers = ALL_ON) -> None:
         self.rewritten = rewritten
         self.optimize = optimize
+        self.levers = levers
         self.definition = cst.parse_module(rewritten.source).body[0]
         self.locals = set(bound_names(self.definition))
         self.namespace = Namespace()
@@ -104,6 +106,8 @@ class HCFGBuilder:
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0])
                 self.run_all(hoisted, states)
+                if not self.levers.conditions_in_producers:
+                    flush()
                 pending += hoisted
                 flush()
                 test = self.portable(test, states[0])
@@ -318,9 +322,9 @@ class HCFGBuilder:
 
 
 def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-               optimize: bool = True) -> HCFG:
+               optimize: bool = True, levers: Levers = ALL_ON) -> HCFG:
     """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
-    return HCFGBuilder(rewritten, model, example_args, optimize).build()
+    return HCFGBuilder(rewritten, model, example_args, optimize, levers).build()
 
 
 __all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value"]

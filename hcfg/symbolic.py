@@ -139,18 +139,19 @@ class SymbolicShapes:
                              writes: set[str], results: dict[str, Any]) -> bool:
         """The symbolic run decided shape checks at its hints (``2*b >= 3``: a slice
         ``[:3]`` keeps 3 rows); where such a guard fails at the example size, at 1 or
-        at a larger size, the result is checked against static runs at those sizes."""
+        at a larger size, the result is checked against a static run at that size."""
         symbols = list(run.hints)
         samples = [{symbol: self.examples[symbol] for symbol in symbols}, dict.fromkeys(symbols, 1),
                    {symbol: self.examples[symbol] + offset for symbol, offset in zip(symbols, _PROBE_OFFSETS)}]
+        samples = [sample for index, sample in enumerate(samples) if sample not in samples[:index]]
         guards = [guard.expr for guard in run.env.guards]
         if not guards:
             return True
         to_ours = {created: symbol for symbol, created in run._to_env.items()}
         try:
-            if all(bool(guard.xreplace(to_ours).xreplace(sample)) for guard in guards for sample in samples):
-                return True
             for sample in samples:
+                if all(bool(guard.xreplace(to_ours).xreplace(sample)) for guard in guards):
+                    continue
                 probed = _probe(code, mirror, reads, writes, sample)
                 if not _same_shapes(results, probed, sample):
                     return False

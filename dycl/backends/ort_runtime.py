@@ -2,13 +2,20 @@
 
 RUNTIME = '''
 import os
+import re
 
 import onnxruntime as ort
 
 # Note: one intra-op thread pool for all sessions. A pool per session, each
 # spinning, made a chain of 20 sessions 10x slower on 2 cores.
+# DYCL_ORT_POOL=session, DYCL_ORT_CALL=run and DYCL_ORT_LOAD=lazy turn the host's
+# levers off, one by one, for the ablation (benchmarks/ablation.py).
 _THREADS = int(os.environ.get("DYCL_THREADS", "0")) or (os.cpu_count() or 1)
+_CALL = os.environ.get("DYCL_ORT_CALL", "iobinding")
+_LOAD = os.environ.get("DYCL_ORT_LOAD", "eager")
 _GLOBAL_POOL = getattr(ort, "_dycl_global_pool", None)
+if _GLOBAL_POOL is None and os.environ.get("DYCL_ORT_POOL") == "session":
+    _GLOBAL_POOL = ort._dycl_global_pool = False
 if _GLOBAL_POOL is None:
     try:
         ort.capi._pybind_state.set_global_thread_pool_sizes(_THREADS, 1)
@@ -33,28 +40,42 @@ def _session_options():
 class _Executable:
     """One compiled sub-DNN: names, dtypes and the output binding are set up once
     (a fresh IOBinding per call costs 4x the call of a small sub-DNN); each call
-    binds the inputs, runs, and copies the outputs out. Not thread-safe."""
+    binds the inputs, runs, and copies the outputs out. Not thread-safe.
+
+    An output binding keeps the shape of its first run, so it is renewed (20 us for
+    three outputs) only where an output's shape may have changed: when an input with
+    a symbolic dim changed shape since the last call, or on every call where an output
+    dim is not a function of the input dims (data-dependent). ``DYCL_ORT_CALL=run``
+    calls ``session.run`` with a feed dict instead (the ablation's baseline)."""
 
     def __init__(self, data, entry):
         self.session = ort.InferenceSession(data, _session_options(), providers=["CPUExecutionProvider"])
-        used = {i.name for i in self.session.get_inputs()}  # the exporter drops inputs nothing reads
+        inputs = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops inputs nothing reads
         self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
-                       for position, port in enumerate(entry["inputs"]) if port["name"] in used]
+                       for position, port in enumerate(entry["inputs"]) if port["name"] in inputs]
         self.outputs = [port["name"] for port in entry["outputs"]]
-        # an output bound once keeps its first shape: rebind when a dimension is symbolic
-        # (an input's symbolic dim may reach an output even where propagation did not say so)
-        self.rebind = any(isinstance(dim, str) for port in entry["inputs"] + entry["outputs"] for dim in port["shape"])
+        input_symbols = _symbols([dim for shape in inputs.values() for dim in shape])
+        output_dims = [dim for port in self.session.get_outputs() for dim in port.shape if not isinstance(dim, int)]
+        self.data_dependent = any(dim is None or not _symbols([dim]) <= input_symbols for dim in output_dims)
+        self.symbolic_positions = tuple(position for position, name, _ in self.inputs
+                                        if any(not isinstance(dim, int) for dim in inputs[name])) if output_dims else ()
+        self.last_shapes = None
         self.binding = self.session.io_binding()
         self._bind_outputs()
 
     def _bind_outputs(self):
+        self.binding.clear_binding_outputs()
         for name in self.outputs:
             self.binding.bind_output(name)
 
     def __call__(self, *args):
         binding = self.binding
-        if self.rebind:
-            binding.clear_binding_outputs()
+        if self.symbolic_positions:
+            shapes = tuple(np.shape(args[position]) for position in self.symbolic_positions)
+            if self.data_dependent or shapes != self.last_shapes:
+                self.last_shapes = shapes
+                self._bind_outputs()
+        elif self.data_dependent:
             self._bind_outputs()
         for position, name, dtype in self.inputs:
             binding.bind_cpu_input(name, np.ascontiguousarray(args[position], dtype=dtype))
@@ -62,6 +83,36 @@ class _Executable:
         return binding.copy_outputs_to_cpu()
 
 
+
+class _FeedExecutable(_Executable):
+    """``session.run`` with a fresh feed dict per call, no IOBinding."""
+
+    def __call__(self, *args):
+        feeds = {name: np.ascontiguousarray(args[position], dtype=dtype) for position, name, dtype in self.inputs}
+        return self.session.run(self.outputs, feeds)
+
+
+def _symbols(dims):
+    """The identifiers in symbolic dims (``2*batch + 1`` -> {"batch"})."""
+    return {word for dim in dims if isinstance(dim, str) for word in re.findall(r"[A-Za-z_]\\w*", dim)}
+
+
+class _LazyExecutable:
+    """Creates its session on the first call."""
+
+    def __init__(self, data, entry):
+        self.data, self.entry, self.executable = data, entry, None
+
+    def __call__(self, *args):
+        if self.executable is None:
+            self.executable = _executable(self.data, self.entry)
+        return self.executable(*args)
+
+
+def _executable(data, entry):
+    return (_FeedExecutable if _CALL == "run" else _Executable)(data, entry)
+
+
 def load_executable(data, entry):
-    return _Executable(data, entry)
+    return (_LazyExecutable if _LOAD == "lazy" else _executable)(data, entry)
 '''
