@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import pickle
 import statistics
@@ -83,6 +84,42 @@ print(json.dumps({"load_ms": (loaded - start) * 1000, "first_call_ms": (first - 
 '''
 
 
+def host_overhead(compiled, inputs, repeat: int = 3) -> tuple[float, float]:
+    """Median over inputs of (host call ms, ms of that call spent inside the compiled
+    sub-DNNs), numpy in and out: what the generated Python adds to the sessions."""
+    host = compiled._host
+    spent = [0.0]
+
+    def timed(executable):
+        def call(*args):
+            start = time.perf_counter()
+            try:
+                return executable(*args)
+            finally:
+                spent[0] += time.perf_counter() - start
+        return call
+
+    saved = host._variants
+    host._variants = {index: {key: timed(e) for key, e in variants.items()} for index, variants in saved.items()}
+    saved_calls, host._call = host._call, {index: next(iter(v.values())) for index, v in host._variants.items()
+                                           if len(v) == 1}
+    totals, inside = [], []
+    try:
+        for args in inputs:
+            arrays = [a.numpy() for a in args]
+            best = (math.inf, math.inf)
+            for _ in range(repeat):
+                spent[0] = 0.0
+                start = time.perf_counter()
+                host(*arrays)
+                best = min(best, (time.perf_counter() - start, spent[0]))
+            totals.append(best[0])
+            inside.append(best[1])
+    finally:
+        host._variants, host._call = saved, saved_calls
+    return statistics.median(totals) * 1000, statistics.median(inside) * 1000
+
+
 def compile_levers(model, example, inputs) -> dict[str, dict]:
     """Each compile setting: latency (interleaved), compile seconds, sub-DNN calls."""
     compiled, rows = {}, {}
@@ -97,6 +134,7 @@ def compile_levers(model, example, inputs) -> dict[str, dict]:
     runs = {name: model_.run_numpy for name, model_ in compiled.items()}
     for name, ms in interleaved_medians(runs, numpy_inputs).items():
         rows[name]["ms"] = ms
+    rows["all on"]["host_ms"], rows["all on"]["sessions_ms"] = host_overhead(compiled["all on"], inputs)
     return rows, compiled["all on"]
 
 
@@ -148,6 +186,14 @@ def write_markdown(rows: list[dict], args) -> None:
     for setting in COMPILE_SETTINGS:
         ratio = geomean(row["compile"][setting]["ms"] / row["compile"]["all on"]["ms"] for row in rows)
         lines.append(f"- {setting}: {ratio:.3f}")
+    lines += ["", "## Host overhead", "",
+              "The host's own Python around the sub-DNN calls, everything on (numpy in and out; per input the "
+              "best of 3 calls, then medians over inputs):", "",
+              "| model | host ms | inside sub-DNNs ms | host / sub-DNNs |", "|---|---|---|---|"]
+    for row in rows:
+        r = row["compile"]["all on"]
+        lines.append(f"| {row['name']} | {r['host_ms']:.3f} | {r['sessions_ms']:.3f} | "
+                     f"{r['host_ms'] / r['sessions_ms']:.3f} |")
     lines += ["", "## Host levers (the saved artifact, one process per setting, median of the rounds)", "",
               "| model | setting | ms | ratio | load ms | first call ms |", "|---|---|---|---|---|---|"]
     for row in rows:

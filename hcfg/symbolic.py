@@ -45,6 +45,8 @@ from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
+from hcfg.shape_rules import ShapeRules
+
 _GENERIC_HINT = 3
 
 
@@ -117,7 +119,7 @@ class SymbolicShapes:
             namespace = dict(mirror)
             for name in reads & mirror.keys():
                 namespace[name] = run.materialize(mirror[name])
-            with run.mode, _quiet_fake_tensors():
+            with run.mode, ShapeRules(), _quiet_fake_tensors():
                 exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
             pinned = run.pinned()
             results = {name: run.canonical(namespace[name]) for name in writes if name in namespace}
@@ -377,7 +379,7 @@ def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
     namespace = dict(mirror)
     for name in reads & mirror.keys():
         namespace[name] = concrete(mirror[name])
-    with mode, _quiet_fake_tensors():
+    with mode, ShapeRules(), _quiet_fake_tensors():
         exec(code, namespace)  # noqa: S102 - the rewritten function's own statements
     return {name: namespace[name] for name in writes if name in namespace}
 

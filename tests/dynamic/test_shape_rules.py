@@ -1,0 +1,76 @@
+"""``hcfg.shape_rules``: the direct rules give the op's own shape and dtype, reject
+what the op rejects, and leave what they do not know to the op."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import sympy
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from hcfg.shape_rules import ShapeRules
+from hcfg.symbolic import SymbolicShapes, _Run
+
+CASES = {
+    "linear 2-d": (nn.Linear(5, 7), (3, 5)),
+    "linear 3-d": (nn.Linear(5, 7), (2, 4, 5)),
+    "linear 1-d": (nn.Linear(5, 7, bias=False), (5,)),
+    "batch norm 2-d": (nn.BatchNorm2d(4), (2, 4, 6, 6)),
+    "batch norm 1-d": (nn.BatchNorm1d(4), (3, 4)),
+    "layer norm": (nn.LayerNorm(6), (2, 3, 6)),
+    "layer norm 2 dims": (nn.LayerNorm((3, 6)), (2, 3, 6)),
+    "layer norm without affine": (nn.LayerNorm(6, elementwise_affine=False), (4, 6)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_rule_gives_the_ops_shape_and_dtype(case):
+    module, shape = CASES[case]
+    module.eval()
+    x = torch.randn(shape)
+    expected = module(x)
+    with ShapeRules():
+        got = module(x)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+
+
+@pytest.mark.parametrize("case", [name for name, (_, shape) in CASES.items() if len(shape) >= 2])
+def test_rule_keeps_a_symbolic_batch_symbolic(case):
+    module, shape = CASES[case]
+    module.eval()
+    shapes = SymbolicShapes()
+    mirror = shapes.declare(torch.randn(shape), {0: "batch"})
+    mirrors = []
+    for rules in (contextlib.nullcontext(), ShapeRules()):
+        run = _Run(shapes)
+        x = run.materialize(mirror)
+        with run.mode, rules:
+            mirrors.append(run.canonical(module(x)))
+    plain, ruled = mirrors
+    assert isinstance(ruled.shape[0], sympy.Symbol)
+    assert ruled == plain
+
+
+def test_a_wrong_width_fails_as_the_op_fails():
+    with pytest.raises(RuntimeError), ShapeRules():
+        F.linear(torch.randn(2, 4), torch.randn(3, 5))
+    with pytest.raises(RuntimeError), ShapeRules():
+        nn.BatchNorm2d(3).eval()(torch.randn(1, 4, 2, 2))
+    with pytest.raises(RuntimeError), ShapeRules():
+        nn.LayerNorm(5)(torch.randn(2, 4))
+
+
+def test_training_batch_norm_and_mixed_dtypes_are_left_to_the_op():
+    bn = nn.BatchNorm1d(3).train()
+    x = torch.randn(4, 3)
+    with ShapeRules():
+        out = bn(x)
+    assert torch.allclose(out.mean(0), torch.zeros(3), atol=1e-5)  # the real op ran
+    with ShapeRules():
+        out = F.linear(torch.randn(2, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64))
+    assert out.dtype == torch.float64
+    with pytest.raises(RuntimeError), ShapeRules():
+        F.linear(torch.randn(2, 3), torch.randn(4, 3, dtype=torch.float64))
