@@ -1,13 +1,15 @@
 """Direct shape rules for the ops that dominate symbolic shape propagation.
 
-On fake tensors with symbolic sizes, ``linear``, ``batch_norm`` and ``layer_norm``
-run through decompositions whose every step reasons about sympy expressions
-(8 ms for one ``linear`` on a 3-d input). Their output shapes are simple:
-``linear`` replaces the last dim by ``weight``'s rows, the two normalisations keep
-their input's shape. ``ShapeRules`` answers them directly, with the same checks
-the ops make (``torch._check``, so that a dim those checks pin is pinned here too),
-and leaves every other call, and every call it is unsure of (training-mode batch
-norm, mixed dtypes, unusual ranks), to the op itself.
+On fake tensors with symbolic sizes, ``linear``, ``matmul``, ``batch_norm`` and
+``layer_norm`` run through decompositions whose every step reasons about sympy
+expressions (8 ms for one ``linear`` on a 3-d input). Their output shapes are
+simple: ``linear`` replaces the last dim by ``weight``'s rows, ``matmul`` (both
+operands at least 2-d) broadcasts the batch dims and takes rows from the first
+and columns from the second, the two normalisations keep their input's shape.
+``ShapeRules`` answers them directly, with the same checks the ops make
+(``torch._check``, so that a dim those checks pin is pinned here too), and leaves
+every other call, and every call it is unsure of (training-mode batch norm, mixed
+dtypes, unusual ranks), to the op itself.
 
 Only for shape propagation: the tensors it returns hold no values.
 """
@@ -22,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 
 class ShapeRules(TorchFunctionMode):
-    """Answers ``linear``, eval-mode ``batch_norm`` and ``layer_norm`` by shape alone."""
+    """Answers ``linear``, ``matmul``, eval-mode ``batch_norm`` and ``layer_norm`` by shape alone."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -49,6 +51,15 @@ def _linear(input: Any, weight: Any, bias: Any = None) -> torch.Tensor | None:
             return None
         torch._check(bias.shape[0] == weight.shape[0])
     return input.new_empty((*input.shape[:-1], weight.shape[0]))
+
+
+def _matmul(input: Any, other: Any) -> torch.Tensor | None:
+    if not (isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() >= 2
+            and other.dim() >= 2 and input.dtype.is_floating_point and _same_dtype(input, other)):
+        return None
+    torch._check(input.shape[-1] == other.shape[-2])
+    batch = torch.broadcast_shapes(input.shape[:-2], other.shape[:-2])
+    return input.new_empty((*batch, input.shape[-2], other.shape[-1]))
 
 
 def _batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,
@@ -79,6 +90,7 @@ def _layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any
     return torch.empty_like(input)
 
 
-_RULES = {F.linear: _linear, F.batch_norm: _batch_norm, F.layer_norm: _layer_norm}
+_RULES = {F.linear: _linear, torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
+          F.batch_norm: _batch_norm, F.layer_norm: _layer_norm}
 
 __all__ = ["ShapeRules"]

@@ -14,6 +14,16 @@ import torch.nn.functional as F
 from hcfg.shape_rules import ShapeRules
 from hcfg.symbolic import SymbolicShapes, _Run
 
+
+class MatMul(nn.Module):
+    def __init__(self, other_shape) -> None:
+        super().__init__()
+        self.other = nn.Parameter(torch.randn(other_shape))
+
+    def forward(self, x):
+        return x @ self.other + torch.matmul(x, self.other) + x.matmul(self.other)
+
+
 CASES = {
     "linear 2-d": (nn.Linear(5, 7), (3, 5)),
     "linear 3-d": (nn.Linear(5, 7), (2, 4, 5)),
@@ -23,6 +33,10 @@ CASES = {
     "layer norm": (nn.LayerNorm(6), (2, 3, 6)),
     "layer norm 2 dims": (nn.LayerNorm((3, 6)), (2, 3, 6)),
     "layer norm without affine": (nn.LayerNorm(6, elementwise_affine=False), (4, 6)),
+    "matmul 2-d": (MatMul((5, 3)), (4, 5)),
+    "matmul batched": (MatMul((2, 5, 3)), (2, 4, 5)),
+    "matmul broadcast": (MatMul((5, 3)), (2, 6, 4, 5)),
+    "matmul broadcast ones": (MatMul((1, 5, 3)), (2, 4, 5)),
 }
 
 
@@ -50,8 +64,9 @@ def test_rule_keeps_a_symbolic_batch_symbolic(case):
         with run.mode, rules:
             mirrors.append(run.canonical(module(x)))
     plain, ruled = mirrors
-    assert isinstance(ruled.shape[0], sympy.Symbol)
     assert ruled == plain
+    # broadcasting against the weight's fixed batch of 2 pins it, in the op as in the rule
+    assert isinstance(ruled.shape[0], sympy.Symbol) == (case != "matmul batched")
 
 
 def test_a_wrong_width_fails_as_the_op_fails():
@@ -61,6 +76,8 @@ def test_a_wrong_width_fails_as_the_op_fails():
         nn.BatchNorm2d(3).eval()(torch.randn(1, 4, 2, 2))
     with pytest.raises(RuntimeError), ShapeRules():
         nn.LayerNorm(5)(torch.randn(2, 4))
+    with pytest.raises(RuntimeError), ShapeRules():
+        torch.matmul(torch.randn(2, 4, 5), torch.randn(3, 5, 2))
 
 
 def test_training_batch_norm_and_mixed_dtypes_are_left_to_the_op():
