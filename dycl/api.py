@@ -104,7 +104,7 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
 
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
-    ``schedule`` and ``jobs`` (see ``dycl.backends.tvm``)."""
+    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``)."""
     was_training = model.training
     model.eval()
     try:

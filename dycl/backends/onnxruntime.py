@@ -19,9 +19,10 @@ class OnnxRuntimeBackend:
     runtime = RUNTIME
     standalone = True
 
-    def compile(self, module: SubDNNModule, variant: Variant) -> bytes:
+    def compile(self, module: SubDNNModule, variant: Variant, static: bool = False) -> bytes:
+        """The ONNX bytes of ``variant``; ``static``: at its first example's exact shapes."""
         dynamic_axes = {}
-        for port in (*variant.inputs, *variant.outputs):
+        for port in () if static else (*variant.inputs, *variant.outputs):
             symbolic = {axis: dim for axis, dim in enumerate(port.shape) if isinstance(dim, str)}
             if symbolic:
                 dynamic_axes[port.name] = symbolic

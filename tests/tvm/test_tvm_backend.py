@@ -231,9 +231,39 @@ def test_symbolic_batch_and_image_size_from_one_compile(tmp_path):
 
 
 def test_tuning_says_which_kernels_keep_the_default_schedules(tmp_path):
-    """MetaSchedule measures fixed shapes: with the batch dim symbolic nothing is tuned, and the user is told."""
+    """MetaSchedule measures fixed shapes: with the batch dim symbolic and no build for the
+    example's shapes nothing is tuned, and the user is told; with that build (the default)
+    its kernels are tuned."""
     model = nn.Linear(4, 4).eval()
     with pytest.warns(UserWarning, match="kernels have symbolic dims and keep the default schedules"):
-        compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm", tune_trials=2, cache_dir=str(tmp_path))
+        compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm", tune_trials=2, cache_dir=str(tmp_path),
+                                specialize=False)
     tuning = compiled.stats["backend"]["tuning"]
     assert tuning["kernels"] == 0 and tuning["symbolic_untuned"] >= 1, tuning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm", tune_trials=2, cache_dir=str(tmp_path))
+    tuning = compiled.stats["backend"]["tuning"]
+    assert tuning["kernels"] >= 1 and compiled.stats["backend"]["specialized"] == 1, tuning
+
+
+def test_symbolic_sub_dnns_also_run_a_build_for_the_example_shapes(tmp_path):
+    model = Widening().eval()
+    compiled = dycl.compile(model, torch.ones(1, 4), backend="tvm")
+    assert compiled.stats["backend"]["specialized"] == compiled.stats["unique_compiled"]
+    calls = {"static": 0, "generic": 0}
+
+    def counted(run, kind):
+        def call(*args):
+            calls[kind] += 1
+            return run(*args)
+        return call
+
+    for executable in {id(e): e for e in compiled._host._call.values()}.values():
+        for kind in calls:
+            setattr(executable, kind, counted(getattr(executable, kind), kind))
+    generator = torch.Generator().manual_seed(4)
+    inputs = [torch.randn(batch, 4, generator=generator) for batch in (1, 3, 1, 2, 1, 5) for _ in range(4)]
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    assert calls["static"] >= 12 and calls["generic"] >= 12, calls
+    _check_saved(compiled, model, inputs, tmp_path)

@@ -27,6 +27,14 @@ compiles, so each kernel is tuned once. Finished libraries are cached too
 (``$DYCL_CACHE/tvm/builds``, keyed by the ONNX bytes, the options, the TVM
 version and this file).
 
+Symbolic dims (``dynamic=``) cost TVM much more than ONNX Runtime: a kernel over
+a symbolic extent gets no tiling and no tuning, and a symbolic-batch VGG ran 5x
+slower than its static build. So a sub-DNN with symbolic dims is built twice
+(``specialize=``, env ``DYCL_TVM_SPECIALIZE``; on by default): for its example's
+exact shapes, with every schedule and tuning, and for any shape; the host runs
+the first whenever the inputs have the example's shapes (``specialized.py``).
+Compile time and artifact size double for those sub-DNNs.
+
 The target is a generic x86-64 CPU (``x86-64-v2``: SSE4.2, what every x86-64
 server and desktop since 2009 runs and the baseline of current Linux
 distributions), not ``-mcpu=native``: an artifact must run on other machines, and
@@ -56,6 +64,7 @@ from typing import Any
 from dycl.backends.tvm.options import DEFAULT_CPU, SCHEDULES, TvmOptions
 from dycl.backends.tvm.recurrent import recurrent_layers_unrolled
 from dycl.backends.tvm.runtime import RUNTIME
+from dycl.backends.tvm.specialized import example_shapes, pack
 from dycl.backends.tvm.tuning import tuning_problems
 from dycl.backends.tvm.workers import BuildJob, compile_onnx
 
@@ -65,7 +74,7 @@ _SETTINGS: dict[str, Any] = {}
 
 def configure(**settings: Any) -> None:
     """Process-wide defaults for ``TvmBackend()`` (``tune_trials``, ``target``,
-    ``schedule``, ``jobs``, ``cache_dir``, ``build_cache``); None removes one."""
+    ``schedule``, ``jobs``, ``cache_dir``, ``build_cache``, ``specialize``); None removes one."""
     unknown = set(settings) - set(TvmOptions.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown TVM backend settings {sorted(unknown)}")
@@ -83,9 +92,10 @@ class TvmBackend:
     standalone = True
 
     def __init__(self, tune_trials: int | None = None, target: str | None = None, schedule: str | None = None,
-                 jobs: int | None = None, cache_dir: str | None = None, build_cache: bool | None = None) -> None:
+                 jobs: int | None = None, cache_dir: str | None = None, build_cache: bool | None = None,
+                 specialize: bool | None = None) -> None:
         explicit = {"tune_trials": tune_trials, "target": target, "schedule": schedule, "jobs": jobs,
-                    "cache_dir": cache_dir, "build_cache": build_cache}
+                    "cache_dir": cache_dir, "build_cache": build_cache, "specialize": specialize}
         self.options = TvmOptions.from_env(**{**_SETTINGS, **{k: v for k, v in explicit.items() if v is not None}})
         #: what the last compile did: seconds per phase, tuning summary, cache hits
         self.last_stats: dict[str, Any] = {}
@@ -107,19 +117,46 @@ class TvmBackend:
 
         start = time.perf_counter()
         exporter = OnnxRuntimeBackend()
+        jobs, specialized = [], {}
         with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
-            jobs = [BuildJob(variant.name, exporter.compile(module, variant), tuple(p.name for p in variant.inputs))
-                    for module, variant in zip(modules, variants)]
+            for module, variant in zip(modules, variants):
+                names = tuple(p.name for p in variant.inputs)
+                jobs.append(BuildJob(variant.name, exporter.compile(module, variant), names))
+                if self.options.specialize and _has_symbolic_dims(variant):
+                    specialized[variant.name] = len(jobs)
+                    jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
+                                         names))
         export_s = time.perf_counter() - start
-        libraries, self.last_stats = compile_onnx(jobs, self.options, progress)
+
+        def finished(name: str) -> None:
+            if progress and not name.endswith(_STATIC):
+                progress(name)
+
+        built, self.last_stats = compile_onnx(jobs, self.options, finished)
         self.last_stats["export_s"] = round(export_s, 3)
+        self.last_stats["specialized"] = len(specialized)
+        libraries = []
+        for job, data in zip(jobs, built):
+            if job.name.endswith(_STATIC):
+                continue
+            if job.name in specialized:
+                variant = variants[len(libraries)]
+                data = pack(built[specialized[job.name]], data, example_shapes(variant.examples[0]))
+            libraries.append(data)
         untuned = self.last_stats.get("tuning", {}).get("symbolic_untuned", 0)
-        if untuned:
+        if untuned and not specialized:
             warnings.warn(f"tune_trials={self.options.tune_trials}: {untuned} kernels have symbolic dims and keep "
                           "the default schedules (MetaSchedule measures fixed shapes); compile with "
                           "dynamic=False to tune every kernel", stacklevel=2)
         return libraries
 
+
+
+_STATIC = "@static"
+
+
+def _has_symbolic_dims(variant) -> bool:
+    return any(isinstance(dim, str) for port in (*variant.inputs, *variant.outputs) for dim in port.shape)
 
 
 @functools.cache

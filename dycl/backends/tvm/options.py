@@ -33,6 +33,8 @@ class TvmOptions:
     jobs: int = 0  # processes compiling sub-DNNs in parallel; 0: one per CPU (DYCL_TVM_JOBS)
     cache_dir: str = field(default_factory=default_cache_dir)  # (DYCL_CACHE/tvm)
     build_cache: bool = True  # reuse finished libraries from cache_dir (DYCL_TVM_BUILD_CACHE=0 turns off)
+    # a sub-DNN with symbolic dims is also built for its example's shapes (DYCL_TVM_SPECIALIZE=0 turns off)
+    specialize: bool = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> TvmOptions:
@@ -42,6 +44,7 @@ class TvmOptions:
             tune_trials=_env_int("DYCL_TVM_TUNE_TRIALS", 0),
             jobs=_env_int("DYCL_TVM_JOBS", 0),
             build_cache=os.environ.get("DYCL_TVM_BUILD_CACHE", "1") != "0",
+            specialize=os.environ.get("DYCL_TVM_SPECIALIZE", "1") != "0",
         )
         options = replace(options, **{k: v for k, v in overrides.items() if v is not None})
         if options.schedule not in SCHEDULES:

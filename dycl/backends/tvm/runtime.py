@@ -12,6 +12,7 @@ so inputs the exporter dropped are skipped without guessing.
 RUNTIME = '''
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -113,6 +114,30 @@ class _Executable:
         return [np.from_dlpack(t).copy() for t in ([result] if self.single else result)]
 
 
+class _Specialized:
+    """A sub-DNN built for its example's shapes and for any shape (``specialized.py``):
+    the first runs whenever the inputs have those shapes."""
+
+    def __init__(self, static, generic, shapes):
+        self.static, self.generic = static, generic
+        self.shapes = [(position, tuple(shape)) for position, shape in shapes]
+
+    def __call__(self, *args):
+        for position, shape in self.shapes:
+            if np.shape(args[position]) != shape:
+                return self.generic(*args)
+        return self.static(*args)
+
+
+_SPECIALIZED = b"DYCL-TVM-SPECIALIZED\\n"
+
+
 def load_executable(data, entry):
-    return _Executable(data, entry)
+    if not data.startswith(_SPECIALIZED):
+        return _Executable(data, entry)
+    end = data.index(b"\\n", len(_SPECIALIZED))
+    header = json.loads(data[len(_SPECIALIZED):end])
+    body = data[end + 1:]
+    static, generic = body[:header["static_bytes"]], body[header["static_bytes"]:]
+    return _Specialized(_Executable(static, entry), _Executable(generic, entry), header["shapes"])
 '''
