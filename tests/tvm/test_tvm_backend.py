@@ -167,6 +167,38 @@ def test_every_schedule_level_computes_the_same(schedule, tmp_path):
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
 
 
+class GatedConvNet(ConvNet):
+    """ConvNet plus a bool output (a kernel that must stay scalar)."""
+
+    def forward(self, x):
+        p, m = super().forward(x)
+        return p, m, p.max(dim=-1).values > 0.2
+
+
+def test_dycl_schedules_reach_every_kernel_with_work():
+    """A rule that raises hands its kernel to the next rule or leaves it serial: still
+    correct, but several times slower (a TVM API slip once sent every convolution of
+    the zoo to the plain parallel-loop rule, 6x slower), so look at the kernels."""
+    from dycl.backends.tvm.lowering import import_onnx, prepare
+    from dycl.backends.tvm.options import target_of
+    from dycl.backends.tvm.schedules import apply_schedules
+
+    torch.manual_seed(0)
+    model = GatedConvNet().eval()
+    onnx_bytes = _onnx(model, torch.randn(1, 3, 16, 16), ("p:out", "m:out", "g:out"))
+    target = target_of(TvmOptions.from_env())
+    scheduled = apply_schedules(prepare(import_onnx(onnx_bytes, ["x"]), target), target, "dycl")
+    kernels = {gv.name_hint: func.script() for gv, func in scheduled.functions_items()
+               if type(func).__name__ == "PrimFunc"}
+    convolutions = [name for name in kernels if "conv2d" in name]
+    assert len(convolutions) == 2, sorted(kernels)
+    for name in convolutions:  # register-tiled (an accumulator in "local" memory); the grouped one is too small
+        assert '"local"' in kernels[name] and "T.vectorized" in kernels[name], name  # to parallelize
+    parallel = [name for name, text in kernels.items() if "T.parallel" in text]
+    assert len(parallel) >= 2 and any("conv2d" in name for name in parallel), parallel
+    assert sum("T.vectorized" in text for text in kernels.values()) >= len(kernels) - 3, sorted(kernels)
+
+
 def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
     torch.manual_seed(0)
     model = Decoder().eval()

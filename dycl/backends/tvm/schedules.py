@@ -71,7 +71,7 @@ def _rule_classes():
         writes = sch.get(block).writes
         dtype = writes[0].source.dtype if writes else None
         # LLVM codegen cannot store a vector of bools (an int8 vector into a bool buffer)
-        touches_bool = any(str(region.buffer.dtype) == "bool" for region in [*writes, *sch.get(block).reads])
+        touches_bool = any(str(region.source.dtype) == "bool" for region in [*writes, *sch.get(block).reads])
         vector = None
         if (spatial == len(loops) and sizes[-1] is not None and dtype is not None and len(loops) >= 1
                 and not touches_bool):
