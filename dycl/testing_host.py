@@ -4,6 +4,7 @@ torch or dycl is impossible, and compare its outputs with expected ones."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -70,9 +71,11 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
-def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[Any], atol: float) -> dict:
-    """Run ``artifact``'s host on ``inputs`` in a torch-free process; return
-    ``{"checked": n, "problems": [...]}`` comparing with ``model``'s eager outputs."""
+def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[Any], atol: float,
+                           env: dict[str, str] | None = None) -> dict:
+    """Run ``artifact``'s host on ``inputs`` in a torch-free process (with ``env`` added
+    to its environment); return ``{"checked": n, "problems": [...]}`` comparing with
+    ``model``'s eager outputs."""
     cases = []
     with torch.no_grad():
         for item in inputs:
@@ -84,7 +87,7 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
         script = Path(scratch) / "run_host.py"
         script.write_text(_SCRIPT)
         completed = subprocess.run([sys.executable, str(script), str(artifact), str(data)], capture_output=True,
-                                   text=True, timeout=600)
+                                   text=True, timeout=600, env={**os.environ, **(env or {})})
     if completed.returncode != 0:
         raise AssertionError(f"host process failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])

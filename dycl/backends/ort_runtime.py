@@ -8,10 +8,10 @@ import onnxruntime as ort
 
 # Note: one intra-op thread pool for all sessions. A pool per session, each
 # spinning, made a chain of 20 sessions 10x slower on 2 cores.
-# DYCL_ORT_POOL=session, DYCL_ORT_CALL=run and DYCL_ORT_LOAD=lazy turn the host's
-# levers off, one by one, for the ablation (benchmarks/ablation.py).
+# DYCL_ORT_POOL=session, DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
+# host's choices, one by one, for the ablation (benchmarks/ablation.py).
 _THREADS = int(os.environ.get("DYCL_THREADS", "0")) or (os.cpu_count() or 1)
-_CALL = os.environ.get("DYCL_ORT_CALL", "iobinding")
+_CALL = os.environ.get("DYCL_ORT_CALL", "run")
 _LOAD = os.environ.get("DYCL_ORT_LOAD", "eager")
 _GLOBAL_POOL = getattr(ort, "_dycl_global_pool", None)
 if _GLOBAL_POOL is None and os.environ.get("DYCL_ORT_POOL") == "session":
@@ -38,27 +38,39 @@ def _session_options():
 
 
 class _Executable:
-    """One compiled sub-DNN: names, dtypes and the output binding are set up once
-    (a fresh IOBinding per call costs 4x the call of a small sub-DNN); each call
-    binds the inputs, runs, and copies the outputs out. Not thread-safe.
+    """One compiled sub-DNN: its session, and the input names and dtypes resolved
+    once; each call runs ``session.run`` on a feed dict. Not thread-safe.
 
-    An output binding keeps the shape of its first run, so it is renewed (20 us for
-    three outputs) only where an output's shape may have changed: when an input with
-    a symbolic dim changed shape since the last call, or on every call where an output
-    dim is not a function of the input dims (data-dependent). ``DYCL_ORT_CALL=run``
-    calls ``session.run`` with a feed dict instead (the ablation's baseline)."""
+    Note: IOBinding with outputs bound once (``_BoundExecutable``) was 11% slower
+    over the zoo (``benchmarks/ablation.md``): binding each input and copying the
+    outputs out costs more than the feed dict saves."""
 
     def __init__(self, data, entry):
         self.session = ort.InferenceSession(data, _session_options(), providers=["CPUExecutionProvider"])
-        inputs = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops inputs nothing reads
+        self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops unread inputs
         self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
-                       for position, port in enumerate(entry["inputs"]) if port["name"] in inputs]
+                       for position, port in enumerate(entry["inputs"]) if port["name"] in self.input_shapes]
         self.outputs = [port["name"] for port in entry["outputs"]]
-        input_symbols = _symbols([dim for shape in inputs.values() for dim in shape])
+
+    def __call__(self, *args):
+        feeds = {name: np.ascontiguousarray(args[position], dtype=dtype) for position, name, dtype in self.inputs}
+        return self.session.run(self.outputs, feeds)
+
+
+class _BoundExecutable(_Executable):
+    """IOBinding, outputs bound once (``DYCL_ORT_CALL=iobinding``). A bound output keeps
+    the shape of its first run, so the binding is renewed only where an output's shape
+    may have changed: when an input with a symbolic dim changed shape since the last
+    call, or on every call where an output dim is not a function of the input dims."""
+
+    def __init__(self, data, entry):
+        super().__init__(data, entry)
+        input_symbols = _symbols([dim for shape in self.input_shapes.values() for dim in shape])
         output_dims = [dim for port in self.session.get_outputs() for dim in port.shape if not isinstance(dim, int)]
         self.data_dependent = any(dim is None or not _symbols([dim]) <= input_symbols for dim in output_dims)
-        self.symbolic_positions = tuple(position for position, name, _ in self.inputs
-                                        if any(not isinstance(dim, int) for dim in inputs[name])) if output_dims else ()
+        self.symbolic_positions = tuple(
+            position for position, name, _ in self.inputs
+            if any(not isinstance(dim, int) for dim in self.input_shapes[name])) if output_dims else ()
         self.last_shapes = None
         self.binding = self.session.io_binding()
         self._bind_outputs()
@@ -83,15 +95,6 @@ class _Executable:
         return binding.copy_outputs_to_cpu()
 
 
-
-class _FeedExecutable(_Executable):
-    """``session.run`` with a fresh feed dict per call, no IOBinding."""
-
-    def __call__(self, *args):
-        feeds = {name: np.ascontiguousarray(args[position], dtype=dtype) for position, name, dtype in self.inputs}
-        return self.session.run(self.outputs, feeds)
-
-
 def _symbols(dims):
     """The identifiers in symbolic dims (``2*batch + 1`` -> {"batch"})."""
     return {word for dim in dims if isinstance(dim, str) for word in re.findall(r"[A-Za-z_]\\w*", dim)}
@@ -110,7 +113,7 @@ class _LazyExecutable:
 
 
 def _executable(data, entry):
-    return (_FeedExecutable if _CALL == "run" else _Executable)(data, entry)
+    return (_BoundExecutable if _CALL == "iobinding" else _Executable)(data, entry)
 
 
 def load_executable(data, entry):

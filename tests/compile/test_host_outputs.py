@@ -1,14 +1,16 @@
 """Outputs of the ONNX Runtime host: data-dependent output shapes change from call
-to call, and an output handed to the caller can be changed without changing what
-the next call returns."""
+to call (with every host setting of ``DYCL_ORT_*``), and an output handed to the
+caller can be changed without changing what the next call returns."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
 import dycl
 from dycl.testing import assert_equivalent, outputs_match
+from dycl.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 
@@ -59,3 +61,15 @@ def test_changing_a_returned_constant_leaves_the_next_call_alone():
         first[1].add_(100.0)
         with torch.no_grad():
             assert outputs_match(model(x), compiled(x), atol=ATOL) is None
+
+
+@pytest.mark.parametrize("setting", [{}, {"DYCL_ORT_CALL": "iobinding"}, {"DYCL_ORT_POOL": "session"},
+                                     {"DYCL_ORT_LOAD": "lazy"}])
+def test_every_host_setting_follows_batch_and_data_dependent_shapes(setting, tmp_path):
+    model = _model()
+    generator = torch.Generator().manual_seed(5)
+    inputs = [torch.randn(batch, 6, generator=generator) for batch in (1, 1, 3, 2, 1, 4, 4, 1) for _ in range(3)]
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, ATOL, env=setting)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
