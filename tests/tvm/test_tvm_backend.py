@@ -17,6 +17,7 @@ import dycl
 from dycl.backends import get_backend
 from dycl.backends.tvm import SCHEDULES, BuildJob, TvmBackend, TvmOptions, compile_onnx
 from dycl.backends.tvm.runtime import RUNTIME
+from dycl.backends.tvm.specialized import MAGIC
 from dycl.compiler import compile_model
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
@@ -32,7 +33,7 @@ def test_the_host_runtime_imports_neither_torch_nor_dycl():
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"hashlib", "importlib", "os", "sys", "tempfile", "tvm"}, imported
+    assert imported <= {"hashlib", "importlib", "json", "os", "sys", "tempfile", "tvm"}, imported
 
 
 def test_get_backend_passes_options_to_tvm_only():
@@ -208,11 +209,16 @@ def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
     finished: list[str] = []
     libraries = backend.compile_many(modules, [m.variant for m in modules], progress=finished.append)
     assert sorted(finished) == sorted(m.variant.name for m in modules)
-    assert all(data[:4] == b"\x7fELF" for data in libraries)
+    # a variant with a symbolic batch: its example-shaped build and its generic one, in one file
+    specialized = [data for data in libraries if data.startswith(MAGIC)]
+    assert len(specialized) == backend.last_stats["specialized"] >= 1
+    assert all(data[:4] == b"\x7fELF" for data in libraries if not data.startswith(MAGIC))
+    for data in specialized:
+        assert data.count(b"\x7fELF") >= 2 and data[data.index(b"\n", len(MAGIC)) + 1:][:4] == b"\x7fELF"
     assert backend.last_stats["build_cache_hits"] == 0
     again = TvmBackend(jobs=2, cache_dir=str(tmp_path), build_cache=True)
     assert again.compile_many(modules, [m.variant for m in modules]) == libraries
-    assert again.last_stats["build_cache_hits"] == len(modules)
+    assert again.last_stats["build_cache_hits"] == len(modules) + len(specialized)
 
 
 def test_tuning_records_are_cached_and_reused(tmp_path):
