@@ -54,18 +54,18 @@ def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) 
     return {name: statistics.median(values) * 1000 for name, values in times.items()}
 
 
-def oracle(model, inputs, decisions: bool = False):
-    """For each input, a callable running the static graph of exactly its path
-    (with ``decisions``, also computing the values its branches test)."""
+def oracles(model, inputs):
+    """For each input, callables running the static graph of exactly its path: as traced,
+    and also computing the values its branches test. Also the number of distinct paths."""
     files = model_source_files(model)
     sessions, keys = {}, []
     with torch.no_grad():
         for args in inputs:
             _, path = record_path(model, *args, files=files)
             if path not in sessions:
-                sessions[path] = traced_baseline(model, args, decisions=decisions)
+                sessions[path] = (traced_baseline(model, args), traced_baseline(model, args, decisions=True))
             keys.append(path)
-    return [sessions[key] for key in keys], len(sessions)
+    return [sessions[key][0] for key in keys], [sessions[key][1] for key in keys], len(sessions)
 
 
 _RSS_SCRIPT = r'''
@@ -124,8 +124,7 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
         tvm = dycl.compile(model, example, backend="tvm")
     except Exception as exc:  # noqa: BLE001 - reported in the table
         row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
-    run_oracle, paths = oracle(model, inputs)
-    run_decisions_oracle, _ = oracle(model, inputs, decisions=True)
+    run_oracle, run_decisions_oracle, paths = oracles(model, inputs)
     row["paths"] = paths
     contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_static_ms": static, "dycl_noopt_ms": noopt,
                   "oracle_ms": run_oracle, "oracle_decisions_ms": run_decisions_oracle}

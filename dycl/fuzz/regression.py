@@ -8,8 +8,10 @@ from pathlib import Path
 
 import torch
 
+import dycl
 from dycl.fuzz.program import Program, render_classes
 from dycl.fuzz.runner import ATOL, Outcome
+from dycl.testing import outputs_match
 
 
 def _rows(inputs: Sequence[torch.Tensor]) -> str:
@@ -19,6 +21,21 @@ def _rows(inputs: Sequence[torch.Tensor]) -> str:
         values = ", ".join(repr(float(v)) for v in x.reshape(-1).tolist())
         rows.append(textwrap.fill(f"[{values}],", 100, initial_indent="    ", subsequent_indent="     "))
     return "\n".join(rows)
+
+
+def check_regression(model_class: type[torch.nn.Module], seed: int, rows: Sequence[Sequence[float]], backend: str,
+                     atol: float) -> None:
+    """What a regression test asserts: the model built under ``seed`` and compiled on
+    ``backend`` for the first row equals eager on every row (each row one input of batch 1)."""
+    torch.manual_seed(seed)
+    model = model_class().eval()
+    inputs = [torch.tensor([row]) for row in rows]
+    compiled = dycl.compile(model, inputs[0], backend=backend)
+    for i, x in enumerate(inputs):
+        with torch.no_grad():
+            expected = model(x)
+        problem = outputs_match(expected, compiled(x), atol=atol)
+        assert problem is None, f"input {i}: {problem}"
 
 
 def regression_name(program: Program, backend: str) -> str:
@@ -40,8 +57,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
               + ("import pytest\n" if xfail else "")
               + "import torch\n"
               "from torch import nn\n\n"
-              "import dycl\n"
-              "from dycl.testing import outputs_match\n\n\n")
+              "from dycl.fuzz.regression import check_regression\n\n\n")
     body = (f"\n\nSEED = {program.seed}\n"
             f'BACKEND = "{outcome.backend}"\n'
             f"ATOL = {ATOL.get(outcome.backend, 1e-4)}\n"
@@ -49,15 +65,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
             f"INPUTS = [\n{_rows(inputs)}\n]\n\n\n"
             + (f"@pytest.mark.xfail(strict=True, reason={('dycl bug: ' + outcome.status)!r})\n" if xfail else "")
             + f"def {name}():\n"
-            "    torch.manual_seed(SEED)\n"
-            f"    model = {program.name}().eval()\n"
-            "    inputs = [torch.tensor([row]) for row in INPUTS]\n"
-            "    compiled = dycl.compile(model, inputs[0], backend=BACKEND)\n"
-            "    for i, x in enumerate(inputs):\n"
-            "        with torch.no_grad():\n"
-            "            expected = model(x)\n"
-            "        problem = outputs_match(expected, compiled(x), atol=ATOL)\n"
-            '        assert problem is None, f"input {i}: {problem}"\n')
+            f"    check_regression({program.name}, SEED, INPUTS, BACKEND, ATOL)\n")
     return header + render_classes(program) + body
 
 

@@ -7,8 +7,7 @@ Failure: error: input #0: TypeError: _subdnn() missing 1 required positional arg
 import torch
 from torch import nn
 
-import dycl
-from dycl.testing import outputs_match
+from dycl.fuzz.regression import check_regression
 
 
 class Fuzz_s0_p87(nn.Module):
@@ -33,12 +32,4 @@ INPUTS = [
 
 
 def test_fuzz_s0_p87_torch():
-    torch.manual_seed(SEED)
-    model = Fuzz_s0_p87().eval()
-    inputs = [torch.tensor([row]) for row in INPUTS]
-    compiled = dycl.compile(model, inputs[0], backend=BACKEND)
-    for i, x in enumerate(inputs):
-        with torch.no_grad():
-            expected = model(x)
-        problem = outputs_match(expected, compiled(x), atol=ATOL)
-        assert problem is None, f"input {i}: {problem}"
+    check_regression(Fuzz_s0_p87, SEED, INPUTS, BACKEND, ATOL)

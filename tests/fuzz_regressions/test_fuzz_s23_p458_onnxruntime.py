@@ -7,8 +7,7 @@ Failure: error: input #0: RuntimeError: Error in execution: Got invalid dimensio
 import torch
 from torch import nn
 
-import dycl
-from dycl.testing import outputs_match
+from dycl.fuzz.regression import check_regression
 
 
 class Fuzz_s23_p458(nn.Module):
@@ -38,12 +37,4 @@ INPUTS = [
 
 
 def test_fuzz_s23_p458_onnxruntime():
-    torch.manual_seed(SEED)
-    model = Fuzz_s23_p458().eval()
-    inputs = [torch.tensor([row]) for row in INPUTS]
-    compiled = dycl.compile(model, inputs[0], backend=BACKEND)
-    for i, x in enumerate(inputs):
-        with torch.no_grad():
-            expected = model(x)
-        problem = outputs_match(expected, compiled(x), atol=ATOL)
-        assert problem is None, f"input {i}: {problem}"
+    check_regression(Fuzz_s23_p458, SEED, INPUTS, BACKEND, ATOL)

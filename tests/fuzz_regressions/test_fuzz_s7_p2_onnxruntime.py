@@ -7,8 +7,7 @@ Failure: error: input #1: RuntimeError: Error in execution: Non-zero status code
 import torch
 from torch import nn
 
-import dycl
-from dycl.testing import outputs_match
+from dycl.fuzz.regression import check_regression
 
 
 class Fuzz_s7_p2(nn.Module):
@@ -37,12 +36,4 @@ INPUTS = [
 
 
 def test_fuzz_s7_p2_onnxruntime():
-    torch.manual_seed(SEED)
-    model = Fuzz_s7_p2().eval()
-    inputs = [torch.tensor([row]) for row in INPUTS]
-    compiled = dycl.compile(model, inputs[0], backend=BACKEND)
-    for i, x in enumerate(inputs):
-        with torch.no_grad():
-            expected = model(x)
-        problem = outputs_match(expected, compiled(x), atol=ATOL)
-        assert problem is None, f"input {i}: {problem}"
+    check_regression(Fuzz_s7_p2, SEED, INPUTS, BACKEND, ATOL)

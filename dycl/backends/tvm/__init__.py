@@ -117,15 +117,17 @@ class TvmBackend:
 
         start = time.perf_counter()
         exporter = OnnxRuntimeBackend()
-        jobs, specialized = [], {}
+        jobs: list[BuildJob] = []
+        static_job: dict[int, int] = {}  # variant index -> index of its example-shaped build job
         with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
             for module, variant in zip(modules, variants):
-                names = tuple(p.name for p in variant.inputs)
-                jobs.append(BuildJob(variant.name, exporter.compile(module, variant), names))
+                jobs.append(BuildJob(variant.name, exporter.compile(module, variant),
+                                     tuple(p.name for p in variant.inputs)))
+            for index, (module, variant) in enumerate(zip(modules, variants)):
                 if self.options.specialize and _has_symbolic_dims(variant):
-                    specialized[variant.name] = len(jobs)
+                    static_job[index] = len(jobs)
                     jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
-                                         names))
+                                         jobs[index].inputs))
         export_s = time.perf_counter() - start
 
         def finished(name: str) -> None:
@@ -134,17 +136,12 @@ class TvmBackend:
 
         built, self.last_stats = compile_onnx(jobs, self.options, finished)
         self.last_stats["export_s"] = round(export_s, 3)
-        self.last_stats["specialized"] = len(specialized)
-        libraries = []
-        for job, data in zip(jobs, built):
-            if job.name.endswith(_STATIC):
-                continue
-            if job.name in specialized:
-                variant = variants[len(libraries)]
-                data = pack(built[specialized[job.name]], data, example_shapes(variant.examples[0]))
-            libraries.append(data)
+        self.last_stats["specialized"] = len(static_job)
+        libraries = built[:len(variants)]  # the generic builds come first, in variant order
+        for index, job in static_job.items():
+            libraries[index] = pack(built[job], libraries[index], example_shapes(variants[index].examples[0]))
         untuned = self.last_stats.get("tuning", {}).get("symbolic_untuned", 0)
-        if untuned and not specialized:
+        if untuned and not static_job:
             warnings.warn(f"tune_trials={self.options.tune_trials}: {untuned} kernels have symbolic dims and keep "
                           "the default schedules (MetaSchedule measures fixed shapes); compile with "
                           "dynamic=False to tune every kernel", stacklevel=2)
