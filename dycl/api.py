@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from dycl.artifact import load_host, write_artifact
+from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
 from hcfg.draw import layout_json
@@ -79,19 +79,19 @@ class CompiledModel:
         if not self._result.backend.standalone:
             raise ValueError(f"backend {self._result.backend.name!r} runs only in-process and cannot be saved; "
                              "compile with backend='onnxruntime'")
-        target = Path(directory)
-        target.mkdir(parents=True, exist_ok=True)
-        for name, data in sorted(self._result.files.items()):
-            (target / name).write_bytes(data)
-        (target / "host.py").write_text(self.host_source)
-        (target / "hcfg.dot").write_text(self._result.graph.to_dot())
-        (target / "hcfg.json").write_text(json.dumps(layout_json(self._result.graph), indent=1) + "\n")
-        (target / "manifest.json").write_bytes(manifest_bytes(self._result.manifest))
-        return target
+        manifest = self._result.manifest
+        files = dict(self._result.files)
+        files["host.py"] = self.host_source.encode()
+        files["hcfg.dot"] = self._result.graph.to_dot().encode()
+        files["hcfg.json"] = (json.dumps(layout_json(self._result.graph), indent=1) + "\n").encode()
+        files["README.md"] = readme(manifest).encode()
+        files["requirements.txt"] = requirements_txt(manifest).encode()
+        files["manifest.json"] = manifest_bytes(manifest)
+        return write_artifact(directory, files)
 
 
 def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True,
+            progress: bool | None = None, dynamic: DynamicSpec = True, threads: int | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments). Every branch is compiled now;
@@ -112,32 +112,41 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
                                backend_options=backend_options, dynamic=dynamic)
     finally:
         model.train(was_training)
-    return from_result(result)
+    return from_result(result, **({} if threads is None else {"threads": threads}))
 
 
-def from_result(result: CompileResult) -> CompiledModel:
-    """The in-process model of a ``compile_model`` result."""
+def from_result(result: CompileResult, **options: Any) -> CompiledModel:
+    """The in-process model of a ``compile_model`` result; ``options`` (``threads``,
+    ``providers``, ``session_options``, ``shared_pool``) as for ``dycl.load``.
+    A backend that saves artifacts runs them with the host's own runtime, so the
+    in-process model behaves as the saved one does."""
     chosen = result.backend
     host = load_host_module(result.host_source)
+    runtime = host.runtime_options(**options) if chosen.standalone else None
     by_file: dict[str, Any] = {}  # sub-DNNs that share a file share its executable, as in the saved host
     executables = {}
     for name, entry in result.manifest["sub_dnns"].items():
+        data = result.files[entry["file"]]
         if entry["file"] not in by_file:
-            by_file[entry["file"]] = chosen.executable(result.files[entry["file"]], entry, result.modules[name])
+            by_file[entry["file"]] = (host.load_executable(data, entry, runtime) if chosen.standalone
+                                      else chosen.executable(data, entry, result.modules[name]))
         executables[name] = by_file[entry["file"]]
     constants = {key: value.numpy() for key, value in result.constants.items()}
     return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
 
 
-def load(directory: str | Path) -> CompiledModel:
-    """Load a saved artifact (verifying its manifest and checksums)."""
-    path = Path(directory)
-    host_file = path / "host.py"
-    if not host_file.is_file():
-        raise FileNotFoundError(f"{path} has no host.py: not a dycl artifact directory")
-    name = f"dycl_host_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, host_file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return CompiledModel(module.load(path), host_file.read_text())
+def load(directory: str | Path, threads: int | None = None, providers: list[Any] | None = None,
+         session_options: Any = None, shared_pool: bool | None = None) -> CompiledModel:
+    """Load a saved artifact. The manifest (schema) and every file it lists, host.py
+    included, are verified before anything in it runs (``dycl.artifact.verify``);
+    an artifact is code all the same: load only artifacts you trust.
+
+    ``threads`` (intra-op threads per session), ``providers`` and ``session_options``
+    go to ONNX Runtime sessions; ``shared_pool=True`` opts in to one process-wide
+    ONNX Runtime thread pool (faster; afterwards every ONNX Runtime session in the
+    process must set ``use_per_session_threads=False``). Nothing process-wide
+    changes otherwise, and any number of artifacts can be loaded side by side."""
+    options = {"threads": threads, "providers": providers, "session_options": session_options,
+               "shared_pool": shared_pool}
+    host_model, source = load_host(directory, **{k: v for k, v in options.items() if v is not None})
+    return CompiledModel(host_model, source)

@@ -14,8 +14,10 @@ import numpy as np
 import torch
 
 import rewriter
+from dycl.artifact_outputs import output_specs, provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
+from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
 from dycl.progress import Progress
 from dycl.subdnn import SubDNNModule, Variant, variants_of
@@ -25,6 +27,7 @@ from hcfg.levers import ALL_ON, Levers
 from hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from hcfg.symbolic import SymbolicShapes
 from hcfg.trace import trace_examples
+from hostgen.artifact_check import CONSTANTS_MAGIC
 from hostgen.emit import CallSpec, HostCodegen
 
 VERSION = "0.1.0"
@@ -107,6 +110,9 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     file_of: dict[str, str] = {}
     for (fingerprint, variant), data in zip(distinct.items(), compiled):
         file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
+        if chosen.file_suffix == ".onnx":
+            shared = [v.name for v in variants if identity(v) == fingerprint]
+            data = describe_onnx(data, *provenance(variant, shared, rewritten.qualname))
         files[file_of[fingerprint]] = data
     entries: dict[str, dict[str, Any]] = {}
     for variant in variants:
@@ -133,6 +139,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
+    manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args)
     if constants:
         blob, table = pack_constants(constants)
         files[CONSTANTS_FILE] = blob
@@ -156,16 +163,20 @@ CONSTANTS_FILE = "constants.bin"
 
 
 def pack_constants(constants: dict[str, torch.Tensor]) -> tuple[bytes, dict[str, dict[str, Any]]]:
-    """All constant arrays in one file, 64-byte aligned; the table says where each one is."""
-    blob = bytearray()
+    """All constant arrays in one file, 64-byte aligned; the table says where each one
+    is (offsets from the data section). The file starts with its own copy of the
+    table, so that the checksum covers it (``hostgen.artifact_check.constant_layout``)."""
+    data = bytearray()
     table = {}
     for key in sorted(constants):
         array = np.ascontiguousarray(constants[key].numpy())
-        offset = (len(blob) + 63) // 64 * 64
-        blob.extend(b"\0" * (offset - len(blob)))
-        blob.extend(array.tobytes())
+        offset = (len(data) + 63) // 64 * 64
+        data.extend(b"\0" * (offset - len(data)))
+        data.extend(array.tobytes())
         table[key] = {"offset": offset, "dtype": str(array.dtype), "shape": list(array.shape)}
-    return bytes(blob), table
+    header = CONSTANTS_MAGIC + json.dumps(table, sort_keys=True).encode() + b"\n"
+    header += b"\0" * (-len(header) % 64)
+    return header + bytes(data), table
 
 
 def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:

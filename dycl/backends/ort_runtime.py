@@ -1,52 +1,91 @@
-"""The ONNX Runtime part of the generated host (copied into host.py verbatim)."""
+"""The ONNX Runtime part of the generated host (copied into host.py verbatim).
+
+Assumes ``np`` (numpy) is imported by the host. Guarantees: loading changes no
+process-wide ONNX Runtime state unless the caller opts in (``shared_pool=True``);
+every executable is safe to call from many threads at once.
+"""
 
 RUNTIME = '''
 import os
 import re
+import threading
 
 import onnxruntime as ort
 
-# Note: one intra-op thread pool for all sessions. A pool per session, each
-# spinning, made a chain of 20 sessions 10x slower on 2 cores.
-# DYCL_ORT_POOL=session, DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
-# host's choices, one by one, for the ablation (benchmarks/ablation.py).
-_THREADS = int(os.environ.get("DYCL_THREADS", "0")) or (os.cpu_count() or 1)
-_CALL = os.environ.get("DYCL_ORT_CALL", "run")
-_LOAD = os.environ.get("DYCL_ORT_LOAD", "eager")
-_GLOBAL_POOL = getattr(ort, "_dycl_global_pool", None)
-if _GLOBAL_POOL is None and os.environ.get("DYCL_ORT_POOL") == "session":
-    _GLOBAL_POOL = ort._dycl_global_pool = False
-if _GLOBAL_POOL is None:
-    try:
-        ort.capi._pybind_state.set_global_thread_pool_sizes(_THREADS, 1)
-        _GLOBAL_POOL = True
-    except Exception:  # another library created the runtime first, with per-session pools
-        _GLOBAL_POOL = False
-    ort._dycl_global_pool = _GLOBAL_POOL
+# Note: thread pools. By default each session gets its own intra-op pool of
+# ``threads`` threads that do not spin (a pool per session, each spinning, made a
+# chain of 20 sessions 10x slower on 2 cores). One pool shared by all sessions is
+# faster still (benchmarks/ablation.md) but is process-wide ONNX Runtime state:
+# once it exists, every session in the process must be created with
+# use_per_session_threads=False. So it is only an opt-in: load(..., shared_pool=True)
+# or DYCL_ORT_POOL=global. DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
+# host's other choices, one by one, for the ablation (benchmarks/ablation.py).
 
 
-def _session_options():
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if _GLOBAL_POOL:
-        options.use_per_session_threads = False
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
+    """The settings every session of one loaded model is created with.
+
+    ``threads``: intra-op threads per session (default ``$DYCL_THREADS`` or every
+    CPU); ``providers``: ONNX Runtime execution providers (default CPU);
+    ``session_options``: an ``onnxruntime.SessionOptions`` used as given (then
+    ``threads`` must be None); ``shared_pool``: one global thread pool for all
+    sessions in the process (see the note above; default ``$DYCL_ORT_POOL == "global"``)."""
+    if shared_pool is None:
+        shared_pool = os.environ.get("DYCL_ORT_POOL") == "global"
+    if session_options is not None and threads is not None:
+        raise ValueError("give threads= or session_options=, not both (session_options is used as given)")
+    if threads is None:
+        threads = int(os.environ.get("DYCL_THREADS", "0")) or (os.cpu_count() or 1)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    if shared_pool:
+        try:
+            ort.set_global_thread_pool_sizes(threads, 1)
+        except Exception as error:  # the global pools exist already: share them as they are
+            if "already been created" not in str(error):
+                raise
+    return {"threads": threads, "providers": list(providers or ["CPUExecutionProvider"]),
+            "session_options": session_options, "shared_pool": bool(shared_pool),
+            "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager")}
+
+
+def _session_options(options=None):
+    options = options or runtime_options()
+    if options["session_options"] is not None:
+        return options["session_options"]
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if options["shared_pool"]:
+        session_options.use_per_session_threads = False
     else:
-        options.intra_op_num_threads = _THREADS
-        options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+        session_options.intra_op_num_threads = options["threads"]
+        session_options.inter_op_num_threads = 1
+    session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return session_options
+
+
+def _session(data, options):
+    session_options = _session_options(options)
+    try:
+        return ort.InferenceSession(data, session_options, providers=options["providers"])
+    except Exception as error:
+        # another component of the process opted in to ONNX Runtime's global pool
+        if "global thread pool" not in str(error) or options["session_options"] is not None:
+            raise
+    session_options.use_per_session_threads = False
+    return ort.InferenceSession(data, session_options, providers=options["providers"])
 
 
 class _Executable:
     """One compiled sub-DNN: its session, and the input names and dtypes resolved
-    once; each call runs ``session.run`` on a feed dict. Not thread-safe.
+    once; each call runs ``session.run`` on a feed dict (thread-safe).
 
     Note: IOBinding with outputs bound once (``_BoundExecutable``) was 11% slower
     over the zoo (``benchmarks/ablation.md``): binding each input and copying the
     outputs out costs more than the feed dict saves."""
 
-    def __init__(self, data, entry):
-        self.session = ort.InferenceSession(data, _session_options(), providers=["CPUExecutionProvider"])
+    def __init__(self, data, entry, options):
+        self.session = _session(data, options)
         self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops unread inputs
         self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
                        for position, port in enumerate(entry["inputs"]) if port["name"] in self.input_shapes]
@@ -61,34 +100,41 @@ class _BoundExecutable(_Executable):
     """IOBinding, outputs bound once (``DYCL_ORT_CALL=iobinding``). A bound output keeps
     the shape of its first run, so the binding is renewed only where an output's shape
     may have changed: when an input with a symbolic dim changed shape since the last
-    call, or on every call where an output dim is not a function of the input dims."""
+    call, or on every call where an output dim is not a function of the input dims.
+    A binding is mutable state, so each thread has its own."""
 
-    def __init__(self, data, entry):
-        super().__init__(data, entry)
+    def __init__(self, data, entry, options):
+        super().__init__(data, entry, options)
         input_symbols = _symbols([dim for shape in self.input_shapes.values() for dim in shape])
         output_dims = [dim for port in self.session.get_outputs() for dim in port.shape if not isinstance(dim, int)]
         self.data_dependent = any(dim is None or not _symbols([dim]) <= input_symbols for dim in output_dims)
         self.symbolic_positions = tuple(
             position for position, name, _ in self.inputs
             if any(not isinstance(dim, int) for dim in self.input_shapes[name])) if output_dims else ()
-        self.last_shapes = None
-        self.binding = self.session.io_binding()
-        self._bind_outputs()
+        self.local = threading.local()
 
-    def _bind_outputs(self):
-        self.binding.clear_binding_outputs()
+    def _state(self):
+        state = getattr(self.local, "state", None)
+        if state is None:
+            state = self.local.state = [self.session.io_binding(), None]  # binding, shapes it was bound for
+            self._bind_outputs(state[0])
+        return state
+
+    def _bind_outputs(self, binding):
+        binding.clear_binding_outputs()
         for name in self.outputs:
-            self.binding.bind_output(name)
+            binding.bind_output(name)
 
     def __call__(self, *args):
-        binding = self.binding
+        state = self._state()
+        binding = state[0]
         if self.symbolic_positions:
             shapes = tuple(np.shape(args[position]) for position in self.symbolic_positions)
-            if self.data_dependent or shapes != self.last_shapes:
-                self.last_shapes = shapes
-                self._bind_outputs()
+            if self.data_dependent or shapes != state[1]:
+                state[1] = shapes
+                self._bind_outputs(binding)
         elif self.data_dependent:
-            self._bind_outputs()
+            self._bind_outputs(binding)
         for position, name, dtype in self.inputs:
             binding.bind_cpu_input(name, np.ascontiguousarray(args[position], dtype=dtype))
         self.session.run_with_iobinding(binding)
@@ -101,21 +147,25 @@ def _symbols(dims):
 
 
 class _LazyExecutable:
-    """Creates its session on the first call."""
+    """Creates its session on the first call (once, whichever thread calls first)."""
 
-    def __init__(self, data, entry):
-        self.data, self.entry, self.executable = data, entry, None
+    def __init__(self, data, entry, options):
+        self.data, self.entry, self.options, self.executable = data, entry, options, None
+        self.lock = threading.Lock()
 
     def __call__(self, *args):
         if self.executable is None:
-            self.executable = _executable(self.data, self.entry)
+            with self.lock:
+                if self.executable is None:
+                    self.executable = _executable(self.data, self.entry, self.options)
         return self.executable(*args)
 
 
-def _executable(data, entry):
-    return (_BoundExecutable if _CALL == "iobinding" else _Executable)(data, entry)
+def _executable(data, entry, options):
+    return (_BoundExecutable if options["call"] == "iobinding" else _Executable)(data, entry, options)
 
 
-def load_executable(data, entry):
-    return (_LazyExecutable if _LOAD == "lazy" else _executable)(data, entry)
+def load_executable(data, entry, options=None):
+    options = options or runtime_options()
+    return (_LazyExecutable if options["load"] == "lazy" else _executable)(data, entry, options)
 '''

@@ -7,6 +7,11 @@ Relax virtual machine. Loading needs the TVM runtime and numpy only: no C
 compiler, no TVM compiler library, no torch. The compiled function's
 parameters are named ``in<position>`` (position in the manifest's input list),
 so inputs the exporter dropped are skipped without guessing.
+
+A Relax VM holds per-call state (its register file), so each thread that calls
+an executable gets a VM of its own over the one loaded library. TVM's thread
+pool is process-wide: ``TVM_NUM_THREADS`` (or ``DYCL_THREADS``) before the first
+load sets its size; ``load(threads=...)`` is refused rather than ignored.
 """
 
 RUNTIME = '''
@@ -16,6 +21,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 
 
 def _import_tvm():
@@ -95,21 +101,45 @@ def _tensor(value, dtype):
     return _tvm.runtime.from_dlpack(array)
 
 
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
+    """Load settings; the TVM host has none of its own (see the module docstring)."""
+    given = {"threads": threads, "providers": providers, "session_options": session_options}
+    refused = sorted(key for key, value in given.items() if value is not None)
+    if refused:
+        raise ValueError(f"the TVM host does not take {', '.join(refused)}: TVM has one process-wide thread "
+                         f"pool, sized by TVM_NUM_THREADS before the first load")
+    return {}
+
+
 class _Executable:
-    """One compiled sub-DNN on the Relax VM: parameter order and dtypes resolved once."""
+    """One compiled sub-DNN on the Relax VM: parameter order and dtypes resolved
+    once; one VM per calling thread."""
 
     def __init__(self, data, entry):
-        self.vm = _tvm.runtime.vm.VirtualMachine(_load_library(data), _tvm.cpu())
-        self.main = self.vm["main"]
-        arity = self.vm._get_function_arity("main")
-        names = [self.vm._get_function_param_name("main", i) for i in range(arity)]
+        self.library = _load_library(data)
+        self.local = threading.local()
+        vm = self._vm()
+        arity = vm._get_function_arity("main")
+        names = [vm._get_function_param_name("main", i) for i in range(arity)]
         if not all(name.startswith("in") and name[2:].isdigit() for name in names):
             raise RuntimeError(f"unexpected parameters {names} in a dycl TVM library (rebuild the artifact)")
         self.inputs = [(int(name[2:]), np.dtype(entry["inputs"][int(name[2:])]["dtype"])) for name in names]
         self.single = len(entry["outputs"]) == 1
 
+    def _vm(self):
+        main = getattr(self.local, "main", None)
+        if main is None:
+            vm = _tvm.runtime.vm.VirtualMachine(self.library, _tvm.cpu())
+            self.local.vm, main = vm, vm["main"]
+            self.local.main = main
+        return self.local.vm
+
     def __call__(self, *args):
-        result = self.main(*[_tensor(args[position], dtype) for position, dtype in self.inputs])
+        main = getattr(self.local, "main", None)
+        if main is None:
+            self._vm()
+            main = self.local.main
+        result = main(*[_tensor(args[position], dtype) for position, dtype in self.inputs])
         # copies, not views: a result may be a constant of the library or an input passed through
         return [np.from_dlpack(t).copy() for t in ([result] if self.single else result)]
 
@@ -132,7 +162,7 @@ class _Specialized:
 _SPECIALIZED = b"DYCL-TVM-SPECIALIZED\\n"
 
 
-def load_executable(data, entry):
+def load_executable(data, entry, options=None):
     if not data.startswith(_SPECIALIZED):
         return _Executable(data, entry)
     end = data.index(b"\\n", len(_SPECIALIZED))
