@@ -155,6 +155,12 @@ def load(artifact_dir, threads=None, providers=None, session_options=None, share
     changes process-wide state except ``shared_pool=True``, which opts in to one
     ONNX Runtime thread pool for the whole process."""
     manifest, files = verified_artifact(artifact_dir, DYCL_VERSION)
+    own = globals().get("__file__")
+    if own and os.path.isfile(own):  # imported from a file: it must be this artifact's host.py
+        with open(own, "rb") as file:
+            if file.read() != files[manifest["host"]["file"]]:
+                raise ArtifactError(f"{{own}} is not the host.py of {{artifact_dir}}: load each artifact with "
+                                    f"its own host.py (or with dycl.load)")
     return from_verified(manifest, files, threads=threads, providers=providers,
                          session_options=session_options, shared_pool=shared_pool)
 
