@@ -41,6 +41,11 @@ def get_backend(name: str, **options: Any) -> Backend:
     constructor: only ``tvm`` takes any (``tune_trials``, ``target``, ``schedule``, ``jobs``)."""
     options = {key: value for key, value in options.items() if value is not None}
     if name == "tvm":
+        try:
+            import tvm  # noqa: F401 - only to say clearly what is missing
+        except ImportError as error:
+            raise ImportError("backend='tvm' needs Apache TVM, an optional extra of dycl: "
+                              "pip install 'dycl[tvm]'") from error
         from dycl.backends.tvm import TvmBackend
 
         return TvmBackend(**options)
