@@ -10,8 +10,8 @@ constant outputs to the host: ``optimize=False`` turns it off), and identical
 sub-DNNs compiled once. Host levers are switched by environment variables of the
 generated host, so each setting runs the saved artifact in a process of its own
 (``--rounds`` rounds, the settings taking turns; the median round is reported): one
-global thread pool (``DYCL_ORT_POOL=session``), ``session.run`` with a feed dict
-against IOBinding with outputs bound once (``DYCL_ORT_CALL=iobinding``), and
+global thread pool (``DYCL_ORT_POOL=global``: an opt-in, the default is a pool per
+session), ``session.run`` with a feed dict against IOBinding with outputs bound once (``DYCL_ORT_CALL=iobinding``), and
 sessions created at load (``DYCL_ORT_LOAD=lazy``).
 Writes ``benchmarks/ablation.md``.
 """
@@ -54,7 +54,7 @@ COMPILE_SETTINGS: dict[str, dict] = {
 #: name -> environment of the host process
 HOST_SETTINGS: dict[str, dict[str, str]] = {
     "all on": {},
-    "a thread pool per session": {"DYCL_ORT_POOL": "session"},
+    "one global thread pool (opt-in)": {"DYCL_ORT_POOL": "global"},
     "IOBinding, outputs bound once": {"DYCL_ORT_CALL": "iobinding"},
     "sessions created on first call": {"DYCL_ORT_LOAD": "lazy"},
 }

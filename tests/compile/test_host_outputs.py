@@ -63,7 +63,7 @@ def test_changing_a_returned_constant_leaves_the_next_call_alone():
             assert outputs_match(model(x), compiled(x), atol=ATOL) is None
 
 
-@pytest.mark.parametrize("setting", [{}, {"DYCL_ORT_CALL": "iobinding"}, {"DYCL_ORT_POOL": "session"},
+@pytest.mark.parametrize("setting", [{}, {"DYCL_ORT_CALL": "iobinding"}, {"DYCL_ORT_POOL": "global"},
                                      {"DYCL_ORT_LOAD": "lazy"}])
 def test_every_host_setting_follows_batch_and_data_dependent_shapes(setting, tmp_path):
     model = _model()
