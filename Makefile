@@ -23,7 +23,7 @@ test: $(STAMP)
 
 # tests marked slow (over ~30 s each: a fresh virtual environment with an artifact's requirements)
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5: no test is marked slow
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --json benchmarks/results.json
