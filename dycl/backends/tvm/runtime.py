@@ -103,7 +103,8 @@ def _tensor(value, dtype):
 
 def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
     """Load settings; the TVM host has none of its own (see the module docstring)."""
-    given = {"threads": threads, "providers": providers, "session_options": session_options}
+    given = {"threads": threads, "providers": providers, "session_options": session_options,
+             "shared_pool": shared_pool or None}
     refused = sorted(key for key, value in given.items() if value is not None)
     if refused:
         raise ValueError(f"the TVM host does not take {', '.join(refused)}: TVM has one process-wide thread "
