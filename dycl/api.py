@@ -13,13 +13,23 @@ import torch
 
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
+from dycl.model_state import ModelSnapshot, eval_mode, training_modules
+from dycl.staleness import WeightGuard
 from hcfg.draw import layout_json
+from rewriter.errors import SourceLocation, UnsupportedError
 
 
 def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return value
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of a stored constant that nobody can write through (as in the saved host)."""
+    view = array.view()
+    view.setflags(write=False)
+    return view
 
 
 def _to_torch(value: Any) -> Any:
@@ -51,6 +61,8 @@ class CompiledModel:
         self._host = host_model
         self.host_source = host_source
         self._result = result
+        self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
+        self._eval_model: torch.nn.Module | None = None  # a train-mode model run in eval mode per call
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -66,12 +78,18 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outputs = self._host(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
+        outputs = self.run_numpy(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
         return _to_torch(outputs)
 
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the host directly with numpy arrays (what ``host.py`` does)."""
-        return self._host(*args, **kwargs)
+        """Call the host directly with numpy arrays (what ``host.py`` does). Arrays that
+        are stored constants come back read-only."""
+        if self._guard is not None:
+            self._guard.check()
+        if self._eval_model is None:
+            return self._host(*args, **kwargs)
+        with eval_mode(self._eval_model):  # the torch backend runs the live modules
+            return self._host(*args, **kwargs)
 
     def save(self, directory: str | Path) -> Path:
         if self._result is None:
@@ -91,7 +109,7 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True,
+            progress: bool | None = None, dynamic: DynamicSpec = True, mode: str | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments). Every branch is compiled now;
@@ -104,15 +122,70 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
 
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
-    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``)."""
-    was_training = model.training
-    model.eval()
+    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``).
+
+    dycl compiles inference: a model (or submodule) in training mode is refused
+    with ``TrainingModeError`` unless ``mode="eval"`` asks for eval semantics.
+    Compiling never changes ``model`` (its state is restored after tracing); a
+    ``forward`` that writes module state is refused. The weights are compiled as
+    they are now: calling the result after changing them raises
+    ``dycl.staleness.StaleWeightsError``."""
+    if mode not in (None, "eval"):
+        raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
+    training = training_modules(model)
+    if training and mode is None:
+        raise TrainingModeError(model, training)
+    snapshot = ModelSnapshot.take(model)
     try:
-        result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
-                               backend_options=backend_options, dynamic=dynamic)
-    finally:
-        model.train(was_training)
-    return from_result(result)
+        with eval_mode(model):
+            result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
+                                   backend_options=backend_options, dynamic=dynamic)
+    except BaseException:
+        changed = snapshot.changes()
+        snapshot.restore()
+        if changed:
+            raise ModelStateError(model, changed) from None
+        raise
+    changed = snapshot.changes()
+    snapshot.restore()
+    if changed:
+        raise ModelStateError(model, changed)
+    compiled = from_result(result)
+    compiled._guard = WeightGuard(model)
+    if training and not result.backend.standalone:
+        compiled._eval_model = model
+    return compiled
+
+
+def _forward_location(model: torch.nn.Module) -> SourceLocation | None:
+    function = getattr(getattr(model, "forward", None), "__func__", None)
+    code = getattr(function, "__code__", None)
+    return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+class TrainingModeError(UnsupportedError, ValueError):
+    """The model (or a submodule) is in training mode: dycl compiles inference only.
+
+    A ``ValueError`` (the argument is in a state the call cannot take) and an
+    ``UnsupportedError`` (what dycl's callers already catch for "cannot compile")."""
+
+    def __init__(self, model: torch.nn.Module, training: list[str]) -> None:
+        shown = ", ".join(repr(name or "<model>") for name in training[:4])
+        more = f" and {len(training) - 4} more" if len(training) > 4 else ""
+        super().__init__(f"a model in training mode (train() is set on {shown}{more})", _forward_location(model),
+                         "call model.eval() first, or pass mode='eval' to compile eval semantics "
+                         "(dropout off, batch-norm running statistics, self.training == False) "
+                         "without changing the model")
+
+
+class ModelStateError(UnsupportedError):
+    """Tracing the model's statements changed its parameters, buffers or attributes."""
+
+    def __init__(self, model: torch.nn.Module, changed: list[str]) -> None:
+        shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        super().__init__(f"a forward() that changes module state ({shown})", _forward_location(model),
+                         "dycl compiles module state as constants: keep per-call state in local variables "
+                         "and return it, or update it outside the compiled model (the model was restored)")
 
 
 def from_result(result: CompileResult) -> CompiledModel:
@@ -125,7 +198,7 @@ def from_result(result: CompileResult) -> CompiledModel:
         if entry["file"] not in by_file:
             by_file[entry["file"]] = chosen.executable(result.files[entry["file"]], entry, result.modules[name])
         executables[name] = by_file[entry["file"]]
-    constants = {key: value.numpy() for key, value in result.constants.items()}
+    constants = {key: _read_only(value.numpy()) for key, value in result.constants.items()}
     return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
 
 

@@ -16,6 +16,7 @@ from rewriter.flow import Env, StaticFlow, local_names
 from rewriter.inline import Callee, Inline, InlinedBody, is_user_code
 from rewriter.normalize import Normalize
 from rewriter.source import ParsedFunction, parse_function
+from rewriter.state_writes import reject_state_writes
 from rewriter.structure import Structure
 from rewriter.substitute import rename
 from rewriter.unroll import Unroll
@@ -59,6 +60,7 @@ def parse_checked(ctx: RewriteContext, function) -> ParsedFunction:
     if parsed is None:
         parsed = parse_function(function, ctx.locations)
         reject_unsupported(ctx, parsed.definition)
+        reject_state_writes(ctx, parsed.function, parsed.definition)
         ctx.parsed[function] = parsed
     return parsed
 
