@@ -10,6 +10,7 @@ from typing import Any
 
 import libcst as cst
 
+from rewriter.decorators import undecorate
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.locations import LocationTable, annotate_locations
 
@@ -35,9 +36,10 @@ def _where(obj: Any) -> SourceLocation | None:
 
 
 def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
-    """Parse ``function`` (a plain function or method); raise ``UnsupportedError``
-    when it has no Python source."""
-    function = inspect.unwrap(getattr(function, "__func__", function))
+    """Parse ``function`` (a plain function or method, harmless decorators peeled);
+    raise ``UnsupportedError`` when it has no Python source or a decorator whose
+    code would be lost (``rewriter.decorators``)."""
+    function = undecorate(getattr(function, "__func__", function))
     name = getattr(function, "__qualname__", repr(function))
     if not isinstance(function, types.FunctionType):
         raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,

@@ -33,6 +33,7 @@ tracing (``dycl.model_state``).
 
 from __future__ import annotations
 
+import inspect
 import types
 
 import libcst as cst
@@ -260,7 +261,7 @@ def _owner(model: object, function: types.FunctionType) -> object | None:
     """A module of ``model`` whose class has ``function`` as the method of that name."""
     modules = model.modules() if hasattr(model, "modules") else [model]
     for module in modules:
-        if getattr(type(module), function.__name__, None) is function:
+        if inspect.unwrap(getattr(type(module), function.__name__, None) or (lambda: None)) is function:
             return module
     return None
 
