@@ -16,6 +16,8 @@ time.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 
@@ -23,11 +25,16 @@ class StaleWeightsError(RuntimeError):
     """The model's weights changed after it was compiled; the compiled model would use the old ones."""
 
 
+_VERSION = operator.attrgetter("_version")
+_DATA_PTR = torch.Tensor.data_ptr
+
+
 class WeightGuard:
     """Raises on ``check()`` once any parameter or buffer of ``model`` was written or replaced."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self._slots: list[tuple[dict, str]] = []
+        tables: list[dict] = []
+        keys: list[str] = []
         tensors: list[torch.Tensor] = []
         self._names: list[str] = []
         for prefix, module in model.named_modules(remove_duplicate=False):
@@ -35,22 +42,28 @@ class WeightGuard:
             for table in (module._parameters, module._buffers):
                 for name, tensor in table.items():
                     if tensor is not None:
-                        self._slots.append((table, name))
+                        tables.append(table)
+                        keys.append(name)
                         tensors.append(tensor)
                         self._names.append(dot + name)
-        self._tensors = tuple(tensors)
-        self._versions = self._now()
+        self._tables, self._keys, self._tensors = tuple(tables), tuple(keys), tuple(tensors)
+        self._versions = tuple(map(_VERSION, tensors))
+        self._stamp = self._now()
 
     def _now(self) -> tuple:
-        return tuple((t._version, t.data_ptr()) for t in self._tensors)
+        # versions only grow, so their sum changes whenever any one does
+        return sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors))
+
+    def _slots_held(self) -> bool:
+        return all(map(operator.is_, map(dict.get, self._tables, self._keys), self._tensors))
 
     def check(self) -> None:
-        if self._now() == self._versions and all(table.get(name) is tensor for (table, name), tensor
-                                                  in zip(self._slots, self._tensors)):
+        if self._now() == self._stamp and self._slots_held():
             return
-        changed = [name for name, (table, key), tensor, before in
-                   zip(self._names, self._slots, self._tensors, self._versions)
-                   if table.get(key) is not tensor or (tensor._version, tensor.data_ptr()) != before]
+        pointers = self._stamp[1]
+        changed = [name for name, table, key, tensor, version, pointer in
+                   zip(self._names, self._tables, self._keys, self._tensors, self._versions, pointers)
+                   if table.get(key) is not tensor or tensor._version != version or tensor.data_ptr() != pointer]
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         raise StaleWeightsError(f"the model's weights changed after dycl.compile ({shown}); the compiled model "
                                 "still computes with the old values: call dycl.compile again")
