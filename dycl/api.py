@@ -62,7 +62,7 @@ class CompiledModel:
         self.host_source = host_source
         self._result = result
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
-        self._eval_model: torch.nn.Module | None = None  # a train-mode model run in eval mode per call
+        self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
         raise ModelStateError(model, changed)
     compiled = from_result(result)
     compiled._guard = WeightGuard(model)
-    if training and not result.backend.standalone:
+    if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled
 

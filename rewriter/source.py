@@ -47,6 +47,10 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
     if function.__name__ == "<lambda>":
         raise UnsupportedError("a lambda used as a method", _where(function),
                                "define the method with def")
+    captured = sorted(set(function.__code__.co_freevars) - {"__class__"})  # __class__: super(), refused later
+    if captured:
+        raise UnsupportedError(f"{name}, a closure reading {', '.join(captured)} from an enclosing function",
+                               _where(function), "store those values on the module in __init__, or pass them in")
     try:
         lines, first_line = inspect.getsourcelines(function)
         path = inspect.getsourcefile(function) or function.__code__.co_filename

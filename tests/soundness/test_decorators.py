@@ -134,3 +134,26 @@ def test_grad_mode_and_forwarding_decorators_compile(backend, tmp_path):
     if backend == "onnxruntime":
         report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
         assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def make_gate(threshold):
+    def gate(self, x):  # MARK
+        if x.sum() > threshold:
+            return x * 2
+        return x - 1
+
+    return gate
+
+
+class ClosureMethod(nn.Module):
+    gate = make_gate(0.5)
+
+    def forward(self, x):
+        return self.gate(x) + 1
+
+
+def test_a_method_reading_a_closure_is_refused():
+    """Before: the free variable was unknown to the rewriter and compiling crashed with NameError."""
+    with pytest.raises(dycl.UnsupportedError, match="closure reading threshold") as info:
+        dycl.compile(ClosureMethod().eval(), torch.ones(1, 4))
+    assert (info.value.location.path, info.value.location.line) == (__file__, _line_of(make_gate))

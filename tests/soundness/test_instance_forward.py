@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import textwrap
 
 import pytest
 import torch
 import torch.nn as nn
 
 import dycl
+import rewriter
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
 
@@ -131,3 +133,17 @@ def test_partial_with_positional_arguments_is_refused():
     model.forward = functools.partial(model.infer, torch.ones(1, 4))
     with pytest.raises(dycl.UnsupportedError, match="positional"):
         dycl.compile(model, torch.randn(1, 4))
+
+
+def test_golden_rewrite_of_an_instance_forward():
+    source = rewriter.rewrite(EarlyExitNet()).plain_source
+    assert source.strip() == textwrap.dedent("""
+        def early_exit(self, x):
+            h = torch.relu(self.stem(x))
+            if h.sum() > 1.0:
+                return h[:, :2]
+            return self.head(h)
+    """).strip()
+    partial = rewriter.rewrite(Thresholded(0.25))
+    assert "if h.sum() > 0.25:" in partial.plain_source
+    assert partial.specialized == {"threshold": 0.25}
