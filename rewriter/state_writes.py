@@ -93,6 +93,7 @@ class RejectStateWrites(cst.CSTVisitor):
         self.owner = owner  # an instance of the method's class in the model, to read attributes from
         self.aliases: set[str] = set()
         self.origins: dict[str, cst.BaseExpression] = {}
+        self.unbound: list[set[str]] = []  # per open block: aliases it rebound to fresh values
         self.statement: list[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -133,8 +134,25 @@ class RejectStateWrites(cst.CSTVisitor):
         names = [n.value for n in _target_names(target)]
         if aliasing:
             self.aliases.update(names)
-        elif isinstance(target, cst.Name) and len(self.statement) == 2:  # [def, this statement]
-            self.aliases.discard(target.value)  # rebound on every path: no longer an alias
+        elif isinstance(target, cst.Name) and target.value in self.aliases:
+            # rebound: no longer an alias in the rest of this block, but maybe after it
+            self.aliases.discard(target.value)
+            if self.unbound:
+                self.unbound[-1].add(target.value)
+
+    # Note: a block (an if/else branch, a loop body) may not run, or run again: names it
+    # rebinds are aliases again after it, and a loop body starts from the state before the loop.
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.unbound.append(set())
+
+    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.aliases.update(self.unbound.pop())
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.unbound.append(set())
+
+    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self.aliases.update(self.unbound.pop())
 
     def _refuse(self, what: cst.CSTNode, how: str = ""):
         raise self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward()",

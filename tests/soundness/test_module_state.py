@@ -179,7 +179,21 @@ class AugmentedAlias(nn.Module):
         return x + b
 
 
+class MaybeRebound(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h0", torch.zeros(1, 4))
+
+    def forward(self, x):
+        h = self.h0
+        if x.sum() > 0:
+            h = x * 2
+        h.add_(1)  # MARK (the buffer itself whenever x.sum() <= 0)
+        return h
+
+
 SYNTACTIC = [
+    (MaybeRebound, MaybeRebound.forward, "h.add_(1)"),
     (AugmentedAlias, AugmentedAlias.forward, "b += n"),
     (Counter, Counter.forward, "self.count.add_(1)"),
     (RunningMean, RunningMean.forward, "buf.mul_(0.9)"),
@@ -287,6 +301,34 @@ class LocalInplace(nn.Module):
             return y
         y = F.relu(h - 2, inplace=True)
         return y
+
+
+class Recurrent(nn.Module):
+    """The state starts as a buffer and is rebound before each in-place update."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+        self.register_buffer("h0", torch.full((1, 4), 0.1))
+
+    def forward(self, x):
+        h = self.h0
+        for _ in range(3):
+            h = self.cell(x + h)
+            h.tanh_()
+        if h.sum() > 0:
+            return h
+        return -h
+
+
+def test_rebound_state_alias_compiles():
+    torch.manual_seed(3)
+    model = Recurrent().eval()
+    before = _state(model)
+    compiled = dycl.compile(model, torch.randn(1, 4))
+    inputs = [torch.randn(1, 4) * s for s in (0.5, 2, 4) for _ in range(4)]
+    assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
+    _assert_same_state(before, _state(model))
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
