@@ -108,7 +108,7 @@ class ModelSnapshot:
                     found.append(f"attribute {where}.{key} (deleted)")
                 elif copied and not _same(now[key], value) or not copied and now[key] is not value:
                     found.append(f"attribute {where}.{key} (changed)")
-            for key in now.keys() - plain.keys() - _INTERNALS - {"training"}:
+            for key in _added(now, plain):
                 found.append(f"attribute {where}.{key} (added)")
         return found
 
@@ -124,13 +124,20 @@ class ModelSnapshot:
             module.training = training
         for _, module, plain in self.attributes:
             now = vars(module)
-            for key in now.keys() - plain.keys() - _INTERNALS - {"training"}:
+            for key in _added(now, plain):
                 del now[key]
             for key, (copied, value) in plain.items():
                 if copied:
                     _restore_in_place(now, key, value)
                 else:
                     now[key] = value
+
+
+def _added(now: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
+    """Public attributes added since the snapshot; a new ``_name`` may be torch's own
+    lazily created bookkeeping, and a forward cannot add one unnoticed (``self._x = ...``
+    is refused by the rewriter)."""
+    return [key for key in now.keys() - recorded.keys() - _INTERNALS - {"training"} if not key.startswith("_")]
 
 
 def _same(a: Any, b: Any) -> bool:
