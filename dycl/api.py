@@ -13,10 +13,9 @@ import torch
 
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
-from dycl.model_state import ModelSnapshot, eval_mode, training_modules
+from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.staleness import WeightGuard
 from hcfg.draw import layout_json
-from rewriter.errors import SourceLocation, UnsupportedError
 
 
 def _to_numpy(value: Any) -> Any:
@@ -135,57 +134,14 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
     training = training_modules(model)
     if training and mode is None:
         raise TrainingModeError(model, training)
-    snapshot = ModelSnapshot.take(model)
-    try:
-        with eval_mode(model):
-            result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
-                                   backend_options=backend_options, dynamic=dynamic)
-    except BaseException:
-        changed = snapshot.changes()
-        snapshot.restore()
-        if changed:
-            raise ModelStateError(model, changed) from None
-        raise
-    changed = snapshot.changes()
-    snapshot.restore()
-    if changed:
-        raise ModelStateError(model, changed)
+    with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
+        result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
+                               backend_options=backend_options, dynamic=dynamic)
     compiled = from_result(result)
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled
-
-
-def _forward_location(model: torch.nn.Module) -> SourceLocation | None:
-    function = getattr(getattr(model, "forward", None), "__func__", None)
-    code = getattr(function, "__code__", None)
-    return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
-
-
-class TrainingModeError(UnsupportedError, ValueError):
-    """The model (or a submodule) is in training mode: dycl compiles inference only.
-
-    A ``ValueError`` (the argument is in a state the call cannot take) and an
-    ``UnsupportedError`` (what dycl's callers already catch for "cannot compile")."""
-
-    def __init__(self, model: torch.nn.Module, training: list[str]) -> None:
-        shown = ", ".join(repr(name or "<model>") for name in training[:4])
-        more = f" and {len(training) - 4} more" if len(training) > 4 else ""
-        super().__init__(f"a model in training mode (train() is set on {shown}{more})", _forward_location(model),
-                         "call model.eval() first, or pass mode='eval' to compile eval semantics "
-                         "(dropout off, batch-norm running statistics, self.training == False) "
-                         "without changing the model")
-
-
-class ModelStateError(UnsupportedError):
-    """Tracing the model's statements changed its parameters, buffers or attributes."""
-
-    def __init__(self, model: torch.nn.Module, changed: list[str]) -> None:
-        shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        super().__init__(f"a forward() that changes module state ({shown})", _forward_location(model),
-                         "dycl compiles module state as constants: keep per-call state in local variables "
-                         "and return it, or update it outside the compiled model (the model was restored)")
 
 
 def from_result(result: CompileResult) -> CompiledModel:

@@ -13,7 +13,7 @@ user's model. ``ModelSnapshot`` records everything such code can change:
 Guarantees: after ``restore`` every item above equals its recorded value, and a
 tensor that was not written keeps its ``_version`` (it is not copied back).
 ``changes`` names what differs, so a compile whose tracing wrote module state is
-refused instead of compiling a frozen copy of that state.
+refused instead of compiling a frozen copy of that state (``preserved``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from rewriter.errors import SourceLocation, UnsupportedError
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 # what nn.Module keeps in its __dict__ for itself; tensors and submodules are compared separately
@@ -175,3 +177,54 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
     finally:
         for module, training in flags:
             module.training = training
+
+
+@contextmanager
+def preserved(model: torch.nn.Module) -> Iterator[None]:
+    """Run the block with ``model`` in eval mode; afterwards ``model`` is as it was
+    before, and ``ModelStateError`` is raised if the block wrote its state."""
+    snapshot = ModelSnapshot.take(model)
+    try:
+        with eval_mode(model):
+            yield
+    except BaseException:
+        changed = snapshot.changes()
+        snapshot.restore()
+        if changed:
+            raise ModelStateError(model, changed)  # noqa: B904 - the cause; the original stays as context
+        raise
+    changed = snapshot.changes()
+    snapshot.restore()
+    if changed:
+        raise ModelStateError(model, changed)
+
+
+def _forward_location(model: torch.nn.Module) -> SourceLocation | None:
+    function = getattr(getattr(model, "forward", None), "__func__", None)
+    code = getattr(function, "__code__", None)
+    return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+class TrainingModeError(UnsupportedError, ValueError):
+    """The model (or a submodule) is in training mode: dycl compiles inference only.
+
+    A ``ValueError`` (the argument is in a state the call cannot take) and an
+    ``UnsupportedError`` (what dycl's callers already catch for "cannot compile")."""
+
+    def __init__(self, model: torch.nn.Module, training: list[str]) -> None:
+        shown = ", ".join(repr(name or "<model>") for name in training[:4])
+        more = f" and {len(training) - 4} more" if len(training) > 4 else ""
+        super().__init__(f"a model in training mode (train() is set on {shown}{more})", _forward_location(model),
+                         "call model.eval() first, or pass mode='eval' to compile eval semantics "
+                         "(dropout off, batch-norm running statistics, self.training == False) "
+                         "without changing the model")
+
+
+class ModelStateError(UnsupportedError):
+    """Running the model's statements while compiling changed its parameters, buffers or attributes."""
+
+    def __init__(self, model: torch.nn.Module, changed: list[str]) -> None:
+        shown = "; ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        super().__init__(f"a forward() that changes module state ({shown})", _forward_location(model),
+                         "dycl compiles module state as constants: keep per-call state in local variables "
+                         "and return it, or update it outside the compiled model (the model was restored)")

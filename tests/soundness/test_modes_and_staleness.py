@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.api import TrainingModeError
+from dycl.model_state import TrainingModeError
 from dycl.staleness import StaleWeightsError
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
