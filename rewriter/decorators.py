@@ -92,16 +92,14 @@ def _decorator_site(layer: types.FunctionType, inner: types.FunctionType) -> tup
         lines, first = inspect.getsourcelines(inner)
         definition = cst.parse_module(textwrap.dedent("".join(lines))).body[0]
     except (OSError, TypeError, IndexError, cst.ParserSyntaxError):
-        return maker, None
+        return f"@{maker}", None
     if not isinstance(definition, cst.FunctionDef) or not definition.decorators:
-        return maker, None
-    offset, written = 0, None
-    for line, text in enumerate(lines):
-        if text.lstrip().startswith("@") and (written is None or maker in text):
-            offset, written = line, text.strip()
-            if maker in text:
-                break
-    return written or f"@{maker}", SourceLocation(inner.__code__.co_filename, first + offset)
+        return f"@{maker}", None
+    written = ["@" + cst.Module([]).code_for_node(d.decorator) for d in definition.decorators]
+    starts = [i for i, text in enumerate(lines) if text.lstrip().startswith("@")]
+    chosen = next((i for i, text in enumerate(written) if maker in text), 0)
+    offset = starts[chosen] if chosen < len(starts) else 0
+    return written[chosen], SourceLocation(inner.__code__.co_filename, first + offset)
 
 
 def undecorate(function: Any) -> Any:
