@@ -265,6 +265,41 @@ class ReturnsView(nn.Module):
         return x - s
 
 
+def decay(buffer, x):
+    buffer.mul_(0.9)
+    return x
+
+
+def bump(buffer, x):
+    if x.sum() > 0:
+        buffer.add_(1)
+        return x * 2
+    return x
+
+
+class FunctionWrites(nn.Module):
+    """Module-level helpers writing through an argument: seen when compiling, by the state comparison."""
+
+    def __init__(self, helper):
+        super().__init__()
+        self.helper = helper
+        self.register_buffer("ema", torch.ones(4))
+
+    def forward(self, x):
+        if x.mean() > 0:
+            x = x + 1
+        return self.helper(self.ema, x)
+
+
+@pytest.mark.parametrize("helper", [decay, bump], ids=["branch-free", "inlined"])
+def test_write_through_a_function_argument_is_refused(helper):
+    model = FunctionWrites(helper).eval()
+    before = _state(model)
+    with pytest.raises(dycl.UnsupportedError, match=r"buffer ema \(written in place\)"):
+        dycl.compile(model, torch.randn(2, 4))
+    _assert_same_state(before, _state(model))
+
+
 def test_write_through_unseen_alias_is_refused_and_model_restored():
     model = ReturnsView().eval()
     before = _state(model)
