@@ -56,7 +56,8 @@ _STATE_ACCESSORS = frozenset({
 _CONTAINER_WRITES = frozenset({"append", "extend", "insert", "remove", "clear", "update", "setdefault", "popitem",
                                "discard", "pop", "reverse"})
 _MODULE_WRITES = frozenset({"train", "eval", "register_buffer", "register_parameter", "register_module",
-                            "add_module", "apply", "load_state_dict", "zero_grad", "to_empty", "share_memory"})
+                            "add_module", "apply", "load_state_dict", "zero_grad", "to_empty", "share_memory",
+                            "requires_grad_", "share_memory_"})
 # on the receiver itself these convert every parameter in place; on a tensor they return a new one
 _SELF_CONVERSIONS = frozenset({"cpu", "cuda", "to", "half", "float", "double", "bfloat16", "type"})
 
@@ -233,8 +234,9 @@ class RejectStateWrites(cst.CSTVisitor):
                 self._refuse(node)
             if self.state(func.value):
                 bare = isinstance(func.value, cst.Name) and func.value.value == self.receiver
-                if name in _MODULE_WRITES or _is_inplace_name(name) or (
-                        name in _SELF_CONVERSIONS if bare else name in _CONTAINER_WRITES):
+                # on self itself, a name ending in _ may be the user's own method
+                if name in _MODULE_WRITES or (name in _SELF_CONVERSIONS if bare else (
+                        _is_inplace_name(name) or name in _CONTAINER_WRITES)):
                     self._refuse(node)
                 return
         root = func
