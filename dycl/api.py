@@ -13,6 +13,8 @@ from dycl.artifact import load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
+from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
+from dycl.staleness import WeightGuard
 from hcfg.draw import layout_json
 
 
@@ -20,6 +22,13 @@ def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return value
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of a stored constant that nobody can write through (as in the saved host)."""
+    view = array.view()
+    view.setflags(write=False)
+    return view
 
 
 def _to_torch(value: Any) -> Any:
@@ -51,6 +60,8 @@ class CompiledModel:
         self._host = host_model
         self.host_source = host_source
         self._result = result
+        self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
+        self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -66,12 +77,18 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outputs = self._host(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
+        outputs = self.run_numpy(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
         return _to_torch(outputs)
 
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the host directly with numpy arrays (what ``host.py`` does)."""
-        return self._host(*args, **kwargs)
+        """Call the host directly with numpy arrays (what ``host.py`` does). Arrays that
+        are stored constants come back read-only."""
+        if self._guard is not None:
+            self._guard.check()
+        if self._eval_model is None:
+            return self._host(*args, **kwargs)
+        with eval_mode(self._eval_model):  # the torch backend runs the live modules
+            return self._host(*args, **kwargs)
 
     def save(self, directory: str | Path) -> Path:
         if self._result is None:
@@ -91,7 +108,8 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True, threads: int | None = None,
+            progress: bool | None = None, dynamic: DynamicSpec = True, mode: str | None = None,
+            threads: int | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments). Every branch is compiled now;
@@ -104,15 +122,27 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
 
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
-    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``)."""
-    was_training = model.training
-    model.eval()
-    try:
+    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``).
+
+    dycl compiles inference: a model (or submodule) in training mode is refused
+    with ``TrainingModeError`` unless ``mode="eval"`` asks for eval semantics.
+    Compiling never changes ``model`` (its state is restored after tracing); a
+    ``forward`` that writes module state is refused. The weights are compiled as
+    they are now: calling the result after changing them raises
+    ``dycl.staleness.StaleWeightsError``."""
+    if mode not in (None, "eval"):
+        raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
+    training = training_modules(model)
+    if training and mode is None:
+        raise TrainingModeError(model, training)
+    with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
         result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
                                backend_options=backend_options, dynamic=dynamic)
-    finally:
-        model.train(was_training)
-    return from_result(result, **({} if threads is None else {"threads": threads}))
+    compiled = from_result(result, **({} if threads is None else {"threads": threads}))
+    compiled._guard = WeightGuard(model)
+    if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
+        compiled._eval_model = model
+    return compiled
 
 
 def from_result(result: CompileResult, **options: Any) -> CompiledModel:
@@ -131,7 +161,7 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
             by_file[entry["file"]] = (host.load_executable(data, entry, runtime) if chosen.standalone
                                       else chosen.executable(data, entry, result.modules[name]))
         executables[name] = by_file[entry["file"]]
-    constants = {key: value.numpy() for key, value in result.constants.items()}
+    constants = {key: _read_only(value.numpy()) for key, value in result.constants.items()}
     return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
 
 

@@ -15,6 +15,7 @@ The passes, in order (``rewriter.pipeline.PASSES``):
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 
@@ -24,6 +25,7 @@ import torch
 from rewriter.context import GlobalTable, RewriteContext
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.flow import Env, local_names
+from rewriter.forward import resolve_method
 from rewriter.function import RewrittenFunction, module_structure
 from rewriter.locations import LocationTable
 from rewriter.names import Namespace
@@ -34,7 +36,8 @@ __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation",
 
 
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False) -> RewrittenFunction:
-    """Rewrite ``type(model).<method>`` for this model instance.
+    """Rewrite ``model.<method>`` (looked up as Python does: an instance
+    attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
     Parameters with literal default values (``max_len=20``, ``h=None``) are
     specialized to those defaults. Raises ``UnsupportedError`` naming the
@@ -52,9 +55,12 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunction:
-    function = getattr(type(model), method, None)
-    if function is None:
-        raise UnsupportedError(f"{type(model).__qualname__}.{method}, which does not exist", None)
+    resolved = resolve_method(model, method)
+    if resolved.owner is not model:
+        raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
+                               f"({type(resolved.owner).__qualname__})", None,
+                               "compile that module itself, or assign a method of this model")
+    function = resolved.function
     locations = LocationTable()
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
@@ -79,7 +85,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunct
 
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))
-    signature = inspect.signature(parsed.function)
+    signature = _signature(parsed.function, resolved.keywords, parsed.location)
     specialized = {}
     for param in list(signature.parameters.values())[1:]:
         if param.default is not inspect.Parameter.empty and is_literal(param.default):
@@ -102,6 +108,20 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunct
         module_structure=module_structure(model),
         trace=ctx.trace,
     )
+
+
+def _signature(function, keywords: dict, location: SourceLocation) -> inspect.Signature:
+    """``function``'s signature with the keywords a ``functools.partial`` forward binds as defaults."""
+    signature = inspect.signature(function)
+    if not keywords:
+        return signature
+    for name, value in keywords.items():
+        if not is_literal(value):
+            raise UnsupportedError(f"a functools.partial forward binding {name}={value!r:.40}", location,
+                                   "bind only numbers, strings, booleans or None with partial")
+    first, *rest = signature.parameters.values()
+    bound = inspect.signature(functools.partial(function, None, **keywords))
+    return signature.replace(parameters=[first, *bound.parameters.values()])
 
 
 def _all_names(node: cst.CSTNode) -> set[str]:

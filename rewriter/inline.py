@@ -13,8 +13,11 @@ import libcst as cst
 import torch
 
 from rewriter.context import RewriteContext
+from rewriter.decorators import undecorate
+from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.exits import Block, contains, rebuild_if
 from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
+from rewriter.forward import ResolvedMethod, resolve_method
 from rewriter.locations import comment_of, set_location
 from rewriter.substitute import replace_names
 from rewriter.values import Static, canonical_term, literal_term
@@ -73,6 +76,14 @@ def is_user_code(obj: object) -> bool:
     except TypeError:
         return False
     return not path.startswith(_LIBRARY_PATHS)
+
+
+def user_function(function: object) -> object:
+    """``function`` with its harmless decorators peeled when it wraps user code
+    (``rewriter.decorators``: other decorators of user code are refused)."""
+    if hasattr(function, "__wrapped__") and is_user_code(inspect.unwrap(function)):
+        return undecorate(function)
+    return function
 
 
 class Inline:
@@ -184,10 +195,16 @@ class Inline:
         if isinstance(target, torch.nn.Sequential):
             return None, target
         if isinstance(target, torch.nn.Module):
-            if not is_user_code(type(target)):
-                return None, None
-            receiver = func
-            function = inspect.unwrap(type(target).forward)
+            try:
+                resolved = resolve_method(target)  # an instance attribute forward wins, as in Python
+            except UnsupportedError:
+                if is_user_code(type(target)):
+                    raise
+                return None, None  # library code: opaque, as before
+            function, owner = resolved.function, resolved.owner
+            receiver = func if owner is target else _owner_static(owner, resolved, self.ctx)
+            if resolved.keywords and is_user_code(function):
+                call = call.with_changes(args=[*call.args, *_partial_arguments(resolved, self.ctx)])
         elif isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
             function = target.__func__
             owner = target.__self__
@@ -196,6 +213,7 @@ class Inline:
             function = target
         else:
             return None, None
+        function = user_function(function)
         if not isinstance(function, types.FunctionType) or not is_user_code(function):
             return None, None
         return self.bind_arguments(function, receiver, call, env), None
@@ -305,6 +323,32 @@ class Inline:
                                                            static.term)])
                 prologue.append(set_location(line, comment_of(stmt)))
         return prologue, renames
+
+
+def _where(resolved: ResolvedMethod) -> SourceLocation | None:
+    code = getattr(resolved.function, "__code__", None)
+    return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _owner_static(owner: torch.nn.Module, resolved: ResolvedMethod, ctx: RewriteContext) -> Static:
+    """The receiver of a forward set to another module's method; it must be part of the model."""
+    term = canonical_term(owner, ctx.index)
+    if term is None:
+        raise ctx.error(f"a forward set to a method of {type(owner).__qualname__}, which is not a submodule "
+                        "of the model", None, "register that module as a submodule", location=_where(resolved))
+    return Static(owner, term)
+
+
+def _partial_arguments(resolved: ResolvedMethod, ctx: RewriteContext) -> list[cst.Arg]:
+    """The keywords a ``functools.partial`` forward binds, as call arguments."""
+    args = []
+    for name, value in resolved.keywords.items():
+        term = canonical_term(value, ctx.index)
+        if term is None:
+            raise ctx.error(f"a forward set to functools.partial(..., {name}={value!r:.40})", None,
+                            "bind only literals or submodules with partial", location=_where(resolved))
+        args.append(cst.Arg(term, keyword=cst.Name(name)))
+    return args
 
 
 def _overwritten_by(stmt: cst.BaseStatement) -> set[str]:

@@ -11,11 +11,14 @@ import torch
 from rewriter.check import reject_unsupported
 from rewriter.constprop import ConstantPropagation
 from rewriter.context import RewriteContext
+from rewriter.errors import UnsupportedError
 from rewriter.exits import Block, contains
 from rewriter.flow import Env, StaticFlow, local_names
-from rewriter.inline import Callee, Inline, InlinedBody, is_user_code
+from rewriter.forward import resolve_method
+from rewriter.inline import Callee, Inline, InlinedBody, is_user_code, user_function
 from rewriter.normalize import Normalize
 from rewriter.source import ParsedFunction, parse_function
+from rewriter.state_writes import reject_state_writes
 from rewriter.structure import Structure
 from rewriter.substitute import rename
 from rewriter.unroll import Unroll
@@ -59,6 +62,7 @@ def parse_checked(ctx: RewriteContext, function) -> ParsedFunction:
     if parsed is None:
         parsed = parse_function(function, ctx.locations)
         reject_unsupported(ctx, parsed.definition)
+        reject_state_writes(ctx, parsed.function, parsed.definition)
         ctx.parsed[function] = parsed
     return parsed
 
@@ -110,16 +114,27 @@ def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: 
         return not (isinstance(call.func, cst.Name) and call.func.value in flow.locals)
     target = func.value
     if isinstance(target, torch.nn.Sequential):
-        return all(is_user_code(type(m)) is False or branch_free(ctx, type(m).forward, Static(m, func.term))
-                   for m in target)
+        return all(_module_is_branch_free(ctx, m, func.term) for m in target)
     if isinstance(target, torch.nn.Module):
-        return not is_user_code(type(target)) or branch_free(ctx, type(target).forward, func)
+        return _module_is_branch_free(ctx, target, func.term)
     if isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
-        owner = target.__self__
-        return not is_user_code(target.__func__) or branch_free(ctx, target.__func__, Static(owner, func.term))
+        owner, function = target.__self__, user_function(target.__func__)
+        return not is_user_code(function) or branch_free(ctx, function, Static(owner, func.term))
     if isinstance(target, types.FunctionType):
-        return not is_user_code(target) or branch_free(ctx, target, None)
+        function = user_function(target)
+        return not is_user_code(function) or branch_free(ctx, function, None)
     return True
+
+
+def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: cst.BaseExpression) -> bool:
+    """Whether calling ``module`` provably never branches on data; its forward is
+    found as Python finds it (an instance attribute wins)."""
+    try:
+        resolved = resolve_method(module)
+    except UnsupportedError:
+        return not is_user_code(type(module))  # user code: "maybe", and inlining it reports the error
+    function = user_function(resolved.function)
+    return not is_user_code(function) or branch_free(ctx, function, Static(resolved.owner, term))
 
 
 def _static_key(value) -> tuple:

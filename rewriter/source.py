@@ -10,6 +10,7 @@ from typing import Any
 
 import libcst as cst
 
+from rewriter.decorators import undecorate
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.locations import LocationTable, annotate_locations
 
@@ -35,9 +36,10 @@ def _where(obj: Any) -> SourceLocation | None:
 
 
 def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
-    """Parse ``function`` (a plain function or method); raise ``UnsupportedError``
-    when it has no Python source."""
-    function = inspect.unwrap(getattr(function, "__func__", function))
+    """Parse ``function`` (a plain function or method, harmless decorators peeled);
+    raise ``UnsupportedError`` when it has no Python source or a decorator whose
+    code would be lost (``rewriter.decorators``)."""
+    function = undecorate(getattr(function, "__func__", function))
     name = getattr(function, "__qualname__", repr(function))
     if not isinstance(function, types.FunctionType):
         raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,
@@ -45,6 +47,10 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
     if function.__name__ == "<lambda>":
         raise UnsupportedError("a lambda used as a method", _where(function),
                                "define the method with def")
+    captured = sorted(set(function.__code__.co_freevars) - {"__class__"})  # __class__: super(), refused later
+    if captured:
+        raise UnsupportedError(f"{name}, a closure reading {', '.join(captured)} from an enclosing function",
+                               _where(function), "store those values on the module in __init__, or pass them in")
     try:
         lines, first_line = inspect.getsourcelines(function)
         path = inspect.getsourcefile(function) or function.__code__.co_filename

@@ -55,7 +55,7 @@ def tvm_check(tmp_path: Path):
     def check_model(model, inputs, min_paths: int = 2):
         checked = rewrite_checks.check(model, inputs, min_paths=min_paths)
         inputs = list(inputs)
-        compiled = dycl.compile(model, inputs[0], backend="tvm")
+        compiled = dycl.compile(model.eval(), inputs[0], backend="tvm")
         assert assert_equivalent(model, compiled, inputs, min_paths=min_paths, atol=ATOL) >= min_paths
         report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, ATOL)
         assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}, report

@@ -1,0 +1,62 @@
+"""Which function ``module(x)`` runs: ``forward`` looked up as Python looks it up.
+
+``nn.Module.__call__`` calls ``self.forward``, so an instance attribute wins
+over the class's method: ``self.forward = self.early_exit`` in ``__init__``
+(how the DyCL authors' SDNs switch inference modes), a bound method of another
+module, or a ``functools.partial`` of a method with keyword arguments.
+
+Guarantees: ``resolve_method`` returns the Python function that runs, the
+object bound to its first parameter and the keyword arguments a partial binds;
+anything else stored on the instance (a plain function, which Python calls
+without ``self``; a partial with positional arguments; a builtin) raises
+``UnsupportedError`` instead of silently compiling the class's method.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from rewriter.errors import SourceLocation, UnsupportedError
+
+
+@dataclass(frozen=True)
+class ResolvedMethod:
+    """``function(owner, *args, **keywords, **call_keywords)`` is what calling the method runs."""
+
+    function: Any
+    owner: Any
+    keywords: dict[str, Any] = field(default_factory=dict)
+
+
+def _init_location(module: Any) -> SourceLocation | None:
+    code = getattr(getattr(type(module), "__init__", None), "__code__", None)
+    return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def resolve_method(module: torch.nn.Module, method: str = "forward") -> ResolvedMethod:
+    """What ``getattr(module, method)(...)`` calls; raises ``UnsupportedError`` for what dycl cannot follow."""
+    if method not in vars(module):
+        function = getattr(type(module), method, None)
+        if function is None:
+            raise UnsupportedError(f"{type(module).__qualname__}.{method}, which does not exist", None)
+        return ResolvedMethod(function, module)
+    attribute = vars(module)[method]
+    keywords: dict[str, Any] = {}
+    where = f"{type(module).__qualname__}.{method} (set on the instance)"
+    while isinstance(attribute, functools.partial):
+        if attribute.args:
+            raise UnsupportedError(f"{where}: a functools.partial with positional arguments", _init_location(module),
+                                   "bind the arguments by keyword: functools.partial(self.method, name=value)")
+        keywords = {**attribute.keywords, **keywords}
+        attribute = attribute.func
+    if isinstance(attribute, types.MethodType) and isinstance(attribute.__self__, torch.nn.Module):
+        return ResolvedMethod(attribute.__func__, attribute.__self__, keywords)
+    raise UnsupportedError(f"{where}: {attribute!r:.60}, which is not a method of a module",
+                           _init_location(module),
+                           "assign a bound method, e.g. self.forward = self.early_exit (Python calls a plain "
+                           "function stored on the instance without self)")
