@@ -124,7 +124,7 @@ class ConstantPropagation:
             new_small = self._small(small, here)
             if new_small is not None:
                 kept.append(new_small)
-            exits = self.flow.step_small(new_small or small, here)
+            exits = self.flow.step_small(new_small or small, here, stmt)
             if exits.fall is not None:
                 written = small_statement_targets(small)
                 if new_small is None:
@@ -152,20 +152,35 @@ class ConstantPropagation:
                     return None
                 return cst.Assign([cst.AssignTarget(small.target)], self.fold(combined, env))
             return small.with_changes(value=self.fold(small.value, env))
+        if isinstance(small, cst.AugAssign):
+            return small.with_changes(target=self._fold_target(small.target, env), value=self.fold(small.value, env))
         if isinstance(small, cst.AnnAssign) and small.value is not None:
             return self._small(cst.Assign([cst.AssignTarget(small.target)], small.value), env)
         if isinstance(small, cst.Del):
-            if isinstance(small.target, cst.Name) and isinstance(env.get(small.target.value), Static):
+            fact = env.get(small.target.value) if isinstance(small.target, cst.Name) else None
+            if isinstance(fact, Static) and fact.substitutable:
                 return None
-            return small
-        if isinstance(small, (cst.Expr, cst.Return, cst.Assert, cst.Raise, cst.AugAssign)):
+            return small.with_changes(target=self._fold_target(small.target, env))
+        if isinstance(small, (cst.Expr, cst.Return, cst.Assert, cst.Raise)):
             return self.fold(small, env)
         return small
 
     def _fold_target(self, target: cst.BaseExpression, env: Env) -> cst.BaseExpression:
-        if isinstance(target, (cst.Attribute, cst.Subscript)):
-            return self.fold(target, env)
-        return target
+        """A write target with its index expressions folded: the place written
+        is kept (``acc[i] += 2`` becomes ``acc[0] += 2``, never ``1 += 2``)."""
+        if isinstance(target, cst.Subscript):
+            return target.with_changes(value=self._fold_target(target.value, env),
+                                       slice=[self.fold(element, env) for element in target.slice])
+        if isinstance(target, cst.Attribute):
+            return target.with_changes(value=self._fold_target(target.value, env))
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return target.with_changes(elements=[e.with_changes(value=self._fold_target(e.value, env))
+                                                 for e in target.elements])
+        if isinstance(target, cst.StarredElement):
+            return target.with_changes(value=self._fold_target(target.value, env))
+        if isinstance(target, cst.Name):
+            return target
+        return self.fold(target, env)
 
     def _if(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         test = self.flow.evaluate(stmt.test, env)

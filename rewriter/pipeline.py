@@ -19,7 +19,7 @@ from rewriter.source import ParsedFunction, parse_function
 from rewriter.structure import Structure
 from rewriter.substitute import rename
 from rewriter.unroll import Unroll
-from rewriter.values import ModuleIndex, Static, fingerprint, is_literal
+from rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from rewriter.verify import verify
 from rewriter.walk import descendants
 
@@ -123,7 +123,9 @@ def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: 
 
 
 def _static_key(value) -> tuple:
-    return ("literal", type(value).__name__, repr(value)) if is_literal(value) else ("object", id(value))
+    if is_literal(value) and not holds_container(value):  # a container's identity matters (aliasing)
+        return ("literal", type(value).__name__, repr(value))
+    return ("object", id(value))
 
 
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement) -> InlinedBody | None:
@@ -168,6 +170,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
             placeholder = ctx.namespace.fresh("receiver")
             static = Static(receiver.value, cst.Name(placeholder))
             ctx.index = ModuleIndex(receiver.value, static.term, outer=outer_index)
+        elif holds_container(static.value):  # the inlined call binds it to its parameter (Inline._bind_dynamic)
+            static = Static(static.value, cst.Name(mapping[name]))
         env.bind(mapping[name], static)
     ctx.call_stack.append(frame)
     try:

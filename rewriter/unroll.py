@@ -11,7 +11,7 @@ from rewriter.context import RewriteContext
 from rewriter.exits import Block, rebuild_if, run_unless_exited
 from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
 from rewriter.locations import comment_of, set_location
-from rewriter.values import Static, is_literal, literal_term, subscript_term
+from rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 
 MAX_TRIPS = 10_000
 
@@ -65,6 +65,7 @@ class Unroll:
         return out, exits
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+        self.flow.refuse_changes_in_test(stmt.test, env, stmt)
         test = self.flow.evaluate(stmt.test, env)
         if test is not None:  # constant propagation removes the dead branch
             taken, exits = self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
@@ -102,6 +103,7 @@ class Unroll:
         breaks: list[Env] = []
         current: Env | None = env
         while current is not None:
+            self.flow.refuse_changes_in_test(loop.test, current, loop)
             test = self.flow.evaluate(loop.test, current)
             if test is None:
                 raise self.ctx.error(
@@ -210,7 +212,7 @@ class Unroll:
         return Element(Static(value, term), term)
 
     def _term(self, value, fallback: cst.BaseExpression | None) -> cst.BaseExpression | None:
-        if is_literal(value) and not isinstance(value, (list, dict)):
+        if is_literal(value) and not holds_container(value):
             return literal_term(value)
         path = self.ctx.index.term_for(value)
         return fallback if path is None else path
