@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 
-from rewriter.values import CONTAINERS, ListLength, Static, holds_container, reachable
+from rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
 from rewriter.walk import COMPREHENSIONS, children, descendants
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ class ContainerEffects:
         self.statement = statement
         self.anchor = anchor
         self.conditional = 0
+        self.results: dict[int, Any] = {}  # what an exactly applied mutating call returned, by call node
 
     # -- expressions ------------------------------------------------------------------------------
 
@@ -286,7 +287,9 @@ class ContainerEffects:
         elif exact:
             positional = [a.value for a, arg in zip(args, node.args) if arg.keyword is None]
             keywords = {arg.keyword.value: a.value for a, arg in zip(args, node.args) if arg.keyword is not None}
-            self._update(target, lambda new: getattr(new, method)(*positional, **keywords))
+            returned = self._update(target, lambda new: getattr(new, method)(*positional, **keywords))
+            if returned is not _FAILED:
+                self.results[id(node)] = returned
         else:
             self._degrade(target, _length_after(method, len(target), node, self)
                           if isinstance(target, list) else None)
@@ -442,16 +445,26 @@ class ContainerEffects:
         else:
             Group(ids=[id(target)]).drop(self.env)
 
-    def _update(self, container: Any, change: Callable[[Any], Any]) -> None:
-        """Every fact tracking ``container`` now sees ``change`` applied to a copy of it."""
+    def _update(self, container: Any, change: Callable[[Any], Any]) -> Any:
+        """Every fact tracking ``container`` now sees ``change`` applied to a copy
+        of it; returns what ``change`` returned (``_FAILED`` if it raised)."""
         new = copy.copy(container)
         try:
-            change(new)
+            returned = change(new)
         except Exception:  # the program raises here at run time: keep it dynamic
             self._drop(container)
-            return
+            return _FAILED
         self.flow.ctx.fresh.add(new)
-        self._rebind(container, lambda name: Static(new, cst.Name(name)))
+        replaced = {id(container): new}
+        group = Group(ids=[id(container)])
+        for name, fact in list(self.env.facts.items()):
+            if group.touches(fact):
+                value = _replace(fact.value, replaced, self.flow.ctx.fresh)
+                if value is _FAILED:
+                    self.env.kill(name)
+                else:
+                    self.env.bind(name, Static(value, cst.Name(name)))
+        return returned
 
     def _degrade(self, container: Any, length: int | None) -> None:
         """``container`` changed to a value not known statically; a list of known
@@ -495,6 +508,34 @@ class ContainerEffects:
                 return None
             parts.append(static.value)
         return slice(*parts)
+
+
+_FAILED = object()
+
+
+def _replace(value: Any, replaced: dict[int, Any], fresh: FreshContainers) -> Any:
+    """``value`` with the containers in ``replaced`` (by id) swapped for their
+    new versions; only the lists, dicts and tuples on the way to them are
+    copied (and shared between facts through ``replaced``); ``_FAILED`` when
+    the way passes through something that cannot be copied (a view, a set)."""
+    key = id(value)
+    if key in replaced:
+        return replaced[key]
+    if not holds_container(value) or replaced.keys().isdisjoint(reachable(value)):
+        return value
+    new: Any = _FAILED
+    if type(value) in (list, tuple):
+        items = [_replace(item, replaced, fresh) for item in value]
+        if all(item is not _FAILED for item in items):
+            new = type(value)(items)
+    elif type(value) is dict:
+        entries = {k: _replace(v, replaced, fresh) for k, v in value.items()}
+        if all(v is not _FAILED for v in entries.values()):
+            new = entries
+    if new is not _FAILED:
+        fresh.add(new)
+    replaced[key] = new
+    return new
 
 
 def _is_int(index: Any) -> bool:

@@ -19,7 +19,7 @@ import libcst as cst
 from rewriter.containers import ContainerEffects, Group, Position, tracks
 from rewriter.context import RewriteContext
 from rewriter.static_eval import StaticEvaluator
-from rewriter.values import ListLength, Static, holds_container, is_literal, literal_term, subscript_term
+from rewriter.values import CONTAINERS, ListLength, Static, holds_container, is_literal, literal_term, subscript_term
 from rewriter.walk import bound_names, descendants, target_names
 
 Fact = Static | ListLength
@@ -58,6 +58,17 @@ class Env:
 
     def get(self, name: str) -> Fact | None:
         return self.facts.get(name)
+
+    def first_alias(self, name: str) -> str:
+        """The first-bound name that holds the same container as ``name`` (``name``
+        itself if none): rewritten code names each container one way, so later
+        stages that treat a list as a value per name stay right."""
+        fact = self.facts.get(name)
+        if isinstance(fact, ListLength):
+            return next(n for n, f in self.facts.items() if isinstance(f, ListLength) and f.token is fact.token)
+        if isinstance(fact, Static) and isinstance(fact.value, CONTAINERS):
+            return next(n for n, f in self.facts.items() if isinstance(f, Static) and f.value is fact.value)
+        return name
 
 
 def join(envs: Iterable[Env | None]) -> Env | None:
@@ -98,6 +109,9 @@ def local_names(node: cst.CSTNode) -> set[str]:
 def assigned_names(node: cst.CSTNode) -> set[str]:
     """Names bound anywhere inside ``node`` (a statement or block)."""
     return bound_names(node)
+
+
+_NOTHING = object()
 
 
 class _FlowScope:
@@ -211,6 +225,9 @@ class StaticFlow:
         single_store = len(targets) == 1 and isinstance(targets[0], (cst.Subscript, cst.Attribute))
         if all(isinstance(t, cst.Name) for t in targets):
             effects.visit(value_node, Position.ALIAS)
+            returned = effects.results.get(id(value_node), _NOTHING)
+            if value is None and is_literal(returned) and not holds_container(returned):
+                value = Static(returned, literal_term(returned))  # ``shift = cfg.pop("shift")``
         elif not single_store:
             effects.visit(value_node, Position.ESCAPE)
         for target in targets:
