@@ -6,7 +6,8 @@ run time is the dict's creation and its updates. Later stages treat those as
 host work on Python values, which some cannot run; dropping them is exact.
 
 Assumes: loop-free code (after constant propagation).
-Guarantees: a statement is dropped only when it changes nothing but a
+Guarantees: ``N = M`` is dropped when ``N`` occurs nowhere else. Any other
+statement is dropped only when it changes nothing but a
 *dead container* ``N``: a local whose first occurrence is a top-level
 ``N = <display>``, every binding of which is a display or another dead
 container, and every occurrence of which is one of ``N = ...``,
@@ -37,10 +38,24 @@ def drop_dead_containers(body: Block) -> Block:
         if dead == candidates:
             break
         candidates = dead
-    if not candidates:
-        return body
     drop = {id(line) for line in lines if owners[id(line)] in candidates}
-    return _without(body, drop)
+    drop |= _unread_aliases(lines)
+    return _without(body, drop) if drop else body
+
+
+def _unread_aliases(lines) -> set[int]:
+    """Lines ``N = M`` (names) where ``N`` occurs nowhere else: binding it does nothing."""
+    bindings: dict[str, list[int]] = {}
+    mentions: dict[str, int] = {}
+    for line in lines:
+        for node in descendants(line):
+            if isinstance(node, cst.Name):
+                mentions[node.value] = mentions.get(node.value, 0) + 1
+        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
+                small.targets[0].target, cst.Name) and isinstance(small.value, cst.Name):
+            bindings.setdefault(small.targets[0].target.value, []).append(id(line))
+    return {line for name, found in bindings.items() if mentions[name] == len(found) for line in found}
 
 
 def _lines(body: Block):
