@@ -393,3 +393,34 @@ class NestedLists(nn.Module):
 def test_nested_list_changed_through_either_name(tmp_path):
     model = build(NestedLists)
     assert check_compiled(model, randn_inputs(2, 8), 3, tmp_path) >= 3
+
+
+class GrowWhileIterating(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        queue = [x]
+        for item in queue:
+            if len(queue) < 3:
+                queue.append(self.fc(item))
+        return queue[-1]
+
+
+class RebindWhileIterating(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        outs = [x, x * 2]
+        for o in outs:
+            outs = [self.fc(o)]
+        return outs[0]
+
+
+def test_loop_over_a_container_it_changes_or_rebinds_is_refused():
+    assert_refused(build(GrowWhileIterating), "a for loop over a container that the loop changes",
+                   "for item in queue:")
+    assert_refused(build(RebindWhileIterating), "which the loop assigns", "for o in outs:")
