@@ -89,7 +89,19 @@ def join(envs: Iterable[Env | None]) -> Env | None:
                 if (kept is None or not _same(kept, fact)) and tracks(fact):
                     escaped.add(Group.of(fact))
         escaped.drop(joined)
+        for name, fact in first.facts.items():
+            if name not in joined.facts and _one_list_of_length(name, live):
+                joined.bind(name, ListLength(fact.length))  # ``outs = [a]`` on both paths
     return joined
+
+
+def _one_list_of_length(name: str, envs: list[Env]) -> bool:
+    """Whether ``name`` holds, on every path, a list of one same length that no other name holds."""
+    facts = [env.facts.get(name) for env in envs]
+    if not all(isinstance(f, ListLength) and f.length == facts[0].length for f in facts):
+        return False
+    return all(sum(1 for other in env.facts.values() if isinstance(other, ListLength) and other.token is f.token) == 1
+               for env, f in zip(envs, facts))
 
 
 @dataclass
@@ -198,6 +210,8 @@ class StaticFlow:
     def _small(self, node: cst.BaseSmallStatement, env: Env, exits: Exits,
                anchor: cst.CSTNode | None = None) -> Exits:
         kind = type(node)
+        if kind is cst.Return and node.value is not None:
+            ContainerEffects(self, env.copy(), node, anchor).visit(node.value, Position.READ)
         if kind is cst.Return or kind is cst.Raise:
             return Exits(None, exits.breaks, exits.continues)
         if kind is cst.Break:

@@ -424,3 +424,27 @@ def test_loop_over_a_container_it_changes_or_rebinds_is_refused():
     assert_refused(build(GrowWhileIterating), "a for loop over a container that the loop changes",
                    "for item in queue:")
     assert_refused(build(RebindWhileIterating), "which the loop assigns", "for o in outs:")
+
+
+class ListPerBranch(nn.Module):
+    """A list built on each path, with the same length, then iterated."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            parts = [x, self.fc(x)]
+        else:
+            parts = [self.fc(x), x]
+        out = torch.zeros_like(x)
+        for p in parts:
+            if p.sum() > 0:
+                out = out + p
+        return out, len(parts)
+
+
+def test_list_of_one_length_on_both_paths_stays_iterable():
+    model = build(ListPerBranch)
+    assert check(model, randn_inputs(2, 8), min_paths=4).paths >= 4
