@@ -247,8 +247,11 @@ class ContainerEffects:
         mutates = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
                       and n.func.attr.value in MUTATING_METHODS for n in nodes)
         iterated = Position.COPIED if mutates or position is not Position.READ else Position.READ
+        iters = {id(n) for current in nodes if isinstance(current, cst.CompFor) for n in descendants(current.iter)}
         self.conditional += 1
         for current in nodes:
+            if id(current) in iters and not isinstance(current, cst.CompFor):
+                continue
             if isinstance(current, cst.CompFor):
                 self.visit(current.iter, iterated)
             elif isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and (

@@ -448,3 +448,28 @@ class ListPerBranch(nn.Module):
 def test_list_of_one_length_on_both_paths_stays_iterable():
     model = build(ListPerBranch)
     assert check(model, randn_inputs(2, 8), min_paths=4).paths >= 4
+
+
+class ComprehensionOverOutputs(nn.Module):
+    """A comprehension reads a list of outputs; the list's length still bounds a loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for layer in self.layers:
+            x = layer(x)
+            outs.append(x)
+        means = [o.mean() for o in outs]
+        best = x
+        for i in range(len(outs)):
+            if means[i] > 0:
+                best = outs[i]
+        return best, len(means)
+
+
+def test_comprehension_over_a_list_keeps_its_length():
+    model = build(ComprehensionOverOutputs)
+    assert check(model, randn_inputs(2, 8), min_paths=3).paths >= 3
