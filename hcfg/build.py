@@ -194,8 +194,9 @@ class HCFGBuilder:
 
     def is_tensor_statement(self, small: cst.BaseSmallStatement, state: State) -> bool:
         if isinstance(small, cst.Assign):
-            if isinstance(small.value, _DISPLAYS):
-                return False
+            if isinstance(small.value, _DISPLAYS) or any(isinstance(n, (cst.Subscript, cst.Attribute))
+                                                         for t in small.targets for n in descendants(t.target)):
+                return False  # an item write changes a container the host keeps: host work
             if self.is_reference(small.value, state):
                 # §5.4: moving a tensor is host work; without optimisation it stays a sub-DNN output
                 return not self.optimize and isinstance(self.evaluate(small.value, state), torch.Tensor)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from rewriter.context import RewriteContext
+from rewriter.dead_containers import drop_dead_containers
 from rewriter.exits import Block, rebuild_if
 from rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from rewriter.locations import comment_of, set_location
-from rewriter.values import Static, canonical_term, is_literal
+from rewriter.values import ListLength, Static, canonical_term, is_literal
 from rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
 _LEAVES = frozenset({cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString})
@@ -26,6 +27,7 @@ class FoldExpression:
 
     def __init__(self, ctx: RewriteContext, flow: StaticFlow, env: Env) -> None:
         self.ctx = ctx
+        self.env = env
         self.evaluator = flow.evaluator(env)
 
     def __call__(self, node: cst.CSTNode) -> cst.CSTNode:
@@ -34,7 +36,10 @@ class FoldExpression:
             return node
         if kind is cst.Name:
             fact = self.evaluator.scope.lookup(node.value)
-            return fact.term if isinstance(fact, Static) and fact.substitutable else node
+            if isinstance(fact, Static) and fact.substitutable:
+                return fact.term
+            alias = self.env.first_alias(node.value)
+            return node if alias == node.value else cst.Name(alias)
         if kind is cst.IfExp:
             test = self.evaluator.evaluate(node.test)
             if test is not None:
@@ -91,7 +96,7 @@ class ConstantPropagation:
 
     def run(self, body: Block, env: Env) -> Block:
         out = self.block(body, env)[0]
-        return self._drop_unread_materializations(out)
+        return drop_dead_containers(self._drop_unread_materializations(out))
 
     def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
         out: Block = []
@@ -124,10 +129,11 @@ class ConstantPropagation:
             new_small = self._small(small, here)
             if new_small is not None:
                 kept.append(new_small)
-            exits = self.flow.step_small(new_small or small, here)
+            result_dropped = isinstance(new_small, cst.Expr) and isinstance(small, cst.Assign)
+            exits = self.flow.step_small(small if result_dropped else new_small or small, here, stmt)
             if exits.fall is not None:
                 written = small_statement_targets(small)
-                if new_small is None:
+                if new_small is None or result_dropped:
                     exits.fall.virtual |= written
                 else:
                     exits.fall.virtual -= written
@@ -141,10 +147,21 @@ class ConstantPropagation:
                 _binds_names_only(t.target) for t in small.targets
             ):
                 return None
+            if value is None and _is_method_call(small.value) and all(
+                    isinstance(t.target, cst.Name) for t in small.targets):
+                probe = self.flow.step_small(small, env.copy()).fall
+                results = [probe.get(t.target.value) if probe is not None else None for t in small.targets]
+                if all(isinstance(r, Static) and r.substitutable for r in results):
+                    return cst.Expr(self.fold(small.value, env))  # ``v = cfg.pop(k)`` with a static result
             targets = [t.with_changes(target=self._fold_target(t.target, env)) for t in small.targets]
             return small.with_changes(targets=targets, value=self.fold(small.value, env))
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             fact = env.get(small.target.value)
+            if type(small.operator) is cst.AddAssign and (isinstance(fact, ListLength) or (
+                    isinstance(fact, Static) and type(fact.value) is list)):
+                # the same change (list.__iadd__ is extend), without rebinding the name
+                extend = cst.Attribute(self.fold(small.target, env), cst.Name("extend"))
+                return cst.Expr(cst.Call(extend, [cst.Arg(self.fold(small.value, env))]))
             if isinstance(fact, Static) and fact.substitutable:
                 operator = getattr(cst, type(small.operator).__name__.replace("Assign", ""))()
                 combined = cst.BinaryOperation(small.target, operator, small.value)
@@ -152,20 +169,42 @@ class ConstantPropagation:
                     return None
                 return cst.Assign([cst.AssignTarget(small.target)], self.fold(combined, env))
             return small.with_changes(value=self.fold(small.value, env))
+        if isinstance(small, cst.AugAssign):
+            return small.with_changes(target=self._fold_target(small.target, env), value=self.fold(small.value, env))
         if isinstance(small, cst.AnnAssign) and small.value is not None:
             return self._small(cst.Assign([cst.AssignTarget(small.target)], small.value), env)
         if isinstance(small, cst.Del):
-            if isinstance(small.target, cst.Name) and isinstance(env.get(small.target.value), Static):
+            fact = env.get(small.target.value) if isinstance(small.target, cst.Name) else None
+            if isinstance(fact, Static) and fact.substitutable:
                 return None
-            return small
-        if isinstance(small, (cst.Expr, cst.Return, cst.Assert, cst.Raise, cst.AugAssign)):
+            return small.with_changes(target=self._fold_target(small.target, env))
+        if isinstance(small, (cst.Expr, cst.Return, cst.Assert, cst.Raise)):
             return self.fold(small, env)
         return small
 
     def _fold_target(self, target: cst.BaseExpression, env: Env) -> cst.BaseExpression:
-        if isinstance(target, (cst.Attribute, cst.Subscript)):
-            return self.fold(target, env)
-        return target
+        """A write target with its index expressions folded: the place written
+        is kept (``acc[i] += 2`` becomes ``acc[0] += 2``, never ``1 += 2``)."""
+        if isinstance(target, cst.Subscript):
+            return target.with_changes(value=self._fold_place(target.value, env),
+                                       slice=[self.fold(element, env) for element in target.slice])
+        if isinstance(target, cst.Attribute):
+            return target.with_changes(value=self._fold_place(target.value, env))
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return target.with_changes(elements=[e.with_changes(value=self._fold_target(e.value, env))
+                                                 for e in target.elements])
+        if isinstance(target, cst.StarredElement):
+            return target.with_changes(value=self._fold_target(target.value, env))
+        if isinstance(target, cst.Name):
+            return target
+        return self.fold(target, env)
+
+    def _fold_place(self, node: cst.BaseExpression, env: Env) -> cst.BaseExpression:
+        """The object an item or attribute write goes into: a name is substituted
+        like any read, a subscript or attribute keeps its place."""
+        if isinstance(node, cst.Name):
+            return self.fold(node, env)
+        return self._fold_target(node, env)
 
     def _if(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         test = self.flow.evaluate(stmt.test, env)
@@ -213,6 +252,10 @@ class ConstantPropagation:
 
         module = cst.Module(body=body).visit(Drop())
         return list(module.body)
+
+
+def _is_method_call(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
 
 
 def _binds_names_only(target: cst.BaseExpression) -> bool:

@@ -12,7 +12,7 @@ import torch
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.locations import LocationTable
 from rewriter.names import Namespace
-from rewriter.values import ModuleIndex, Static
+from rewriter.values import FreshContainers, ModuleIndex, Static
 
 
 class GlobalTable:
@@ -69,6 +69,7 @@ class RewriteContext:
     branch_free: dict[Any, bool] = field(default_factory=dict)
     syntax_facts: dict[Any, Any] = field(default_factory=dict)
     fingerprints: dict[int, tuple] = field(default_factory=dict)
+    fresh: FreshContainers = field(default_factory=FreshContainers)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import libcst as cst
 
+from rewriter.containers import ContainerEffects, Group, Position, tracks
 from rewriter.context import RewriteContext
 from rewriter.static_eval import StaticEvaluator
-from rewriter.values import ListLength, Static, is_literal, literal_term, subscript_term
-from rewriter.walk import bound_names, small_statement_targets, target_names
+from rewriter.values import CONTAINERS, ListLength, Static, holds_container, is_literal, literal_term, subscript_term
+from rewriter.walk import bound_names, descendants, target_names
 
 Fact = Static | ListLength
 
@@ -30,7 +31,7 @@ def _same(a: Fact, b: Fact) -> bool:
     if a.value is b.value:
         return True
     return (is_literal(a.value) and type(a.value) is type(b.value) and a.value == b.value
-            and not isinstance(a.value, list))
+            and not holds_container(a.value))
 
 
 class Env:
@@ -58,6 +59,17 @@ class Env:
     def get(self, name: str) -> Fact | None:
         return self.facts.get(name)
 
+    def first_alias(self, name: str) -> str:
+        """The first-bound name that holds the same container as ``name`` (``name``
+        itself if none): rewritten code names each container one way, so later
+        stages that treat a list as a value per name stay right."""
+        fact = self.facts.get(name)
+        if isinstance(fact, ListLength):
+            return next(n for n, f in self.facts.items() if isinstance(f, ListLength) and f.token is fact.token)
+        if isinstance(fact, Static) and isinstance(fact.value, CONTAINERS):
+            return next(n for n, f in self.facts.items() if isinstance(f, Static) and f.value is fact.value)
+        return name
+
 
 def join(envs: Iterable[Env | None]) -> Env | None:
     """Facts that hold on every incoming path (None: no path reaches here)."""
@@ -67,7 +79,29 @@ def join(envs: Iterable[Env | None]) -> Env | None:
     first, rest = live[0], live[1:]
     facts = {name: fact for name, fact in first.facts.items()
              if all(name in e.facts and _same(fact, e.facts[name]) for e in rest)}
-    return Env(facts, set().union(*(e.virtual for e in live)))
+    joined = Env(facts, set().union(*(e.virtual for e in live)))
+    if rest:
+        # A name dynamic after the join may still refer to a container on some path.
+        escaped = Group()
+        for env in live:
+            for name, fact in env.facts.items():
+                kept = joined.facts.get(name)
+                if (kept is None or not _same(kept, fact)) and tracks(fact):
+                    escaped.add(Group.of(fact))
+        escaped.drop(joined)
+        for name, fact in first.facts.items():
+            if name not in joined.facts and _one_list_of_length(name, live):
+                joined.bind(name, ListLength(fact.length))  # ``outs = [a]`` on both paths
+    return joined
+
+
+def _one_list_of_length(name: str, envs: list[Env]) -> bool:
+    """Whether ``name`` holds, on every path, a list of one same length that no other name holds."""
+    facts = [env.facts.get(name) for env in envs]
+    if not all(isinstance(f, ListLength) and f.length == facts[0].length for f in facts):
+        return False
+    return all(sum(1 for other in env.facts.values() if isinstance(other, ListLength) and other.token is f.token) == 1
+               for env, f in zip(envs, facts))
 
 
 @dataclass
@@ -89,6 +123,9 @@ def assigned_names(node: cst.CSTNode) -> set[str]:
     return bound_names(node)
 
 
+_NOTHING = object()
+
+
 class _FlowScope:
     def __init__(self, flow: StaticFlow, env: Env) -> None:
         self.flow = flow
@@ -103,9 +140,6 @@ class _FlowScope:
         return self.flow.ctx.globals.resolve(name, self.flow.fn_globals)
 
 
-_LIST_GROWERS = {"append": 1, "insert": 1}
-
-
 class StaticFlow:
     """Transfer functions for one function body (``locals``: the local names of
     its source, to which every name the namespace generates is added;
@@ -117,7 +151,7 @@ class StaticFlow:
         self.fn_globals = fn_globals
 
     def evaluator(self, env: Env) -> StaticEvaluator:
-        return StaticEvaluator(_FlowScope(self, env), self.ctx.index)
+        return StaticEvaluator(_FlowScope(self, env), self.ctx.index, self.ctx.fresh)
 
     def evaluate(self, node: cst.BaseExpression, env: Env) -> Static | None:
         return self.evaluator(env).evaluate(node)
@@ -140,7 +174,7 @@ class StaticFlow:
             for small in stmt.body:
                 if exits.fall is None:
                     break
-                exits = self._small(small, exits.fall, exits)
+                exits = self._small(small, exits.fall, exits, stmt)
             return exits
         if isinstance(stmt, cst.If):
             return self._if(stmt, env)
@@ -149,14 +183,19 @@ class StaticFlow:
         if isinstance(stmt, (cst.For, cst.While)):
             for name in assigned_names(stmt):
                 env.kill(name)
+            for node in descendants(stmt):  # a loop left as it is may change any container it names
+                if isinstance(node, cst.Name) and tracks(env.get(node.value)):
+                    Group.of(env.get(node.value)).drop(env)
             return Exits(env)
         return Exits(env)
 
-    def step_small(self, small: cst.BaseSmallStatement, env: Env) -> Exits:
-        """Effect of one small statement (``a = b``, ``return x``, ...) on ``env``."""
-        return self._small(small, env, Exits(env))
+    def step_small(self, small: cst.BaseSmallStatement, env: Env, line: cst.CSTNode | None = None) -> Exits:
+        """Effect of one small statement (``a = b``, ``return x``, ...) on ``env``
+        (``line``: the statement line it belongs to, for error locations)."""
+        return self._small(small, env, Exits(env), line)
 
     def _if(self, stmt: cst.If, env: Env) -> Exits:
+        self.refuse_changes_in_test(stmt.test, env, stmt)
         test = self.evaluate(stmt.test, env)
         orelse = else_body(stmt)
         if test is not None:
@@ -168,35 +207,59 @@ class StaticFlow:
 
     # -- simple statements -----------------------------------------------------------------
 
-    def _small(self, node: cst.BaseSmallStatement, env: Env, exits: Exits) -> Exits:
+    def _small(self, node: cst.BaseSmallStatement, env: Env, exits: Exits,
+               anchor: cst.CSTNode | None = None) -> Exits:
         kind = type(node)
+        if kind is cst.Return and node.value is not None:
+            ContainerEffects(self, env.copy(), node, anchor).visit(node.value, Position.READ)
         if kind is cst.Return or kind is cst.Raise:
             return Exits(None, exits.breaks, exits.continues)
         if kind is cst.Break:
             return Exits(None, exits.breaks + [env], exits.continues)
         if kind is cst.Continue:
             return Exits(None, exits.breaks, exits.continues + [env])
+        effects = ContainerEffects(self, env, node, anchor)
         if kind is cst.Assign:
-            value = self.evaluate(node.value, env)
-            self._forget_escaping_lists(node.value, env)
-            for target in node.targets:
-                self.bind_target(target.target, value, node.value, env)
+            self._assign([t.target for t in node.targets], node.value, env, effects)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
-            self.bind_target(node.target, self.evaluate(node.value, env), node.value, env)
+            self._assign([node.target], node.value, env, effects)
         elif isinstance(node, cst.AugAssign):
-            self._aug_assign(node, env)
+            self._aug_assign(node, env, effects)
         elif isinstance(node, cst.Expr):
-            self._expression_statement(node.value, env)
+            effects.visit(node.value, Position.READ)
+        elif isinstance(node, cst.Assert):
+            effects.visit(node.test, Position.READ)
         elif isinstance(node, cst.Del):
-            for name in small_statement_targets(node):
-                env.kill(name)
+            self._delete(node.target, env, effects)
         return Exits(env, exits.breaks, exits.continues)
 
+    def _assign(self, targets: list[cst.BaseExpression], value_node: cst.BaseExpression, env: Env,
+                effects: ContainerEffects) -> None:
+        value = self.evaluate(value_node, env)
+        single_store = len(targets) == 1 and isinstance(targets[0], (cst.Subscript, cst.Attribute))
+        if all(isinstance(t, cst.Name) for t in targets):
+            effects.visit(value_node, Position.ALIAS)
+            returned = effects.results.get(id(value_node), _NOTHING)
+            if value is None and is_literal(returned) and not holds_container(returned):
+                value = Static(returned, literal_term(returned))  # ``shift = cfg.pop("shift")``
+        elif not single_store:
+            effects.visit(value_node, Position.ESCAPE)
+        for target in targets:
+            self.bind_target(target, value, value_node, env, effects, visit_value=single_store)
+
     def bind_target(self, target: cst.BaseExpression, value: Static | None,
-                    value_node: cst.BaseExpression | None, env: Env) -> None:
+                    value_node: cst.BaseExpression | None, env: Env,
+                    effects: ContainerEffects | None = None, visit_value: bool = False) -> None:
+        """Bind ``target`` to ``value`` (computed by ``value_node``, whose effects
+        are applied unless ``visit_value``: then ``target`` is an item or
+        attribute that keeps the value)."""
         if isinstance(target, cst.Name):
             if value is not None:
+                if holds_container(value.value):  # the name is the run-time alias of the container
+                    value = Static(value.value, cst.Name(target.value))
                 env.bind(target.value, value)
+            elif isinstance(value_node, cst.Name) and isinstance(env.get(value_node.value), ListLength):
+                env.bind(target.value, env.get(value_node.value))
             elif isinstance(value_node, cst.List) and not any(
                 isinstance(e, cst.StarredElement) for e in value_node.elements
             ):
@@ -210,7 +273,11 @@ class StaticFlow:
                 value = None
             parts = self._unpack(value, value_node, len(elements), env)
             for element, (part_value, part_node) in zip(elements, parts):
-                self.bind_target(element, part_value, part_node, env)
+                self.bind_target(element, part_value, part_node, env, effects)
+            return
+        if isinstance(target, (cst.Subscript, cst.Attribute)):
+            effects = effects or ContainerEffects(self, env, target, None)
+            effects.store(target, value, value_node if visit_value else None)
             return
         for name in target_names(target):
             env.kill(name)
@@ -226,25 +293,38 @@ class StaticFlow:
             return [(self.evaluate(e.value, env), e.value) for e in value_node.elements]
         return [(None, None)] * arity
 
-    def _aug_assign(self, node: cst.AugAssign, env: Env) -> None:
+    def _aug_assign(self, node: cst.AugAssign, env: Env, effects: ContainerEffects) -> None:
+        if effects.in_place(node):
+            return
         if not isinstance(node.target, cst.Name):
+            effects.item_in_place(node)
             return
         name = node.target.value
-        fact = env.get(name)
-        if isinstance(fact, ListLength) and isinstance(node.operator, cst.AddAssign):
-            added = self._static_length(node.value, env)
-            if added is not None:
-                env.bind(name, ListLength(fact.length + added))
-                return
         operator = getattr(cst, type(node.operator).__name__.replace("Assign", ""))()
         combined = cst.BinaryOperation(node.target, operator, node.value)
         value = self.evaluate(combined, env)
-        if value is not None and not isinstance(value.value, list):
+        effects.visit(node.value, Position.ALIAS if value is not None else Position.ESCAPE)
+        if value is not None:
+            if holds_container(value.value):
+                value = Static(value.value, cst.Name(name))
             env.bind(name, value)
         else:
             env.kill(name)
 
-    def _static_length(self, node: cst.BaseExpression, env: Env) -> int | None:
+    def _delete(self, target: cst.BaseExpression, env: Env, effects: ContainerEffects) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._delete(element.value, env, effects)
+        elif isinstance(target, cst.Subscript):
+            effects.delete(target)
+        elif isinstance(target, cst.Attribute):
+            effects.visit(target.value, Position.READ)
+        else:
+            for name in target_names(target):
+                env.kill(name)
+
+    def static_length(self, node: cst.BaseExpression, env: Env) -> int | None:
+        """The length of ``node``'s value when it is known (a display, a ``ListLength``, a static sequence)."""
         if isinstance(node, (cst.List, cst.Tuple)) and not any(
             isinstance(e, cst.StarredElement) for e in node.elements
         ):
@@ -258,68 +338,14 @@ class StaticFlow:
             return len(value.value)
         return None
 
-    def _expression_statement(self, value: cst.BaseExpression, env: Env) -> None:
-        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-                and isinstance(value.func.value, cst.Name)):
-            name = value.func.value.value
-            method = value.func.attr.value
-            fact = env.get(name)
-            length = None
-            if isinstance(fact, ListLength):
-                length = fact.length
-            elif isinstance(fact, Static) and isinstance(fact.value, list):
-                length = len(fact.value)
-            if length is not None:
-                self._forget_escaping_lists(value, env, keep=name)
-                if method in _LIST_GROWERS:
-                    env.bind(name, ListLength(length + 1))
-                elif method == "extend" and value.args:
-                    added = self._static_length(value.args[0].value, env)
-                    env.bind(name, ListLength(length + added)) if added is not None else env.kill(name)
-                elif method == "pop" and length > 0:
-                    env.bind(name, ListLength(length - 1))
-                elif method == "clear":
-                    env.bind(name, ListLength(0))
-                elif method in ("index", "count", "copy"):
-                    pass
-                else:
-                    env.kill(name)
-                return
-        self._forget_escaping_lists(value, env)
-
-    def _is_pure_call(self, call: cst.Call, env: Env) -> bool:
-        """Calls known not to mutate a list argument: builtins and torch functions."""
-        func = self.evaluate(call.func, env)
-        if func is None:
-            return False
-        module = getattr(func.value, "__module__", None) or ""
-        return module in ("builtins", "math") or module.startswith("torch")
-
-    def _forget_escaping_lists(self, node: cst.BaseExpression, env: Env, keep: str | None = None) -> None:
-        """A list passed to a call may be mutated by it: forget what we knew."""
-        if any(_is_list_fact(f) for f in env.facts.values()):
-            node.visit(_ListArguments(self, env, keep))
-
-
-def _is_list_fact(fact: Fact | None) -> bool:
-    return isinstance(fact, ListLength) or (isinstance(fact, Static) and isinstance(fact.value, list))
-
-
-class _ListArguments(cst.CSTVisitor):
-    """Forgets lists passed to calls that may mutate them."""
-
-    def __init__(self, flow: StaticFlow, env: Env, keep: str | None) -> None:
-        super().__init__()
-        self.flow = flow
-        self.env = env
-        self.keep = keep
-
-    def visit_Call(self, call: cst.Call) -> None:
-        for arg in call.args:
-            if not isinstance(arg.value, cst.Name) or arg.value.value == self.keep:
-                continue
-            if _is_list_fact(self.env.get(arg.value.value)) and not self.flow._is_pure_call(call, self.env):
-                self.env.kill(arg.value.value)
+    def refuse_changes_in_test(self, test: cst.BaseExpression, env: Env, stmt: cst.CSTNode) -> None:
+        """An ``if``/``while`` test must not change a container: the passes would
+        see the change on one path only."""
+        probe = env.copy()
+        ContainerEffects(self, probe, test, stmt).visit(test, Position.READ)
+        if probe.facts != env.facts:
+            raise self.ctx.error("a condition that changes a container", stmt,
+                                 "change the container on a line of its own before the `if`")
 
 
 def else_body(stmt: cst.If) -> list[cst.BaseStatement]:

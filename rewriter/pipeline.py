@@ -22,7 +22,7 @@ from rewriter.state_writes import reject_state_writes
 from rewriter.structure import Structure
 from rewriter.substitute import rename
 from rewriter.unroll import Unroll
-from rewriter.values import ModuleIndex, Static, fingerprint, is_literal
+from rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from rewriter.verify import verify
 from rewriter.walk import descendants
 
@@ -138,7 +138,9 @@ def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: c
 
 
 def _static_key(value) -> tuple:
-    return ("literal", type(value).__name__, repr(value)) if is_literal(value) else ("object", id(value))
+    if is_literal(value) and not holds_container(value):  # a container's identity matters (aliasing)
+        return ("literal", type(value).__name__, repr(value))
+    return ("object", id(value))
 
 
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement) -> InlinedBody | None:
@@ -183,6 +185,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
             placeholder = ctx.namespace.fresh("receiver")
             static = Static(receiver.value, cst.Name(placeholder))
             ctx.index = ModuleIndex(receiver.value, static.term, outer=outer_index)
+        elif holds_container(static.value):  # the inlined call binds it to its parameter (Inline._bind_dynamic)
+            static = Static(static.value, cst.Name(mapping[name]))
         env.bind(mapping[name], static)
     ctx.call_stack.append(frame)
     try:

@@ -19,13 +19,14 @@ import libcst as cst
 import torch
 
 from rewriter.substitute import replace_names
-from rewriter.values import ListLength, ModuleIndex, Static, attribute_term, canonical_term
+from rewriter.values import CONTAINERS, FreshContainers, ListLength, ModuleIndex, Static, attribute_term, canonical_term
 
 _ALLOWED_BUILTIN_NAMES = (
     "len range enumerate zip reversed int float str bool tuple list dict min max abs sum sorted "
     "round divmod isinstance issubclass hasattr getattr type repr any all pow set frozenset"
 )
 _ALLOWED_BUILTINS = {getattr(builtins, name) for name in _ALLOWED_BUILTIN_NAMES.split()}
+_CONSTRUCTORS = frozenset({list, dict, set, sorted, bytearray})
 _PURE_RECEIVERS = (str, bytes, tuple, list, dict, int, float, range, frozenset, torch.Size, torch.dtype)
 _MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
                      "update", "setdefault", "popitem", "add", "discard"}
@@ -88,9 +89,10 @@ class StaticEvaluator:
     """Evaluates expressions against a ``Scope``; ``evaluate`` returns a ``Static``
     or ``None`` when the expression is dynamic."""
 
-    def __init__(self, scope: Scope, index: ModuleIndex) -> None:
+    def __init__(self, scope: Scope, index: ModuleIndex, fresh: FreshContainers | None = None) -> None:
         self.scope = scope
         self.index = index
+        self.fresh = fresh if fresh is not None else FreshContainers()
 
     def evaluate(self, node: cst.BaseExpression) -> Static | None:
         try:
@@ -178,7 +180,10 @@ class StaticEvaluator:
         if _is_tensor(base):
             raise _Dynamic
         keys = [self._slice_element(e.slice) for e in node.slice]
-        return base[keys[0] if len(keys) == 1 else tuple(keys)]
+        result = base[keys[0] if len(keys) == 1 else tuple(keys)]
+        if isinstance(keys[0], slice) and isinstance(result, CONTAINERS) and result is not base:
+            self.fresh.add(result)
+        return result
 
     def _slice_element(self, element: cst.BaseSlice) -> Any:
         if isinstance(element, cst.Index):
@@ -211,13 +216,20 @@ class StaticEvaluator:
             _is_tensor(a) for a in [*args, *kwargs.values()]
         ):
             raise _Dynamic
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
+        if func in _CONSTRUCTORS or (getattr(func, "__name__", "") == "copy"
+                                     and isinstance(getattr(func, "__self__", None), CONTAINERS)):
+            self.fresh.add(result)
+        return result
 
     def _eval_BinaryOperation(self, node: cst.BinaryOperation) -> Any:
         left, right = self._value(node.left), self._value(node.right)
         if _is_tensor(left) or _is_tensor(right) or type(node.operator) not in _BINARY:
             raise _Dynamic
-        return _BINARY[type(node.operator)](left, right)
+        result = _BINARY[type(node.operator)](left, right)
+        if isinstance(result, CONTAINERS) and result is not left and result is not right:
+            self.fresh.add(result)
+        return result
 
     def _eval_UnaryOperation(self, node: cst.UnaryOperation) -> Any:
         operand = self._value(node.expression)
@@ -264,10 +276,10 @@ class StaticEvaluator:
         return tuple(self._elements(node.elements))
 
     def _eval_List(self, node: cst.List) -> list:
-        return self._elements(node.elements)
+        return self.fresh.add(self._elements(node.elements))
 
     def _eval_Set(self, node: cst.Set) -> set:
-        return set(self._elements(node.elements))
+        return self.fresh.add(set(self._elements(node.elements)))
 
     def _eval_Dict(self, node: cst.Dict) -> dict:
         result = {}
@@ -276,7 +288,7 @@ class StaticEvaluator:
                 result.update(self._value(element.value))
             else:
                 result[self._value(element.key)] = self._value(element.value)
-        return result
+        return self.fresh.add(result)
 
 
 def attribute_static(base: Static, name: str, index: ModuleIndex) -> Static:

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 
+from rewriter.containers import tracks
 from rewriter.context import RewriteContext
 from rewriter.exits import Block, rebuild_if, run_unless_exited
 from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
 from rewriter.locations import comment_of, set_location
-from rewriter.values import Static, is_literal, literal_term, subscript_term
+from rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
+from rewriter.walk import descendants
 
 MAX_TRIPS = 10_000
 
@@ -65,6 +67,7 @@ class Unroll:
         return out, exits
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+        self.flow.refuse_changes_in_test(stmt.test, env, stmt)
         test = self.flow.evaluate(stmt.test, env)
         if test is not None:  # constant propagation removes the dead branch
             taken, exits = self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
@@ -80,8 +83,11 @@ class Unroll:
 
     def expand_for(self, loop: cst.For, env: Env) -> tuple[Block, Exits]:
         elements, prologue = self.iteration(loop, env)
+        self._refuse_rebinding(loop, elements)
         for line in prologue:
             env = self.flow.step(line, env).fall
+        iterated = {n.value: env.get(n.value) for n in descendants(loop.iter)
+                    if isinstance(n, cst.Name) and tracks(env.get(n.value))}
         iterations: list[Block] = []
         breaks: list[Env] = []
         current: Env | None = env
@@ -95,13 +101,28 @@ class Unroll:
             iterations.append(bindings + body)
             breaks += exits.breaks
             current = join([exits.fall, *exits.continues])
+            if current is not None and any(current.get(name) != fact for name, fact in iterated.items()):
+                raise self.ctx.error(
+                    "a for loop over a container that the loop changes", loop,
+                    "iterate over a copy (`for x in list(xs):`) or collect the changes and apply them after the loop")
         return self.assemble(loop, iterations, breaks, current, prologue)
+
+    def _refuse_rebinding(self, loop: cst.For, elements: list[Element]) -> None:
+        """An unrolled iteration reads its item through a name (``outs[2]``); Python
+        iterates the object the loop started with, so the body must not rebind that name."""
+        named = {n.value for e in elements for n in descendants(e.term) if isinstance(n, cst.Name)}
+        rebound = named & assigned_names(loop.body)
+        if rebound:
+            raise self.ctx.error(
+                f"a for loop over {sorted(rebound)[0]}, which the loop assigns", loop,
+                "iterate over a copy bound to a name of its own (`items = list(xs)`), or rename the variable")
 
     def expand_while(self, loop: cst.While, env: Env) -> tuple[Block, Exits]:
         iterations: list[Block] = []
         breaks: list[Env] = []
         current: Env | None = env
         while current is not None:
+            self.flow.refuse_changes_in_test(loop.test, current, loop)
             test = self.flow.evaluate(loop.test, current)
             if test is None:
                 raise self.ctx.error(
@@ -210,7 +231,7 @@ class Unroll:
         return Element(Static(value, term), term)
 
     def _term(self, value, fallback: cst.BaseExpression | None) -> cst.BaseExpression | None:
-        if is_literal(value) and not isinstance(value, (list, dict)):
+        if is_literal(value) and not holds_container(value):
             return literal_term(value)
         path = self.ctx.index.term_for(value)
         return fallback if path is None else path

@@ -10,8 +10,11 @@ literal, or a path from ``self`` or from a global name).
 
 from __future__ import annotations
 
+import gc
 import math
-from dataclasses import dataclass
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -31,17 +34,94 @@ class Static:
     def substitutable(self) -> bool:
         """Whether uses of a name bound to this value may be replaced by its term.
 
-        Lists are mutable: a name bound to a list is kept so that appends
-        through it stay visible to later reads.
+        A value that is or reaches a container (a list, a dict, a tuple of
+        lists) is not: the name stays a variable, so that changes made
+        through it or through an alias are seen by every later read.
         """
-        return not isinstance(self.value, (list, dict, set))
+        return not holds_container(self.value)
 
 
 @dataclass(frozen=True)
 class ListLength:
-    """A dynamic list whose length is known: ``outputs`` after two appends."""
+    """A dynamic list whose length is known: ``outputs`` after two appends.
+
+    ``token`` identifies the list: facts of names that alias it share the token.
+    """
 
     length: int
+    token: object = field(default_factory=object)
+
+
+# -- containers ------------------------------------------------------------------------------------
+
+CONTAINERS = (list, dict, set, bytearray)
+
+
+def _is_builtin_view(value: Any) -> bool:
+    kind = type(value)
+    return kind.__module__ == "builtins" and kind.__name__.endswith(
+        ("iterator", "_keys", "_values", "_items"))
+
+
+def _parts(value: Any) -> Iterable[Any]:
+    """The objects ``value`` holds that may be or hold containers."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return value
+    if isinstance(value, dict):
+        return value.values()
+    if isinstance(value, (types.BuiltinMethodType, types.MethodType)):
+        owner = getattr(value, "__self__", None)
+        return () if owner is None or isinstance(owner, (types.ModuleType, torch.nn.Module)) else (owner,)
+    if isinstance(value, (enumerate, zip, reversed)) or _is_builtin_view(value):
+        return gc.get_referents(value)
+    return ()
+
+
+def reachable(value: Any, include_self: bool = True) -> dict[int, Any]:
+    """Every container ``value`` is or reaches (through tuples, containers,
+    views, iterators and bound methods), by id; ``value`` itself only if ``include_self``."""
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    stack = [value] if include_self else list(_parts(value))
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, CONTAINERS):
+            found[id(current)] = current
+        stack.extend(_parts(current))
+    return found
+
+
+_NO_CONTAINERS = (int, float, bool, str, bytes, type(None), torch.Tensor, torch.nn.Module, types.ModuleType,
+                  types.FunctionType, type)
+
+
+def holds_container(value: Any) -> bool:
+    """Whether ``value`` is or reaches a container."""
+    if type(value) in (list, dict, set, bytearray):
+        return True
+    if isinstance(value, _NO_CONTAINERS):
+        return False
+    return bool(reachable(value))
+
+
+class FreshContainers:
+    """The containers the static evaluator created during one rewrite; every
+    other container (the model's, a global, a default argument) outlives the
+    call. Kept alive here, so that an id is never reused by another object."""
+
+    def __init__(self) -> None:
+        self._objects: dict[int, Any] = {}
+
+    def add(self, value: Any) -> Any:
+        if isinstance(value, CONTAINERS):
+            self._objects[id(value)] = value
+        return value
+
+    def __contains__(self, value: Any) -> bool:
+        return self._objects.get(id(value)) is value
 
 
 def is_literal(value: Any) -> bool:
@@ -160,6 +240,6 @@ def fingerprint(module: torch.nn.Module, memo: dict[int, tuple]) -> tuple:
 def canonical_term(value: Any, index: ModuleIndex) -> cst.BaseExpression | None:
     """The best term for a static value: a literal, else its path in the model;
     None when neither exists (the caller then keeps the expression that computed it)."""
-    if is_literal(value) and not isinstance(value, (list, dict)):
+    if is_literal(value) and not holds_container(value):
         return literal_term(value)
     return index.term_for(value)

@@ -364,3 +364,47 @@ def test_break_under_nested_if_uses_a_flag_instead_of_copies():
                         x = -x
             return x
     """)
+
+
+class AccumulateFeatures(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        acc = [torch.zeros_like(x), torch.zeros_like(x)]
+        for i in range(2):
+            acc[i] += self.heads[i](x)
+        return acc
+
+
+def test_constprop_folds_the_index_of_a_write_target_not_the_target():
+    assert after(AccumulateFeatures(), "constprop") == golden("""
+        acc = [torch.zeros_like(x), torch.zeros_like(x)]
+        acc[0] += self.heads[0](x)
+        acc[1] += self.heads[1](x)
+        return acc
+    """)
+
+
+class ConfigThroughMethods(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        cfg = {"scale": 1.0}
+        cfg.update(scale=2.0)
+        extra = cfg.setdefault("shift", 0.5)
+        outs = []
+        keep = outs
+        keep.append(self.fc(x) * cfg["scale"] + extra)
+        return outs
+
+
+def test_constprop_folds_a_dict_changed_by_methods_and_names_a_list_one_way():
+    assert after(ConfigThroughMethods(), "constprop") == golden("""
+        outs = []
+        outs.append(self.fc(x) * 2.0 + 0.5)
+        return outs
+    """)

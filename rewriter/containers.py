@@ -1,0 +1,597 @@
+"""Python containers as objects in the static environment: aliasing, mutation, escape.
+
+Terms:
+
+- A *container* is a list, dict, set or bytearray (``values.CONTAINERS``).
+- A fact *tracks* a container when it is a ``ListLength`` (a dynamic list,
+  known by its ``token``) or a ``Static`` whose value reaches the container
+  (``values.reachable``: through tuples, containers, views, bound methods).
+- A container is *fresh* when the static evaluator created it during this
+  rewrite (``ctx.fresh``); any other one (``self.cfg``, a global, a default
+  argument) outlives the call.
+
+Invariant, kept by ``ContainerEffects`` for every statement the flow passes
+over: a tracked container is reachable at run time only through names whose
+facts track it. Anything that could create another way to it — storing it in
+a container that is not tracked exactly, passing it to code the rewriter
+cannot see, ``b = a if t else c`` — *escapes* it: every fact that tracks it is
+dropped, so the container is dynamic (kept by the host) from there on, for
+every alias.
+
+Guarantees: a mutation of a tracked container (a method, an item or slice
+write, ``del``, an in-place operator) changes every fact that tracks it to the
+exact new value — computed on a copy, because environments share facts — or,
+where that value cannot be proved, drops them (a list of known length becomes
+a ``ListLength``). Mutating a container that outlives the call, or changing a
+container and reading it in one statement, raises ``UnsupportedError``.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections.abc import Callable, Iterable
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+import torch
+
+from rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
+from rewriter.walk import COMPREHENSIONS, children, descendants
+
+if TYPE_CHECKING:
+    from rewriter.flow import Env, StaticFlow
+
+MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "setdefault",
+    "popitem", "add", "discard", "difference_update", "intersection_update", "symmetric_difference_update",
+    "__setitem__", "__delitem__", "__iadd__", "__imul__", "__ior__", "__iand__", "__isub__", "__ixor__",
+})
+# Methods whose receiver keeps the argument itself (not only its elements).
+_STORING_METHODS = frozenset({"append", "insert", "setdefault", "add", "__setitem__", "__iadd__"})
+_COPYING_METHODS = frozenset({"extend", "update"})
+_READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "index", "count", "__len__",
+                              "__contains__", "__getitem__", "union", "intersection", "difference",
+                              "symmetric_difference", "issubset", "issuperset", "isdisjoint"})
+# Builtins that neither keep nor change their arguments (their result may share elements with them).
+_COPYING_BUILTINS = frozenset({len, sum, sorted, list, tuple, set, frozenset, dict, any, all, isinstance,
+                               enumerate, zip, reversed, str, repr, print, range, bool, int, float, abs,
+                               round, hash, id, type, callable, format})
+_TENSOR_METHODS = frozenset(name for name in dir(torch.Tensor) if not name.startswith("_"))
+_IN_PLACE = {cst.AddAssign: operator.iadd, cst.MultiplyAssign: operator.imul, cst.BitOrAssign: operator.ior,
+             cst.BitAndAssign: operator.iand, cst.SubtractAssign: operator.isub, cst.BitXorAssign: operator.ixor}
+
+
+class Position(Enum):
+    """What the code around an expression does with its value."""
+
+    READ = "read"        # only reads it
+    ALIAS = "alias"      # binds it to a plain name (the flow then tracks the alias)
+    COPIED = "copied"    # keeps its elements, not the container itself (``list(a)``, ``b.extend(a)``)
+    ESCAPE = "escape"    # keeps it, or hands it to code the rewriter cannot see
+
+    def inner(self) -> Position:
+        """The position of a part whose value may become this expression's value."""
+        return Position.READ if self is Position.READ else Position.ESCAPE
+
+
+def tracks(fact: Static | ListLength | None) -> bool:
+    return isinstance(fact, ListLength) or (isinstance(fact, Static) and holds_container(fact.value))
+
+
+class Group:
+    """Containers (by id) and dynamic lists (by token) whose facts change together."""
+
+    def __init__(self, ids: Iterable[int] = (), tokens: Iterable[object] = ()) -> None:
+        self.ids = set(ids)
+        self.tokens = set(tokens)
+
+    @classmethod
+    def of(cls, fact: Static | ListLength | None, include_self: bool = True) -> Group:
+        if isinstance(fact, ListLength):
+            return cls(tokens=[fact.token] if include_self else [])
+        if isinstance(fact, Static) and holds_container(fact.value):
+            return cls(ids=reachable(fact.value, include_self))
+        return cls()
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.tokens)
+
+    def add(self, other: Group) -> None:
+        self.ids |= other.ids
+        self.tokens |= other.tokens
+
+    def touches(self, fact: Static | ListLength | None) -> bool:
+        if isinstance(fact, ListLength):
+            return fact.token in self.tokens
+        if self.ids and isinstance(fact, Static) and holds_container(fact.value):
+            return not self.ids.isdisjoint(reachable(fact.value))
+        return False
+
+    def drop(self, env: Env) -> None:
+        """Forget every fact that tracks a container of this group."""
+        if self:
+            for name in [n for n, fact in env.facts.items() if self.touches(fact)]:
+                env.kill(name)
+
+
+class ContainerEffects:
+    """Applies to ``env`` what one statement does to containers (see the module docstring).
+
+    ``visit(node, position)`` walks an expression, applying the mutations its
+    calls make and dropping what escapes; ``store``, ``delete`` and
+    ``in_place`` apply item writes, ``del x[k]`` and ``a += b``. ``anchor`` is
+    the statement line errors point at.
+    """
+
+    def __init__(self, flow: StaticFlow, env: Env, statement: cst.CSTNode, anchor: cst.CSTNode | None) -> None:
+        self.flow = flow
+        self.env = env
+        self.statement = statement
+        self.anchor = anchor
+        self.conditional = 0
+        self.results: dict[int, Any] = {}  # what an exactly applied mutating call returned, by call node
+
+    # -- expressions ------------------------------------------------------------------------------
+
+    def visit(self, node: cst.CSTNode, position: Position) -> None:
+        kind = type(node)
+        if kind is cst.Name:
+            self._name(node, position)
+            return
+        if position is not Position.READ and kind in _MAYBE_STATIC:
+            static = self.flow.evaluate(node, self.env)
+            if static is not None:
+                if position is not Position.ALIAS:
+                    Group.of(static, include_self=position is Position.ESCAPE).drop(self.env)
+                return
+        handler = _HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, node, position)
+        elif kind in COMPREHENSIONS:
+            self._comprehension(node, position)
+        else:
+            for child in children(node):
+                self.visit(child, position.inner())
+
+    def _name(self, node: cst.Name, position: Position) -> None:
+        if position is Position.COPIED or position is Position.ESCAPE:
+            fact = self.env.get(node.value)
+            if tracks(fact):
+                Group.of(fact, include_self=position is Position.ESCAPE).drop(self.env)
+
+    def _call(self, node: cst.Call, position: Position) -> None:
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method in MUTATING_METHODS and self._mutating_call(node, func.value, method, position):
+            return
+        arguments = self._argument_position(node, position)
+        if method is None:
+            self.visit(func, Position.READ)
+        elif method in _READING_METHODS:
+            self.visit(func.value, Position.READ if position is Position.READ else Position.COPIED)
+        else:
+            self.visit(func.value, Position.ESCAPE if arguments is Position.ESCAPE else Position.READ)
+        for arg in node.args:
+            self.visit(arg.value, Position.COPIED if arg.star and arguments is Position.ESCAPE else arguments)
+
+    def _argument_position(self, node: cst.Call, position: Position) -> Position:
+        """Where a call puts its arguments: only library code is known not to keep them."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _READING_METHODS:
+            return position.inner()
+        static = self.flow.evaluate(func, self.env)
+        if static is None:
+            if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS:
+                return Position.READ
+            return Position.ESCAPE
+        value = static.value
+        try:
+            if value in _COPYING_BUILTINS:
+                return Position.READ if position is Position.READ else Position.COPIED
+        except TypeError:  # an unhashable callable
+            pass
+        module = getattr(value, "__module__", None) or ""
+        if module == "math" or (module.startswith("torch") and not isinstance(value, torch.nn.Module)):
+            return Position.READ
+        if isinstance(value, torch.nn.Module) and module.startswith("torch.nn.modules"):
+            return Position.READ
+        return Position.ESCAPE
+
+    def _conditional(self, parts: list[tuple[cst.CSTNode, Position]]) -> None:
+        self.conditional += 1
+        for part, position in parts:
+            self.visit(part, position)
+        self.conditional -= 1
+
+    def _bool(self, node: cst.BooleanOperation, position: Position) -> None:
+        self.visit(node.left, position.inner())
+        self._conditional([(node.right, position.inner())])
+
+    def _if_exp(self, node: cst.IfExp, position: Position) -> None:
+        self.visit(node.test, Position.READ)
+        self._conditional([(node.body, position.inner()), (node.orelse, position.inner())])
+
+    def _subscript(self, node: cst.Subscript, position: Position) -> None:
+        self.visit(node.value, Position.READ if position is Position.READ else Position.COPIED)
+        for element in node.slice:
+            self.visit(element.slice, Position.READ)
+
+    def _attribute(self, node: cst.Attribute, position: Position) -> None:
+        self.visit(node.value, position.inner())
+
+    def _operands(self, node: cst.CSTNode, position: Position) -> None:
+        for child in children(node):
+            self.visit(child, Position.READ if position is Position.READ else Position.COPIED)
+
+    def _reads(self, node: cst.CSTNode, position: Position) -> None:
+        for child in children(node):
+            self.visit(child, Position.READ)
+
+    def _display(self, node: cst.CSTNode, position: Position) -> None:
+        inner = position.inner()
+        for element in node.elements:
+            if isinstance(element, (cst.StarredElement, cst.StarredDictElement)):
+                self.visit(element.value, Position.READ if inner is Position.READ else Position.COPIED)
+            elif isinstance(element, cst.DictElement):
+                self.visit(element.key, Position.READ)
+                self.visit(element.value, inner)
+            else:
+                self.visit(element.value, inner)
+
+    def _comprehension(self, node: cst.CSTNode, position: Position) -> None:
+        """Comprehension bodies run a dynamic number of times: their mutations drop,
+        and what they read from a container may be kept by the result."""
+        nodes = list(descendants(node))
+        mutates = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                      and n.func.attr.value in MUTATING_METHODS for n in nodes)
+        iterated = Position.COPIED if mutates or position is not Position.READ else Position.READ
+        iters = {id(n) for current in nodes if isinstance(current, cst.CompFor) for n in descendants(current.iter)}
+        self.conditional += 1
+        for current in nodes:
+            if id(current) in iters and not isinstance(current, cst.CompFor):
+                continue
+            if isinstance(current, cst.CompFor):
+                self.visit(current.iter, iterated)
+            elif isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and (
+                    current.func.attr.value in MUTATING_METHODS):
+                self._mutating_call(current, current.func.value, current.func.attr.value, Position.ESCAPE)
+            elif isinstance(current, cst.Name) and position is not Position.READ:
+                self._name(current, Position.ESCAPE)
+        self.conditional -= 1
+
+    # -- mutations ----------------------------------------------------------------------------------
+
+    def _mutating_call(self, node: cst.Call, receiver: cst.BaseExpression, method: str,
+                       position: Position) -> bool:
+        """Apply ``receiver.method(...)``; False when the receiver is not a container we know of."""
+        self.visit(receiver, Position.READ)
+        target = self._resolve(receiver)
+        if target is None:
+            if not self._mutate_inside(receiver):
+                return False
+            for arg in node.args:
+                self.visit(arg.value, Position.ESCAPE)
+            return True
+        self._refuse_reads_in_same_statement(target, node)
+        args = [self.flow.evaluate(arg.value, self.env) for arg in node.args]
+        exact = (not self.conditional and not isinstance(target, ListLength)
+                 and not any(arg.star for arg in node.args) and all(a is not None for a in args))
+        if not exact:
+            kept = Position.ESCAPE if method in _STORING_METHODS else (
+                Position.COPIED if method in _COPYING_METHODS else Position.READ)
+            for arg in node.args:
+                self.visit(arg.value, kept)
+        if self.conditional:
+            self._drop(target)
+        elif isinstance(target, ListLength):
+            self._set_length(target, _length_after(method, target.length, node, self))
+        elif exact:
+            positional = [a.value for a, arg in zip(args, node.args) if arg.keyword is None]
+            keywords = {arg.keyword.value: a.value for a, arg in zip(args, node.args) if arg.keyword is not None}
+            returned = self._update(target, lambda new: getattr(new, method)(*positional, **keywords))
+            if returned is not _FAILED:
+                self.results[id(node)] = returned
+        else:
+            self._degrade(target, _length_after(method, len(target), node, self)
+                          if isinstance(target, list) else None)
+        if position is not Position.READ and not isinstance(target, ListLength):
+            Group(reachable(target, include_self=False)).drop(self.env)  # ``d.pop(k)`` returns an element
+        return True
+
+    def store(self, target: cst.Subscript | cst.Attribute, value: Static | None,
+              value_node: cst.BaseExpression | None) -> None:
+        """``target = value`` (``value_node`` still to be visited, or None)."""
+        if isinstance(target, cst.Attribute):
+            self.visit(target.value, Position.READ)
+            if value_node is not None:
+                self.visit(value_node, Position.ESCAPE)
+            return
+        self.visit(target, Position.READ)
+        owner = self._resolve(target.value)
+        index = self._index(target) if owner is not None else None
+        exact = owner is not None and not isinstance(owner, ListLength) and value is not None and index is not None
+        if value_node is not None and not exact:
+            self.visit(value_node, Position.ESCAPE)
+        if owner is None:
+            self._mutate_inside(target.value)
+        elif isinstance(owner, ListLength):
+            self._set_length(owner, owner.length if _is_int(index) else None)
+        elif value is not None and index is not None:
+            self._update(owner, lambda new: new.__setitem__(index, value.value))
+        else:
+            self._degrade(owner, len(owner) if isinstance(owner, list) and _is_int(index) else None)
+
+    def delete(self, target: cst.Subscript) -> None:
+        """``del target[key]``."""
+        self.visit(target, Position.READ)
+        owner = self._resolve(target.value)
+        if owner is None:
+            self._mutate_inside(target.value)
+            return
+        index = self._index(target)
+        if isinstance(owner, ListLength):
+            self._set_length(owner, owner.length - 1 if _is_int(index) and owner.length > 0 else None)
+        elif index is not None:
+            self._update(owner, lambda new: new.__delitem__(index))
+        else:
+            self._degrade(owner, None)
+
+    def in_place(self, node: cst.AugAssign) -> bool:
+        """``a op= b`` on a container changes the object, so every alias sees it.
+        False when ``a`` is not a tracked container (an ordinary rebinding)."""
+        if not isinstance(node.target, cst.Name):
+            return False
+        fact = self.env.get(node.target.value)
+        apply = _IN_PLACE.get(type(node.operator))
+        if apply is None or not (isinstance(fact, ListLength) or (
+                isinstance(fact, Static) and isinstance(fact.value, CONTAINERS))):
+            return False
+        other = self.flow.evaluate(node.value, self.env)
+        if isinstance(fact, ListLength):
+            self.visit(node.value, Position.COPIED)
+            if apply is operator.imul:
+                times = other.value if other is not None and type(other.value) is int else None
+                self._set_length(fact, None if times is None else fact.length * max(times, 0))
+            else:
+                added = self.flow.static_length(node.value, self.env) if apply is operator.iadd else None
+                self._set_length(fact, None if added is None else fact.length + added)
+            return True
+        container = fact.value
+        self._require_fresh(container)
+        if other is not None:
+            self._update(container, lambda new: apply(new, other.value))
+            return True
+        self.visit(node.value, Position.COPIED)
+        added = self.flow.static_length(node.value, self.env) if apply is operator.iadd else None
+        self._degrade(container, len(container) + added if isinstance(container, list) and added is not None
+                      else None)
+        return True
+
+    def item_in_place(self, node: cst.AugAssign) -> None:
+        """``a[k] op= b``: the item is read, combined and written back."""
+        target = node.target
+        item = self.flow.evaluate(target, self.env)
+        if item is not None and isinstance(item.value, CONTAINERS):
+            self._require_fresh(item.value)
+            self._drop(item.value)
+            item = None
+        combined = None
+        if item is not None:
+            operator_node = getattr(cst, type(node.operator).__name__.replace("Assign", ""))()
+            combined = self.flow.evaluate(cst.BinaryOperation(target, operator_node, node.value), self.env)
+        if combined is None:
+            self.visit(node.value, Position.ESCAPE)
+        else:
+            self.visit(node.value, Position.READ)
+        self.store(target, combined, None)
+
+    # -- applying a change to every alias ----------------------------------------------------------
+
+    def _resolve(self, receiver: cst.BaseExpression) -> ListLength | Any | None:
+        """The container ``receiver`` denotes: a ``ListLength``, a static container, or None."""
+        if isinstance(receiver, cst.Name):
+            fact = self.env.get(receiver.value)
+            if isinstance(fact, ListLength):
+                return fact
+        static = self.flow.evaluate(receiver, self.env)
+        if static is not None and isinstance(static.value, CONTAINERS):
+            self._require_fresh(static.value)
+            return static.value
+        return None
+
+    def _require_fresh(self, container: Any) -> None:
+        if container not in self.flow.ctx.fresh:
+            raise self.flow.ctx.error(
+                f"a change to a {type(container).__name__} that outlives the call (it belongs to the model, "
+                "a global or a default argument)", self.anchor,
+                "copy it first (`d = dict(self.cfg)`, `xs = list(self.xs)`) and change the copy, or return "
+                "the new value")
+
+    def _mutate_inside(self, receiver: cst.BaseExpression) -> bool:
+        """A change to an object we cannot name, inside a known container
+        (``d[k].append(x)`` with ``k`` dynamic): drop every container it may be.
+        Returns whether such a container exists."""
+        base = receiver
+        while True:
+            if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute):
+                base = base.func.value
+            elif isinstance(base, (cst.Subscript, cst.Attribute)):
+                base = base.value
+            else:
+                return False
+            static = self.flow.evaluate(base, self.env)
+            if static is not None:
+                inside = reachable(static.value, include_self=False)
+                for container in inside.values():
+                    self._require_fresh(container)
+                Group(inside).drop(self.env)
+                return bool(inside)
+
+    def _refuse_reads_in_same_statement(self, target: ListLength | Any, call: cst.Call) -> None:
+        """Constant propagation folds a statement against the facts before it, so
+        a read after the change, in the same statement, would see the old value."""
+        group = Group(tokens=[target.token]) if isinstance(target, ListLength) else Group(ids=[id(target)])
+        names = {name for name, fact in self.env.facts.items() if group.touches(fact)}
+        inside = {id(n) for n in descendants(call)}
+        skip = _target_nodes(self.statement)
+        if any(isinstance(n, cst.Name) and n.value in names and id(n) not in inside and id(n) not in skip
+               for n in descendants(self.statement)):
+            raise self.flow.ctx.error(
+                "a container changed and read in the same statement", self.anchor,
+                "change it on a line of its own (`v = xs.pop()`), then use the container")
+
+    def _drop(self, target: ListLength | Any) -> None:
+        if isinstance(target, ListLength):
+            Group(tokens=[target.token]).drop(self.env)
+        else:
+            Group(ids=[id(target)]).drop(self.env)
+
+    def _update(self, container: Any, change: Callable[[Any], Any]) -> Any:
+        """Every fact tracking ``container`` now sees ``change`` applied to a copy
+        of it; returns what ``change`` returned (``_FAILED`` if it raised)."""
+        new = copy.copy(container)
+        try:
+            returned = change(new)
+        except Exception:  # the program raises here at run time: keep it dynamic
+            self._drop(container)
+            return _FAILED
+        self.flow.ctx.fresh.add(new)
+        replaced = {id(container): new}
+        group = Group(ids=[id(container)])
+        for name, fact in list(self.env.facts.items()):
+            if group.touches(fact):
+                value = _replace(fact.value, replaced, self.flow.ctx.fresh)
+                if value is _FAILED:
+                    self.env.kill(name)
+                else:
+                    self.env.bind(name, Static(value, cst.Name(name)))
+        return returned
+
+    def _degrade(self, container: Any, length: int | None) -> None:
+        """``container`` changed to a value not known statically; a list of known
+        ``length`` becomes a ``ListLength``."""
+        fact = ListLength(length) if length is not None and length >= 0 and isinstance(container, list) else None
+        self._rebind(container, lambda name: fact)
+
+    def _rebind(self, container: Any, fact_for: Callable[[str], Static | ListLength | None]) -> None:
+        group = Group(ids=[id(container)])
+        for name, fact in list(self.env.facts.items()):
+            if isinstance(fact, Static) and fact.value is container:
+                new = fact_for(name)
+                if new is None:
+                    self.env.kill(name)
+                else:
+                    self.env.bind(name, new)
+            elif group.touches(fact):
+                self.env.kill(name)
+
+    def _set_length(self, target: ListLength, length: int | None) -> None:
+        new = ListLength(length, target.token) if length is not None and length >= 0 else None
+        for name, fact in list(self.env.facts.items()):
+            if isinstance(fact, ListLength) and fact.token is target.token:
+                if new is None:
+                    self.env.kill(name)
+                else:
+                    self.env.bind(name, new)
+
+    def _index(self, target: cst.Subscript) -> Any:
+        """The static key or slice of ``target``; None when it is not known."""
+        if len(target.slice) != 1:
+            return None
+        element = target.slice[0].slice
+        if isinstance(element, cst.Index):
+            static = self.flow.evaluate(element.value, self.env)
+            return None if static is None or isinstance(static.value, torch.Tensor) else static.value
+        parts = []
+        for part in (element.lower, element.upper, element.step):
+            static = self.flow.evaluate(part, self.env) if part is not None else Static(None, cst.Name("None"))
+            if static is None:
+                return None
+            parts.append(static.value)
+        return slice(*parts)
+
+
+_FAILED = object()
+
+
+def _replace(value: Any, replaced: dict[int, Any], fresh: FreshContainers) -> Any:
+    """``value`` with the containers in ``replaced`` (by id) swapped for their
+    new versions; only the lists, dicts and tuples on the way to them are
+    copied (and shared between facts through ``replaced``); ``_FAILED`` when
+    the way passes through something that cannot be copied (a view, a set)."""
+    key = id(value)
+    if key in replaced:
+        return replaced[key]
+    if not holds_container(value) or replaced.keys().isdisjoint(reachable(value)):
+        return value
+    new: Any = _FAILED
+    if type(value) in (list, tuple):
+        items = [_replace(item, replaced, fresh) for item in value]
+        if all(item is not _FAILED for item in items):
+            new = type(value)(items)
+    elif type(value) is dict:
+        entries = {k: _replace(v, replaced, fresh) for k, v in value.items()}
+        if all(v is not _FAILED for v in entries.values()):
+            new = entries
+    if new is not _FAILED:
+        fresh.add(new)
+    replaced[key] = new
+    return new
+
+
+def _is_int(index: Any) -> bool:
+    return type(index) is int
+
+
+def _length_after(method: str, length: int, node: cst.Call, effects: ContainerEffects) -> int | None:
+    """A list's length after ``list.method(...)`` (None: not known)."""
+    if method in ("append", "insert"):
+        return length + 1
+    if method in ("pop", "remove"):
+        return length - 1 if length > 0 else None
+    if method == "clear":
+        return 0
+    if method in ("sort", "reverse"):
+        return length
+    if method == "extend" and len(node.args) == 1 and not node.args[0].star:
+        added = effects.flow.static_length(node.args[0].value, effects.env)
+        return None if added is None else length + added
+    return None
+
+
+def _target_nodes(statement: cst.CSTNode) -> set[int]:
+    """Ids of the nodes of ``statement``'s assignment targets (written after the value is computed)."""
+    if isinstance(statement, cst.Assign):
+        return {id(n) for target in statement.targets for n in descendants(target.target)}
+    return set()
+
+
+def _nothing(effects: ContainerEffects, node: cst.CSTNode, position: Position) -> None:
+    return None
+
+
+_MAYBE_STATIC = frozenset({cst.Subscript, cst.Attribute, cst.Call, cst.List, cst.Tuple, cst.Dict, cst.Set,
+                           cst.BinaryOperation, cst.IfExp, cst.BooleanOperation})
+
+_HANDLERS: dict[type, Callable[[ContainerEffects, Any, Position], None]] = {
+    cst.Call: ContainerEffects._call,
+    cst.BooleanOperation: ContainerEffects._bool,
+    cst.IfExp: ContainerEffects._if_exp,
+    cst.Subscript: ContainerEffects._subscript,
+    cst.Attribute: ContainerEffects._attribute,
+    cst.BinaryOperation: ContainerEffects._operands,
+    cst.UnaryOperation: ContainerEffects._reads,
+    cst.Comparison: ContainerEffects._reads,
+    cst.ComparisonTarget: ContainerEffects._reads,
+    cst.FormattedString: ContainerEffects._reads,
+    cst.FormattedStringExpression: ContainerEffects._reads,
+    cst.ConcatenatedString: ContainerEffects._reads,
+    cst.List: ContainerEffects._display,
+    cst.Tuple: ContainerEffects._display,
+    cst.Set: ContainerEffects._display,
+    cst.Dict: ContainerEffects._display,
+    cst.Integer: _nothing, cst.Float: _nothing, cst.Imaginary: _nothing, cst.SimpleString: _nothing,
+    cst.Ellipsis: _nothing,
+}
