@@ -2,10 +2,15 @@
 
     python benchmarks/rewrite_time.py [--blocks 100] [--repeat 7] [--out benchmarks/rewrite_results.md]
 
-Three shapes of model, each with ``--blocks`` blocks: a BlockDrop-style loop over
+Four shapes of model, each with ``--blocks`` blocks: a BlockDrop-style loop over
 a ModuleList with a data-dependent skip per block, a SkipNet-style loop whose
-gate is a submodule with its own ``if`` (inlined once per block), and an
-SDN-style loop with an early exit per block. Reports the median wall time.
+gate is a submodule with its own ``if`` (inlined once per block), an SDN-style
+loop with an early exit per block, and NestedExits: an inlined ``early_exit``
+method returning from inside ``if <tensor>: if <tensor>:`` per block, each block
+calling two sub-blocks that return early too (four exits per block, two calls
+deep; rewritten size used to double per block) — built with ``--blocks // 4``
+blocks, so that it has ``--blocks`` exits (each flagged exit nests its rest one
+level deeper, and nesting is capped at 90 levels). Reports the median wall time.
 """
 
 from __future__ import annotations
@@ -90,6 +95,50 @@ class ShallowDeep(nn.Module):
         return logits
 
 
+class _Sub(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.fc(x.mean((2, 3)))
+        if h.mean() > 0.3:
+            return x * torch.tanh(h)[:, :, None, None]
+        return torch.relu(x)
+
+
+class _ExitBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.first, self.second = _Sub(width), _Sub(width)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        y = self.first(x)
+        if y.abs().amax() > 4.0:
+            return y, self.head(y.mean((2, 3)))
+        y = self.second(y)
+        return y, self.head(y.mean((2, 3)))
+
+
+class NestedExits(nn.Module):
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([_ExitBlock(4) for _ in range(max(1, blocks // 4))])
+        self.threshold = 0.9
+
+    def forward(self, x):
+        return self.early_exit(x)
+
+    def early_exit(self, x):
+        for block in self.blocks:
+            x, logits = block(x)
+            if logits.sum() > 0:  # noqa: SIM102 - the nested-exit shape is the point
+                if torch.softmax(logits, 1).max() > self.threshold:
+                    return logits
+        return logits
+
+
 def median_seconds(model: nn.Module, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -106,7 +155,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("rewrite_results.md"))
     args = parser.parse_args()
     rows = []
-    for model_class in (BlockDrop, SkipNet, ShallowDeep):
+    for model_class in (BlockDrop, SkipNet, ShallowDeep, NestedExits):
         model = model_class(args.blocks).eval()
         seconds = median_seconds(model, args.repeat)
         lines = rewriter.rewrite(model).plain_source.count("\n")

@@ -24,9 +24,9 @@ import torch
 
 from hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from hcfg.levers import ALL_ON, Levers
-from hcfg.liveness import annotate
+from hcfg.liveness import annotate, live_after_ifs
 from hcfg.portable import portable_metadata
-from hcfg.state import State, fork, merge
+from hcfg.state import PathFlags, State, fork
 from rewriter import RewrittenFunction, UnsupportedError
 from rewriter.exits import always_exits
 from rewriter.flow import else_body
@@ -76,6 +76,7 @@ class HCFGBuilder:
         bound.apply_defaults()
         self.initial: State = {**self.globals, **bound.arguments}
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
+        self.flags = PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters)
         self._code: dict[int, Any] = {}
         self._sub_count = 0
         self._cond_count = 0
@@ -83,6 +84,7 @@ class HCFGBuilder:
     # -- driver ------------------------------------------------------------------------------------
 
     def build(self) -> HCFG:
+        self.live_after = live_after_ifs(list(self.definition.body.body), frozenset(self.locals))
         with torch.no_grad():
             body, _ = self.block(list(self.definition.body.body), [fork(self.initial)])
         graph = HCFG(self.definition.name.value, self.parameters, body, frozenset(self.locals))
@@ -111,10 +113,11 @@ class HCFGBuilder:
                 pending += hoisted
                 flush()
                 test = self.portable(test, states[0])
-                then, then_states = self.block(list(stmt.body.body), [fork(s) for s in states])
-                orelse, else_states = self.block(else_body(stmt), [fork(s) for s in states])
+                then_in, else_in = self.flags.split(stmt.test, states)
+                then, then_states = self.branch(list(stmt.body.body), then_in)
+                orelse, else_states = self.branch(else_body(stmt), else_in)
                 nodes.append(Cond(self._next_cond(), stmt, test, then, orelse))
-                states = merge(then_states + else_states, frozenset(self.locals))
+                states = self.flags.merge(then_states + else_states, self.live_after[id(stmt)])
                 continue
             small = stmt.body[0]
             if isinstance(small, cst.Pass):
@@ -151,6 +154,11 @@ class HCFGBuilder:
                 states = []
         flush()
         return tuple(nodes), states
+
+    def branch(self, stmts: list[cst.BaseStatement], states: list[State]) -> tuple[tuple[Node, ...], list[State]]:
+        if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
+            self.flags.skip(_tests(stmts))
+        return self.block(stmts, [fork(s) for s in states])
 
     def _next_cond(self) -> int:
         self._cond_count += 1
@@ -320,6 +328,10 @@ class HCFGBuilder:
                 f"({cst.Module([]).code_for_node(stmt.body[0])})",
                 self.rewritten.locations.resolve(stmt),
                 "return only tensors from helpers and submodules, or compute the Python value from them")
+
+
+def _tests(stmts: list[cst.BaseStatement]) -> list[cst.BaseExpression]:
+    return [n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If)]
 
 
 def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,

@@ -14,6 +14,7 @@ from dataclasses import replace
 import libcst as cst
 
 from hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
+from rewriter.flow import else_body
 from rewriter.walk import bound_names, read_names
 
 
@@ -93,3 +94,48 @@ def _live_statements(statements, live: frozenset[str], locals_: frozenset[str]) 
         kept.append(stmt)
         live = (live - writes) | reads
     return tuple(reversed(kept))
+
+
+def live_after_conditions(block: Block, locals_: frozenset[str]) -> dict[int, frozenset[str]]:
+    """For each Cond (by ``id``), the variables live after it: states that agree
+    on these may be merged there (what differs is never read again)."""
+    found: dict[int, frozenset[str]] = {}
+    _live_in(block, frozenset(), locals_, found)
+    return found
+
+
+def _live_in(block: Block, live: frozenset[str], locals_: frozenset[str], found: dict[int, frozenset[str]]):
+    for node in reversed(block):
+        if isinstance(node, Cond):
+            found[id(node)] = live
+            then = _live_in(node.then, live, locals_, found)
+            orelse = _live_in(node.orelse, live, locals_, found)
+            live = then | orelse | reads_writes(node, locals_)[0]
+        elif isinstance(node, Return):
+            live = frozenset(reads_writes(node, locals_)[0])
+        else:
+            reads, writes = reads_writes(node, locals_)
+            live = (live - writes) | reads
+    return live
+
+
+def live_after_ifs(stmts: list[cst.BaseStatement], locals_: frozenset[str]) -> dict[int, frozenset[str]]:
+    """``live_after_conditions`` on the rewritten source, before it is a graph."""
+    found: dict[int, frozenset[str]] = {}
+    _source_live_in(stmts, frozenset(), locals_, found)
+    return found
+
+
+def _source_live_in(stmts, live: frozenset[str], locals_: frozenset[str], found: dict[int, frozenset[str]]):
+    for stmt in reversed(stmts):
+        if isinstance(stmt, cst.If):
+            found[id(stmt)] = live
+            then = _source_live_in(list(stmt.body.body), live, locals_, found)
+            orelse = _source_live_in(else_body(stmt), live, locals_, found)
+            live = then | orelse | (read_names(stmt.test) & locals_)
+        elif isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Return):
+            live = frozenset(read_names(stmt) & locals_)
+        else:
+            reads, writes = _statement_reads_writes(stmt, locals_)
+            live = (live - writes) | reads
+    return live

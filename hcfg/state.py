@@ -10,9 +10,14 @@ states stays at the number of structurally different ways to reach a point.
 from __future__ import annotations
 
 import copy
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
+import libcst as cst
 import torch
+
+from rewriter.walk import descendants, target_names
 
 State = dict[str, Any]
 
@@ -75,3 +80,84 @@ def merge(states: list[State], names: frozenset[str]) -> list[State]:
             seen.add(key)
             kept.append(state)
     return kept
+
+
+class PathFlags:
+    """Python booleans that are exact in every explored state.
+
+    A local name that is only ever assigned the literal ``True`` or ``False``
+    (the rewriter's ``returned``/``stopped`` flags, a user's ``found = True``)
+    holds, in an explored state, the value it has on the path that state
+    followed. So a test ``if flag:`` or ``if not flag:`` sends each state only
+    into the branch it takes — the other branch is not a path the program can
+    take from there, and running it could fail on values that only exist on
+    the other side. States whose flags differ are not merged while a test of
+    the flag is still ahead (counted: each test is visited once, in order).
+    """
+
+    def __init__(self, statements: Iterable[cst.CSTNode], tests: Iterable[cst.BaseExpression],
+                 parameters: Iterable[str]) -> None:
+        literal, other = set(), set(parameters)
+        for statement in statements:
+            for node in descendants(statement):
+                if isinstance(node, cst.Assign):
+                    names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+                    if (len(names) == len(node.targets) and isinstance(node.value, cst.Name)
+                            and node.value.value in ("True", "False")):
+                        literal.update(names)
+                    else:
+                        other.update(n for t in node.targets for n in target_names(t.target))
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del)):
+                    other.update(target_names(node.target))
+                elif isinstance(node, cst.AsName):
+                    other.update(target_names(node.name))
+        self.names = frozenset(literal - other)
+        self.pending: Counter[str] = Counter()
+        for test in tests:
+            flag = self.tested(test)
+            if flag is not None:
+                self.pending[flag] += 1
+
+    def tested(self, test: cst.BaseExpression) -> str | None:
+        """The flag ``test`` is (``flag`` or ``not flag``), if any."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        if isinstance(test, cst.Name) and test.value in self.names and not test.lpar:
+            return test.value
+        return None
+
+    def split(self, test: cst.BaseExpression, states: list[State]) -> tuple[list[State], list[State]]:
+        """The states that enter the then-branch and the else-branch of ``if test``."""
+        flag = self.tested(test)
+        if flag is None:
+            return states, states
+        self.pending[flag] -= 1
+        negated = isinstance(test, cst.UnaryOperation)
+        then, orelse = [], []
+        for state in states:
+            value = state.get(flag)
+            if not isinstance(value, bool):  # unbound here: Python would raise; keep both
+                then.append(state)
+                orelse.append(state)
+            elif value != negated:
+                then.append(state)
+            else:
+                orelse.append(state)
+        return then, orelse
+
+    def skip(self, tests: Iterable[cst.BaseExpression]) -> None:
+        """``tests`` are in code no state reaches: they are not ahead any more."""
+        for test in tests:
+            flag = self.tested(test)
+            if flag is not None:
+                self.pending[flag] -= 1
+
+    def merge(self, states: list[State], names: frozenset[str]) -> list[State]:
+        """``merge``, keeping states apart whose flags still to be tested differ."""
+        live = sorted(flag for flag in self.names if self.pending[flag] > 0)
+        if not live:
+            return merge(states, names)
+        groups: dict[tuple, list[State]] = {}
+        for state in states:
+            groups.setdefault(tuple(state.get(flag) for flag in live), []).append(state)
+        return [kept for group in groups.values() for kept in merge(group, names)]

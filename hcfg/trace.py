@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN
-from hcfg.liveness import reads_writes
-from hcfg.state import SYMBOLIC, State, fork, merge, signature, symbolic_signature
+from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, walk
+from hcfg.liveness import live_after_conditions, reads_writes
+from hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
 
 if TYPE_CHECKING:
     from hcfg.symbolic import SymbolicShapes
@@ -74,6 +74,11 @@ class _Tracer:
         self.names = frozenset(graph.locals)
         self.examples: dict[int, Examples] = {sub.index: Examples() for sub in graph.sub_dnns}
         self._code: dict[int, Any] = {}
+        nodes = list(walk(graph.body))
+        statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
+                                                  (n.statement,) if isinstance(n, HostOp) else ())]
+        self.live_after = live_after_conditions(graph.body, self.names)
+        self.flags = PathFlags(statements, [n.test for n in nodes if isinstance(n, Cond)], graph.parameters)
 
     def code(self, key: int, statements) -> Any:
         if key not in self._code:
@@ -105,12 +110,18 @@ class _Tracer:
                     exec(code, state)  # noqa: S102
                     self.run_symbolic(node, code, state, None)
             elif isinstance(node, Cond):
-                then = self.block(node.then, [fork(s) for s in states])
-                orelse = self.block(node.orelse, [fork(s) for s in states])
-                states = merge(then + orelse, self.names)
+                then_in, else_in = self.flags.split(node.test, states)
+                then = self.branch(node.then, then_in)
+                orelse = self.branch(node.orelse, else_in)
+                states = self.flags.merge(then + orelse, self.live_after[id(node)])
             elif isinstance(node, Return):
                 return []
         return states
+
+    def branch(self, block: Block, states: list[State]) -> list[State]:
+        if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
+            self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
+        return self.block(block, [fork(s) for s in states])
 
     # -- the symbolic mirror ----------------------------------------------------------------------
 

@@ -1,8 +1,12 @@
 """Turn ``break``, ``continue`` and early ``return`` into nested ``if``/``else``.
 
-Both helpers push "the rest of the block" into every branch that falls
-through, so afterwards no statement follows a branch that may leave the block.
-Shared by the unroll pass (loop exits) and the structure pass (returns).
+Both helpers push "the rest of the block" into the branch that falls through,
+so afterwards no statement follows a branch that may leave the block. Where
+that would copy the rest into more than one branch (an exit nested in an
+``if`` that itself falls through: ``if a: [if b: return x]``), a flag guards one
+copy instead, so the code grows linearly with the number of exits, not
+exponentially. Shared by the unroll pass (loop exits) and the structure pass
+(returns of inlined bodies).
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from rewriter.flow import else_body
+from rewriter.flow import assigned_names, else_body
 from rewriter.locations import comment_of, set_location
-from rewriter.walk import statements_contain
+from rewriter.walk import small_statement_targets, statements_contain
 
 Block = list[cst.BaseStatement]
 
@@ -78,12 +82,13 @@ def _is_small(stmts: Sequence[cst.BaseStatement]) -> bool:
     return len(stmts) <= 2 and all(isinstance(s, cst.SimpleStatementLine) for s in stmts)
 
 
-def _fall_tails(stmts: Sequence[cst.BaseStatement], kind: type) -> int:
+def _fall_tails(stmts: Sequence[cst.BaseStatement], kind: type | tuple[type, ...]) -> int:
     """How many copies of a continuation nesting would make (paths that fall through)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
     for stmt in stmts:
         if always_exits([stmt]):
             return 0
-        if isinstance(stmt, cst.If) and contains(stmt, (kind,), into_loops=False):
+        if isinstance(stmt, cst.If) and contains(stmt, kinds, into_loops=False):
             return _fall_tails(stmt.body.body, kind) + _fall_tails(else_body(stmt), kind)
     return 1
 
@@ -122,22 +127,126 @@ def run_unless_exited(stmts: Sequence[cst.BaseStatement], rest: Block, kind: typ
     return out if always_exits(out) else out + list(rest)
 
 
-def nest_after_returns(stmts: Sequence[cst.BaseStatement]) -> Block:
+_RETURNS = (cst.Return, cst.Raise)
+
+
+def must_define(stmts: Sequence[cst.BaseStatement], defined: frozenset[str]) -> frozenset[str]:
+    """The names surely bound after ``stmts`` (loop-free) when ``defined`` are bound
+    before: what a path-insensitive "read before assignment" check accepts."""
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Del):
+                    defined = defined - small_statement_targets(small)
+                else:
+                    defined = defined | small_statement_targets(small)
+        elif isinstance(stmt, cst.If):
+            branches = [b for b in (list(stmt.body.body), else_body(stmt)) if not always_exits(b)]
+            if not branches:
+                return defined
+            defined = frozenset.intersection(*(must_define(b, defined) for b in branches))
+        else:
+            defined = defined | frozenset(assigned_names(stmt))
+    return defined
+
+
+def nest_after_returns(stmts: Sequence[cst.BaseStatement], fresh: Callable[[str], str],
+                       defined: frozenset[str] = frozenset()) -> Block:
     """A loop-free block in which no statement follows an ``if`` that may return.
 
-    The statements after such an ``if`` move into each of its branches (where
-    they are dropped again if the branch always returns); dead code after a
-    ``return`` or ``raise`` disappears.
+    The statements after such an ``if`` move into the branch that falls through
+    (dead code after a ``return`` or ``raise`` disappears). Where more than one
+    branch falls through and the rest is not tiny, the rest of the block becomes
+    a single-exit region instead (``_ReturnRegion``): one copy, guarded by a flag.
+    ``defined`` are the names bound before ``stmts`` (the parameters).
     """
     out: Block = []
     for i, stmt in enumerate(stmts):
         if _final_small(stmt) is not None:
             prefix, _ = _split_at_exit(stmt)
             return out + [stmt.with_changes(body=list(stmt.body)[: len(prefix[0].body) + 1 if prefix else 1])]
-        if isinstance(stmt, cst.If) and contains(stmt, (cst.Return, cst.Raise), into_loops=True):
+        if isinstance(stmt, cst.If) and contains(stmt, _RETURNS, into_loops=True):
             rest = list(stmts[i + 1:])
-            body = nest_after_returns(list(stmt.body.body) + rest)
-            orelse = nest_after_returns(else_body(stmt) + rest)
-            return out + [rebuild_if(stmt, body, orelse)]
+            if _fall_tails([stmt], _RETURNS) <= 1 or _is_small(rest):
+                before = must_define(out, defined)
+                body = nest_after_returns(list(stmt.body.body) + rest, fresh, before)
+                orelse = nest_after_returns(else_body(stmt) + rest, fresh, before)
+                return out + [rebuild_if(stmt, body, orelse)]
+            return out + _ReturnRegion(fresh).run(list(stmts[i:]), must_define(out, defined))
         out.append(stmt)
     return out
+
+
+class _ReturnRegion:
+    """A block rewritten to leave by its last statement only::
+
+        returned = False; result = None
+        <block, each ``return v`` now ``result = v; returned = True``>
+        return result
+
+    where the statements after an ``if`` that may have returned on more than one
+    path run under ``if not returned:`` (one copy; nested, so what they read
+    stays defined on every path the way Python's scoping sees it).
+
+    Assumes: a loop-free block that ends the function (as inlined bodies do).
+    Guarantees: the only ``return`` is the last statement, so a caller can
+    write the result once; ``returned`` is only ever assigned ``True``/``False``
+    (``hcfg.state.PathFlags`` relies on that to follow only feasible paths); and
+    a name read after such an ``if`` is bound on every path that reaches the
+    read, including the returned ones, where it is set to ``None`` (dead: only
+    ``return result`` follows) — the HCFG's definedness check is path-insensitive.
+    """
+
+    def __init__(self, fresh: Callable[[str], str]) -> None:
+        self.flag = fresh("returned")
+        self.result = fresh("result")
+
+    def run(self, stmts: Block, defined: frozenset[str]) -> Block:
+        like = stmts[0]
+        prologue = [_line(_assign(self.flag, False), like),
+                    _line(cst.Assign([cst.AssignTarget(cst.Name(self.result))], cst.Name("None")), like)]
+        body = self.block(stmts, defined | {self.flag, self.result}, None)
+        epilogue = [_line(cst.Return(cst.Name(self.result)), stmts[-1])]
+        return prologue + body + ([] if always_exits(body) else epilogue)
+
+    def block(self, stmts: Sequence[cst.BaseStatement], defined: frozenset[str],
+              enclosing: tuple[frozenset[str], frozenset[str]] | None) -> Block:
+        """``stmts`` with returns turned into result writes. ``enclosing`` is (the names
+        the outermost flag-guarded ``if`` around ``stmts`` binds, the names bound
+        before it): an exit in it must bind those the guarded code may read."""
+        out: Block = []
+        for i, stmt in enumerate(stmts):
+            if _final_small(stmt) is not None:
+                prefix, exit_ = _split_at_exit(stmt)
+                if not isinstance(exit_, cst.Return):
+                    return out + [stmt.with_changes(body=[*(prefix[0].body if prefix else []), exit_])]
+                return out + prefix + self.exit(exit_, stmt, must_define(out + prefix, defined), enclosing)
+            if isinstance(stmt, cst.If) and contains(stmt, _RETURNS, into_loops=True):
+                after = list(stmts[i + 1:])
+                before = must_define(out, defined)
+                if _fall_tails([stmt], _RETURNS) <= 1 or _is_small(after):
+                    body = self.block(list(stmt.body.body) + after, before, enclosing)
+                    orelse = self.block(else_body(stmt) + after, before, enclosing)
+                    return out + [rebuild_if(stmt, body, orelse)]
+                inner = enclosing or (frozenset(assigned_names(stmt)), before)
+                guarded = rebuild_if(stmt, self.block(list(stmt.body.body), before, inner),
+                                     self.block(else_body(stmt), before, inner))
+                if not after:
+                    return out + [guarded]
+                remaining = self.block(after, must_define([stmt], before), enclosing)
+                test = cst.UnaryOperation(cst.Not(), cst.Name(self.flag))
+                guard = set_location(cst.If(test=test, body=make_block(remaining)), comment_of(after[0]))
+                return out + [guarded, guard]
+            out.append(stmt)
+        return out
+
+    def exit(self, exit_: cst.Return, like: cst.BaseStatement, bound: frozenset[str],
+             enclosing: tuple[frozenset[str], frozenset[str]] | None) -> Block:
+        value = exit_.value if exit_.value is not None else cst.Name("None")
+        lines = [_line(cst.Assign([cst.AssignTarget(cst.Name(self.result))], value), like),
+                 _line(_assign(self.flag, True), like)]
+        if enclosing is not None:
+            binds, before = enclosing
+            for name in sorted(binds - before - bound):
+                lines.append(_line(cst.Assign([cst.AssignTarget(cst.Name(name))], cst.Name("None")), like))
+        return lines

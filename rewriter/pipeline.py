@@ -51,7 +51,8 @@ def run_passes(ctx: RewriteContext, parsed: ParsedFunction, definition: cst.Func
         elif name == "constprop":
             body = ConstantPropagation(ctx, flow).run(body, env.copy())
         elif name == "structure":
-            body = Structure(nest_returns=inlined).run(body)
+            parameters = frozenset(p.name.value for p in definition.params.params)
+            body = Structure(inlined, ctx.namespace.fresh, parameters).run(body)
         ctx.record(name, parsed, body)
     verify(ctx, flow, body, env)
     return body
@@ -185,6 +186,9 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
             placeholder = ctx.namespace.fresh("receiver")
             static = Static(receiver.value, cst.Name(placeholder))
             ctx.index = ModuleIndex(receiver.value, static.term, outer=outer_index)
+            # passes write the receiver's submodules as terms on the placeholder
+            # (``receiver.blocks[0]``); later passes must be able to evaluate them
+            env.bind(placeholder, static)
         elif holds_container(static.value):  # the inlined call binds it to its parameter (Inline._bind_dynamic)
             static = Static(static.value, cst.Name(mapping[name]))
         env.bind(mapping[name], static)

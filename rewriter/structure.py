@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from rewriter.exits import Block, always_exits, nest_after_returns, rebuild_if
@@ -24,17 +26,22 @@ class Structure:
     ``pass`` only where a block would otherwise be empty.
     With ``nest_returns`` (used for bodies that are inlined), additionally no
     statement follows an ``if`` that contains a ``return``: every ``return``
-    ends its path. The top-level function keeps guard clauses
+    ends its path (where a flag keeps the size linear, the block's one
+    ``return`` is its last statement, see ``rewriter.exits``). The top-level function keeps guard clauses
     (``if c: return a`` followed by the rest) — the same control flow graph,
     without one indentation level per early exit, which CPython caps at 100.
     """
 
-    def __init__(self, nest_returns: bool) -> None:
+    def __init__(self, nest_returns: bool, fresh: Callable[[str], str] | None = None,
+                 parameters: frozenset[str] = frozenset()) -> None:
         self.nest_returns = nest_returns
+        self.fresh = fresh
+        self.parameters = parameters
 
     def run(self, body: Block) -> Block:
         if self.nest_returns:
-            body = nest_after_returns(body)
+            assert self.fresh is not None, "nesting returns needs fresh names for its flags"
+            body = nest_after_returns(body, self.fresh, self.parameters)
         return self.block(body)
 
     def block(self, stmts: Block) -> Block:

@@ -251,3 +251,106 @@ def test_nested_loops_with_inner_break():
     # the outer loop's second iteration follows every way out of the first inner loop
     assert "self.layers[3]" in checked.source and "self.layers[5]" in checked.source
     assert "x + 1" in checked.source and "x + 0" in checked.source
+
+
+# -- early exits nested in inlined helpers (the DyCL authors' SDN pattern) -----------------------
+
+
+class HeadBlock(nn.Module):
+    """A block in the ShallowDeep style: returns ``(fwd, is_output, output)``,
+    where ``is_output`` is a 0-d tensor and blocks without a head return zeros."""
+
+    def __init__(self, width: int, add_output: bool) -> None:
+        super().__init__()
+        self.conv = nn.Linear(width, width)
+        self.output = nn.Linear(width, 4) if add_output else None
+        self.add_output = add_output
+
+    def forward(self, x):
+        fwd = torch.relu(self.conv(x)) + x
+        if self.add_output:
+            return fwd, torch.tensor(1), self.output(fwd)
+        return fwd, torch.tensor(0), torch.zeros(len(x), 4)
+
+
+class ShallowDeepStyle(nn.Module):
+    """``early_exit`` as the authors write it: a loop over blocks, a confidence
+    test nested in ``if is_output:`` (a tensor), returns inside the loop; called
+    from ``forward`` so it is inlined."""
+
+    def __init__(self, heads=(0, 1, 1, 0, 1, 1, 0, 1)) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([HeadBlock(6, bool(h)) for h in heads])
+        self.end_layers = nn.Linear(6, 4)
+        self.confidence_threshold = 0.5
+
+    def forward(self, x):
+        return self.early_exit(x)
+
+    def early_exit(self, x):
+        outputs = []
+        fwd = x
+        output_id = 0
+        for layer in self.layers:
+            fwd, is_output, output = layer(fwd)
+            if is_output:
+                outputs.append(output)
+                softmax = nn.functional.softmax(output[0], dim=0)
+                confidence = torch.max(softmax)
+                if confidence >= self.confidence_threshold:
+                    return output + output_id, True
+                output_id += is_output
+        output = self.end_layers(fwd)
+        # (the authors return output_id itself: a 0-d int tensor, which the host returns as shape (1,))
+        return output + output_id, False
+
+
+def test_shallow_deep_early_exit_nested_in_tensor_tests_stays_linear():
+    model = build(ShallowDeepStyle)
+    checked = check(model, randn_inputs(1, 6, count=40, scale=1.5), min_paths=3)
+    # one returned-flag region: each head adds its two tests and one guard, nothing is copied
+    assert checked.source.count("self.layers[7](") == 1
+    assert count_ifs(checked.tree) <= 3 * len(model.layers)
+
+
+def test_nested_exit_size_grows_linearly_with_blocks():
+    import rewriter
+
+    sizes = [rewriter.rewrite(build(ShallowDeepStyle, (1,) * n)).plain_source.count("\n") for n in (4, 8, 16)]
+    assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0]), sizes
+
+
+class GatedResidual(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.mean() > 0:
+            return x + torch.relu(h)
+        return x
+
+
+class HelperLoopOverBlocks(nn.Module):
+    """An inlined helper that loops over its own ModuleList: each block's ``if``
+    must be inlined too (it was traced, frozen at the example's branch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([GatedResidual(6) for _ in range(3)])
+
+    def forward(self, x):
+        y = self.stage(x)
+        return y * 2
+
+    def stage(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_blocks_of_an_inlined_helpers_loop_are_inlined():
+    model = build(HelperLoopOverBlocks)
+    checked = check(model, randn_inputs(1, 6, count=40), min_paths=3)
+    assert count_ifs(checked.tree) == 3
