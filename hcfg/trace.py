@@ -138,9 +138,9 @@ class _Tracer:
             f"{decision.what} of a tensor inside code that is exported as one graph, called from "
             f"`{source_of(statement.body[0])}` ({self.location_of(statement) or 'generated code'}): "
             "the exported graph would keep the example's value for every input", where,
-            "make the function dycl inlines branch on the tensor itself (dycl follows user code, not installed "
-            "packages or torch), compute the Python value in forward(), or keep the computation in tensors "
-            "(torch.where instead of if, tensor arithmetic instead of .item())")
+            "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
+            "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
+            "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
 
     def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
         return (self.locations or LocationTable()).resolve(statement)

@@ -61,22 +61,26 @@ _METADATA = frozenset({"size", "dim", "ndimension", "numel", "nelement", "shape"
 
 
 def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
-                shown: set[tuple[str, str, int]] | None = None) -> bytes:
+                shown: set[tuple[str, str, int]] | None = None, dynamo: bool = False) -> bytes:
     """The checked ONNX bytes of ``variant`` (see the module note). Warnings other
     than the tracer's are passed on once per compile: ``shown`` holds those already
-    passed on (one set per compile)."""
+    passed on (one set per compile). ``dynamo=True`` uses the torch.export-based
+    exporter instead (for ``benchmarks/exporters.py``; see ``EXPORTER_NOTE``)."""
     shown = set() if shown is None else shown
+    names = {"input_names": [p.name for p in variant.inputs], "output_names": [p.name for p in variant.outputs],
+             "dynamic_axes": dynamic_axes}
     buffer = io.BytesIO()
     # Note: catch_warnings swaps the module-global filter list for the duration of the export
     # and restores it on exit; "always" inside it only makes every warning reach the record.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with _DataAsDetach():
-            torch.onnx.export(
-                module, variant.examples[0], buffer, dynamo=False, opset_version=17,
-                input_names=[p.name for p in variant.inputs], output_names=[p.name for p in variant.outputs],
-                dynamic_axes=dynamic_axes, do_constant_folding=True,
-            )
+        if dynamo:
+            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False, **names)
+            buffer.write(program.model_proto.SerializeToString())
+        else:
+            with _DataAsDetach():
+                torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
+                                  do_constant_folding=True, **names)
     symbolic = bool(dynamic_axes)
     for record in caught:
         _check_warning(record, module, symbolic, shown)
