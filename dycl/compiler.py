@@ -81,12 +81,12 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
                             for name, value in initial.items() if isinstance(value, torch.Tensor)}
     constants: dict[str, torch.Tensor] = {}
     if optimize:
-        examples = trace_examples(graph, rewritten.globals, initial)
+        examples = trace_examples(graph, rewritten.globals, initial, locations=rewritten.locations)
         graph, constants = hoist_constants(graph, examples)
         if levers.merge_into_producers:
             graph = merge_into_producers(graph)
         initial = {**initial, CONSTANTS: constants}
-    examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial)
+    examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial, rewritten.locations)
     seconds["hcfg"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -95,7 +95,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         if not examples[sub.index].inputs:
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
         variants += variants_of(sub, examples[sub.index], shapes)
-    modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name).eval() for variant in variants}
+    modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name, rewritten.locations).eval()
+               for variant in variants}
 
     def identity(variant: Variant) -> str:
         return variant.fingerprint() if levers.reuse_identical else variant.name

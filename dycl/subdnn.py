@@ -23,7 +23,9 @@ import torch
 
 from hcfg.graph import SubDNN
 from hcfg.trace import Examples
-from rewriter.errors import UnsupportedError
+from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.locations import LocationTable
+from rewriter.walk import bound_names
 
 if TYPE_CHECKING:
     from hcfg.symbolic import SymbolicShapes
@@ -158,15 +160,39 @@ class SubDNNModule(torch.nn.Module):
     statements over the original model's parameters (no copies)."""
 
     def __init__(self, model: torch.nn.Module, variant: Variant, globals_: dict[str, Any],
-                 self_name: str) -> None:
+                 self_name: str, locations: LocationTable | None = None) -> None:
         super().__init__()
         self.model = model
         self.variant = variant
-        source = _function_source(variant, self_name)
+        source, self._line_of_statement = _function_source(variant, self_name)
+        self.filename = f"<dycl-{variant.name}>"
         namespace: dict[str, Any] = dict(globals_)
-        exec(compile(source, f"<dycl-{variant.name}>", "exec"), namespace)  # noqa: S102 - generated
+        exec(compile(source, self.filename, "exec"), namespace)  # noqa: S102 - generated
         self.function = namespace["_subdnn"]
         self.source = source
+        self._locations = locations or LocationTable()
+
+    def statement_at(self, line: int) -> cst.SimpleStatementLine:
+        """The statement on ``line`` of ``source`` (the last one for the closing ``return``)."""
+        statements = self.variant.sub.statements
+        index = 0
+        for i, first in enumerate(self._line_of_statement):
+            if first <= line:
+                index = i
+        return statements[index]
+
+    def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
+        """The user's file:line of one of this sub-DNN's statements."""
+        return self._locations.resolve(statement)
+
+    def writer_of(self, port: int) -> cst.SimpleStatementLine:
+        """The last statement that assigns the variable behind flat output ``port``."""
+        names = [name for name in self.variant.sub.outputs
+                 for _ in range(self.variant.output_lengths.get(name, 1))]
+        for statement in reversed(self.variant.sub.statements):
+            if names[port] in bound_names(statement):
+                return statement
+        return self.variant.sub.statements[-1]
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         results = self.function(self.model, *inputs)
@@ -181,7 +207,8 @@ class SubDNNModule(torch.nn.Module):
         return tuple(flat)
 
 
-def _function_source(variant: Variant, self_name: str) -> str:
+def _function_source(variant: Variant, self_name: str) -> tuple[str, list[int]]:
+    """The sub-DNN as ``def _subdnn(self, *flat_inputs)``, and the first line of each statement in it."""
     sub = variant.sub
     params = [self_name]
     prologue = []
@@ -193,9 +220,11 @@ def _function_source(variant: Variant, self_name: str) -> str:
             parts = [f"{name}_{i}" for i in range(length)]
             params += parts
             prologue.append(f"    {name} = [{', '.join(parts)}]")
-    body = cst.Module(list(sub.statements)).code
     lines = [f"def _subdnn({', '.join(params)}):", *prologue]
-    lines += ["    " + line for line in body.splitlines()]
+    first_lines = []
+    for statement in sub.statements:
+        first_lines.append(len(lines) + 1)
+        lines += ["    " + line for line in cst.Module([statement]).code.splitlines()]
     returned = ", ".join(sub.outputs) + ("," if len(sub.outputs) == 1 else "")
     lines.append(f"    return ({returned})")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", first_lines

@@ -20,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, walk
+from hcfg.decisions import Decision, DecisionRecorder
+from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from hcfg.liveness import live_after_conditions, reads_writes
-from hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from hcfg.state import SYMBOLIC, PathFlags, State, fork, merge, signature, symbolic_signature
+from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.locations import LocationTable
 
 if TYPE_CHECKING:
     from hcfg.symbolic import SymbolicShapes
@@ -52,12 +55,17 @@ class Examples:
 
 
 def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
-                   symbolic_initial: State | None = None) -> dict[int, Examples]:
+                   symbolic_initial: State | None = None, locations: LocationTable | None = None
+                   ) -> dict[int, Examples]:
     """Run ``graph`` along every branch from ``initial`` (a state holding the
     parameters); return the examples of each sub-DNN by index. With ``shapes``,
     ``symbolic_initial`` mirrors ``initial`` (fake tensors with symbolic dims)
-    and every example also gets its symbolic shapes."""
-    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes)
+    and every example also gets its symbolic shapes.
+
+    Raises ``UnsupportedError`` when a sub-DNN reads a tensor's value into Python
+    (``hcfg.decisions``): its export would freeze that value. ``locations`` turns
+    the statements' location comments into full paths for that error."""
+    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations)
     start = {**tracer.globals, **initial}
     if shapes is not None:
         start[SYMBOLIC] = {**tracer.globals, **initial, **(symbolic_initial or {})}
@@ -67,8 +75,10 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
 
 
 class _Tracer:
-    def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None) -> None:
+    def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None,
+                 locations: LocationTable | None = None) -> None:
         self.graph = graph
+        self.locations = locations
         self.globals = globals_
         self.shapes = shapes
         self.names = frozenset(graph.locals)
@@ -82,7 +92,7 @@ class _Tracer:
 
     def code(self, key: int, statements) -> Any:
         if key not in self._code:
-            self._code[key] = compile(cst.Module(list(statements)).code, f"<dycl-subdnn-{key}>", "exec")
+            self._code[key] = compile(cst.Module(list(statements)).code, self.code_name(key), "exec")
         return self._code[key]
 
     def block(self, block: Block, states: list[State]) -> list[State]:
@@ -98,7 +108,10 @@ class _Tracer:
                                    for name in node.inputs)
                     symbolic = self.symbolic_values(state, node.inputs)
                     fresh = examples.add(values, symbolic)
-                    exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                    with DecisionRecorder() as recorder:
+                        exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                    if recorder.decisions:
+                        raise self.frozen_decision(node, recorder.decisions[0])
                     self.run_symbolic(node, code, state, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(state[name] for name in node.outputs))
@@ -122,6 +135,30 @@ class _Tracer:
         if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
             self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
         return self.block(block, [fork(s) for s in states])
+
+    def frozen_decision(self, sub: SubDNN, decision: Decision) -> UnsupportedError:
+        """The error for a tensor value read by Python inside ``sub``'s code."""
+        where = decision.where
+        statement = sub.statements[0]
+        if where is not None and where.path == self.code_name(sub.index):
+            statement = _statement_at(sub, where.line)
+            where = None
+        if where is None:
+            where = self.location_of(statement)
+        return UnsupportedError(
+            f"{decision.what} of a tensor inside code that is exported as one graph, called from "
+            f"`{source_of(statement.body[0])}` ({self.location_of(statement) or 'generated code'}): "
+            "the exported graph would keep the example's value for every input", where,
+            "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
+            "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
+            "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
+
+    def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
+        return (self.locations or LocationTable()).resolve(statement)
+
+    @staticmethod
+    def code_name(key: int) -> str:
+        return f"<dycl-subdnn-{key}>"
 
     # -- the symbolic mirror ----------------------------------------------------------------------
 
@@ -151,3 +188,12 @@ class _Tracer:
             if name in state:
                 prefix = f"{node.name}_{name}" if isinstance(node, SubDNN) else name
                 mirror[name] = self.shapes.lift(state[name], symbolic_dims=symbolic_inputs, prefix=prefix)
+
+
+def _statement_at(sub: SubDNN, line: int) -> cst.SimpleStatementLine:
+    """The statement of ``sub`` on ``line`` of its compiled code (one statement per line)."""
+    for statement in sub.statements:
+        line -= len(cst.Module([statement]).code.splitlines())
+        if line <= 0:
+            return statement
+    return sub.statements[-1]

@@ -71,6 +71,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunct
     params = definition.params.params
     if not params:
         raise probe.error(f"{method}() without a self parameter", None, location=parsed.location)
+    if isinstance(definition.params.star_arg, cst.Param) or definition.params.star_kwarg is not None:
+        raise probe.error("a *args/**kwargs parameter", None, "list the parameters explicitly",
+                          location=parsed.location)
     self_name = params[0].name.value
     ctx = probe
     if self_name != "self":

@@ -57,9 +57,8 @@ class RejectUnsupported(cst.CSTVisitor):
     def _error(self, construct: str, hint: str = ""):
         return self.ctx.error(construct, self.statement[-1] if self.statement else self.root, hint)
 
-    def visit_Parameters(self, node: cst.Parameters) -> None:
-        if isinstance(node.star_arg, cst.Param) or node.star_kwarg is not None:
-            raise self._error("a *args/**kwargs parameter", "list the parameters explicitly")
+    # *args/**kwargs of an inlined callee are bound as a tuple and a dict (``Inline.bind_arguments``);
+    # forward()'s own are refused in ``rewriter.rewrite``.
 
     def visit_For(self, node: cst.For) -> None:
         if node.asynchronous is not None:

@@ -236,7 +236,15 @@ class Inline:
         bound.apply_defaults()
         callee = Callee(function, receiver)
         for name, value in bound.arguments.items():
-            if isinstance(value, Static):
+            kind = signature.parameters[name].kind
+            if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                # Python's binding: extra positionals in a tuple, extra keywords in a dict
+                packed = self._pack(value, kind is inspect.Parameter.VAR_KEYWORD, env)
+                if isinstance(packed, Static):
+                    callee.static[name] = packed
+                else:
+                    callee.dynamic[name] = packed
+            elif isinstance(value, Static):
                 callee.static[name] = value
             elif isinstance(value, cst.BaseExpression):
                 static = self.flow.evaluate(value, env)
@@ -250,6 +258,20 @@ class Inline:
                     return None
                 callee.static[name] = Static(value, term)
         return callee
+
+    def _pack(self, value: tuple | dict, keywords: bool, env: Env) -> Static | cst.BaseExpression:
+        """The ``*args`` tuple or ``**kwargs`` dict of a call: static when every element is."""
+        items = list(value.items()) if keywords else list(enumerate(value))
+        statics = {key: self.flow.evaluate(expr, env) for key, expr in items}
+        if all(static is not None for static in statics.values()):
+            if keywords:
+                term = cst.Dict([cst.DictElement(literal_term(key), statics[key].term) for key, _ in items])
+                return Static({key: statics[key].value for key, _ in items}, term)
+            values = tuple(statics[key].value for key, _ in items)
+            return Static(values, _tuple([statics[key].term for key, _ in items]))
+        if keywords:
+            return cst.Dict([cst.DictElement(literal_term(key), expr) for key, expr in items])
+        return _tuple([expr for _, expr in items])
 
     def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | None:
         """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
@@ -349,6 +371,10 @@ def _partial_arguments(resolved: ResolvedMethod, ctx: RewriteContext) -> list[cs
                             "bind only literals or submodules with partial", location=_where(resolved))
         args.append(cst.Arg(term, keyword=cst.Name(name)))
     return args
+
+
+def _tuple(elements: list[cst.BaseExpression]) -> cst.BaseExpression:
+    return cst.Tuple([cst.Element(e) for e in elements]) if elements else cst.parse_expression("()")
 
 
 def _overwritten_by(stmt: cst.BaseStatement) -> set[str]:

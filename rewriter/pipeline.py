@@ -71,6 +71,17 @@ def parse_checked(ctx: RewriteContext, function) -> ParsedFunction:
 _BRANCHING = (cst.If, cst.For, cst.While, cst.IfExp, cst.BooleanOperation, cst.Try)
 
 
+def _converts(node: cst.CSTNode) -> bool:
+    """``t.item()``, ``t.tolist()``, ``t.numpy()``, ``int(t)``, ``float(t)``, ``bool(t)`` (syntactically):
+    a Python value that may come from a tensor, which the HCFG builder moves to the host
+    only in code it sees, so a callee containing one is inlined (hcfg.decisions)."""
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in ("item", "tolist", "numpy") and not node.args
+    return isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")
+
+
 def _syntax_facts(ctx: RewriteContext, function):
     """(parsed, calls, locals) when ``function`` has no control flow syntax, else None."""
     if function in ctx.syntax_facts:
@@ -78,7 +89,7 @@ def _syntax_facts(ctx: RewriteContext, function):
     parsed = parse_checked(ctx, function)
     body = parsed.definition.body.body
     nodes = [n for stmt in body for n in descendants(stmt)]
-    branching = any(isinstance(n, _BRANCHING) for n in nodes)
+    branching = any(isinstance(n, _BRANCHING) or _converts(n) for n in nodes)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
     if not branching and not early_return:
@@ -198,7 +209,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     finally:
         ctx.call_stack.pop()
         ctx.index = outer_index
-    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body):
+    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+            _converts(n) for stmt in body for n in descendants(stmt)):
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
     inlined = InlinedBody(body, params)

@@ -1,14 +1,11 @@
-"""Backend: ONNX export of each sub-DNN, run with ONNX Runtime."""
+"""Backend: ONNX export of each sub-DNN (checked: ``dycl.backends.onnx_export``), run with ONNX Runtime."""
 
 from __future__ import annotations
 
 import functools
-import io
-import warnings
 from typing import Any
 
-import torch
-
+from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_runtime import RUNTIME
 from dycl.subdnn import SubDNNModule, Variant
 
@@ -19,6 +16,9 @@ class OnnxRuntimeBackend:
     runtime = RUNTIME
     standalone = True
 
+    def __init__(self) -> None:
+        self._shown_warnings: set[tuple[str, str, int]] = set()  # passed on once per compile
+
     def compile(self, module: SubDNNModule, variant: Variant, static: bool = False) -> bytes:
         """The ONNX bytes of ``variant``; ``static``: at its first example's exact shapes."""
         dynamic_axes = {}
@@ -26,15 +26,7 @@ class OnnxRuntimeBackend:
             symbolic = {axis: dim for axis, dim in enumerate(port.shape) if isinstance(dim, str)}
             if symbolic:
                 dynamic_axes[port.name] = symbolic
-        buffer = io.BytesIO()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module, variant.examples[0], buffer, dynamo=False, opset_version=17,
-                input_names=[p.name for p in variant.inputs], output_names=[p.name for p in variant.outputs],
-                dynamic_axes=dynamic_axes or None, do_constant_folding=True,
-            )
-        return buffer.getvalue()
+        return export_onnx(module, variant, dynamic_axes or None, self._shown_warnings)
 
     def executable(self, data: bytes, entry: dict[str, Any], module: SubDNNModule):
         return _runtime()["load_executable"](data, entry)

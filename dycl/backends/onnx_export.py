@@ -1,0 +1,214 @@
+"""Export of one sub-DNN variant to ONNX, checked so that nothing is baked in.
+
+A sub-DNN has no control flow of its own, but the code it calls (library
+functions, opaque helpers and submodules) may still turn a tensor into a Python
+value; the tracing exporter then records that value as a constant, silently.
+Three guards, each turning a silent freeze into ``UnsupportedError``:
+
+1. ``Tensor.data`` is exported as ``detach()``: the TorchScript tracer does
+   not record ``.data`` and would cut the graph there (the DyCL authors'
+   BlockDrop tests ``action.data.sum() == 0``); ``detach()`` has the same value
+   and is recorded.
+2. The tracer's own warnings while exporting (``TracerWarning``: a tensor
+   converted to a Python bool/number/index, or — where the variant has symbolic
+   dims — iterated or measured with ``len()``) become ``UnsupportedError`` at
+   the file:line that made the conversion (library or user code; a line of the
+   sub-DNN itself is mapped to the user's statement). Warnings the tracer
+   raises inside torch are ignored, as torch itself does (its shape checks).
+   Any other warning is re-emitted to the caller, never filtered out.
+3. After export, every output the eager run computes from an input's values
+   (taint tracking over torch functions, ``dependences``) must be computed from
+   that input in the graph too. The exporter drops inputs the graph does not
+   use, which is right when the statements read only their metadata (shape,
+   dtype) and the variant fixes it; an output cut off from an input it depends
+   on (a dropped input, or a ``Constant`` in its place) is a lost input:
+   ``UnsupportedError`` naming the statement that computes it.
+
+The exporter is the TorchScript-based one (``dynamo=False``); why, with
+numbers, is in ``EXPORTER_NOTE``. Its deprecation warning is shown, not hidden.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+
+import libcst as cst
+import onnx
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from dycl.subdnn import SubDNNModule, Variant
+from rewriter.errors import SourceLocation, UnsupportedError
+
+EXPORTER_NOTE = (
+    "dycl exports sub-DNNs with the TorchScript-based torch.onnx exporter (dynamo=False), which PyTorch "
+    "deprecates: the torch.export-based exporter (dynamo=True) was measured slower to compile and it crashes "
+    "the process on some sub-DNNs (see dycl/backends/onnx_export.py)")
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_JIT_DIR = os.path.join(_TORCH_DIR, "jit") + os.sep
+_CONVERSION = "Converting a tensor to a Python"
+_SHAPE_READS = ("Iterating over a tensor", "Using len to get tensor shape")
+#: functions of a tensor that read only its metadata, never its values
+_METADATA = frozenset({"size", "dim", "ndimension", "numel", "nelement", "shape", "ndim", "dtype", "device",
+                       "layout", "is_floating_point", "is_complex", "is_contiguous", "stride", "element_size",
+                       "requires_grad", "is_cuda", "__len__", "zeros_like", "ones_like", "empty_like", "full_like",
+                       "rand_like", "randn_like", "new_zeros", "new_ones", "new_empty", "new_full",
+                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device"})
+
+
+def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
+                shown: set[tuple[str, str, int]] | None = None, dynamo: bool = False) -> bytes:
+    """The checked ONNX bytes of ``variant`` (see the module note). Warnings other
+    than the tracer's are passed on once per compile: ``shown`` holds those already
+    passed on (one set per compile). ``dynamo=True`` uses the torch.export-based
+    exporter instead (for ``benchmarks/exporters.py``; see ``EXPORTER_NOTE``)."""
+    shown = set() if shown is None else shown
+    names = {"input_names": [p.name for p in variant.inputs], "output_names": [p.name for p in variant.outputs],
+             "dynamic_axes": dynamic_axes}
+    buffer = io.BytesIO()
+    # Note: catch_warnings swaps the module-global filter list for the duration of the export
+    # and restores it on exit; "always" inside it only makes every warning reach the record.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if dynamo:
+            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False, **names)
+            buffer.write(program.model_proto.SerializeToString())
+        else:
+            with _DataAsDetach():
+                torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
+                                  do_constant_folding=True, **names)
+    symbolic = bool(dynamic_axes)
+    for record in caught:
+        _check_warning(record, module, symbolic, shown)
+    data = buffer.getvalue()
+    check_dataflow(data, module, variant)
+    return data
+
+
+class _DataAsDetach(TorchFunctionMode):
+    """``t.data`` → ``t.detach()`` (same value and storage; the tracer records it)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") == "__get__" and getattr(getattr(func, "__self__", None),
+                                                                  "__name__", "") == "data":
+            return args[0].detach()
+        return func(*args, **(kwargs or {}))
+
+
+def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbolic: bool,
+                   shown: set[tuple[str, str, int]]) -> None:
+    message = str(record.message)
+    if issubclass(record.category, torch.jit.TracerWarning):
+        inside_torch = record.filename.startswith(_TORCH_DIR) and not record.filename.startswith(_JIT_DIR)
+        frozen = message.startswith(_CONVERSION) or (symbolic and message.startswith(_SHAPE_READS))
+        if frozen and not inside_torch:
+            raise _frozen_error(message, record, module)
+        if inside_torch:
+            return  # torch's own shape checks; torch ignores these too (torch/jit/_trace.py)
+    key = (message, record.filename, record.lineno)
+    if key in shown:
+        return
+    shown.add(key)
+    if record.category is DeprecationWarning and "legacy TorchScript-based ONNX export" in message:
+        warnings.warn(EXPORTER_NOTE, FutureWarning, stacklevel=4)
+        return
+    warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)  # as the user's filters say
+
+
+def _frozen_error(message: str, record: warnings.WarningMessage, module: SubDNNModule) -> UnsupportedError:
+    where: SourceLocation | None = SourceLocation(record.filename, record.lineno)
+    if record.filename == module.filename:
+        where = module.location_of(module.statement_at(record.lineno))
+    what = message.split(".")[0].removeprefix("Converting ").replace("a tensor to", "conversion of a tensor to")
+    return UnsupportedError(
+        f"a data-dependent Python value in code exported as one graph ({what}; sub-DNN "
+        f"{module.variant.name}): the exported graph would keep the example's value", where,
+        "keep the computation in tensors (torch.where, tensor shapes instead of Python ints), or compute the "
+        "Python value in forward() where dycl can keep it on the host")
+
+
+def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant) -> None:
+    """Raise ``UnsupportedError`` where the exported graph lost a dependence the eager
+    run has: an output computed from an input's values (``dependences``) that the
+    graph computes without that input (a dropped input, or a constant in its place)."""
+    graph = onnx.load_from_string(data).graph
+    reached = _reached_inputs(graph)
+    eager = dependences(module, variant.examples[0])
+    for position, (output, needs) in enumerate(zip(variant.outputs, eager)):
+        lost = [variant.inputs[p].name for p in sorted(needs) if variant.inputs[p].name not in reached[output.name]]
+        if lost:
+            statement = module.writer_of(position)
+            raise UnsupportedError(
+                f"a value the exported graph computes without its input ({', '.join(lost)}; "
+                f"`{_code(statement)}` in sub-DNN {variant.name}): the graph would keep the example's value",
+                module.location_of(statement),
+                "the exporter did not record how this value is computed from its input (e.g. through .numpy(), "
+                "a Python number or a custom C++ op); compute it with tensor operations")
+
+
+def _code(statement: cst.SimpleStatementLine) -> str:
+    return cst.Module([]).code_for_node(statement.body[0]).strip()
+
+
+def _reached_inputs(graph: onnx.GraphProto) -> dict[str, set[str]]:
+    """For every value of ``graph``, the graph inputs it is computed from."""
+    inputs = {value.name for value in graph.input}
+    reached: dict[str, set[str]] = {name: {name} for name in inputs}
+    for node in graph.node:  # ONNX nodes are topologically sorted
+        sources = set(node.input) | _outer_names(node)
+        found = set().union(*(reached.get(name, set()) for name in sources))
+        for name in node.output:
+            reached[name] = found
+    return {value.name: reached.get(value.name, set()) for value in graph.output}
+
+
+def _outer_names(node: onnx.NodeProto) -> set[str]:
+    """Names a node's subgraphs (``If``/``Loop`` bodies) read from the enclosing scope."""
+    names: set[str] = set()
+    for attribute in node.attribute:
+        for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+            for inner in subgraph.node:
+                names |= set(inner.input) | _outer_names(inner)
+    return names
+
+
+def dependences(module: SubDNNModule, example: tuple[torch.Tensor, ...]) -> list[frozenset[int]]:
+    """For each flat output of ``module`` on ``example``, the inputs whose values it is computed from."""
+    inputs = [t.clone() for t in example]  # one tensor may be the example of several inputs
+    with torch.no_grad(), _Dependences(inputs) as taint:
+        outputs = module(*inputs)
+    return [taint.of(output) for output in outputs]
+
+
+class _Dependences(TorchFunctionMode):
+    """Taint tracking: each tensor computed by a torch function carries the inputs
+    its arguments carry; metadata reads (shape, dtype, ``zeros_like``) carry none."""
+
+    def __init__(self, inputs: list[torch.Tensor]) -> None:
+        super().__init__()
+        # tensor id -> (the tensor, kept alive so the id stays its own; the inputs it depends on)
+        self.taint: dict[int, tuple[torch.Tensor, frozenset[int]]] = {
+            id(t): (t, frozenset({i})) for i, t in enumerate(inputs)}
+
+    def of(self, value: object) -> frozenset[int]:
+        entry = self.taint.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else frozenset()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "__get__":  # a property: .data, .shape, .T
+            name = getattr(getattr(func, "__self__", None), "__name__", "")
+        if name in _METADATA:
+            return result
+        carried = frozenset().union(*(self.of(leaf) for leaf in tree_flatten((args, kwargs))[0]))
+        if carried:
+            for leaf in tree_flatten(result)[0]:
+                if isinstance(leaf, torch.Tensor):
+                    self.taint[id(leaf)] = (leaf, self.of(leaf) | carried)
+        return result

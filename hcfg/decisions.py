@@ -1,0 +1,77 @@
+"""Data-dependent Python decisions made while a sub-DNN runs.
+
+A sub-DNN is exported as one fixed graph, so every Python value it computes
+from tensor *values* is frozen at the example's value: ``bool(t)`` (an ``if``
+on a tensor inside a library function or an opaque helper), ``t.item()``,
+``int(t)``/``float(t)``, ``range(t)`` (``__index__``), ``t.tolist()``,
+``t.numpy()``, ``torch.equal``. The builder already moves such conversions out
+of the statements it sees (``HCFGBuilder.split_conversions``); what remains
+happens inside code dycl did not rewrite.
+
+``DecisionRecorder`` is a ``TorchFunctionMode`` that watches one sub-DNN's run on
+an example and records each such read with the Python frame that asked for it
+(the innermost frame outside torch: the user's or the library's file:line).
+It records and never raises, so the code runs exactly as in eager mode (a
+library's ``try``/``except`` cannot swallow the finding); the caller decides.
+
+Shape reads (``x.size(0)``, iterating a tensor) are not value reads: they are
+the exporter's business (its tracer warnings, see ``dycl.backends.onnx_export``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from rewriter.errors import SourceLocation
+
+#: Tensor methods and torch functions that hand a tensor's value to Python
+VALUE_READS = frozenset({"__bool__", "item", "__int__", "__float__", "__index__", "__complex__", "tolist",
+                         "numpy", "__array__", "__contains__", "equal", "allclose", "is_nonzero"})
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_THIS_FILE = __file__
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``."""
+
+    what: str
+    where: SourceLocation | None
+
+
+def _describe(name: str) -> str:
+    dunder = {"__bool__": "bool()", "__int__": "int()", "__float__": "float()", "__index__": "an index (range(), "
+              "list index, shape argument)", "__complex__": "complex()", "__array__": "numpy.asarray()",
+              "__contains__": "`in`"}
+    return dunder.get(name, f".{name}()" if name in {"item", "tolist", "numpy"} else f"torch.{name}()")
+
+
+def _caller() -> SourceLocation | None:
+    """The innermost frame that is neither torch nor this module."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_TORCH_DIR) and path != _THIS_FILE:
+            return SourceLocation(path, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+class DecisionRecorder(TorchFunctionMode):
+    """Records every tensor value that Python code reads while the mode is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decisions: list[Decision] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in VALUE_READS and any(isinstance(a, torch.Tensor) for a in args):
+            self.decisions.append(Decision(_describe(name), _caller()))
+        return func(*args, **(kwargs or {}))
