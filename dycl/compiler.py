@@ -123,6 +123,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                              globals=rewritten.globals, locations=rewritten.locations,
                               uses_constants=bool(constants)).emit()
     manifest = {
         "dycl_version": VERSION,
