@@ -90,12 +90,14 @@ class CompiledModel:
         return target
 
 
-def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True,
+def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime", optimize: bool = True,
+            progress: bool | None = None, dynamic: DynamicSpec = True, kwargs: dict[str, Any] | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
-    (a tensor or a tuple of positional arguments). Every branch is compiled now;
-    nothing is compiled when the model is called.
+    (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
+    as ``torch.export`` takes them). Every branch is compiled now; nothing is
+    compiled when the model is called. The compiled model accepts calls of the
+    example's form (``dycl.signature``).
 
     ``dynamic`` says which input dims may differ from the example's at call time
     (``dycl.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
@@ -109,7 +111,7 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
     model.eval()
     try:
         result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
-                               backend_options=backend_options, dynamic=dynamic)
+                               backend_options=backend_options, dynamic=dynamic, kwargs=kwargs)
     finally:
         model.train(was_training)
     return from_result(result)

@@ -18,6 +18,7 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.dynamic import DynamicSpec, dynamic_dims
 from dycl.progress import Progress
+from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
@@ -52,16 +53,17 @@ def _sha256(data: bytes) -> str:
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None,
                   backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
-                  levers: Levers = ALL_ON) -> CompileResult:
-    """Compile ``model`` for ``example_input``; the input dims ``dynamic`` names
-    (``dycl.dynamic``) are symbolic in every sub-DNN that depends on them.
-    ``levers`` turns single optimisations off (for measuring them)."""
+                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None) -> CompileResult:
+    """Compile ``model`` for the example call ``model(*example_input, **kwargs)``; the
+    input dims ``dynamic`` names (``dycl.dynamic``) are symbolic in every sub-DNN
+    that depends on them. ``levers`` turns single optimisations off (for measuring them)."""
     chosen = get_backend(backend, **(backend_options or {}))
-    example_args = example_input if isinstance(example_input, tuple) else (example_input,)
+    passed = bind_example(model, example_input, kwargs)
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    rewritten = rewriter.rewrite(model)
+    rewritten = rewriter.rewrite(model, example=passed)
+    example_args = flat_example(rewritten, passed)
     seconds["rewrite"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -123,13 +125,15 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                              globals=rewritten.globals, locations=rewritten.locations,
+                              call=call_description(rewritten), globals=rewritten.globals,
+                              locations=rewritten.locations,
                               uses_constants=bool(constants)).emit()
     manifest = {
         "dycl_version": VERSION,
         "backend": chosen.name,
         "model": rewritten.qualname,
         "inputs": inputs,
+        "call": manifest_call(call_description(rewritten)),
         "dynamic_dims": _dim_table(inputs),
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,

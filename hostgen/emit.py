@@ -56,6 +56,7 @@ class HostCodegen:
     runtime: str
     manifest_inputs: list[dict] = field(default_factory=list)
     specialized: dict[str, object] = field(default_factory=dict)
+    call: dict[str, Any] | None = None
     uses_constants: bool = False
     globals: dict[str, Any] | None = None
     locations: LocationTable | None = None
@@ -89,6 +90,7 @@ class HostCodegen:
             sub_dnns=self.sub_dnn_table(),
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
+            call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
             forward=forward,
         )
 
@@ -177,6 +179,18 @@ class HostCodegen:
 
     def return_(self, node: Return) -> str:
         return f"return {_expr(node.value)}{_location(node.statement)}"
+
+
+def default_call(parameters: tuple[str, ...], specialized: dict[str, object]) -> dict[str, Any]:
+    """The call description (``CALL`` in the host, see its ``_bind``) of a function whose
+    parameters are all plain, the ``specialized`` ones with their compiled-in values."""
+    return {
+        "parameters": [[name, "POSITIONAL_OR_KEYWORD", name in specialized] for name in parameters],
+        "inputs": [[name, name, None] for name in parameters if name not in specialized],
+        "fixed": [[name, None, value] for name, value in specialized.items()],
+        "absent": [],
+        "variadic": {},
+    }
 
 
 def _resolve(node: cst.BaseExpression, globals_: dict[str, Any]) -> Any:

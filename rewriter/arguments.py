@@ -1,0 +1,194 @@
+"""The top-level ``forward()``'s parameters, bound to how the example called it.
+
+Real models take ``*args``/``**kwargs``, keyword-only and ``None``-default
+optional parameters, and defaults that are not literals (``y=torch.randn(2, 3)``).
+The rewritten function instead takes one plain parameter per tensor the example
+passed (its *inputs*), so that everything after it sees straight-line code over
+named values:
+
+=========================================  ==============================================
+the example                                the rewritten function
+=========================================  ==============================================
+passes a tensor for ``x``                  input ``x``
+passes a literal for ``flag`` (or omits    ``flag=<value>`` (specialized: a call must pass
+it and its default is a literal)           the same value or omit it)
+omits ``y`` whose default is not literal   ``y = <the default>`` first (a constant)
+passes ``*args`` = (a, 3)                  inputs ``args_0``; ``args = (args_0, 3)`` first
+passes ``**kwargs`` = {"mask": m}          input ``kwargs_mask``; ``kwargs = {'mask': kwargs_mask}``
+=========================================  ==============================================
+
+``FlatInput`` records where each input comes from and ``fixed`` what each
+specialized part must equal, so that a call can be checked against the
+example's form (``dycl.signature``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from rewriter.context import GlobalTable
+from rewriter.locations import comment_of, set_location
+from rewriter.names import Namespace
+from rewriter.values import Static, is_literal, literal_term
+from rewriter.walk import bound_names, descendants
+
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+_PASSED = object()  # a value the caller passes, not known when no example is given
+
+
+@dataclass(frozen=True)
+class FlatInput:
+    """Input ``name`` of the rewritten function is ``forward()``'s ``parameter``,
+    or its element ``key`` (an index into ``*args``, a key of ``**kwargs``)."""
+
+    name: str
+    parameter: str
+    key: int | str | None = None
+
+
+@dataclass
+class FlatParameters:
+    """The rewritten function's parameters and what the example fixed.
+
+    ``fixed`` lists (parameter, key, value) that a call must pass equal or omit;
+    ``absent`` the parameters a call must omit (their default is compiled in);
+    ``variadic`` the length of ``*args`` or the keys of ``**kwargs`` the example passed.
+    """
+
+    definition: cst.FunctionDef
+    statics: dict[str, Static] = field(default_factory=dict)
+    specialized: dict[str, Any] = field(default_factory=dict)
+    inputs: list[FlatInput] = field(default_factory=list)
+    fixed: list[tuple[str, int | str | None, Any]] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    variadic: dict[str, int | list[str]] = field(default_factory=dict)
+
+
+def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature, example: dict[str, Any] | None,
+                       namespace: Namespace, globals_table: GlobalTable) -> FlatParameters:
+    """``definition`` with one parameter per input of ``example`` (forward()'s
+    arguments as passed, by parameter name; None: every parameter without a literal
+    default is passed) and the assignments that rebuild the others."""
+    parameters = list(signature.parameters.values())
+    self_param = _all_params(definition)[0]
+    if example is None:
+        example = {p.name: _PASSED for p in parameters[1:]
+                   if p.kind not in _VARIADIC and (p.default is inspect.Parameter.empty or not is_literal(p.default))}
+    flat = FlatParameters(definition)
+    inputs: list[cst.Param] = []
+    defaults: list[cst.Param] = []
+    prologue: list[str] = []
+    for param in parameters[1:]:
+        name = param.name
+        if param.kind in _VARIADIC:
+            passed = example.get(name, () if param.kind is inspect.Parameter.VAR_POSITIONAL else {})
+            items = list(enumerate(passed)) if isinstance(passed, tuple) else list(passed.items())
+            flat.variadic[name] = len(items) if isinstance(passed, tuple) else [k for k, _ in items]
+            terms = []
+            for key, value in items:
+                if is_literal(value):
+                    flat.fixed.append((name, key, value))
+                    terms.append(cst.Module([]).code_for_node(literal_term(value)))
+                    continue
+                fresh = namespace.fresh(f"{name}_{key}" if str(key).isidentifier() or isinstance(key, int)
+                                        else name)
+                flat.inputs.append(FlatInput(fresh, name, key))
+                inputs.append(cst.Param(cst.Name(fresh)))
+                terms.append(fresh)
+            if isinstance(passed, tuple):
+                prologue.append(f"{name} = ({', '.join(terms)}{',' if len(terms) == 1 else ''})")
+            else:
+                prologue.append(f"{name} = {{{', '.join(f'{k!r}: {t}' for (k, _), t in zip(items, terms))}}}")
+            continue
+        if name in example:
+            value = example[name]
+            if is_literal(value) and not isinstance(value, (list, dict)):
+                _specialize(flat, defaults, name, value)
+            else:
+                flat.inputs.append(FlatInput(name, name))
+                inputs.append(cst.Param(cst.Name(name)))
+            continue
+        default = param.default
+        if is_literal(default):
+            _specialize(flat, defaults, name, default)
+            continue
+        flat.absent.append(name)
+        term = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term
+        prologue.append(f"{name} = {term.value}")
+    where = comment_of(definition)
+    lines = [set_location(cst.parse_statement(text), where) for text in prologue]
+    body = definition.body.with_changes(body=[*lines, *definition.body.body])
+    params = cst.Parameters(params=[self_param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT,
+                                                            annotation=None, comma=cst.MaybeSentinel.DEFAULT),
+                                    *inputs, *defaults])
+    flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized)
+    return flat
+
+
+_TEST_NODES = (cst.Name, cst.Comparison, cst.ComparisonTarget, cst.Is, cst.IsNot, cst.Equal, cst.NotEqual,
+               cst.UnaryOperation, cst.Not, cst.BooleanOperation, cst.And, cst.Or, cst.SimpleString, cst.Integer,
+               cst.LeftParen, cst.RightParen, cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline,
+               cst.TrailingWhitespace, cst.EmptyLine)
+
+
+def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any]) -> cst.FunctionDef:
+    """Keep only the taken branch of every ``if`` whose test reads nothing but
+    specialized parameters that the function never reassigns (``if labels is not
+    None:`` with ``labels`` left at ``None``): code there is never run for this call
+    form, so an unsupported construct inside it (``self.config.x = ...``) must not
+    stop the compile. Evaluated on an explicit namespace holding only those values."""
+    assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
+    known = {name: value for name, value in specialized.items() if name not in assigned}
+    if not known:
+        return definition
+
+    def decide(test: cst.BaseExpression) -> bool | None:
+        nodes = list(descendants(test)) + [test]
+        names = {n.value for n in nodes if isinstance(n, cst.Name)} - {"None", "True", "False"}
+        if not names or not names <= set(known) or not all(isinstance(n, _TEST_NODES) for n in nodes):
+            return None
+        text = cst.Module([]).code_for_node(test)
+        return bool(eval(compile(text, "<dycl-test>", "eval"), {"__builtins__": {}}, dict(known)))  # noqa: S307
+
+    class Prune(cst.CSTTransformer):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is definition
+
+        def leave_If(self, original: cst.If, updated: cst.If):
+            taken = decide(updated.test)
+            if taken is None:
+                return updated
+            if taken:
+                return cst.FlattenSentinel(list(updated.body.body))
+            if updated.orelse is None:
+                return cst.RemoveFromParent()
+            if isinstance(updated.orelse, cst.If):
+                return updated.orelse
+            return cst.FlattenSentinel(list(updated.orelse.body.body))
+
+        def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+            if not updated.body:
+                return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            return updated
+
+    return definition.visit(Prune())
+
+
+def _specialize(flat: FlatParameters, defaults: list[cst.Param], name: str, value: Any) -> None:
+    flat.specialized[name] = value
+    flat.statics[name] = Static(value, literal_term(value))
+    flat.fixed.append((name, None, value))
+    defaults.append(cst.Param(cst.Name(name), default=literal_term(value),
+                              equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+
+
+def _all_params(definition: cst.FunctionDef) -> list[cst.Param]:
+    params = definition.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+__all__ = ["FlatInput", "FlatParameters", "flatten_parameters"]
