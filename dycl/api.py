@@ -13,6 +13,7 @@ import torch
 
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
+from dycl.outputs import rebuild
 from hcfg.draw import layout_json
 
 
@@ -66,8 +67,9 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outputs = self._host(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
-        return _to_torch(outputs)
+        outputs = _to_torch(self._host(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()}))
+        spec = self._result.output_spec if self._result is not None else None
+        return rebuild(outputs, spec) if spec is not None else outputs
 
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
         """Call the host directly with numpy arrays (what ``host.py`` does)."""

@@ -14,9 +14,11 @@ import numpy as np
 import torch
 
 import rewriter
+from dycl import outputs
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.library import is_library_model, library_call
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
@@ -44,6 +46,7 @@ class CompileResult:
     modules: dict[str, SubDNNModule]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
 
 
 def _sha256(data: bytes) -> str:
@@ -62,8 +65,14 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
+    call, output_spec = None, None
+    if is_library_model(model):
+        # the model's own forward is library code: compile a call of it (dycl.library)
+        library = library_call(model, passed)
+        model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
     rewritten = rewriter.rewrite(model, example=passed)
     example_args = flat_example(rewritten, passed)
+    call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -125,7 +134,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                              call=call_description(rewritten), globals=rewritten.globals,
+                              call=call, globals=rewritten.globals,
                               locations=rewritten.locations,
                               uses_constants=bool(constants)).emit()
     manifest = {
@@ -133,11 +142,13 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "backend": chosen.name,
         "model": rewritten.qualname,
         "inputs": inputs,
-        "call": manifest_call(call_description(rewritten)),
+        "call": manifest_call(call),
         "dynamic_dims": _dim_table(inputs),
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
+    if output_spec is not None:
+        manifest["output"] = outputs.describe(output_spec)
     if constants:
         blob, table = pack_constants(constants)
         files[CONSTANTS_FILE] = blob
@@ -154,7 +165,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "symbolic_fallbacks": len(shapes.failures) if shapes else 0,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
-    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats)
+    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats,
+                         output_spec)
 
 
 CONSTANTS_FILE = "constants.bin"

@@ -1,0 +1,148 @@
+"""Models whose ``forward()`` is library code (Hugging Face, timm), compiled unmodified.
+
+dycl looks into user code and treats installed libraries as opaque calls that
+are traced into a sub-DNN (``rewriter.inline.is_user_code``). A top-level model
+from a library is handled the same way: ``library_call`` generates a small
+wrapper module whose ``forward`` takes the example's inputs as plain parameters,
+calls the model exactly as the example did (literals written in, left-out
+arguments left out) and returns the plain form of its output
+(``dycl.outputs``), e.g.
+
+    def forward(self, input_ids):
+        out_0, out_1 = _tensor_leaves(self.model(input_ids))
+        return {'logits': out_0, 'pooler_output': out_1}
+
+The compiled model is called with the library model's own signature: the
+returned ``call`` description binds a call to the wrapper's inputs
+(``dycl.signature``), and ``spec`` rebuilds the library's output objects.
+
+Assumed, as for every library submodule: the library's forward makes no
+data-dependent decision for this call form (its control flow depends on the
+configuration and on the arguments the example fixed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from dycl import outputs
+from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.inline import is_user_code
+from rewriter.values import is_literal
+
+_P = inspect.Parameter
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """The wrapper to compile, its example (by parameter), the host's call description and the output spec."""
+
+    wrapper: torch.nn.Module
+    example: dict[str, Any]
+    call: dict[str, Any]
+    spec: pytree.TreeSpec
+
+
+def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:
+    return not is_user_code(inspect.unwrap(getattr(type(model), method)))
+
+
+def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor))
+
+
+def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
+    """The wrapper that calls ``model`` as the example ``passed`` (forward()'s
+    arguments by parameter name) did."""
+    function = inspect.unwrap(type(model).forward)
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())[1:]
+    bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
+    with torch.no_grad():
+        output = model(*bound.args, **bound.kwargs)
+    leaves, spec = outputs.flatten(output)
+    where = SourceLocation(function.__code__.co_filename, function.__code__.co_firstlineno)
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor) and not outputs.literal_leaf(leaf):
+            raise UnsupportedError(f"an output of type {type(leaf).__name__} in what "
+                                   f"{type(model).__qualname__}.forward() returns", where,
+                                   "configure the model so that it returns tensors (e.g. use_cache=False)")
+
+    names: set[str] = {"self"}
+    inputs: dict[str, Any] = {}
+    flat: list[list[Any]] = []
+    fixed: list[list[Any]] = []
+    absent: list[str] = []
+    variadic: dict[str, Any] = {}
+
+    def term(parameter: str, key: Any, value: Any) -> str:
+        if is_literal(value) and not isinstance(value, (list, dict)):
+            fixed.append([parameter, key, value])
+            return repr(value)
+        base = parameter if key is None else f"{parameter}_{key}"
+        name = base if base.isidentifier() else f"{parameter}_{len(flat)}"
+        while name in names:
+            name += "_"
+        names.add(name)
+        inputs[name] = value
+        flat.append([name, parameter, key])
+        return name
+
+    arguments: list[str] = []
+    for param in parameters:
+        if param.name not in passed:
+            if param.kind is _P.VAR_POSITIONAL:
+                variadic[param.name] = 0
+            elif param.kind is _P.VAR_KEYWORD:
+                variadic[param.name] = []
+            elif is_literal(param.default):
+                fixed.append([param.name, None, param.default])
+            else:
+                absent.append(param.name)
+            continue
+        value = passed[param.name]
+        if param.kind is _P.VAR_POSITIONAL:
+            variadic[param.name] = len(value)
+            arguments += [term(param.name, i, v) for i, v in enumerate(value)]
+        elif param.kind is _P.VAR_KEYWORD:
+            variadic[param.name] = list(value)
+            arguments += [f"**{{{k!r}: {term(param.name, k, v)}}}" for k, v in value.items()]
+        elif param.kind is _P.POSITIONAL_ONLY:
+            arguments.append(term(param.name, None, value))
+        else:
+            arguments.append(f"{param.name}={term(param.name, None, value)}")
+
+    count = sum(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    results = [f"out_{i}" for i in range(count)]
+    position = iter(results)
+    leaf_terms = [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
+    targets = ", ".join(results) + ("," if count == 1 else "")
+    lines = [f"def forward(self, {', '.join(flat_name for flat_name, _, _ in flat)}):"]
+    call = f"self.model({', '.join(arguments)})"
+    lines.append(f"    {targets} = _tensor_leaves({call})" if count else f"    {call}")
+    lines.append(f"    return {outputs.plain_expression(spec, leaf_terms)}")
+    source = "\n".join(lines) + "\n"
+
+    qualname = type(model).__qualname__
+    filename = f"<dycl: calling {qualname}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"_tensor_leaves": _tensor_leaves, "__name__": "dycl.library"}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated wrapper only
+    wrapper_type = type(f"Calling{type(model).__name__}", (torch.nn.Module,), {"forward": namespace["forward"]})
+    wrapper = wrapper_type()
+    wrapper.model = model
+    wrapper.train(model.training)
+    call_description = {
+        "parameters": [[p.name, p.kind.name, p.default is not _P.empty] for p in parameters],
+        "inputs": flat, "fixed": fixed, "absent": absent, "variadic": variadic,
+    }
+    return LibraryCall(wrapper, inputs, call_description, spec)
+
+
+__all__ = ["LibraryCall", "is_library_model", "library_call"]
