@@ -18,7 +18,7 @@ from dycl import outputs
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.library import is_library_model, library_call
+from dycl.library import is_library_model, library_call, object_output
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
@@ -65,12 +65,15 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    call, output_spec = None, None
+    call, output_spec, returns = None, None, None
     if is_library_model(model):
-        # the model's own forward is library code: compile a call of it (dycl.library)
+        # the model's forward is library code: compile a call of it (dycl.library)
         library = library_call(model, passed)
         model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
-    rewritten = rewriter.rewrite(model, example=passed)
+    else:
+        returns = object_output(model, passed)
+        output_spec = returns.spec if returns is not None else None
+    rewritten = rewriter.rewrite(model, example=passed, returns=returns)
     example_args = flat_example(rewritten, passed)
     call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start

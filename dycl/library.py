@@ -1,4 +1,4 @@
-"""Models whose ``forward()`` is library code (Hugging Face, timm), compiled unmodified.
+"""Models whose ``forward()`` is library code (Hugging Face, timm) or returns objects, compiled unmodified.
 
 dycl looks into user code and treats installed libraries as opaque calls that
 are traced into a sub-DNN (``rewriter.inline.is_user_code``). A top-level model
@@ -12,7 +12,11 @@ arguments left out) and returns the plain form of its output
         out_0, out_1 = _tensor_leaves(self.model(input_ids))
         return {'logits': out_0, 'pooler_output': out_1}
 
-The compiled model is called with the library model's own signature: the
+A user model whose output holds objects the host cannot build (a namedtuple,
+a ``ModelOutput``) is rewritten instead: ``object_output`` tells the rewriter to
+flatten every ``return`` into tensor leaves and return the plain form.
+
+The compiled model is called with the model's own signature: the
 returned ``call`` description binds a call to the wrapper's inputs
 (``dycl.signature``), and ``spec`` rebuilds the library's output objects.
 
@@ -23,6 +27,7 @@ configuration and on the arguments the example fixed).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 from dataclasses import dataclass
@@ -32,6 +37,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from dycl import outputs
+from rewriter import ReturnForm
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.inline import is_user_code
 from rewriter.values import is_literal
@@ -51,6 +57,35 @@ class LibraryCall:
 
 def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:
     return not is_user_code(inspect.unwrap(getattr(type(model), method)))
+
+
+def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm | None:
+    """For a user model whose forward returns, on the example, objects other than
+    tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
+    returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
+    with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None."""
+    signature = inspect.signature(inspect.unwrap(type(model).forward))
+    parameters = list(signature.parameters.values())[1:]
+    bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
+    with torch.no_grad():
+        output = model(*bound.args, **bound.kwargs)
+    leaves, spec = outputs.flatten(output)
+    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) or outputs.literal_leaf(leaf)
+                                         for leaf in leaves):
+        return None
+    return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
+                       functools.partial(_plain, spec, leaves), spec)
+
+
+@dataclass(frozen=True)
+class _ReturnForm(ReturnForm):
+    spec: pytree.TreeSpec = None
+
+
+def _plain(spec: pytree.TreeSpec, leaves: list[Any], names: list[str]) -> str:
+    position = iter(names)
+    return outputs.plain_expression(spec, [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf)
+                                           for leaf in leaves])
 
 
 def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
@@ -145,4 +180,4 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
     return LibraryCall(wrapper, inputs, call_description, spec)
 
 
-__all__ = ["LibraryCall", "is_library_model", "library_call"]
+__all__ = ["LibraryCall", "is_library_model", "library_call", "object_output"]

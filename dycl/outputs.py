@@ -28,7 +28,7 @@ def flatten(value: Any) -> tuple[list[Any], pytree.TreeSpec]:
 
 def is_plain(spec: pytree.TreeSpec) -> bool:
     """Whether the tree has only nodes the host returns as they are (tuple, list, dict)."""
-    if spec.is_leaf():
+    if spec.is_leaf() or spec.type is type(None):
         return True
     return spec.type in (tuple, list, dict) and all(is_plain(child) for child in spec.children())
 
@@ -71,7 +71,8 @@ def describe(spec: pytree.TreeSpec) -> Any:
     if spec.type is type(None):
         return None
     keys = _keys(spec)
-    node: dict[str, Any] = {"type": f"{spec.type.__module__}.{spec.type.__qualname__}",
+    kind = spec.context if isinstance(spec.context, type) else spec.type  # a namedtuple's class is its context
+    node: dict[str, Any] = {"type": f"{kind.__module__}.{kind.__qualname__}",
                             "returned_as": "dict" if keys is not None else ("list" if spec.type is list else "tuple")}
     children = [describe(child) for child in spec.children()]
     if keys is not None:

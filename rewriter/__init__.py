@@ -23,7 +23,7 @@ from typing import Any
 import libcst as cst
 import torch
 
-from rewriter.arguments import FlatInput, flatten_parameters
+from rewriter.arguments import FlatInput, ReturnForm, flatten_parameters, flatten_returns
 from rewriter.check import reject_unsupported
 from rewriter.context import GlobalTable, RewriteContext
 from rewriter.errors import SourceLocation, UnsupportedError
@@ -35,11 +35,11 @@ from rewriter.pipeline import PASSES, run_passes
 from rewriter.source import parse_function
 from rewriter.values import ModuleIndex, Static
 
-__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput"]
+__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput", "ReturnForm"]
 
 
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
-            example: dict[str, Any] | None = None) -> RewrittenFunction:
+            example: dict[str, Any] | None = None, returns: ReturnForm | None = None) -> RewrittenFunction:
     """Rewrite ``type(model).<method>`` for this model instance.
 
     ``example`` maps each parameter the example passed to its value (an
@@ -47,21 +47,24 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     parameter per input of that call (``rewriter.arguments``). Literal values and
     parameters left at literal defaults (``max_len=20``, ``h=None``) are
     specialized. Without ``example``, every parameter without a literal default is
-    an input. Raises ``UnsupportedError`` naming the construct and its file:line
-    for code dycl cannot compile.
+    an input. ``returns`` rewrites every ``return`` to give flat tensors (for an
+    output with objects the host cannot build; ``rewriter.arguments.ReturnForm``).
+    Raises ``UnsupportedError`` naming the construct and its file:line for code
+    dycl cannot compile.
     """
     # Note: the rewriter allocates many short-lived libcst nodes and no cycles
     # worth collecting; pausing the cyclic GC makes it about 1.5x faster.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _rewrite(model, method, debug, example)
+        return _rewrite(model, method, debug, example, returns)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None) -> RewrittenFunction:
+def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
+             returns: ReturnForm | None) -> RewrittenFunction:
     function = getattr(type(model), method, None)
     if function is None:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, which does not exist", None)
@@ -78,6 +81,8 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     for name in sorted(_all_names(definition)):
         namespace.reserve(name)
     flat = flatten_parameters(definition, inspect.signature(parsed.function), example, namespace, globals_table)
+    if returns is not None:
+        flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
     parsed = dataclasses.replace(parsed, definition=flat.definition)
     reject_unsupported(probe, parsed.definition)
     probe.parsed[parsed.function] = parsed

@@ -25,6 +25,7 @@ example's form (``dycl.signature``).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,43 @@ class FlatParameters:
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReturnForm:
+    """How every ``return value`` of forward() is rewritten when its output holds
+    objects the host cannot build: ``out_0, out_1 = leaves(value)`` (its ``count``
+    tensor leaves, inside the compiled code) then ``return plain([out_0, out_1])``."""
+
+    leaves: Callable[[Any], tuple]
+    count: int
+    plain: Callable[[list[str]], str]
+
+
+def flatten_returns(definition: cst.FunctionDef, form: ReturnForm, namespace: Namespace,
+                    globals_table: GlobalTable) -> cst.FunctionDef:
+    """``definition`` with every ``return`` of its own body written as ``form`` says."""
+    leaves = globals_table.resolve("_dycl_leaves", {"_dycl_leaves": form.leaves}).term.value
+
+    class Returns(cst.CSTTransformer):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is definition
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def leave_SimpleStatementLine(self, original, updated):
+            if len(updated.body) != 1 or not isinstance(updated.body[0], cst.Return):
+                return updated
+            value = updated.body[0].value or cst.Name("None")
+            names = [namespace.fresh("out") for _ in range(form.count)]
+            targets = ", ".join(names) + ("," if len(names) == 1 else "")
+            text = cst.Module([]).code_for_node(value)
+            lines = [f"{targets} = {leaves}({text})" if names else f"{leaves}({text})", f"return {form.plain(names)}"]
+            return cst.FlattenSentinel([set_location(cst.parse_statement(line), comment_of(original))
+                                        for line in lines])
+
+    return definition.visit(Returns())
+
+
 def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature, example: dict[str, Any] | None,
                        namespace: Namespace, globals_table: GlobalTable) -> FlatParameters:
     """``definition`` with one parameter per input of ``example`` (forward()'s
@@ -82,6 +120,8 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
     inputs: list[cst.Param] = []
     defaults: list[cst.Param] = []
     prologue: list[str] = []
+    # *args/**kwargs -> the tuple/dict display of what was passed; a left-out default -> its global
+    displays: dict[str, str] = {}
     for param in parameters[1:]:
         name = param.name
         if param.kind in _VARIADIC:
@@ -100,9 +140,9 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
                 inputs.append(cst.Param(cst.Name(fresh)))
                 terms.append(fresh)
             if isinstance(passed, tuple):
-                prologue.append(f"{name} = ({', '.join(terms)}{',' if len(terms) == 1 else ''})")
+                displays[name] = f"({', '.join(terms)}{',' if len(terms) == 1 else ''})"
             else:
-                prologue.append(f"{name} = {{{', '.join(f'{k!r}: {t}' for (k, _), t in zip(items, terms))}}}")
+                displays[name] = f"{{{', '.join(f'{k!r}: {t}' for (k, _), t in zip(items, terms))}}}"
             continue
         if name in example:
             value = example[name]
@@ -117,16 +157,76 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
             _specialize(flat, defaults, name, default)
             continue
         flat.absent.append(name)
-        term = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term
-        prologue.append(f"{name} = {term.value}")
+        displays[name] = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term.value
+    assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
+    for name, display in displays.items():
+        if name in assigned:
+            prologue.insert(0, f"{name} = {display}")
+    substituted = {name: cst.parse_expression(d) for name, d in displays.items() if name not in assigned}
+    statements = list(definition.body.body)
+    if substituted:
+        statements = [s.visit(_Substitute(substituted)) for s in statements]
     where = comment_of(definition)
     lines = [set_location(cst.parse_statement(text), where) for text in prologue]
-    body = definition.body.with_changes(body=[*lines, *definition.body.body])
+    body = definition.body.with_changes(body=[*lines, *statements])
     params = cst.Parameters(params=[self_param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT,
                                                             annotation=None, comma=cst.MaybeSentinel.DEFAULT),
                                     *inputs, *defaults])
     flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized)
     return flat
+
+
+class _Substitute(cst.CSTTransformer):
+    """Replace reads of ``*args``/``**kwargs`` (never reassigned) by the display of what
+    the example passed, folding the lookups real code makes on ``**kwargs`` first:
+    ``"k" in kwargs``, ``kwargs.get("k"[, default])`` and ``kwargs["k"]``."""
+
+    def __init__(self, displays: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.displays = displays
+
+    def _dict(self, node: cst.BaseExpression) -> dict[str, cst.BaseExpression] | None:
+        display = self.displays.get(node.value) if isinstance(node, cst.Name) else None
+        if not isinstance(display, cst.Dict):
+            return None
+        return {e.key.evaluated_value: e.value for e in display.elements}
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.BaseExpression:
+        if len(original.comparisons) == 1 and isinstance(original.left, cst.SimpleString):
+            target = original.comparisons[0]
+            entries = self._dict(target.comparator)
+            if entries is not None and isinstance(target.operator, (cst.In, cst.NotIn)):
+                found = original.left.evaluated_value in entries
+                return cst.Name(str(found if isinstance(target.operator, cst.In) else not found))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = original.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and 1 <= len(original.args) <= 2 and (
+                isinstance(original.args[0].value, cst.SimpleString)):
+            entries = self._dict(func.value)
+            if entries is not None:
+                key = original.args[0].value.evaluated_value
+                default = updated.args[1].value if len(updated.args) == 2 else cst.Name("None")
+                return entries.get(key, default)
+        return updated
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+        entries = self._dict(original.value)
+        if entries is not None and len(original.slice) == 1 and isinstance(original.slice[0].slice, cst.Index):
+            key = original.slice[0].slice.value
+            if isinstance(key, cst.SimpleString) and key.evaluated_value in entries:
+                return entries[key.evaluated_value]
+        return updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.displays.get(original.value, updated)
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
 
 
 _TEST_NODES = (cst.Name, cst.Comparison, cst.ComparisonTarget, cst.Is, cst.IsNot, cst.Equal, cst.NotEqual,
@@ -191,4 +291,4 @@ def _all_params(definition: cst.FunctionDef) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
-__all__ = ["FlatInput", "FlatParameters", "flatten_parameters"]
+__all__ = ["FlatInput", "FlatParameters", "ReturnForm", "flatten_parameters", "flatten_returns"]
