@@ -18,7 +18,7 @@ from dycl import outputs
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.library import is_library_model, library_call, object_output
+from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
@@ -65,15 +65,18 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    call, output_spec, returns = None, None, None
+    call, output_spec, returns, rewritten = None, None, None, None
     if is_library_model(model):
-        # the model's forward is library code: compile a call of it (dycl.library)
-        library = library_call(model, passed)
-        model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
-    else:
-        returns = object_output(model, passed)
-        output_spec = returns.spec if returns is not None else None
-    rewritten = rewriter.rewrite(model, example=passed, returns=returns)
+        rewritten = rewriter.rewrite(model, example=passed)
+        if decides_nothing(rewritten):
+            # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
+            library = library_call(model, passed)
+            model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
+            rewritten = None
+    if rewritten is None or call is not None:
+        returns = object_output(model, passed) if call is None else None
+        output_spec = returns.spec if returns is not None else output_spec
+        rewritten = rewriter.rewrite(model, example=passed, returns=returns)
     example_args = flat_example(rewritten, passed)
     call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start

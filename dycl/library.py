@@ -20,9 +20,11 @@ The compiled model is called with the model's own signature: the
 returned ``call`` description binds a call to the wrapper's inputs
 (``dycl.signature``), and ``spec`` rebuilds the library's output objects.
 
-Assumed, as for every library submodule: the library's forward makes no
-data-dependent decision for this call form (its control flow depends on the
-configuration and on the arguments the example fixed).
+Used only when the rewrite of the library's forward, specialized to the
+example's call form, is straight-line (``decides_nothing``); otherwise the
+forward is compiled like user code. Assumed, as for every library submodule
+called from user code: the library's own submodules and helpers make no
+data-dependent decision (they are traced).
 """
 
 from __future__ import annotations
@@ -33,14 +35,16 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
+import libcst as cst
 import torch
 from torch.utils import _pytree as pytree
 
 from dycl import outputs
-from rewriter import ReturnForm
+from rewriter import ReturnForm, RewrittenFunction
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.inline import is_user_code
 from rewriter.values import is_literal
+from rewriter.walk import descendants
 
 _P = inspect.Parameter
 
@@ -53,6 +57,14 @@ class LibraryCall:
     example: dict[str, Any]
     call: dict[str, Any]
     spec: pytree.TreeSpec
+
+
+def decides_nothing(rewritten: RewrittenFunction) -> bool:
+    """Whether the rewritten forward is straight-line code: every decision in it was
+    static for this call form, so tracing the original makes no decision the rewrite
+    would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
+    module = cst.parse_module(rewritten.source)
+    return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) for node in descendants(module))
 
 
 def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:
