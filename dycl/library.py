@@ -21,8 +21,10 @@ returned ``call`` description binds a call to the wrapper's inputs
 (``dycl.signature``), and ``spec`` rebuilds the library's output objects.
 
 Used only when the rewrite of the library's forward, specialized to the
-example's call form, is straight-line (``decides_nothing``); otherwise the
-forward is compiled like user code. Assumed, as for every library submodule
+example's call form, is straight-line (``decides_nothing``) but for argument
+checks that raise (the traced call keeps the example's outcome of such a check;
+static dims are still checked by the host); otherwise the forward is compiled
+like user code. Assumed, as for every library submodule
 called from user code: the library's own submodules and helpers make no
 data-dependent decision (they are traced).
 """
@@ -64,7 +66,16 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
     static for this call form, so tracing the original makes no decision the rewrite
     would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
     module = cst.parse_module(rewritten.source)
-    return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) for node in descendants(module))
+    guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}
+    return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) and not _is_guard(node)
+                   and id(node) not in guards for node in descendants(module))
+
+
+def _is_guard(node: cst.CSTNode) -> bool:
+    """``if <check>: raise ...`` with no ``else``: an argument check, not a decision about the output."""
+    return (isinstance(node, cst.If) and node.orelse is None and len(node.body.body) == 1
+            and isinstance(node.body.body[0], cst.SimpleStatementLine)
+            and all(isinstance(small, cst.Raise) for small in node.body.body[0].body))
 
 
 def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:

@@ -159,6 +159,8 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
         flat.absent.append(name)
         displays[name] = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term.value
     assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
+    # a dict changed in place must stay one object, not be substituted by its display
+    assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith("{")}
     for name, display in displays.items():
         if name in assigned:
             prologue.insert(0, f"{name} = {display}")
@@ -172,8 +174,34 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
     params = cst.Parameters(params=[self_param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT,
                                                             annotation=None, comma=cst.MaybeSentinel.DEFAULT),
                                     *inputs, *defaults])
-    flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized)
+    flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized,
+                                           {f.name for f in flat.inputs if f.key is None})
     return flat
+
+
+_READING_METHODS = {"get", "keys", "items", "values", "copy", "count", "index"}
+
+
+def _mutated(definition: cst.FunctionDef) -> set[str]:
+    """Names whose object the body may change in place: a method call other than a
+    reading one (``kwargs.pop("k")``), an item written or deleted (``kwargs["k"] = v``)."""
+    names: set[str] = set()
+    for node in descendants(definition.body):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and (
+                node.attr.value not in _READING_METHODS):
+            names.add(node.value.value)
+        targets = []
+        if isinstance(node, cst.AssignTarget):
+            targets = [node.target]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Del):
+            targets = [node.target]
+        for target in targets:
+            for part in [target, *descendants(target)]:
+                if isinstance(part, cst.Subscript) and isinstance(part.value, cst.Name):
+                    names.add(part.value.value)
+    return names
 
 
 class _Substitute(cst.CSTTransformer):
@@ -231,18 +259,23 @@ class _Substitute(cst.CSTTransformer):
 
 _TEST_NODES = (cst.Name, cst.Comparison, cst.ComparisonTarget, cst.Is, cst.IsNot, cst.Equal, cst.NotEqual,
                cst.UnaryOperation, cst.Not, cst.BooleanOperation, cst.And, cst.Or, cst.SimpleString, cst.Integer,
+               cst.BinaryOperation, cst.BitXor,
                cst.LeftParen, cst.RightParen, cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline,
                cst.TrailingWhitespace, cst.EmptyLine)
 
 
-def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any]) -> cst.FunctionDef:
+def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any],
+                         inputs: set[str] = frozenset()) -> cst.FunctionDef:
     """Keep only the taken branch of every ``if`` whose test reads nothing but
     specialized parameters that the function never reassigns (``if labels is not
     None:`` with ``labels`` left at ``None``): code there is never run for this call
     form, so an unsupported construct inside it (``self.config.x = ...``) must not
-    stop the compile. Evaluated on an explicit namespace holding only those values."""
+    stop the compile. An input (never None: the host takes only arrays for it) may
+    appear as an operand of ``is``/``is not`` only. Evaluated on an explicit
+    namespace holding only those values."""
     assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
-    known = {name: value for name, value in specialized.items() if name not in assigned}
+    known: dict[str, Any] = {name: value for name, value in specialized.items() if name not in assigned}
+    known.update({name: _PASSED for name in inputs if name not in assigned})
     if not known:
         return definition
 
@@ -250,6 +283,12 @@ def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any
         nodes = list(descendants(test)) + [test]
         names = {n.value for n in nodes if isinstance(n, cst.Name)} - {"None", "True", "False"}
         if not names or not names <= set(known) or not all(isinstance(n, _TEST_NODES) for n in nodes):
+            return None
+        identity_operands = {id(part) for n in nodes if isinstance(n, cst.Comparison)
+                             and all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in n.comparisons)
+                             for part in [n.left, *(c.comparator for c in n.comparisons)]}
+        if any(isinstance(n, cst.Name) and known.get(n.value) is _PASSED and id(n) not in identity_operands
+               for n in nodes):
             return None
         text = cst.Module([]).code_for_node(test)
         return bool(eval(compile(text, "<dycl-test>", "eval"), {"__builtins__": {}}, dict(known)))  # noqa: S307

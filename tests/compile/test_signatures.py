@@ -164,3 +164,27 @@ def test_a_namedtuple_output_is_rebuilt_in_process_and_a_tuple_in_the_host(tmp_p
     assert compiled.manifest["output"]["type"].endswith("Prediction")
     assert compiled.manifest["output"]["returned_as"] == "tuple"
     _host_agrees(model, compiled, calls, tmp_path)
+
+
+class PopsOptions(nn.Module):
+    """``**kwargs`` changed in place: lookups after the pop must see the change."""
+
+    def forward(self, x, **options):
+        bias = options.pop("bias", None)
+        if "bias" in options:
+            x = x * 100
+        if bias is not None:
+            x = x + bias
+        if x.sum() > 0:
+            return x
+        return -x
+
+
+def test_kwargs_changed_in_place_are_not_folded_to_the_example():
+    model = PopsOptions().eval()
+    calls = [Call((x,), {"bias": b}) for x, b in _tensors(12, (2, 4), (2, 4), seed=4)]
+    try:
+        compiled = dycl.compile(model, calls[0].args, kwargs=calls[0].kwargs)
+    except dycl.UnsupportedError:
+        return  # refusing is sound; folding "bias" in options to True would not be
+    assert _agree(model, compiled, calls) == 2
