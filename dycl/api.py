@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
@@ -67,7 +68,8 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outputs = _to_torch(self._host(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()}))
+        args, kwargs = pytree.tree_map(_to_numpy, (args, kwargs))
+        outputs = _to_torch(self._host(*args, **kwargs))
         spec = self._result.output_spec if self._result is not None else None
         return rebuild(outputs, spec) if spec is not None else outputs
 

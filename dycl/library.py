@@ -140,6 +140,11 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
     variadic: dict[str, Any] = {}
 
     def term(parameter: str, key: Any, value: Any) -> str:
+        if key is None and type(value) in (tuple, list) and value and all(
+                isinstance(v, torch.Tensor) for v in value):
+            variadic[parameter] = len(value)
+            items = ", ".join(term(parameter, i, v) for i, v in enumerate(value))
+            return f"[{items}]" if isinstance(value, list) else f"({items},)"
         if is_literal(value) and not isinstance(value, (list, dict)):
             fixed.append([parameter, key, value])
             return repr(value)
@@ -171,7 +176,8 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
         elif param.kind is _P.VAR_KEYWORD:
             variadic[param.name] = list(value)
             arguments += [f"**{{{k!r}: {term(param.name, k, v)}}}" for k, v in value.items()]
-        elif param.kind is _P.POSITIONAL_ONLY:
+        elif param.kind is _P.POSITIONAL_ONLY or (param.kind is _P.POSITIONAL_OR_KEYWORD and any(
+                p.kind is _P.VAR_POSITIONAL and passed.get(p.name) for p in parameters)):
             arguments.append(term(param.name, None, value))
         else:
             arguments.append(f"{param.name}={term(param.name, None, value)}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
+import torch
 
 from rewriter.context import GlobalTable
 from rewriter.locations import comment_of, set_location
@@ -148,6 +149,17 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
             value = example[name]
             if is_literal(value) and not isinstance(value, (list, dict)):
                 _specialize(flat, defaults, name, value)
+            elif _tensor_sequence(value):
+                # a tuple or list of tensors: one input per element, like *args
+                flat.variadic[name] = len(value)
+                terms = []
+                for key in range(len(value)):
+                    fresh = namespace.fresh(f"{name}_{key}")
+                    flat.inputs.append(FlatInput(fresh, name, key))
+                    inputs.append(cst.Param(cst.Name(fresh)))
+                    terms.append(fresh)
+                opening, closing = ("[", "]") if isinstance(value, list) else ("(", ",)" if len(terms) == 1 else ")")
+                displays[name] = opening + ", ".join(terms) + closing
             else:
                 flat.inputs.append(FlatInput(name, name))
                 inputs.append(cst.Param(cst.Name(name)))
@@ -156,11 +168,11 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
         if is_literal(default):
             _specialize(flat, defaults, name, default)
             continue
-        flat.absent.append(name)
+        flat.absent.append(name)  # a default that is not a literal: a constant of the compiled model
         displays[name] = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term.value
     assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
     # a dict changed in place must stay one object, not be substituted by its display
-    assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith("{")}
+    assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith(("{", "["))}
     for name, display in displays.items():
         if name in assigned:
             prologue.insert(0, f"{name} = {display}")
@@ -175,7 +187,8 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
                                                             annotation=None, comma=cst.MaybeSentinel.DEFAULT),
                                     *inputs, *defaults])
     flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized,
-                                           {f.name for f in flat.inputs if f.key is None})
+                                           {f.name for f in flat.inputs if f.key is None}
+                                           | {displays[name] for name in flat.absent})
     return flat
 
 
@@ -315,6 +328,11 @@ def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any
             return updated
 
     return definition.visit(Prune())
+
+
+def _tensor_sequence(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and type(value) in (tuple, list) and bool(value) and all(
+        isinstance(v, torch.Tensor) for v in value)
 
 
 def _specialize(flat: FlatParameters, defaults: list[cst.Param], name: str, value: Any) -> None:
