@@ -187,7 +187,8 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
                                                             annotation=None, comma=cst.MaybeSentinel.DEFAULT),
                                     *inputs, *defaults])
     flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized,
-                                           {f.name for f in flat.inputs if f.key is None}
+                                           {f.name for f in flat.inputs
+                                            if f.key is None and isinstance(example[f.parameter], torch.Tensor)}
                                            | {displays[name] for name in flat.absent})
     return flat
 
@@ -283,7 +284,7 @@ def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any
     specialized parameters that the function never reassigns (``if labels is not
     None:`` with ``labels`` left at ``None``): code there is never run for this call
     form, so an unsupported construct inside it (``self.config.x = ...``) must not
-    stop the compile. An input (never None: the host takes only arrays for it) may
+    stop the compile. A tensor input (never None: the host takes only arrays for it) may
     appear as an operand of ``is``/``is not`` only. Evaluated on an explicit
     namespace holding only those values."""
     assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
