@@ -93,9 +93,8 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm 
     with torch.no_grad():
         output = model(*bound.args, **bound.kwargs)
     leaves, spec = outputs.flatten(output)
-    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) or outputs.literal_leaf(leaf)
-                                         for leaf in leaves):
-        return None
+    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None  # a Python number in the output is left to the host, which computes it per call
     return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
                        functools.partial(_plain, spec, leaves), spec)
 
@@ -127,10 +126,12 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
     leaves, spec = outputs.flatten(output)
     where = SourceLocation(function.__code__.co_filename, function.__code__.co_firstlineno)
     for leaf in leaves:
-        if not isinstance(leaf, torch.Tensor) and not outputs.literal_leaf(leaf):
+        # a Python number may come from a shape that differs from call to call: never frozen
+        if not isinstance(leaf, torch.Tensor):
             raise UnsupportedError(f"an output of type {type(leaf).__name__} in what "
                                    f"{type(model).__qualname__}.forward() returns", where,
-                                   "configure the model so that it returns tensors (e.g. use_cache=False)")
+                                   "return tensors (a number as torch.tensor(n)); configure the model so that "
+                                   "it returns tensors (e.g. use_cache=False)")
 
     names: set[str] = {"self"}
     inputs: dict[str, Any] = {}

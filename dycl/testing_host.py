@@ -80,7 +80,7 @@ def to_numpy(value: Any) -> Any:
     """``value`` as the torch-free host takes or returns it (a dict-like output, such
     as a ``ModelOutput``, as a plain dict)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
+        return value.detach().cpu().numpy().copy()  # not a view: a model that changes its input in place
     if isinstance(value, dict):
         return {k: to_numpy(v) for k, v in value.items()}
     if isinstance(value, tuple):
