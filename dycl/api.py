@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from dycl.artifact import load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
@@ -15,6 +16,7 @@ from dycl.compiler import CompileResult, compile_model, load_host_module, manife
 from dycl.dynamic import DynamicSpec
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.staleness import WeightGuard
+from dycl.outputs import rebuild
 from hcfg.draw import layout_json
 
 
@@ -77,8 +79,10 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        outputs = self.run_numpy(*[_to_numpy(a) for a in args], **{k: _to_numpy(v) for k, v in kwargs.items()})
-        return _to_torch(outputs)
+        args, kwargs = pytree.tree_map(_to_numpy, (args, kwargs))
+        outputs = _to_torch(self.run_numpy(*args, **kwargs))
+        spec = self._result.output_spec if self._result is not None else None
+        return rebuild(outputs, spec) if spec is not None else outputs
 
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
         """Call the host directly with numpy arrays (what ``host.py`` does). Arrays that
@@ -107,13 +111,15 @@ class CompiledModel:
         return write_artifact(directory, files)
 
 
-def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True, mode: str | None = None,
-            threads: int | None = None,
+def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime", optimize: bool = True,
+            progress: bool | None = None, dynamic: DynamicSpec = True, kwargs: dict[str, Any] | None = None,
+            mode: str | None = None, threads: int | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
-    (a tensor or a tuple of positional arguments). Every branch is compiled now;
-    nothing is compiled when the model is called.
+    (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
+    as ``torch.export`` takes them). Every branch is compiled now; nothing is
+    compiled when the model is called. The compiled model accepts calls of the
+    example's form (``dycl.signature``).
 
     ``dynamic`` says which input dims may differ from the example's at call time
     (``dycl.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
@@ -137,7 +143,7 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
         raise TrainingModeError(model, training)
     with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
         result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
-                               backend_options=backend_options, dynamic=dynamic)
+                               backend_options=backend_options, dynamic=dynamic, kwargs=kwargs)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags

@@ -15,11 +15,14 @@ import torch
 
 import rewriter
 from dycl.artifact_outputs import output_specs, provenance
+from dycl import outputs
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
+from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 from hcfg.build import build_hcfg
 from hcfg.graph import HCFG
@@ -46,6 +49,7 @@ class CompileResult:
     modules: dict[str, SubDNNModule]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
 
 
 def _sha256(data: bytes) -> str:
@@ -55,16 +59,29 @@ def _sha256(data: bytes) -> str:
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None,
                   backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
-                  levers: Levers = ALL_ON) -> CompileResult:
-    """Compile ``model`` for ``example_input``; the input dims ``dynamic`` names
-    (``dycl.dynamic``) are symbolic in every sub-DNN that depends on them.
-    ``levers`` turns single optimisations off (for measuring them)."""
+                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None) -> CompileResult:
+    """Compile ``model`` for the example call ``model(*example_input, **kwargs)``; the
+    input dims ``dynamic`` names (``dycl.dynamic``) are symbolic in every sub-DNN
+    that depends on them. ``levers`` turns single optimisations off (for measuring them)."""
     chosen = get_backend(backend, **(backend_options or {}))
-    example_args = example_input if isinstance(example_input, tuple) else (example_input,)
+    passed = bind_example(model, example_input, kwargs)
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    rewritten = rewriter.rewrite(model)
+    call, output_spec, returns, rewritten = None, None, None, None
+    if is_library_model(model):
+        rewritten = rewriter.rewrite(model, example=passed)
+        if decides_nothing(rewritten):
+            # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
+            library = library_call(model, passed)
+            model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
+            rewritten = None
+    if rewritten is None or call is not None:
+        returns = object_output(model, passed) if call is None else None
+        output_spec = returns.spec if returns is not None else output_spec
+        rewritten = rewriter.rewrite(model, example=passed, returns=returns)
+    example_args = flat_example(rewritten, passed)
+    call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -130,17 +147,22 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                              call=call, globals=rewritten.globals,
+                              locations=rewritten.locations,
                               uses_constants=bool(constants)).emit()
     manifest = {
         "dycl_version": VERSION,
         "backend": chosen.name,
         "model": rewritten.qualname,
         "inputs": inputs,
+        "call": manifest_call(call),
         "dynamic_dims": _dim_table(inputs),
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
     manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args)
+    if output_spec is not None:
+        manifest["output"] = outputs.describe(output_spec)
     if constants:
         blob, table = pack_constants(constants)
         files[CONSTANTS_FILE] = blob
@@ -157,7 +179,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "symbolic_fallbacks": len(shapes.failures) if shapes else 0,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
-    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats)
+    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats,
+                         output_spec)
 
 
 CONSTANTS_FILE = "constants.bin"

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -37,6 +37,14 @@ def differ(expected, actual):
         if expected.dtype.kind not in "fc" and not np.array_equal(expected, actual):
             return "arrays differ"
         return None
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or list(expected) != list(actual):
+            return f"expected dict with keys {list(expected)}, got {actual!r:.60}"
+        for key in expected:
+            problem = differ(expected[key], actual[key])
+            if problem:
+                return f"[{key!r}]: {problem}"
+        return None
     if isinstance(expected, (tuple, list)):
         if not isinstance(actual, type(expected)) or len(expected) != len(actual):
             return f"expected {type(expected).__name__} of {len(expected)}, got {actual!r:.60}"
@@ -52,8 +60,8 @@ def differ(expected, actual):
     return None if expected == actual else f"expected {expected!r}, got {actual!r}"
 
 problems = []
-for i, (args, expected) in enumerate(cases):
-    problem = differ(expected, model(*args))
+for i, (args, kwargs, expected) in enumerate(cases):
+    problem = differ(expected, model(*args, **kwargs))
     if problem:
         problems.append(f"input {i}: {problem}")
 torch_loaded = sys.modules.get("torch") is not None
@@ -61,9 +69,20 @@ print(json.dumps({"checked": len(cases), "problems": problems, "torch_loaded": t
 '''
 
 
+class Call(NamedTuple):
+    """An input given with keyword arguments: ``model(*args, **kwargs)``."""
+
+    args: tuple
+    kwargs: dict[str, Any]
+
+
 def to_numpy(value: Any) -> Any:
+    """``value`` as the torch-free host takes or returns it (a dict-like output, such
+    as a ``ModelOutput``, as a plain dict)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
+        return value.detach().cpu().numpy().copy()  # not a view: a model that changes its input in place
+    if isinstance(value, dict):
+        return {k: to_numpy(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return tuple(to_numpy(v) for v in value)
     if isinstance(value, list):
@@ -79,8 +98,10 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
     cases = []
     with torch.no_grad():
         for item in inputs:
-            args = item if isinstance(item, tuple) else (item,)
-            cases.append((tuple(to_numpy(a) for a in args), to_numpy(model(*args))))
+            args, kwargs = (item.args, item.kwargs) if isinstance(item, Call) else (
+                item if isinstance(item, tuple) else (item,), {})
+            cases.append((tuple(to_numpy(a) for a in args), {k: to_numpy(v) for k, v in kwargs.items()},
+                          to_numpy(model(*args, **kwargs))))
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "cases.pkl"
         data.write_bytes(pickle.dumps((cases, atol)))
@@ -93,4 +114,4 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-__all__ = ["run_host_without_torch", "to_numpy"]
+__all__ = ["Call", "run_host_without_torch", "to_numpy"]

@@ -8,15 +8,33 @@ imports only the standard library, numpy and the backend's runtime.
 
 from __future__ import annotations
 
+import builtins
 import json
 import textwrap
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
+import torch
 
 from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from hostgen.host_globals import check_host_names, host_prelude
 from hostgen.template import HOST_TEMPLATE
-from rewriter.locations import comment_of
+from rewriter.locations import LocationTable, comment_of
+
+# torch's run-time checks -> (index of the condition argument, the exception the host raises);
+# the host cannot call torch, so it checks the same condition itself
+_TORCH_CHECKS = {
+    torch._check: (0, "RuntimeError"),
+    torch._check_index: (0, "IndexError"),
+    torch._check_value: (0, "ValueError"),
+    torch._check_type: (0, "TypeError"),
+    torch._check_not_implemented: (0, "NotImplementedError"),
+    torch._check_tensor_all: (0, "RuntimeError"),
+    torch._check_is_size: (0, "RuntimeError"),
+    torch._assert: (0, "AssertionError"),
+    torch._check_with: (1, None),
+}
 
 
 @dataclass(frozen=True)
@@ -38,10 +56,25 @@ class HostCodegen:
     runtime: str
     manifest_inputs: list[dict] = field(default_factory=list)
     specialized: dict[str, object] = field(default_factory=dict)
+    call: dict[str, Any] | None = None
     uses_constants: bool = False
+    globals: dict[str, Any] | None = None
+    locations: LocationTable | None = None
     indent: str = "    "
 
     def emit(self) -> str:
+        """The host source; with ``globals``, the globals its host operations read are
+        defined in it or refused (``hostgen.host_globals``), and the result is checked."""
+        source = self._emit([])
+        if self.globals is None:
+            return source
+        prelude = host_prelude(source, self.globals, self.locations)
+        if prelude:
+            source = self._emit(prelude)
+        check_host_names(source, self.locations)
+        return source
+
+    def _emit(self, prelude: list[str]) -> str:
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
             body.insert(0, self.indent * 2 + "_constants = self.constants")
@@ -49,11 +82,15 @@ class HostCodegen:
             body.append(self.indent * 2 + "return None")
         params = ", ".join(self.graph.parameters)
         forward = "\n".join([f"    def _forward(self, {params}):" if params else "    def _forward(self):", *body])
+        runtime = textwrap.dedent(self.runtime).strip()
+        if prelude:
+            runtime += "\n\n# globals the model's host operations read\n" + "\n\n".join(prelude)
         return HOST_TEMPLATE.format(
-            runtime=textwrap.dedent(self.runtime).strip(),
+            runtime=runtime,
             sub_dnns=self.sub_dnn_table(),
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
+            call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
             forward=forward,
         )
 
@@ -72,7 +109,7 @@ class HostCodegen:
             if isinstance(node, SubDNN):
                 lines += self.sub_dnn_call(node, depth)
             elif isinstance(node, HostOp):
-                lines.append(self.indent * depth + _code(node.statement).strip())
+                lines += self.host_op(node, depth)
             elif isinstance(node, Cond):
                 lines.append(self.indent * depth + self.condition(node))
                 lines += self.block(node.then, depth + 1) or [self.indent * (depth + 1) + "pass"]
@@ -82,6 +119,42 @@ class HostCodegen:
             elif isinstance(node, Return):
                 lines.append(self.indent * depth + self.return_(node))
         return lines
+
+    def host_op(self, node: HostOp, depth: int) -> list[str]:
+        check = self._torch_check(node.statement)
+        if check is None:
+            return [self.indent * depth + _code(node.statement).strip()]
+        condition, error = check
+        message = f"{_code(node.statement).strip().split('#')[0].strip()} failed"
+        return [f"{self.indent * depth}if not ({condition}):{_location(node.statement)}",
+                f"{self.indent * (depth + 1)}raise {error}({message!r})"]
+
+    def _torch_check(self, stmt: cst.CSTNode) -> tuple[str, str] | None:
+        """(condition, exception) when ``stmt`` is a call of one of torch's run-time checks."""
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)) or self.globals is None:
+            return None
+        call = small.value
+        function = _resolve(call.func, self.globals)
+        entry = next((e for f, e in _TORCH_CHECKS.items() if f is function), None)
+        if entry is None:
+            return None
+        index, error = entry
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        condition = positional[index] if len(positional) > index else keywords.get("cond")
+        if condition is None:
+            return None
+        text = _expr(condition)
+        if function is torch._check_is_size:
+            text = f"({text}) >= 0"
+        if function is torch._check_with:
+            kind = _resolve(positional[0], self.globals) if positional else None
+            builtin = isinstance(kind, type) and getattr(builtins, kind.__name__, None) is kind
+            error = kind.__name__ if builtin and issubclass(kind, Exception) else "RuntimeError"
+        if function is torch._check_tensor_all:
+            text = f"({text}).all()"
+        return text, error
 
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]
@@ -106,6 +179,27 @@ class HostCodegen:
 
     def return_(self, node: Return) -> str:
         return f"return {_expr(node.value)}{_location(node.statement)}"
+
+
+def default_call(parameters: tuple[str, ...], specialized: dict[str, object]) -> dict[str, Any]:
+    """The call description (``CALL`` in the host, see its ``_bind``) of a function whose
+    parameters are all plain, the ``specialized`` ones with their compiled-in values."""
+    return {
+        "parameters": [[name, "POSITIONAL_OR_KEYWORD", name in specialized] for name in parameters],
+        "inputs": [[name, name, None] for name in parameters if name not in specialized],
+        "fixed": [[name, None, value] for name, value in specialized.items()],
+        "absent": [],
+        "variadic": {},
+    }
+
+
+def _resolve(node: cst.BaseExpression, globals_: dict[str, Any]) -> Any:
+    """The object a dotted global name (``torch._check``) denotes, else None."""
+    if isinstance(node, cst.Name):
+        return globals_.get(node.value)
+    if isinstance(node, cst.Attribute):
+        return getattr(_resolve(node.value, globals_), node.attr.value, None)
+    return None
 
 
 def _code(stmt: cst.CSTNode) -> str:

@@ -18,6 +18,7 @@ or from a shell: python host.py INPUT.npy [...] --out OUT.npz (--help says more)
 An artifact is code: load only artifacts you trust.
 """
 
+import inspect
 import linecache
 import os
 import sys
@@ -34,6 +35,8 @@ DYCL_VERSION = "0.1.0"
 SUB_DNNS = {sub_dnns}
 PARAMETERS = {parameters}
 SPECIALIZED = {specialized}
+# forward()'s parameters and the form of the call the model was compiled for (see _bind)
+CALL = {call}
 
 
 class Model:
@@ -76,24 +79,51 @@ class Model:
 
 
 def _bind(args, kwargs):
-    if len(args) > len(PARAMETERS):
-        raise ValueError(f"expected at most {{len(PARAMETERS)}} arguments {{PARAMETERS}}, got {{len(args)}}")
-    arguments = dict(zip(PARAMETERS, args))
-    for name, value in kwargs.items():
-        if name not in PARAMETERS:
-            raise ValueError(f"unexpected argument {{name!r}}; expected {{PARAMETERS}}")
-        if name in arguments:
-            raise ValueError(f"argument {{name!r}} given twice")
-        arguments[name] = value
-    for name, value in SPECIALIZED.items():
-        given = arguments.setdefault(name, value)
-        if given is not value and given != value:
-            raise ValueError(f"argument {{name!r}} was compiled as {{value!r}}, got {{given!r}}")
-    missing = [name for name in PARAMETERS if name not in arguments]
-    if missing:
-        raise ValueError(f"expected {{len(PARAMETERS)}} arguments {{PARAMETERS}}, got {{len(args)}} "
-                         f"(missing {{missing}})")
+    """Bind a call as forward() binds it, then check that it has the example's form:
+    the same parameters passed (the same number of ``*args``, the same ``**kwargs``
+    keys), and compiled-in values passed equal or left out. Returns the inputs of
+    ``_forward`` by name."""
+    try:
+        given = _SIGNATURE.bind(*args, **kwargs).arguments
+    except TypeError as error:
+        raise ValueError(f"{{error}}; the model takes forward{{_SIGNATURE}}") from None
+    for name in CALL["absent"]:
+        if name in given:
+            raise ValueError(f"argument {{name!r}} was left at its default when the model was compiled, so its "
+                             f"default is part of the compiled model; compile with an example that passes it")
+    for name, expected in CALL["variadic"].items():
+        got = given.get(name, () if isinstance(expected, int) else {{}})
+        form = len(got) if isinstance(expected, int) else sorted(got)
+        if form != (expected if isinstance(expected, int) else sorted(expected)):
+            raise ValueError(f"{{name!r}}: the model was compiled for {{expected!r}} "
+                             f"({{'arguments' if isinstance(expected, int) else 'keys'}}), got {{form!r}}")
+    for name, key, value in CALL["fixed"]:
+        if name not in given:
+            continue
+        got = given[name] if key is None else given[name][key]
+        if got is not value and (isinstance(got, np.ndarray) or got != value):
+            shown = f"array of shape {{list(got.shape)}}" if isinstance(got, np.ndarray) else repr(got)
+            where = name if key is None else f"{{name}}[{{key!r}}]"
+            raise ValueError(f"argument {{where!r}} was compiled as {{value!r}}, got {{shown}}")
+    arguments = dict(SPECIALIZED)
+    for flat, name, key in CALL["inputs"]:
+        if name not in given:
+            raise ValueError(f"missing argument {{name!r}}: the model was compiled with it passed "
+                             f"(forward{{_SIGNATURE}})")
+        arguments[flat] = given[name] if key is None else given[name][key]
     return arguments
+
+
+def _signature(parameters):
+    kinds = {{"POSITIONAL_ONLY": inspect.Parameter.POSITIONAL_ONLY, "VAR_POSITIONAL": inspect.Parameter.VAR_POSITIONAL,
+             "KEYWORD_ONLY": inspect.Parameter.KEYWORD_ONLY, "VAR_KEYWORD": inspect.Parameter.VAR_KEYWORD}}
+    return inspect.Signature([
+        inspect.Parameter(name, kinds.get(kind, inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                          default=None if has_default else inspect.Parameter.empty)
+        for name, kind, has_default in parameters])
+
+
+_SIGNATURE = _signature(CALL["parameters"])
 
 
 def _ambiguous_condition(error):

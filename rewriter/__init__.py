@@ -15,13 +15,17 @@ The passes, in order (``rewriter.pipeline.PASSES``):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import inspect
+from typing import Any
 
 import libcst as cst
 import torch
 
+from rewriter.arguments import FlatInput, ReturnForm, flatten_parameters, flatten_returns
+from rewriter.check import reject_unsupported
 from rewriter.context import GlobalTable, RewriteContext
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.flow import Env, local_names
@@ -29,32 +33,42 @@ from rewriter.forward import resolve_method
 from rewriter.function import RewrittenFunction, module_structure
 from rewriter.locations import LocationTable
 from rewriter.names import Namespace
-from rewriter.pipeline import PASSES, parse_checked, run_passes
-from rewriter.values import ModuleIndex, Static, is_literal, literal_term
+from rewriter.pipeline import PASSES, run_passes
+from rewriter.source import parse_function
+from rewriter.state_writes import reject_state_writes
+from rewriter.values import ModuleIndex, Static, is_literal
 
-__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES"]
+__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput", "ReturnForm"]
 
 
-def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False) -> RewrittenFunction:
+def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
+            example: dict[str, Any] | None = None, returns: ReturnForm | None = None) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
-    Parameters with literal default values (``max_len=20``, ``h=None``) are
-    specialized to those defaults. Raises ``UnsupportedError`` naming the
-    construct and its file:line for code dycl cannot compile.
+    ``example`` maps each parameter the example passed to its value (an
+    ``inspect.BoundArguments.arguments``); the rewritten function then takes one
+    parameter per input of that call (``rewriter.arguments``). Literal values and
+    parameters left at literal defaults (``max_len=20``, ``h=None``) are
+    specialized. Without ``example``, every parameter without a literal default is
+    an input. ``returns`` rewrites every ``return`` to give flat tensors (for an
+    output with objects the host cannot build; ``rewriter.arguments.ReturnForm``).
+    Raises ``UnsupportedError`` naming the construct and its file:line for code
+    dycl cannot compile.
     """
     # Note: the rewriter allocates many short-lived libcst nodes and no cycles
     # worth collecting; pausing the cyclic GC makes it about 1.5x faster.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _rewrite(model, method, debug)
+        return _rewrite(model, method, debug, example, returns)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunction:
+def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
+             returns: ReturnForm | None) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
@@ -66,14 +80,22 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunct
     globals_table = GlobalTable(namespace)
     probe = RewriteContext(model, ModuleIndex(model, cst.Name("self")), namespace, locations, globals_table,
                            debug=debug)
-    parsed = parse_checked(probe, function)
+    parsed = parse_function(function, locations)
     definition = parsed.definition
-    params = definition.params.params
+    params = definition.params.params or definition.params.posonly_params
     if not params:
         raise probe.error(f"{method}() without a self parameter", None, location=parsed.location)
-    if isinstance(definition.params.star_arg, cst.Param) or definition.params.star_kwarg is not None:
-        raise probe.error("a *args/**kwargs parameter", None, "list the parameters explicitly",
-                          location=parsed.location)
+    for name in sorted(_all_names(definition)):
+        namespace.reserve(name)
+    signature = _signature(parsed.function, resolved.keywords, parsed.location)
+    flat = flatten_parameters(definition, signature, example, namespace, globals_table)
+    if returns is not None:
+        flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
+    parsed = dataclasses.replace(parsed, definition=flat.definition)
+    reject_unsupported(probe, parsed.definition)
+    reject_state_writes(probe, parsed.function, parsed.definition)
+    probe.parsed[parsed.function] = parsed
+    definition = parsed.definition
     self_name = params[0].name.value
     ctx = probe
     if self_name != "self":
@@ -88,28 +110,30 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool) -> RewrittenFunct
 
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))
-    signature = _signature(parsed.function, resolved.keywords, parsed.location)
-    specialized = {}
-    for param in list(signature.parameters.values())[1:]:
-        if param.default is not inspect.Parameter.empty and is_literal(param.default):
-            specialized[param.name] = param.default
-            env.bind(param.name, Static(param.default, literal_term(param.default)))
+    for name, static in flat.statics.items():
+        env.bind(name, static)
 
     body = run_passes(ctx, parsed, definition, env, inlined=False)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(body=definition.body.with_changes(body=body, header=header),
                                              decorators=[], leading_lines=[])
     source = cst.Module(body=[new_definition]).code
+    signature = _signature_of(new_definition, flat.specialized)
     return RewrittenFunction(
         name=definition.name.value,
         qualname=f"{type(model).__qualname__}.{method}",
         source=source,
         globals=dict(globals_table.objects),
         signature=signature,
-        specialized=specialized,
+        specialized=flat.specialized,
         locations=locations,
         module_structure=module_structure(model),
         trace=ctx.trace,
+        inputs=tuple(flat.inputs),
+        fixed=tuple(flat.fixed),
+        absent=tuple(flat.absent),
+        variadic=dict(flat.variadic),
+        original_signature=inspect.signature(parsed.function),
     )
 
 
@@ -125,6 +149,14 @@ def _signature(function, keywords: dict, location: SourceLocation) -> inspect.Si
     first, *rest = signature.parameters.values()
     bound = inspect.signature(functools.partial(function, None, **keywords))
     return signature.replace(parameters=[first, *bound.parameters.values()])
+
+
+def _signature_of(definition: cst.FunctionDef, specialized: dict[str, Any]) -> inspect.Signature:
+    """The signature of the rewritten ``definition`` (plain parameters, literal defaults)."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([
+        inspect.Parameter(p.name.value, kind, default=specialized.get(p.name.value, inspect.Parameter.empty))
+        for p in definition.params.params])
 
 
 def _all_names(node: cst.CSTNode) -> set[str]:

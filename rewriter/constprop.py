@@ -93,6 +93,9 @@ class ConstantPropagation:
         self.ctx = ctx
         self.flow = flow
         self._materialized: dict[int, str] = {}
+        # id(fact) -> (fact, the location of the statement that made it), so that a value
+        # written back after an ``if`` carries its own line, not the ``if``'s
+        self._origins: dict[int, tuple[Static, cst.Comment | None]] = {}
 
     def run(self, body: Block, env: Env) -> Block:
         out = self.block(body, env)[0]
@@ -135,6 +138,10 @@ class ConstantPropagation:
                 written = small_statement_targets(small)
                 if new_small is None or result_dropped:
                     exits.fall.virtual |= written
+                    for name in written:
+                        fact = exits.fall.facts.get(name)
+                        if isinstance(fact, Static):
+                            self._origins[id(fact)] = (fact, comment_of(stmt))
                 else:
                     exits.fall.virtual -= written
         return ([stmt.with_changes(body=kept)] if kept else []), exits
@@ -228,7 +235,9 @@ class ConstantPropagation:
         for name, fact in branch.facts.items():
             if isinstance(fact, Static) and name in branch.virtual and name not in joined.facts:
                 assign = cst.Assign([cst.AssignTarget(cst.Name(name))], fact.term)
-                line = set_location(cst.SimpleStatementLine([assign]), comment_of(stmt))
+                origin = self._origins.get(id(fact))
+                comment = origin[1] if origin is not None and origin[0] is fact else comment_of(stmt)
+                line = set_location(cst.SimpleStatementLine([assign]), comment)
                 self._materialized[id(line)] = name
                 lines.append(line)
         return lines

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from rewriter.arguments import FlatInput
 from rewriter.locations import LocationTable
 
 
@@ -20,8 +21,12 @@ class RewrittenFunction:
     ``source`` is a module holding one ``def``; every statement ends with a
     ``# file.py:line`` comment naming the user's line it came from.
     ``globals`` maps each global name the source uses to its object.
-    ``specialized`` holds the parameters whose default values were folded in;
-    calling with another value raises ``ValueError``.
+    ``signature`` is the rewritten function's: ``self``, one parameter per
+    input (``inputs`` says which argument of the original ``forward()`` each one
+    is), then the ``specialized`` parameters whose values were folded in (calling
+    with another value raises ``ValueError``). ``fixed``, ``absent`` and
+    ``variadic`` describe the rest of the example's call form
+    (``rewriter.arguments.FlatParameters``); ``original_signature`` is forward()'s.
     """
 
     name: str
@@ -33,6 +38,11 @@ class RewrittenFunction:
     locations: LocationTable
     module_structure: tuple[tuple[str, str], ...]
     trace: list[tuple[str, str, str]] = field(default_factory=list, repr=False)
+    inputs: tuple[FlatInput, ...] = ()
+    fixed: tuple[tuple[str, int | str | None, Any], ...] = ()
+    absent: tuple[str, ...] = ()
+    variadic: dict[str, int | list[str]] = field(default_factory=dict)
+    original_signature: inspect.Signature | None = None
 
     @property
     def plain_source(self) -> str:

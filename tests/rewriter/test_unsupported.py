@@ -93,11 +93,6 @@ class SuperCall(nn.Linear):
         return super().forward(x) * 2  # MARK
 
 
-class StarArgs(nn.Module):
-    def forward(self, *inputs):  # MARK
-        return inputs[0]
-
-
 class LoopOverTensor(nn.Module):
     def forward(self, x):
         total = 0
@@ -134,7 +129,6 @@ CASES = [
     (AttributeAssignment, "assignment to a model attribute"),
     (OpenFile, "with statement other than torch.no_grad()"),
     (SuperCall, "super()"),
-    (StarArgs, "*args/**kwargs"),
     (LoopOverTensor, "for loop over a value that is not known at compile time"),
     (ImportInside, "import statement"),
     (DynamicWhileCounter, "while loop whose condition depends on the input"),

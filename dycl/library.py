@@ -1,0 +1,213 @@
+"""Models whose ``forward()`` is library code (Hugging Face, timm) or returns objects, compiled unmodified.
+
+dycl looks into user code and treats installed libraries as opaque calls that
+are traced into a sub-DNN (``rewriter.inline.is_user_code``). A top-level model
+from a library is handled the same way: ``library_call`` generates a small
+wrapper module whose ``forward`` takes the example's inputs as plain parameters,
+calls the model exactly as the example did (literals written in, left-out
+arguments left out) and returns the plain form of its output
+(``dycl.outputs``), e.g.
+
+    def forward(self, input_ids):
+        out_0, out_1 = _tensor_leaves(self.model(input_ids))
+        return {'logits': out_0, 'pooler_output': out_1}
+
+A user model whose output holds objects the host cannot build (a namedtuple,
+a ``ModelOutput``) is rewritten instead: ``object_output`` tells the rewriter to
+flatten every ``return`` into tensor leaves and return the plain form.
+
+The compiled model is called with the model's own signature: the
+returned ``call`` description binds a call to the wrapper's inputs
+(``dycl.signature``), and ``spec`` rebuilds the library's output objects.
+
+Used only when the rewrite of the library's forward, specialized to the
+example's call form, is straight-line (``decides_nothing``) but for argument
+checks that raise (the traced call keeps the example's outcome of such a check;
+static dims are still checked by the host); otherwise the forward is compiled
+like user code. Assumed, as for every library submodule
+called from user code: the library's own submodules and helpers make no
+data-dependent decision (they are traced).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+import torch
+from torch.utils import _pytree as pytree
+
+from dycl import outputs
+from rewriter import ReturnForm, RewrittenFunction
+from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.inline import is_user_code
+from rewriter.values import is_literal
+from rewriter.walk import descendants
+
+_P = inspect.Parameter
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """The wrapper to compile, its example (by parameter), the host's call description and the output spec."""
+
+    wrapper: torch.nn.Module
+    example: dict[str, Any]
+    call: dict[str, Any]
+    spec: pytree.TreeSpec
+
+
+def decides_nothing(rewritten: RewrittenFunction) -> bool:
+    """Whether the rewritten forward is straight-line code: every decision in it was
+    static for this call form, so tracing the original makes no decision the rewrite
+    would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
+    module = cst.parse_module(rewritten.source)
+    guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}
+    return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) and not _is_guard(node)
+                   and id(node) not in guards for node in descendants(module))
+
+
+def _is_guard(node: cst.CSTNode) -> bool:
+    """``if <check>: raise ...`` with no ``else``: an argument check, not a decision about the output."""
+    return (isinstance(node, cst.If) and node.orelse is None and len(node.body.body) == 1
+            and isinstance(node.body.body[0], cst.SimpleStatementLine)
+            and all(isinstance(small, cst.Raise) for small in node.body.body[0].body))
+
+
+def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:
+    return not is_user_code(inspect.unwrap(getattr(type(model), method)))
+
+
+def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm | None:
+    """For a user model whose forward returns, on the example, objects other than
+    tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
+    returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
+    with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None."""
+    signature = inspect.signature(inspect.unwrap(type(model).forward))
+    parameters = list(signature.parameters.values())[1:]
+    bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
+    with torch.no_grad():
+        output = model(*bound.args, **bound.kwargs)
+    leaves, spec = outputs.flatten(output)
+    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None  # a Python number in the output is left to the host, which computes it per call
+    return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
+                       functools.partial(_plain, spec, leaves), spec)
+
+
+@dataclass(frozen=True)
+class _ReturnForm(ReturnForm):
+    spec: pytree.TreeSpec = None
+
+
+def _plain(spec: pytree.TreeSpec, leaves: list[Any], names: list[str]) -> str:
+    position = iter(names)
+    return outputs.plain_expression(spec, [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf)
+                                           for leaf in leaves])
+
+
+def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor))
+
+
+def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
+    """The wrapper that calls ``model`` as the example ``passed`` (forward()'s
+    arguments by parameter name) did."""
+    function = inspect.unwrap(type(model).forward)
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())[1:]
+    bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
+    with torch.no_grad():
+        output = model(*bound.args, **bound.kwargs)
+    leaves, spec = outputs.flatten(output)
+    where = SourceLocation(function.__code__.co_filename, function.__code__.co_firstlineno)
+    for leaf in leaves:
+        # a Python number may come from a shape that differs from call to call: never frozen
+        if not isinstance(leaf, torch.Tensor):
+            raise UnsupportedError(f"an output of type {type(leaf).__name__} in what "
+                                   f"{type(model).__qualname__}.forward() returns", where,
+                                   "return tensors (a number as torch.tensor(n)); configure the model so that "
+                                   "it returns tensors (e.g. use_cache=False)")
+
+    names: set[str] = {"self"}
+    inputs: dict[str, Any] = {}
+    flat: list[list[Any]] = []
+    fixed: list[list[Any]] = []
+    absent: list[str] = []
+    variadic: dict[str, Any] = {}
+
+    def term(parameter: str, key: Any, value: Any) -> str:
+        if key is None and type(value) in (tuple, list) and value and all(
+                isinstance(v, torch.Tensor) for v in value):
+            variadic[parameter] = len(value)
+            items = ", ".join(term(parameter, i, v) for i, v in enumerate(value))
+            return f"[{items}]" if isinstance(value, list) else f"({items},)"
+        if is_literal(value) and not isinstance(value, (list, dict)):
+            fixed.append([parameter, key, value])
+            return repr(value)
+        base = parameter if key is None else f"{parameter}_{key}"
+        name = base if base.isidentifier() else f"{parameter}_{len(flat)}"
+        while name in names:
+            name += "_"
+        names.add(name)
+        inputs[name] = value
+        flat.append([name, parameter, key])
+        return name
+
+    arguments: list[str] = []
+    for param in parameters:
+        if param.name not in passed:
+            if param.kind is _P.VAR_POSITIONAL:
+                variadic[param.name] = 0
+            elif param.kind is _P.VAR_KEYWORD:
+                variadic[param.name] = []
+            elif is_literal(param.default):
+                fixed.append([param.name, None, param.default])
+            else:
+                absent.append(param.name)
+            continue
+        value = passed[param.name]
+        if param.kind is _P.VAR_POSITIONAL:
+            variadic[param.name] = len(value)
+            arguments += [term(param.name, i, v) for i, v in enumerate(value)]
+        elif param.kind is _P.VAR_KEYWORD:
+            variadic[param.name] = list(value)
+            arguments += [f"**{{{k!r}: {term(param.name, k, v)}}}" for k, v in value.items()]
+        elif param.kind is _P.POSITIONAL_ONLY or (param.kind is _P.POSITIONAL_OR_KEYWORD and any(
+                p.kind is _P.VAR_POSITIONAL and passed.get(p.name) for p in parameters)):
+            arguments.append(term(param.name, None, value))
+        else:
+            arguments.append(f"{param.name}={term(param.name, None, value)}")
+
+    count = sum(isinstance(leaf, torch.Tensor) for leaf in leaves)
+    results = [f"out_{i}" for i in range(count)]
+    position = iter(results)
+    leaf_terms = [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
+    targets = ", ".join(results) + ("," if count == 1 else "")
+    lines = [f"def forward(self, {', '.join(flat_name for flat_name, _, _ in flat)}):"]
+    call = f"self.model({', '.join(arguments)})"
+    lines.append(f"    {targets} = _tensor_leaves({call})" if count else f"    {call}")
+    lines.append(f"    return {outputs.plain_expression(spec, leaf_terms)}")
+    source = "\n".join(lines) + "\n"
+
+    qualname = type(model).__qualname__
+    filename = f"<dycl: calling {qualname}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"_tensor_leaves": _tensor_leaves, "__name__": "dycl.library"}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated wrapper only
+    wrapper_type = type(f"Calling{type(model).__name__}", (torch.nn.Module,), {"forward": namespace["forward"]})
+    wrapper = wrapper_type()
+    wrapper.model = model
+    wrapper.train(model.training)
+    call_description = {
+        "parameters": [[p.name, p.kind.name, p.default is not _P.empty] for p in parameters],
+        "inputs": flat, "fixed": fixed, "absent": absent, "variadic": variadic,
+    }
+    return LibraryCall(wrapper, inputs, call_description, spec)
+
+
+__all__ = ["LibraryCall", "is_library_model", "library_call", "object_output"]

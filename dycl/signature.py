@@ -1,0 +1,74 @@
+"""How ``dycl.compile`` reads its example call, and how the host is told about it.
+
+The example is ``forward()``'s arguments as the user passes them: positional ones
+in ``example_input`` (a tensor or a tuple), keyword ones in ``kwargs``, as
+``torch.export`` takes them. ``bind_example`` binds them to ``forward()``'s
+signature; the rewriter then gives the rewritten function one parameter per
+input of that call (``rewriter.arguments``), and ``flat_example`` lists the
+example's values in that order. ``call_description`` is what the host's
+``_bind`` needs to bind a later call the same way and to refuse a call of
+another form (a parameter passed that the example left out, another number of
+``*args``, a compiled-in value changed) with a clear message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import torch
+
+from rewriter import RewrittenFunction
+
+
+def example_arguments(example_input: Any) -> tuple:
+    """``example_input`` as a tuple of positional arguments (None: no positional ones)."""
+    if example_input is None:
+        return ()
+    return example_input if isinstance(example_input, tuple) else (example_input,)
+
+
+def bind_example(model: torch.nn.Module, example_input: Any, kwargs: dict[str, Any] | None = None,
+                 method: str = "forward") -> dict[str, Any]:
+    """The example's arguments by ``forward()`` parameter, as passed (defaults not applied)."""
+    function = inspect.unwrap(getattr(type(model), method))
+    signature = inspect.signature(function)
+    try:
+        bound = signature.bind(model, *example_arguments(example_input), **(kwargs or {}))
+    except TypeError as error:
+        shown = signature.replace(parameters=list(signature.parameters.values())[1:])
+        raise TypeError(f"the example does not fit {type(model).__qualname__}.{method}{shown}: {error}") from None
+    arguments = dict(bound.arguments)
+    arguments.pop(next(iter(signature.parameters)))
+    return arguments
+
+
+def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
+    """The example's value of every input of ``rewritten``, in its parameter order."""
+    values = []
+    for flat in rewritten.inputs:
+        value = passed[flat.parameter]
+        values.append(value if flat.key is None else value[flat.key])
+    return tuple(values)
+
+
+def call_description(rewritten: RewrittenFunction) -> dict[str, Any]:
+    """``CALL`` of the host (see its ``_bind``): forward()'s parameters, which of them
+    (or which of their elements) are inputs, and what the example fixed."""
+    parameters = list(rewritten.original_signature.parameters.values())[1:]
+    return {
+        "parameters": [[p.name, p.kind.name, p.default is not inspect.Parameter.empty] for p in parameters],
+        "inputs": [[flat.name, flat.parameter, flat.key] for flat in rewritten.inputs],
+        "fixed": [[name, key, value] for name, key, value in rewritten.fixed],
+        "absent": list(rewritten.absent),
+        "variadic": dict(rewritten.variadic),
+    }
+
+
+def manifest_call(description: dict[str, Any]) -> dict[str, Any]:
+    """``description`` as JSON can hold it (a value JSON cannot write is shown by its repr)."""
+    return json.loads(json.dumps(description, default=repr))
+
+
+__all__ = ["bind_example", "call_description", "example_arguments", "flat_example", "manifest_call"]

@@ -1,0 +1,33 @@
+"""torch's ExportDB examples (``torch/_export/db/examples`` in the installed torch),
+compiled unmodified with their example arguments and compared with eager on the
+example and on inputs of the same shapes with other values, in-process and as a
+torch-free host. None may be wrong; the ones known to pass must pass (the full
+table: ``python benchmarks/realworld.py --host``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.realworld.corpus import exportdb_cases, run_case
+
+CASES = exportdb_cases()
+if not CASES:
+    pytest.skip("this torch ships no ExportDB examples", allow_module_level=True)
+
+FAST = {"static_if", "dynamic_shape_if_guard", "optional_input", "fn_with_kwargs"}
+KNOWN_PASS = {
+    "assume_constant_result", "autograd_function", "class_method", "constrain_as_size_example",
+    "constrain_as_value_example", "decorator", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
+    "dynamic_shape_if_guard", "dynamic_shape_slicing", "dynamic_shape_view", "fn_with_kwargs", "list_unpack",
+    "optional_input", "static_if",
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c.name in FAST else [pytest.mark.slow], id=c.name)
+                                  for c in CASES])
+def test_exportdb_example_is_never_wrong(case, tmp_path):
+    outcome = run_case(case, tmp_path)
+    assert outcome.status != "wrong", outcome.detail
+    if case.name in KNOWN_PASS:
+        assert outcome.status == "pass", outcome.detail
+        assert outcome.checked >= 2 and outcome.host_checked == outcome.checked

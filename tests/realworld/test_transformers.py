@@ -1,0 +1,54 @@
+"""Hugging Face models built from tiny configs (random weights, nothing downloaded),
+compiled unmodified — ``dycl.compile(model, kwargs={"input_ids": ids})`` — and
+compared with eager on several batch sizes and sequence lengths, in-process and
+as a torch-free host. Needs the ``realworld`` extra (``pip install -e .[realworld]``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.realworld.corpus import run_case, transformers_cases
+
+pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")
+
+FAST = {"BertForSequenceClassification+mask"}
+# GPT-2 without an attention mask needs torch.diff, which the ONNX exporter cannot export
+CASES = [c for c in transformers_cases() if c.name != "GPT2LMHeadModel"]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c.name in FAST else [pytest.mark.slow], id=c.name)
+                                  for c in CASES])
+def test_transformers_model_agrees_with_eager(case, tmp_path):
+    outcome = run_case(case, tmp_path)
+    assert outcome.status == "pass", outcome.detail
+    assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
+
+
+def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifest():
+    import torch
+    import transformers as tf
+
+    import dycl
+
+    model = tf.DistilBertModel(tf.DistilBertConfig(vocab_size=99, dim=32, n_layers=1, n_heads=2, hidden_dim=37,
+                                                   max_position_embeddings=64)).eval()
+    ids = torch.randint(0, 99, (2, 5))
+    compiled = dycl.compile(model, (ids,))
+    output = compiled(ids)
+    assert type(output) is type(model(ids))
+    assert torch.allclose(output.last_hidden_state, model(ids).last_hidden_state, atol=1e-4)
+    assert compiled.manifest["output"]["returned_as"] == "dict"
+    assert list(compiled.manifest["output"]["items"]) == ["last_hidden_state"]
+    with pytest.raises(ValueError, match="'attention_mask' was compiled as None"):
+        compiled(ids, attention_mask=torch.ones(2, 5, dtype=torch.long))
+
+
+def test_the_readme_example_runs():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "transformers" in b)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    assert type(namespace["out"]).__name__ == "SequenceClassifierOutput"

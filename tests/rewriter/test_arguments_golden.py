@@ -1,0 +1,66 @@
+"""Golden snippets for ``rewriter.arguments``: forward()'s parameters bound to the
+example's call form, and returns flattened to tensor leaves."""
+
+from __future__ import annotations
+
+import textwrap
+
+import torch
+import torch.nn as nn
+
+import rewriter
+from rewriter.arguments import ReturnForm
+
+_SCALE = torch.ones(3)
+
+
+def rewritten(model: nn.Module, example: dict, returns: ReturnForm | None = None) -> str:
+    result = rewriter.rewrite(model, example=example, returns=returns)
+    return result.locations.strip(result.source).strip() + "\n"
+
+
+def golden(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+class Options(nn.Module):
+    def forward(self, x, *extra, scale=_SCALE, labels=None, **options):
+        if labels is not None:
+            self.last_labels = labels  # never runs for a call without labels
+        h = x * scale
+        for e in extra:
+            h = h + e
+        if "bias" in options:
+            h = h + options.get("bias")
+        return h
+
+
+def test_parameters_become_inputs_displays_and_constants():
+    x, e, b = torch.randn(3), torch.randn(3), torch.randn(3)
+    assert rewritten(Options(), {"x": x, "extra": (e,), "options": {"bias": b}}) == golden("""
+        def forward(self, x, extra_1, options_bias, labels=None):
+            h = x * scale_default
+            e = extra_1
+            h = h + e
+            h = h + options_bias
+            return h
+    """)
+
+
+class TwoWays(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return {"y": x}
+        return {"y": -x}
+
+
+def test_returns_are_flattened_to_leaves_and_rebuilt_in_plain_form():
+    form = ReturnForm(lambda value: tuple(value.values()), 1, lambda names: f"{{'y': {names[0]}}}")
+    assert rewritten(TwoWays(), {"x": torch.randn(3)}, form) == golden("""
+        def forward(self, x):
+            if x.sum() > 0:
+                out, = _dycl_leaves({"y": x})
+                return {'y': out}
+            out_1, = _dycl_leaves({"y": -x})
+            return {'y': out_1}
+    """)
