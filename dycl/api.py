@@ -13,6 +13,7 @@ import torch
 
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
+from dycl.validate import validate
 from hcfg.draw import layout_json
 
 
@@ -105,6 +106,7 @@ def compile(model: torch.nn.Module, example_input: Any, backend: str = "onnxrunt
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
     ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``)."""
+    validate(model, example_input)
     was_training = model.training
     model.eval()
     try:
