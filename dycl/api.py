@@ -14,7 +14,7 @@ import torch
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
 from dycl.validate import validate
-from hcfg.draw import layout_json
+from hcfg.draw import layout_json, to_dot
 
 
 def _to_numpy(value: Any) -> Any:
@@ -85,8 +85,9 @@ class CompiledModel:
         for name, data in sorted(self._result.files.items()):
             (target / name).write_bytes(data)
         (target / "host.py").write_text(self.host_source)
-        (target / "hcfg.dot").write_text(self._result.graph.to_dot())
-        (target / "hcfg.json").write_text(json.dumps(layout_json(self._result.graph), indent=1) + "\n")
+        picture = layout_json(self._result.graph)
+        (target / "hcfg.dot").write_text(to_dot(picture))
+        (target / "hcfg.json").write_text(json.dumps(picture, indent=1) + "\n")
         (target / "manifest.json").write_bytes(manifest_bytes(self._result.manifest))
         return target
 
