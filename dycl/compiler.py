@@ -60,10 +60,10 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     example_args = example_input if isinstance(example_input, tuple) else (example_input,)
     seconds: dict[str, float] = {}
 
-    stages = Progress("rewrite and HCFG", 3 if optimize else 2, progress)
     start = time.perf_counter()
     rewritten = rewriter.rewrite(model)
     seconds["rewrite"] = time.perf_counter() - start
+    stages = Progress("rewrite and HCFG", 3 if optimize else 2, progress)
     stages.step("rewritten")
 
     start = time.perf_counter()
