@@ -287,9 +287,10 @@ def _zoo(args: argparse.Namespace) -> int:
 
     names = [f"models.{name}" for name in args.models.split(",")] if args.models else list(ZOO)
     command = f"python -m dycl zoo -n {args.n} --readme README.md"
-    lines = [f"Regenerate with `{command}` ({args.n} inputs per model, ONNX Runtime backend, "
-             f"{args.repeat} timed calls per input). Generated {datetime.date.today().isoformat()} on "
-             f"{machine()}.", "",
+    timed = (f"{args.repeat} timed calls per input, `dycl.timing`" if args.repeat else
+             "not timed: `--repeat 0`, run the command on a quiet machine for the latency columns")
+    lines = [f"Regenerate with `{command}` ({args.n} inputs per model, ONNX Runtime backend, {timed}). "
+             f"Generated {datetime.date.today().isoformat()} on {machine()}.", "",
              "| model | paths | both outcomes | η | δ | traced η | traced δ | eager ms (IQR) | dycl ms (IQR) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
@@ -301,10 +302,12 @@ def _zoo(args: argparse.Namespace) -> int:
         def num(value: float | None) -> str:
             return "inf" if value is None or value == float("inf") else f"{value:.2f}"
 
+        def ms(median: float, iqr: tuple[float, float]) -> str:
+            return f"{median:.2f} ({iqr[0]:.2f}–{iqr[1]:.2f})" if args.repeat else "—"
+
         row = (f"| {name.split('.')[-1]} | {report.paths} | {report.coverage} | {report.eta:.2f} | "
                f"{num(report.delta)} | {num(report.traced_eta)} | {num(report.traced_delta)} | "
-               f"{report.eager_ms:.2f} ({report.eager_iqr_ms[0]:.2f}–{report.eager_iqr_ms[1]:.2f}) | "
-               f"{report.compiled_ms:.2f} ({report.compiled_iqr_ms[0]:.2f}–{report.compiled_iqr_ms[1]:.2f}) |")
+               f"{ms(report.eager_ms, report.eager_iqr_ms)} | {ms(report.compiled_ms, report.compiled_iqr_ms)} |")
         lines.append(row)
         print(row, flush=True)
     table = "\n".join(lines)
