@@ -55,6 +55,7 @@ class Report:
     conditions: tuple[dict[str, Any], ...] = ()
     sub_dnns_run: int = 0
     sub_dnns: int = 0
+    never_run: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()
 
     @property
@@ -272,6 +273,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
         conditions=tuple(tally.conditions()) if tally else (),
         sub_dnns_run=sum(1 for i in tally.sub_dnns if tally.ran.get(i)) if tally else 0,
         sub_dnns=len(tally.sub_dnns) if tally else 0,
+        never_run=tuple(i for i in tally.sub_dnns if not tally.ran.get(i)) if tally else (),
         warnings=tuple(tally.warnings()) if tally else (),
     )
 

@@ -33,6 +33,7 @@ def test_an_exit_no_input_takes_is_reported_with_its_source_line():
     table = report.table()
     assert "conditions, both outcomes   0 of 1" in table and "warning: condition 0 at factories.py:" in table
     assert report.to_json()["both_outcomes"] == 0 and report.to_json()["conditions"][0]["false"] == 12
+    assert report.sub_dnns_run == report.sub_dnns == 2 and report.never_run == ()  # the exit returns a value
 
 
 def test_the_same_model_with_inputs_that_take_the_exit_has_both_outcomes():
@@ -83,7 +84,13 @@ def test_outcome_counts_and_paths_match_eager_on_a_nested_model(tmp_path):
     assert (rows[2]["true"], rows[2]["false"]) == (sum(eager_last), 60 - sum(eager_last))
     report = dycl.check(model, compiled, [x for (x,) in inputs], traced=False, repeat=0)
     assert report.paths == report.compiled_paths == 6 and report.coverage == "3 of 3"
-    assert report.sub_dnns_run == report.sub_dnns
+    assert report.sub_dnns_run == report.sub_dnns and report.never_run == ()
+    negative = [x.abs().neg() for (x,) in inputs[:10]]  # the first gate never opens
+    narrow = dycl.check(model, compiled, negative, traced=False, repeat=0)
+    assert narrow.coverage == "0 of 3" and len(narrow.never_run) >= 1
+    assert [(r["true"], r["false"]) for r in narrow.conditions] == [(0, 10), (0, 0), (0, 10)]
+    assert any("was never reached" in w for w in narrow.warnings)
+    assert any(w.startswith("sub-DNNs never run by any input: ") for w in narrow.warnings)
     # the torch-free saved host records the same outcomes
     loaded = dycl.load(compiled.save(tmp_path / "gates"))
     saved = compiled_coverage(loaded, inputs)
