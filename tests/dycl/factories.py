@@ -52,3 +52,15 @@ class Unsupported(nn.Module):
 
 def unsupported_model():
     return Unsupported(), torch.randn(1, 4)
+
+
+def function_model():
+    return (lambda x: x * 2), torch.randn(1, 4)
+
+
+def list_example_model():
+    return nn.Linear(4, 2), [torch.randn(1, 4)]
+
+
+def model_only():
+    return nn.Linear(4, 2)

@@ -129,3 +129,13 @@ def test_a_sequential_factory_compiles_to_one_sub_dnn_with_its_input(tmp_path, c
     assert "1 sub-DNNs (1 compiled), 0 conditions" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert [spec["name"] for spec in manifest["inputs"]] == ["input"]
+
+
+@pytest.mark.parametrize(("factory", "message"), [
+    ("function_model", "TypeError: dycl.compile takes an nn.Module, got a function: wrap the code in a module"),
+    ("list_example_model", "TypeError: the example input is a list: pass a tuple"),
+    ("model_only", "ValueError: tests.dycl.factories.model_only() must return (model, example_input), got Linear"),
+])
+def test_factory_mistakes_are_named_before_compiling(factory, message, tmp_path, capsys):
+    assert main(["compile", f"tests.dycl.factories:{factory}", "--out", str(tmp_path / "o")]) == 1
+    assert capsys.readouterr().err.startswith(f"dycl: error: {message}")
