@@ -50,7 +50,7 @@ class Progress:
         self.done = 0
         self.enabled = interactive() if enabled is None else enabled
         self._bar = _tqdm()(total=total, desc=f"[dycl] {label}", disable=not self.enabled, file=sys.stderr,
-                            leave=True, dynamic_ncols=True) if self.enabled else None
+                            leave=True, dynamic_ncols=True) if self.enabled and total > 0 else None
 
     def step(self, detail: str = "") -> None:
         self.done += 1
