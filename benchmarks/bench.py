@@ -19,7 +19,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,26 +31,15 @@ import torch
 import dycl
 from dycl.harness import traced_baseline
 from dycl.paths import model_source_files, record_path
+from dycl.timing import interleaved
 
 RESULTS = Path(__file__).with_name("results.md")
 
 
 def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) -> dict[str, float]:
-    """Median over inputs of the best of ``repeat`` calls (ms) for each contender, the
-    contenders taking turns on each input (a noisy machine then slows all of them alike).
-    A contender is one callable or a list with one callable per input."""
-    runs = {name: run if isinstance(run, list) else [run] * len(inputs) for name, run in contenders.items()}
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    with torch.no_grad():
-        for index, args in enumerate(inputs):
-            for name, per_input in runs.items():
-                best = math.inf
-                for _ in range(repeat):
-                    start = time.perf_counter()
-                    per_input[index](*args)
-                    best = min(best, time.perf_counter() - start)
-                times[name].append(best)
-    return {name: statistics.median(values) * 1000 for name, values in times.items()}
+    """Median ms per contender by ``dycl.timing.interleaved`` (the method ``dycl.check`` uses:
+    warm-up, contenders taking turns on each input, the best of ``repeat`` calls per input)."""
+    return {name: timing.median_ms for name, timing in interleaved(contenders, inputs, repeat=repeat).items()}
 
 
 def oracles(model, inputs):
@@ -166,7 +154,8 @@ def write_markdown(rows: list[dict], args) -> None:
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
         f"{torch.get_num_threads()} intra-op threads; ONNX Runtime one global intra-op pool of "
         f"{os.environ.get('DYCL_THREADS') or os.cpu_count()} threads.",
-        "Latency: per input the best of 3 calls, then the median over inputs (ms), all measured in this one run.", "",
+        "Latency (`dycl.timing`, the method of `dycl.check`): warm-up, contenders taking turns on each input, per "
+        "input the best of 3 calls, then the median over inputs (ms), all measured in this one run.", "",
         "Per-path oracle: each distinct path traced into one ONNX Runtime session (the trace drops the tests of "
         "the path's branches); *+ decisions*: the same graph also computing every tensor value Python read on "
         "the way (what any host must compute to choose the path).", "",

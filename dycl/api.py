@@ -15,9 +15,10 @@ from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
-from dycl.staleness import WeightGuard
 from dycl.outputs import rebuild
-from hcfg.draw import layout_json
+from dycl.staleness import WeightGuard
+from dycl.validate import validate
+from hcfg.draw import layout_json, to_dot
 
 
 def _to_numpy(value: Any) -> Any:
@@ -102,9 +103,10 @@ class CompiledModel:
                              "compile with backend='onnxruntime'")
         manifest = self._result.manifest
         files = dict(self._result.files)
+        picture = layout_json(self._result.graph)
         files["host.py"] = self.host_source.encode()
-        files["hcfg.dot"] = self._result.graph.to_dot().encode()
-        files["hcfg.json"] = (json.dumps(layout_json(self._result.graph), indent=1) + "\n").encode()
+        files["hcfg.dot"] = to_dot(picture).encode()
+        files["hcfg.json"] = (json.dumps(picture, indent=1) + "\n").encode()
         files["README.md"] = readme(manifest).encode()
         files["requirements.txt"] = requirements_txt(manifest).encode()
         files["manifest.json"] = manifest_bytes(manifest)
@@ -136,6 +138,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     ``forward`` that writes module state is refused. The weights are compiled as
     they are now: calling the result after changing them raises
     ``dycl.staleness.StaleWeightsError``."""
+    validate(model, example_input, kwargs)
     if mode not in (None, "eval"):
         raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
     training = training_modules(model)

@@ -1,68 +1,228 @@
-"""``python -m dycl``: compile, check and inspect models from the command line."""
+"""``python -m dycl``: compile, check and inspect models from the command line.
+
+Everything the command is given is checked before any compilation starts (the
+model spec, the backend against ``--out``, the output directory); an
+``UnsupportedError`` is printed whole (construct, source excerpt, hint); any
+other error is one line unless ``--debug`` (accepted anywhere on the line).
+Exit status: 0 success, 1 error, 2 bad usage, 3 ``check --require-coverage``
+found a condition that did not take both outcomes.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dycl
 from dycl.harness import check
 from dycl.zoo import resolve
+from rewriter.errors import UnsupportedError
+
+BACKENDS = ("onnxruntime", "tvm", "torch")
+STANDALONE = ("onnxruntime", "tvm")
+COVERAGE_EXIT = 3
+
+_COMPILE_EXAMPLES = """examples:
+  python -m dycl compile models.blockdrop --out build/blockdrop
+  python -m dycl compile mypkg.nets:build --out build/net --dynamic all
+  python -m dycl compile models.sdn_vgg19 --backend tvm --tune-trials 8 --out build/vgg
+  python -m dycl compile models.ranet --out build/ranet --dynamic '{"x": {"2": "h", "3": "w"}}' --force
+"""
+_CHECK_EXAMPLES = """examples:
+  python -m dycl check models.caption_resnext -n 100 --json
+  python -m dycl check mypkg.nets:build -n 30 --require-coverage
+  python -m dycl check models.skipnet_rnn --backend torch --no-traced --repeat 1
+"""
+_SHOW_EXAMPLES = """examples:
+  python -m dycl show build/blockdrop              # summary; writes hcfg.svg and hcfg.png there
+  python -m dycl show build/blockdrop --picture /tmp/blockdrop.svg
+"""
+_ZOO_EXAMPLES = """examples:
+  python -m dycl zoo -n 100 --readme README.md     # on a quiet machine: the table is timed
+  python -m dycl zoo -n 10 --models sdn_vgg19,ranet
+"""
+MODEL_HELP = ("a zoo module with build()/sample()/postprocess (models.skipnet_rnn), or pkg.mod:factory naming a "
+              "function that returns (model, example_input)")
 
 
-def _backend_options(args: argparse.Namespace) -> dict[str, int]:
-    return {} if args.tune_trials is None else {"tune_trials": args.tune_trials}
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def _compile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
+                        help="what compiles each sub-DNN (default: onnxruntime; torch runs in-process only and "
+                             "cannot be saved)")
+    parser.add_argument("--dynamic", default="batch", metavar="SPEC",
+                        help="symbolic input dims: batch (default), all, none, or JSON {input: {axis: name}} "
+                             "such as '{\"x\": {\"2\": \"h\"}}' (see dycl.dynamic)")
+    parser.add_argument("--no-optimize", action="store_true",
+                        help="skip the HCFG optimisations (constant hoisting, merging into producers)")
+    parser.add_argument("--tune-trials", type=int, metavar="N",
+                        help="tvm: MetaSchedule trials per distinct kernel (tuning records are cached)")
+    parser.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a backend option, repeatable; VALUE is read as JSON when it parses "
+                             "(tvm: target=x86-64-v3, jobs=2, specialize=false, schedule=...)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bars (default: only when stderr is a terminal)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dycl", formatter_class=_formatter,
+        description="Compile PyTorch networks with data-dependent control flow.",
+        epilog="run `python -m dycl COMMAND --help` for each command's options and examples")
+    parser.add_argument("--version", action="version", version=f"dycl {dycl.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks (accepted anywhere)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    compile_cmd = commands.add_parser("compile", help="compile MODEL into an artifact directory",
+                                      formatter_class=_formatter, epilog=_COMPILE_EXAMPLES,
+                                      description="Compile MODEL and save the standalone artifact (host.py, "
+                                                  "manifest.json, one file per distinct sub-DNN).")
+    compile_cmd.add_argument("model", help=MODEL_HELP)
+    compile_cmd.add_argument("--out", required=True, type=Path, metavar="DIR",
+                             help="the artifact directory (must be empty or absent unless --force)")
+    compile_cmd.add_argument("--force", action="store_true",
+                             help="replace the artifact already in DIR (its listed files are removed first)")
+    _compile_options(compile_cmd)
+
+    check_cmd = commands.add_parser("check", help="measure η, δ, branch coverage and latency against eager",
+                                    formatter_class=_formatter, epilog=_CHECK_EXAMPLES,
+                                    description="Compile MODEL, run it and eager PyTorch on N inputs "
+                                                "(sample(seed) for seeds 0..N-1) and report correctness, "
+                                                "which condition outcomes the inputs exercised, and latency "
+                                                "(median and IQR, warmed up, interleaved).")
+    check_cmd.add_argument("model", help=MODEL_HELP)
+    check_cmd.add_argument("-n", type=int, default=100, metavar="N", help="number of inputs (default 100)")
+    check_cmd.add_argument("--repeat", type=int, default=3, metavar="R",
+                           help="timed calls per input and contender; an input's time is the best (default 3; "
+                                "0 skips timing)")
+    check_cmd.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    check_cmd.add_argument("--no-traced", action="store_true", help="skip the traced baseline")
+    check_cmd.add_argument("--require-coverage", action="store_true",
+                           help=f"exit with status {COVERAGE_EXIT} unless every condition took both outcomes")
+    _compile_options(check_cmd)
+
+    show_cmd = commands.add_parser("show", help="summarise an artifact and draw its HCFG (never runs host.py)",
+                                   formatter_class=_formatter, epilog=_SHOW_EXAMPLES,
+                                   description="Print an artifact's inputs and sub-DNNs from manifest.json and "
+                                               "draw hcfg.json/hcfg.dot as SVG and PNG.")
+    show_cmd.add_argument("directory", type=Path, help="an artifact directory written by compile")
+    show_cmd.add_argument("--picture", type=Path, metavar="FILE",
+                          help="where to draw the HCFG (.svg or .png; default DIR/hcfg.svg and DIR/hcfg.png)")
+
+    zoo_cmd = commands.add_parser("zoo", help="check every zoo model; print (or write into README) the table",
+                                  formatter_class=_formatter, epilog=_ZOO_EXAMPLES,
+                                  description="Run check on every zoo model with the ONNX Runtime backend and "
+                                              "print a markdown table stating machine, threads and date.")
+    zoo_cmd.add_argument("-n", type=int, default=100, metavar="N", help="inputs per model (default 100)")
+    zoo_cmd.add_argument("--repeat", type=int, default=3, metavar="R", help="timed calls per input (default 3)")
+    zoo_cmd.add_argument("--models", default="", metavar="A,B", help="comma-separated zoo names (default: all)")
+    zoo_cmd.add_argument("--readme", type=Path, metavar="FILE",
+                         help="replace the table between the zoo-table markers in FILE")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dycl", description="Compile PyTorch networks with "
-                                     "data-dependent control flow.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    compile_cmd = commands.add_parser("compile", help="compile MODEL into an artifact directory")
-    compile_cmd.add_argument("model", help="a zoo module (models.skipnet_rnn) or pkg.mod:factory")
-    compile_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "tvm", "torch"])
-    compile_cmd.add_argument("--out", required=True, type=Path)
-    compile_cmd.add_argument("--tune-trials", type=int, help="tvm: MetaSchedule trials per distinct kernel")
-
-    check_cmd = commands.add_parser("check", help="measure eta/delta against eager PyTorch")
-    check_cmd.add_argument("model")
-    check_cmd.add_argument("-n", type=int, default=100, help="number of inputs (seeds 0..n-1)")
-    check_cmd.add_argument("--backend", default="onnxruntime", choices=["onnxruntime", "tvm", "torch"])
-    check_cmd.add_argument("--tune-trials", type=int, help="tvm: MetaSchedule trials per distinct kernel")
-    check_cmd.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    check_cmd.add_argument("--no-traced", action="store_true", help="skip the traced baseline")
-
-    show_cmd = commands.add_parser("show", help="summarise an artifact and draw its HCFG")
-    show_cmd.add_argument("directory", type=Path)
-    show_cmd.add_argument("--picture", type=Path, help="where to write the HCFG picture (default DIR/hcfg.png)")
-
-    zoo_cmd = commands.add_parser("zoo", help="check every zoo model; print (or write into README) the table")
-    zoo_cmd.add_argument("-n", type=int, default=100)
-    zoo_cmd.add_argument("--readme", type=Path, help="replace the table between the zoo-table markers in this file")
-
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    args = _parser().parse_args([a for a in argv if a != "--debug"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return {"compile": _compile, "check": _check, "show": _show, "zoo": _zoo}[args.command](args)
-    except Exception as exc:  # noqa: BLE001 - one clear line unless --debug
-        if args.debug:
+    except Exception as exc:  # noqa: BLE001 - a clear message unless --debug
+        if debug:
             traceback.print_exc()
+        elif isinstance(exc, UnsupportedError):
+            print(f"dycl: error: UnsupportedError: {exc}", file=sys.stderr)
         else:
             first = str(exc).splitlines()[0] if str(exc) else ""
             print(f"dycl: error: {type(exc).__name__}: {first}", file=sys.stderr)
         return 1
 
 
-def _compile(args) -> int:
+def _compile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in args.backend_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--backend-option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    if args.tune_trials is not None:
+        options["tune_trials"] = args.tune_trials
+    if options and args.backend != "tvm":
+        raise ValueError(f"backend {args.backend!r} takes no options, got {sorted(options)} (only --backend tvm "
+                         "takes --tune-trials and --backend-option)")
+    return {"backend": args.backend, "optimize": not args.no_optimize, "progress": args.progress,
+            "dynamic": _dynamic(args.dynamic), **options}
+
+
+def _dynamic(text: str) -> Any:
+    named = {"batch": True, "all": "all", "none": False}
+    if text in named:
+        return named[text]
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"--dynamic {text!r}: expected batch, all, none or a JSON object "
+                         "{input: {axis: name}}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"--dynamic {text!r}: expected a JSON object {{input: {{axis: name}}}}")
+
+    def axes(value: Any) -> Any:  # JSON object keys are strings; dycl.dynamic wants int axes
+        return {int(axis): name for axis, name in value.items()} if isinstance(value, dict) else value
+
+    return {key: axes(value) for key, value in spec.items()}
+
+
+def _check_output(directory: Path, force: bool) -> None:
+    """Refuse before compiling: a file in the way, an unwritable place, or an old artifact without --force."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--out {directory} is a file, not a directory")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not force:
+            raise ValueError(f"--out {directory} is not empty: pass --force to replace the artifact there, or "
+                             "choose an empty directory (old and new files would otherwise mix)")
+        if not (directory / "manifest.json").is_file():
+            raise ValueError(f"--out {directory} is not empty and holds no dycl artifact (no manifest.json): "
+                             "--force replaces only an artifact; choose another directory")
+    parent = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
+    if not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {directory}: {parent} is not writable")
+
+
+def _remove_artifact(directory: Path) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    names = {entry["file"] for entry in manifest.get("sub_dnns", {}).values()}
+    names |= {manifest.get("constants", {}).get("file", ""), "host.py", "manifest.json", "hcfg.dot", "hcfg.json",
+              "hcfg.svg", "hcfg.png"}
+    for name in names:
+        path = directory / name
+        if name and path.is_file() and path.resolve().parent == directory.resolve():
+            path.unlink()
+
+
+def _compile(args: argparse.Namespace) -> int:
+    if args.backend not in STANDALONE:
+        raise ValueError(f"backend {args.backend!r} runs only in-process and cannot be saved with --out; use "
+                         f"--backend onnxruntime or tvm (or `check --backend {args.backend}`)")
+    _check_output(args.out, args.force)
+    kwargs = _compile_kwargs(args)
     spec = resolve(args.model)
-    compiled = dycl.compile(spec.model, spec.example, backend=args.backend, **_backend_options(args))
+    compiled = dycl.compile(spec.model, spec.example, **kwargs)
+    if args.out.is_dir() and any(args.out.iterdir()):
+        _remove_artifact(args.out)
     target = compiled.save(args.out)
     stats = compiled.stats
     print(f"{spec.name}: {stats['sub_dnns']} sub-DNNs ({stats['unique_compiled']} compiled), "
@@ -70,22 +230,34 @@ def _compile(args) -> int:
     return 0
 
 
-def _check(args) -> int:
+def _check(args: argparse.Namespace) -> int:
+    kwargs = _compile_kwargs(args)
     spec = resolve(args.model)
-    compiled = dycl.compile(spec.model, spec.example, backend=args.backend, **_backend_options(args))
+    compiled = dycl.compile(spec.model, spec.example, **kwargs)
     inputs = [spec.sample(seed) for seed in range(args.n)]
-    report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced)
+    report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced,
+                   repeat=args.repeat)
     print(f"# {spec.name} on {args.backend}")
     print(report.table())
+    for text in report.warnings:
+        print(f"dycl: warning: {text}", file=sys.stderr)
     if args.json:
         print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json()}))
+    if args.require_coverage and report.warnings:
+        print(f"dycl: coverage: {report.coverage} conditions took both outcomes (--require-coverage)",
+              file=sys.stderr)
+        return COVERAGE_EXIT
     return 0
 
 
-def _show(args) -> int:
+def _show(args: argparse.Namespace) -> int:
+    # Reads data files only: host.py is code and is never imported here.
+    # TODO(issue 16): use dycl.artifact.verify(directory) once it exists, instead of reading the manifest directly.
     directory: Path = args.directory
-    compiled = dycl.load(directory)
-    manifest = compiled.manifest
+    manifest_file = directory / "manifest.json"
+    if not manifest_file.is_file():
+        raise ValueError(f"{directory} has no manifest.json: not a dycl artifact directory")
+    manifest = json.loads(manifest_file.read_text())
     files = sorted({entry["file"] for entry in manifest["sub_dnns"].values()})
     print(f"model      {manifest['model']}")
     print(f"backend    {manifest['backend']}   (dycl {manifest['dycl_version']})")
@@ -93,35 +265,49 @@ def _show(args) -> int:
         shape = ", ".join(str(dim) for dim in spec["shape"])  # a symbolic dim by its name
         print(f"input      {spec['name']}: {spec['dtype']} [{shape}]")
     print(f"sub-DNNs   {len(manifest['sub_dnns'])} variants in {len(files)} files")
-    layout_file = directory / "hcfg.json"
-    if layout_file.is_file():
-        from hcfg.draw import draw_layout
+    layout_file, dot_file = directory / "hcfg.json", directory / "hcfg.dot"
+    if layout_file.is_file() or dot_file.is_file():
+        from hcfg.draw import render_artifact
 
-        picture = args.picture or directory / "hcfg.png"
-        draw_layout(json.loads(layout_file.read_text()), str(picture))
-        print(f"picture    {picture}")
+        targets = [args.picture] if args.picture else [directory / "hcfg.svg", directory / "hcfg.png"]
+        for picture in targets:
+            how = render_artifact(directory, picture)
+            print(f"picture    {picture}   ({how})")
     return 0
 
 
 START, END = "<!-- zoo-table:start -->", "<!-- zoo-table:end -->"
 
 
-def _zoo(args) -> int:
+def _zoo(args: argparse.Namespace) -> int:
+    import datetime
+
+    from dycl.timing import machine
     from models import ZOO
 
-    lines = [f"Regenerate with `python -m dycl zoo -n {args.n} --readme README.md` ({args.n} inputs per model, "
-             "ONNX Runtime backend).", "",
-             "| model | paths | η | δ | traced η | traced δ | eager ms | dycl ms | speed-up |",
+    names = [f"models.{name}" for name in args.models.split(",")] if args.models else list(ZOO)
+    command = f"python -m dycl zoo -n {args.n} --readme README.md"
+    timed = (f"{args.repeat} timed calls per input, `dycl.timing`" if args.repeat else
+             "not timed: `--repeat 0`, run the command on a quiet machine for the latency columns")
+    lines = [f"Regenerate with `{command}` ({args.n} inputs per model, ONNX Runtime backend, {timed}). "
+             f"Generated {datetime.date.today().isoformat()} on {machine()}.", "",
+             "| model | paths | both outcomes | η | δ | traced η | traced δ | eager ms (IQR) | dycl ms (IQR) |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for name in ZOO:
+    for name in names:
         spec = resolve(name)
         compiled = dycl.compile(spec.model, spec.example)
-        report = check(spec.model, compiled, [spec.sample(s) for s in range(args.n)], postprocess=spec.postprocess)
-        traced_delta = "inf" if report.traced_delta is None or report.traced_delta == float("inf") else (
-            f"{report.traced_delta:.2f}")
-        row = (f"| {name.split('.')[-1]} | {report.paths} | {report.eta:.2f} | {report.delta:.2f} | "
-               f"{report.traced_eta:.2f} | {traced_delta} | {report.eager_ms:.2f} | {report.compiled_ms:.2f} | "
-               f"{report.eager_ms / report.compiled_ms:.2f}x |")
+        report = check(spec.model, compiled, [spec.sample(s) for s in range(args.n)], postprocess=spec.postprocess,
+                       repeat=args.repeat)
+
+        def num(value: float | None) -> str:
+            return "inf" if value is None or value == float("inf") else f"{value:.2f}"
+
+        def ms(median: float, iqr: tuple[float, float]) -> str:
+            return f"{median:.2f} ({iqr[0]:.2f}–{iqr[1]:.2f})" if args.repeat else "—"
+
+        row = (f"| {name.split('.')[-1]} | {report.paths} | {report.coverage} | {report.eta:.2f} | "
+               f"{num(report.delta)} | {num(report.traced_eta)} | {num(report.traced_delta)} | "
+               f"{ms(report.eager_ms, report.eager_iqr_ms)} | {ms(report.compiled_ms, report.compiled_iqr_ms)} |")
         lines.append(row)
         print(row, flush=True)
     table = "\n".join(lines)

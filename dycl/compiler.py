@@ -83,6 +83,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     example_args = flat_example(rewritten, passed)
     call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start
+    stages = Progress("rewrite and HCFG", 3 if optimize else 2, progress)
+    stages.step("rewritten")
 
     start = time.perf_counter()
     graph = build_hcfg(rewritten, model, example_args, optimize=optimize, levers=levers)
@@ -97,12 +99,14 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         symbolic_initial = {name: shapes.declare(value, declared.get(name, {}))
                             for name, value in initial.items() if isinstance(value, torch.Tensor)}
     constants: dict[str, torch.Tensor] = {}
+    stages.step(f"{len(graph.sub_dnns)} sub-DNNs")
     if optimize:
         examples = trace_examples(graph, rewritten.globals, initial, locations=rewritten.locations)
         graph, constants = hoist_constants(graph, examples)
         if levers.merge_into_producers:
             graph = merge_into_producers(graph)
         initial = {**initial, CONSTANTS: constants}
+        stages.step("optimized")
     examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial, rewritten.locations)
     seconds["hcfg"] = time.perf_counter() - start
 
@@ -122,8 +126,9 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     distinct: dict[str, Variant] = {}
     for variant in variants:
         distinct.setdefault(identity(variant), variant)
-    bar = Progress(f"compiling {len(distinct)} sub-DNNs with {backend}", len(distinct), progress)
-    compiled = compile_all(chosen, [modules[v.name] for v in distinct.values()], list(distinct.values()), bar.step)
+    bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({backend})", len(distinct), progress)
+    with bar.active():
+        compiled = compile_all(chosen, [modules[v.name] for v in distinct.values()], list(distinct.values()), bar.step)
     files: dict[str, bytes] = {}
     file_of: dict[str, str] = {}
     for (fingerprint, variant), data in zip(distinct.items(), compiled):

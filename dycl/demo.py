@@ -22,27 +22,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("-n", type=int, default=100)
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore")
+    with warnings.catch_warnings():  # torch.onnx's export chatter, for this run only
+        warnings.simplefilter("ignore")
+        spec = resolve(args.model)
+        compiled = dycl.compile(spec.model, spec.example)
+        stats = compiled.stats
+        print(f"# {spec.name}: compiled {stats['sub_dnns']} sub-DNNs ({stats['unique_compiled']} distinct) and "
+              f"{stats['conditions']} conditions in {sum(stats['seconds'].values()):.1f} s")
+        out = args.out or Path(tempfile.mkdtemp(prefix="dycl-demo-"))
+        artifact = compiled.save(out)
+        print(f"# standalone artifact: {artifact} ({', '.join(sorted(p.name for p in artifact.iterdir())[:4])}, ...)")
 
-    spec = resolve(args.model)
-    compiled = dycl.compile(spec.model, spec.example)
-    stats = compiled.stats
-    print(f"# {spec.name}: compiled {stats['sub_dnns']} sub-DNNs ({stats['unique_compiled']} distinct) and "
-          f"{stats['conditions']} conditions in {sum(stats['seconds'].values()):.1f} s")
-    out = args.out or Path(tempfile.mkdtemp(prefix="dycl-demo-"))
-    artifact = compiled.save(out)
-    print(f"# standalone artifact: {artifact} ({', '.join(sorted(p.name for p in artifact.iterdir())[:4])}, ...)")
+        host_start = compiled.host_source.index("    def _forward")
+        print("# the generated host (first lines of _forward):")
+        print("\n".join(compiled.host_source[host_start:].splitlines()[:14]))
 
-    host_start = compiled.host_source.index("    def _forward")
-    print("# the generated host (first lines of _forward):")
-    print("\n".join(compiled.host_source[host_start:].splitlines()[:14]))
-
-    inputs = [spec.sample(seed) for seed in range(args.n)]
-    standalone = run_host_without_torch(artifact, spec.model, inputs, atol=1e-4)
-    print(f"# host.py in a process without torch or dycl: {standalone['checked']} inputs, "
-          f"{len(standalone['problems'])} mismatches")
-    print("# harness report (eager PyTorch vs dycl on ONNX Runtime vs the traced baseline):")
-    print(check(spec.model, compiled, inputs, postprocess=spec.postprocess).table())
+        inputs = [spec.sample(seed) for seed in range(args.n)]
+        standalone = run_host_without_torch(artifact, spec.model, inputs, atol=1e-4)
+        print(f"# host.py in a process without torch or dycl: {standalone['checked']} inputs, "
+              f"{len(standalone['problems'])} mismatches")
+        print("# harness report (eager PyTorch vs dycl on ONNX Runtime vs the traced baseline):")
+        print(check(spec.model, compiled, inputs, postprocess=spec.postprocess).table())
 
 
 if __name__ == "__main__":

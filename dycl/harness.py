@@ -9,15 +9,16 @@ For inputs x_1..x_N, with V the eager model and C the compiled one:
 over the raw outputs; an output of another shape than eager's counts as an
 infinite error. The same two numbers are reported for the traced baseline
 (``torch.onnx.export`` by tracing, run with ONNX Runtime), together with the
-number of distinct eager execution paths the inputs took and median latencies.
+number of distinct eager execution paths the inputs took, the branch coverage
+of the compiled program (``dycl.coverage``: per condition how many inputs took
+each outcome, measured on the host, not assumed) and latencies with their
+spread (``dycl.timing``).
 """
 
 from __future__ import annotations
 
 import io
 import math
-import statistics
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,13 +28,19 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dycl.coverage import HostCoverage, user_code
 from dycl.paths import model_source_files, record_path
+from dycl.timing import Timing, interleaved
 
 EPSILON = 1e-10
 
 
 @dataclass(frozen=True)
 class Report:
+    """What ``check`` measured. Latencies are medians with their interquartile range
+    (``dycl.timing``); ``conditions`` has one row per host condition with how many
+    inputs took each outcome; ``warnings`` names the one-sided and never-reached ones."""
+
     n: int
     eta: float
     delta: float
@@ -42,22 +49,61 @@ class Report:
     compiled_ms: float
     traced_eta: float | None
     traced_delta: float | None
+    eager_iqr_ms: tuple[float, float] = (math.nan, math.nan)
+    compiled_iqr_ms: tuple[float, float] = (math.nan, math.nan)
+    compiled_paths: int = 0
+    conditions: tuple[dict[str, Any], ...] = ()
+    sub_dnns_run: int = 0
+    sub_dnns: int = 0
+    never_run: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def both_outcomes(self) -> int:
+        """How many conditions took both outcomes over the inputs."""
+        return sum(1 for row in self.conditions if row["true"] and row["false"])
+
+    @property
+    def coverage(self) -> str:
+        return f"{self.both_outcomes} of {len(self.conditions)}"
 
     def to_json(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+        def clean(value: Any) -> Any:
+            if isinstance(value, float):
+                return value if math.isfinite(value) else None
+            if isinstance(value, (tuple, list)):
+                return [clean(v) for v in value]
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            return value
+
+        return {**{k: clean(v) for k, v in asdict(self).items()}, "both_outcomes": self.both_outcomes,
+                "conditions_total": len(self.conditions)}
 
     def table(self) -> str:
         def fmt(value: float | None) -> str:
             return "—" if value is None else ("inf" if math.isinf(value) else f"{value:.2f}")
 
-        return "\n".join([
+        def latency(median: float, iqr: tuple[float, float]) -> str:
+            return f"{median:.2f} ms (IQR {iqr[0]:.2f}–{iqr[1]:.2f})"
+
+        lines = [
             f"inputs                      {self.n}",
-            f"distinct eager paths        {self.paths}",
+            f"distinct eager paths        {self.paths}   (compiled: {self.compiled_paths})",
+            f"conditions, both outcomes   {self.coverage}",
+            f"sub-DNNs run                {self.sub_dnns_run} of {self.sub_dnns}",
             f"inconsistent rate η         {self.eta:.2f}   (traced baseline: {fmt(self.traced_eta)})",
             f"max numeric error δ         {fmt(self.delta)}  (traced baseline: {fmt(self.traced_delta)})",
-            f"median latency eager        {self.eager_ms:.2f} ms",
-            f"median latency compiled     {self.compiled_ms:.2f} ms  ({self.eager_ms / self.compiled_ms:.2f}x)",
-        ])
+            f"median latency eager        {latency(self.eager_ms, self.eager_iqr_ms)}",
+            f"median latency compiled     {latency(self.compiled_ms, self.compiled_iqr_ms)}  "
+            f"({self.eager_ms / self.compiled_ms:.2f}x)",
+        ]
+        if self.conditions:
+            lines += ["", "condition  true  false  where / source"]
+            lines += [f"{row['condition']:>9}  {row['true']:>4}  {row['false']:>5}  {row['where'] or '?'}  "
+                      f"{row['code'][:70]}" for row in self.conditions]
+        lines += [f"warning: {text}" for text in self.warnings]
+        return "\n".join(lines)
 
 
 def default_postprocess(output: Any) -> Any:
@@ -168,9 +214,11 @@ def _restructure(template: Any, flat: Sequence[torch.Tensor]) -> Any:
 
 
 def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence[Any],
-          postprocess: Callable[[Any], Any] | None = None, traced: bool = True) -> Report:
+          postprocess: Callable[[Any], Any] | None = None, traced: bool = True, repeat: int = 3) -> Report:
     """Measure ``compiled`` against eager ``model`` on ``inputs`` (each a tensor
-    or a tuple of positional arguments)."""
+    or a tuple of positional arguments): η, δ, paths and branch coverage on one
+    pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
+    ``repeat=0`` skips timing and reports NaN)."""
     post = postprocess or default_postprocess
     arguments = [item if isinstance(item, tuple) else (item,) for item in inputs]
     files = model_source_files(model)
@@ -180,20 +228,20 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
             baseline = traced_baseline(model, arguments[0])
         except Exception as exc:  # noqa: BLE001 - tracing failing is itself a finding
             warnings.warn(f"the traced baseline could not be exported: {exc}", stacklevel=2)
+    recorder = _recorder(compiled)
+    tally = recorder.tally() if recorder else None
     paths = set()
     inconsistent = traced_inconsistent = 0
     worst = traced_worst = 0.0
-    eager_times, compiled_times = [], []
     with torch.no_grad():
         for args in arguments:
-            _, path = record_path(model, *args, files=files)
+            expected, path = record_path(model, *args, files=files)
             paths.add(path)
-            start = time.perf_counter()
-            expected = model(*args)
-            eager_times.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            actual = compiled(*args)
-            compiled_times.append(time.perf_counter() - start)
+            if recorder is not None:
+                actual, trace = recorder.record(compiled, *args)
+                tally.add(trace)
+            else:
+                actual = compiled(*args)
             inconsistent += post(actual) != post(expected)
             worst = max(worst, max_abs_error(expected, actual))
             if baseline is not None:
@@ -205,14 +253,34 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
                 except (StopIteration, RuntimeError, ValueError):
                     traced_result = None
                 traced_inconsistent += traced_result != post(expected)
+    nan = Timing(math.nan, math.nan, math.nan, 0)
+    times = interleaved({"eager": model, "compiled": compiled}, arguments, repeat=repeat) if repeat else {
+        "eager": nan, "compiled": nan}
+    eager, fast = times["eager"], times["compiled"]
     n = len(arguments)
     return Report(
         n=n,
         eta=inconsistent / n,
         delta=log_error(worst),
         paths=len(paths),
-        eager_ms=statistics.median(eager_times) * 1000,
-        compiled_ms=statistics.median(compiled_times) * 1000,
+        eager_ms=eager.median_ms,
+        compiled_ms=fast.median_ms,
         traced_eta=traced_inconsistent / n if baseline is not None else None,
         traced_delta=log_error(traced_worst) if baseline is not None else None,
+        eager_iqr_ms=(eager.p25_ms, eager.p75_ms),
+        compiled_iqr_ms=(fast.p25_ms, fast.p75_ms),
+        compiled_paths=len(tally.paths) if tally else 0,
+        conditions=tuple(tally.conditions()) if tally else (),
+        sub_dnns_run=sum(1 for i in tally.sub_dnns if tally.ran.get(i)) if tally else 0,
+        sub_dnns=len(tally.sub_dnns) if tally else 0,
+        never_run=tuple(i for i in tally.sub_dnns if not tally.ran.get(i)) if tally else (),
+        warnings=tuple(tally.warnings()) if tally else (),
     )
+
+
+def _recorder(compiled: Any) -> HostCoverage | None:
+    """A coverage recorder for a ``dycl.CompiledModel``; None for any other callable."""
+    host, source = getattr(compiled, "_host", None), getattr(compiled, "host_source", None)
+    if host is None or source is None or not hasattr(type(host), "_forward"):
+        return None
+    return HostCoverage(host, source, user_code(compiled))

@@ -9,6 +9,7 @@ all distinguish paths. Library code (torch, numpy) is not traced.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from collections.abc import Callable, Iterable
@@ -27,10 +28,10 @@ def model_source_files(model: torch.nn.Module) -> frozenset[str]:
         for cls in type(module).__mro__:
             if cls.__module__.startswith("torch") or cls is object:
                 continue
-            try:
+            with contextlib.suppress(TypeError, OSError):  # a class defined in a notebook has no module file
                 files.add(inspect.getfile(cls))
-            except (TypeError, OSError):
-                continue
+            # its methods' code names the file they run from in every case
+            files.update(value.__code__.co_filename for value in vars(cls).values() if hasattr(value, "__code__"))
     return frozenset(files)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dycl.harness import default_postprocess
+from dycl.validate import validate
 
 
 @dataclass
@@ -33,7 +34,12 @@ def resolve(spec: str) -> ModelSpec:
     factory = getattr(module, factory_name or "build", None)
     if not callable(factory):
         raise ValueError(f"{module_name!r} has no function {factory_name or 'build'!r} returning (model, example)")
-    model, example = factory()
+    produced = factory()
+    if not (isinstance(produced, tuple) and len(produced) == 2):
+        raise ValueError(f"{module_name}.{factory_name or 'build'}() must return (model, example_input), got "
+                         f"{type(produced).__name__}")
+    model, example = produced
+    validate(model, example)
     sample = getattr(module, "sample", None) if not factory_name else None
     postprocess = getattr(module, "postprocess", None) if not factory_name else None
     return ModelSpec(spec, model.eval(), example, sample or _like(example), postprocess or default_postprocess)

@@ -1,111 +1,327 @@
-"""Draw an HCFG as a flowchart with matplotlib (no Graphviz needed).
+"""Pictures of an HCFG: Graphviz when a ``dot`` program is available, matplotlib otherwise.
 
-Nodes are laid out in program order, one per row; the branches of a condition
-are indented one column. Sub-DNNs are blue boxes labelled with their first
-statement, conditions orange diamonds, host operations plain text, returns
-grey ovals. Arrows follow control flow; the two edges out of a condition are
-labelled T and F.
+``layout_json(graph)`` turns the graph into plain data (saved in artifacts as
+``hcfg.json``, so ``python -m dycl show`` draws without importing any code):
+boxes for sub-DNNs (name, user source lines, an op summary, the first
+statement), conditions (the test and its line), runs of host operations (one
+grey note per run) and returns; a join point wherever the branches of a
+condition meet again; edges out of a condition labelled T and F. Every box
+also gets a position from our own layout — the then-branch below its
+condition, the else-branch beside it, the join below both — and the program is
+cut between top-level nodes into columns placed side by side, so that a long
+chain of conditions (BlockDrop has 54) gives a picture about as wide as tall.
+
+``render(data, path)`` writes SVG or PNG: through ``dot`` (Graphviz, or the
+``graphviz-pure`` wheel's port of it) when one is on the PATH or beside the
+Python executable, one cluster per column; else by matplotlib's object-oriented
+API from the stored positions (never ``matplotlib.use``/``pyplot``: a notebook's
+inline backend stays as it was).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
 
 from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
+from rewriter.locations import comment_of
+
+WIDTH = 40  # characters per label line
+LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank
+STYLE = {  # kind -> (fill, edge colour)
+    "sub_dnn": ("#dbe8fb", "#3b6fb6"),
+    "cond": ("#fde9c9", "#c98a1b"),
+    "host": ("#f4f4f4", "#aaaaaa"),
+    "return": ("#e6e6e6", "#555555"),
+    "join": ("#555555", "#555555"),
+}
+EDGE_COLOUR = {"T": "#2e7d32", "F": "#c62828", "": "#888888", "wrap": "#aaaaaa"}
 
 
-@dataclass
-class _Placed:
-    row: int
-    column: int
-    label: str
-    kind: str
+def _where(stmt: cst.CSTNode) -> str:
+    comment = comment_of(stmt)
+    return comment.value.lstrip("#").strip() if comment is not None else ""
 
 
-def _label(node) -> tuple[str, str]:
-    if isinstance(node, SubDNN):
-        first = source_of(node.statements[0].body[0])
-        more = f" (+{len(node.statements) - 1})" if len(node.statements) > 1 else ""
-        return f"{node.name}: {first[:48]}{more}", "sub_dnn"
-    if isinstance(node, HostOp):
-        return source_of(node.statement.body[0])[:56], "host"
-    if isinstance(node, Return):
-        return f"return {source_of(node.value)[:48]}", "return"
-    return f"if {source_of(node.statement.test)[:52]}", "cond"
+class _OpNames(cst.CSTVisitor):
+    """The callee names of a statement: ``self.conv1(x)`` → conv1, ``F.relu(x)`` → relu."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        while isinstance(func, (cst.Subscript, cst.Call)):
+            func = func.value if isinstance(func, cst.Subscript) else func.func
+        if isinstance(func, cst.Attribute):
+            self.names.append(func.attr.value)
+        elif isinstance(func, cst.Name):
+            self.names.append(func.value)
 
 
-def layout(graph: HCFG) -> tuple[list[_Placed], list[tuple[int, int, str]]]:
-    placed: list[_Placed] = []
-    edges: list[tuple[int, int, str]] = []
+def _op_summary(statements: Sequence[cst.SimpleStatementLine]) -> str:
+    visitor = _OpNames()
+    for stmt in statements:
+        stmt.visit(visitor)
+    counts = Counter(name for name in visitor.names if name not in {"item", "float", "int", "bool"})
+    parts = [f"{name}×{count}" if count > 1 else name for name, count in counts.most_common(4)]
+    more = " …" if len(counts) > 4 else ""
+    return f"{len(statements)} stmt{'s' * (len(statements) != 1)}: {' '.join(parts) or '—'}{more}"
 
-    def block(nodes: Block, column: int, preds: list[tuple[int, str]]) -> list[tuple[int, str]]:
-        for node in nodes:
+
+def _wrap(text: str, lines: int = 2) -> list[str]:
+    wrapped = textwrap.wrap(text, WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+    if len(wrapped) > lines:
+        wrapped = [*wrapped[: lines - 1], textwrap.shorten(" ".join(wrapped[lines - 1:]), WIDTH, placeholder=" …")]
+    return wrapped
+
+
+class _Builder:
+    """Boxes and edges in program order, with positions (lane x, row y) in one column."""
+
+    def __init__(self) -> None:
+        self.nodes: list[dict[str, Any]] = []
+        self.edges: list[list[Any]] = []
+
+    def add(self, kind: str, title: str, lines: list[str], where: str, x: float, y: float,
+            preds: list[tuple[int, str]]) -> int:
+        ident = len(self.nodes)
+        self.nodes.append({"id": ident, "kind": kind, "title": title, "lines": lines, "where": where, "x": x, "y": y})
+        self.edges += [[p, ident, tag] for p, tag in preds]
+        return ident
+
+    def block(self, block: Block, x: float, y: float, preds: list[tuple[int, str]]
+              ) -> tuple[list[tuple[int, str]], float, float]:
+        """Place ``block`` from (x, y); returns its exits, its width in lanes and the next free row."""
+        width = 1.0
+        hosts: list[HostOp] = []
+        nodes = list(block)
+        for position, node in enumerate(nodes):
             if not preds:
                 break
-            label, kind = _label(node)
-            index = len(placed)
-            placed.append(_Placed(index, column, label, kind))
-            edges.extend((p, index, tag) for p, tag in preds)
-            if isinstance(node, Return):
-                preds = []
+            if isinstance(node, HostOp):
+                hosts.append(node)
+                if position + 1 < len(nodes) and isinstance(nodes[position + 1], HostOp):
+                    continue
+                text = [source_of(h.statement.body[0]) for h in hosts]
+                shown = [line for t in text[:3] for line in _wrap(t, 1)] + ([f"… {len(text) - 3} more"]
+                                                                            if len(text) > 3 else [])
+                ident = self.add("host", "", shown, _where(hosts[0].statement), x, y, preds)
+                hosts, preds, y = [], [(ident, "")], y + 0.6 + 0.25 * len(shown)
+            elif isinstance(node, SubDNN):
+                first, last = _where(node.statements[0]), _where(node.statements[-1])
+                span = first if first == last or not last else f"{first}–{last.rsplit(':', 1)[-1]}"
+                lines = [_op_summary(node.statements), *_wrap(source_of(node.statements[0].body[0]), 1)]
+                ident = self.add("sub_dnn", node.name, lines, span, x, y, preds)
+                preds, y = [(ident, "")], y + 1.4
+            elif isinstance(node, Return):
+                ident = self.add("return", "", _wrap(f"return {source_of(node.value)}"), _where(node.statement),
+                                 x, y, preds)
+                preds, y = [], y + 1.0
             elif isinstance(node, Cond):
-                then_exits = block(node.then, column + 1, [(index, "T")]) if node.then else [(index, "T")]
-                else_exits = block(node.orelse, column + 1, [(index, "F")]) if node.orelse else [(index, "F")]
-                preds = then_exits + else_exits
-            else:
-                preds = [(index, "")]
-        return preds
-
-    block(graph.body, 0, [(-1, "")])
-    return placed, [e for e in edges if e[0] >= 0]
-
-
-def layout_json(graph: HCFG) -> dict:
-    """The flowchart layout as plain data (saved in artifacts as ``hcfg.json``)."""
-    placed, edges = layout(graph)
-    return {"title": f"HCFG of {graph.name}: {len(graph.sub_dnns)} sub-DNNs, {len(graph.conditions)} conditions",
-            "nodes": [[p.row, p.column, p.label, p.kind] for p in placed], "edges": [list(e) for e in edges]}
+                ident = self.add("cond", "", _wrap(f"if {source_of(node.statement.test)}"),
+                                 _where(node.statement), x, y, preds)
+                then_exits, then_width, then_y = self.block(node.then, x, y + 1.2, [(ident, "T")])
+                else_x = x + (then_width if node.then else 0.5)
+                else_exits, else_width, else_y = self.block(node.orelse, else_x, y + 1.2, [(ident, "F")])
+                width = max(width, else_x - x + (else_width if node.orelse else 0.5))
+                preds, y = then_exits + else_exits, max(then_y, else_y)
+                if len(preds) > 1:
+                    ident = self.add("join", "", [], "", x, y, preds)
+                    preds, y = [(ident, "")], y + 0.5
+        return preds, width, y
 
 
-def draw(graph: HCFG, path: str, max_nodes: int = 400) -> str:
-    """Write the flowchart of ``graph`` to ``path`` (PNG or SVG); returns ``path``."""
-    return draw_layout(layout_json(graph), path, max_nodes)
+def layout_json(graph: HCFG) -> dict[str, Any]:
+    """The picture as plain data: boxes with positions, edges, columns (see the module docstring)."""
+    builder = _Builder()
+    preds: list[tuple[int, str]] = []
+    tops: list[tuple[int, float, float, float]] = []  # first node, start row, end row, width of each top node
+    y = 0.0
+    entry = builder.add("join", "", [], "", 0.0, y, [])
+    preds, y = [(entry, "")], 0.5
+    for node in graph.body:
+        if not preds:
+            break
+        first = len(builder.nodes)
+        preds, width, end = builder.block((node,), 0.0, y, preds)
+        tops.append((first, y, end, width))
+        y = end
+    if preds:
+        builder.add("return", "", ["return None"], "", 0.0, y, preds)
+        y += 1.0
+    _wrap_columns(builder, tops, y)
+    nodes = builder.nodes
+    return {"version": 2,
+            "title": f"HCFG of {graph.name}: {len(graph.sub_dnns)} sub-DNNs, {len(graph.conditions)} conditions",
+            "nodes": nodes, "edges": builder.edges,
+            "columns": 1 + max((n.get("column", 0) for n in nodes), default=0)}
 
 
-def draw_layout(data: dict, path: str, max_nodes: int = 400) -> str:
-    """Draw a layout made by ``layout_json``."""
-    import matplotlib
+def _wrap_columns(builder: _Builder, tops: list[tuple[int, float, float, float]], height: float) -> None:
+    """Cut the column between top-level nodes so that the picture is about as wide as tall."""
+    lanes = max((t[3] for t in tops), default=1.0)
+    columns = max(1, round(math.sqrt(height * ROW_INCHES / (lanes * LANE_INCHES))))
+    target = height / columns
+    starts = [t[0] for t in tops] + [len(builder.nodes)]
+    column, x_offset, y_shift, column_width = 0, 0.0, 0.0, 1.0
+    for index, (first, start, end, width) in enumerate(tops):
+        if start - y_shift > 0.5 and end - y_shift > target * 1.05 and column + 1 < columns:
+            column, x_offset, y_shift = column + 1, x_offset + column_width + 0.6, start - 0.5
+            column_width = 1.0
+            builder.edges = [[a, b, "wrap" if b == first and tag == "" else tag] for a, b, tag in builder.edges]
+        column_width = max(column_width, width)
+        for node in builder.nodes[first: starts[index + 1]]:
+            node.update(x=node["x"] + x_offset, y=node["y"] - y_shift, column=column)
+    for node in builder.nodes:  # the entry point; the final ``return None`` moved with the last top node
+        node.setdefault("column", 0)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    placed = [_Placed(*node) for node in data["nodes"]][:max_nodes]
-    edges = [tuple(e) for e in data["edges"]]
-    rows = max(len(placed), 1)
-    columns = max((p.column for p in placed), default=0) + 1
-    figure, axes = plt.subplots(figsize=(4 + 2.2 * columns + 4, 0.42 * rows + 1))
-    styles = {
-        "sub_dnn": {"boxstyle": "round,pad=0.3", "facecolor": "#dbe8fb", "edgecolor": "#3b6fb6"},
-        "cond": {"boxstyle": "sawtooth,pad=0.3", "facecolor": "#fde9c9", "edgecolor": "#c98a1b"},
-        "host": {"boxstyle": "square,pad=0.2", "facecolor": "white", "edgecolor": "#bbbbbb"},
-        "return": {"boxstyle": "round4,pad=0.3", "facecolor": "#e6e6e6", "edgecolor": "#777777"},
-    }
-    for p in placed:
-        axes.text(p.column * 1.0, -p.row, p.label, fontsize=8, family="monospace", va="center", ha="left",
-                  bbox=styles[p.kind])
-    shown = len(placed)
-    for source, target, tag in edges:
-        if source >= shown or target >= shown:
-            continue
-        a, b = placed[source], placed[target]
-        axes.annotate("", xy=(b.column - 0.05, -b.row), xytext=(a.column - 0.05, -a.row),
-                      arrowprops={"arrowstyle": "->", "color": "#888888", "connectionstyle": "arc3,rad=-0.3"})
-        if tag:
-            axes.text(a.column - 0.2, -(a.row + b.row) / 2, tag, fontsize=7, color="#c98a1b")
-    axes.set_xlim(-0.5, columns + 6)
-    axes.set_ylim(-rows, 1)
+# -- Graphviz ----------------------------------------------------------------------------------------------------
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def to_dot(data: dict[str, Any]) -> str:
+    """Graphviz source for a ``layout_json`` picture: one cluster per column, T/F edge labels."""
+    lines = ["digraph hcfg {", "  newrank=true; nodesep=0.25; ranksep=0.3;",
+             f'  label="{_escape(data["title"])}"; labelloc=t; fontname="Helvetica"; fontsize=14;',
+             '  node [fontname="Courier", fontsize=10, margin="0.12,0.05"];',
+             '  edge [fontname="Helvetica", fontsize=10, arrowsize=0.6];']
+    by_column: dict[int, list[dict[str, Any]]] = {}
+    for node in data["nodes"]:
+        by_column.setdefault(node.get("column", 0), []).append(node)
+    for column, nodes in sorted(by_column.items()):
+        lines.append(f"  subgraph cluster_{column} {{ style=invis;")
+        lines += [f"    {_dot_node(node)}" for node in nodes]
+        lines.append("  }")
+    for source, target, tag in data["edges"]:
+        attributes = [f'color="{EDGE_COLOUR[tag]}"']
+        if tag in ("T", "F"):
+            attributes += [f'label=" {tag} "', f'fontcolor="{EDGE_COLOUR[tag]}"']
+        if tag == "wrap":
+            attributes += ["style=dashed", "constraint=false"]
+        lines.append(f"  n{source} -> n{target} [{', '.join(attributes)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_node(node: dict[str, Any]) -> str:
+    fill, edge = STYLE[node["kind"]]
+    ident = f"n{node['id']}"
+    if node["kind"] == "join":
+        return f'{ident} [shape=point, width=0.08, color="{edge}"];'
+    head = " ".join(part for part in (node["title"], node["where"]) if part)
+    text = "\\l".join(_escape(line) for line in ([head] if head and node["kind"] == "sub_dnn" else [])
+                      + node["lines"]) + "\\l"
+    if node["kind"] == "cond" and node["where"]:
+        text += _escape(node["where"]) + "\\r"
+    shape = {"sub_dnn": "box", "cond": "hexagon", "host": "note", "return": "oval"}[node["kind"]]
+    style = "filled,rounded" if node["kind"] == "sub_dnn" else "filled"
+    font = ', fontcolor="#555555", fontsize=9' if node["kind"] == "host" else ""
+    return f'{ident} [shape={shape}, style="{style}", fillcolor="{fill}", color="{edge}"{font}, label="{text}"];'
+
+
+def dot_program() -> str | None:
+    """A Graphviz ``dot`` (or the ``graphviz-pure`` port) on the PATH or beside Python, else None."""
+    if os.environ.get("DYCL_NO_GRAPHVIZ"):
+        return None
+    beside = str(Path(sys.executable).parent)
+    for name in ("dot", "graphviz-pure"):
+        found = shutil.which(name) or shutil.which(name, path=beside)
+        if found:
+            return found
+    return None
+
+
+# -- rendering ---------------------------------------------------------------------------------------------------
+
+
+def render(data: dict[str, Any], path: str | Path, engine: str | None = None) -> str:
+    """Write the picture to ``path`` (.svg or .png); returns what drew it ("graphviz" or
+    "matplotlib"). ``engine`` forces one of them."""
+    path = Path(path)
+    program = dot_program() if engine in (None, "graphviz") else None
+    if engine == "graphviz" and program is None:
+        raise RuntimeError("no Graphviz dot program found (install graphviz, or `pip install graphviz-pure`)")
+    if program is not None:
+        fmt = path.suffix.lstrip(".").lower() or "svg"
+        subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=to_dot(data).encode(), check=True,
+                       capture_output=True, timeout=120)
+        return "graphviz"
+    _draw_matplotlib(data, path)
+    return "matplotlib"
+
+
+def draw(graph: HCFG, path: str | Path, engine: str | None = None) -> str:
+    """Write the picture of ``graph`` to ``path`` (PNG or SVG); returns ``path`` as a string."""
+    render(layout_json(graph), path, engine)
+    return str(path)
+
+
+def render_artifact(directory: str | Path, path: str | Path) -> str:
+    """Draw a saved artifact's ``hcfg.json`` (data only; nothing is imported or run)."""
+    data = json.loads((Path(directory) / "hcfg.json").read_text())
+    if data.get("version") != 2:
+        raise ValueError(f"{directory}/hcfg.json was written by an older dycl: recompile to draw it")
+    return render(data, path)
+
+
+def figure(data: dict[str, Any]):
+    """A ``matplotlib.figure.Figure`` of the picture (shown inline by Jupyter when returned)."""
+    from matplotlib.figure import Figure
+
+    nodes = {node["id"]: node for node in data["nodes"]}
+    width = max((n["x"] for n in nodes.values()), default=0) + 1
+    height = max((n["y"] for n in nodes.values()), default=0) + 1
+    fig = Figure(figsize=(max(4.0, width * LANE_INCHES * 0.8), max(2.0, height * ROW_INCHES * 0.8)))
+    axes = fig.add_axes((0, 0, 1, 0.97))
+    axes.set_xlim(-0.1, width + 0.1)
+    axes.set_ylim(height + 0.1, -0.6)
     axes.axis("off")
-    axes.set_title(data["title"], fontsize=10)
-    figure.savefig(path, bbox_inches="tight", dpi=110)
-    plt.close(figure)
-    return path
+    fig.suptitle(data["title"], fontsize=10)
+    for node in nodes.values():
+        fill, edge = STYLE[node["kind"]]
+        if node["kind"] == "join":
+            axes.plot([node["x"] + 0.45], [node["y"]], "o", color=edge, markersize=3)
+            continue
+        head = " ".join(part for part in (node["title"], node["where"]) if part)
+        text = "\n".join(([head] if head else []) + node["lines"])
+        box = axes.text(node["x"] + 0.04, node["y"], text, fontsize=6.5, family="monospace", va="top", ha="left",
+                        color="#555555" if node["kind"] == "host" else "black")
+        box.set_bbox({"boxstyle": "round,pad=0.3" if node["kind"] != "cond" else "round4,pad=0.3",
+                      "facecolor": fill, "edgecolor": edge})
+    for source, target, tag in data["edges"]:
+        a, b = nodes[source], nodes[target]
+        start = (a["x"] + 0.45, a["y"] + (0.05 if a["kind"] == "join" else 0.25))
+        end = (b["x"] + 0.45, b["y"] - 0.15)
+        style = {"arrowstyle": "->", "color": EDGE_COLOUR[tag], "lw": 0.8,
+                 "connectionstyle": "arc3,rad=0" if abs(a["x"] - b["x"]) < 0.01 else "angle3,angleA=0,angleB=90"}
+        if tag == "wrap":
+            style.update(linestyle="--", connectionstyle="arc3,rad=0.1")
+        axes.annotate("", xy=end, xytext=start, arrowprops=style)
+        if tag in ("T", "F"):
+            axes.text((start[0] + end[0]) / 2 + 0.05, (start[1] + end[1]) / 2, tag, fontsize=7,
+                      color=EDGE_COLOUR[tag], fontweight="bold")
+    return fig
+
+
+def _draw_matplotlib(data: dict[str, Any], path: Path) -> None:
+    fig = figure(data)
+    fig.savefig(path, dpi=100)
+
+
+__all__ = ["draw", "dot_program", "figure", "layout_json", "render", "render_artifact", "to_dot"]

@@ -51,7 +51,7 @@ def test_check_reports_zero_eta_for_dycl_and_failure_of_the_traced_baseline():
 
 
 def test_check_json_last_line(capsys):
-    assert main(["check", "models.ranet", "-n", "12", "--json"]) == 0
+    assert main(["check", "models.ranet", "-n", "12", "--json", "--repeat", "1"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     result = json.loads(last)
     assert result["eta"] == 0.0 and result["paths"] >= 2

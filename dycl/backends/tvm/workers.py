@@ -17,6 +17,7 @@ from typing import Any
 
 from dycl.backends.tvm.lowering import build_library
 from dycl.backends.tvm.options import TvmOptions, atomic_write
+from dycl.progress import waiting
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ def compile_onnx(jobs: list[BuildJob], options: TvmOptions,
     stats: dict[str, Any] = {}
     if options.tune_trials > 0:
         start = time.perf_counter()
-        stats["tuning"] = _run_workers("tune", jobs, options, 1, None)
+        with waiting(f"tuning {len(jobs)} sub-DNNs, {options.tune_trials} trials per kernel"):
+            stats["tuning"] = _run_workers("tune", jobs, options, 1, None)
         stats["tune_s"] = round(time.perf_counter() - start, 3)
     start = time.perf_counter()
     results = _build_all(jobs, options, progress)

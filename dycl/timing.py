@@ -1,0 +1,82 @@
+"""Latency measurement shared by ``dycl.check``, ``python -m dycl zoo`` and ``benchmarks/bench.py``.
+
+The method: each contender first runs ``warmup`` times on every one of the
+first few inputs (allocators, thread pools and lazily built sessions settle);
+then, input by input, the contenders take turns, each called ``repeat`` times,
+so a machine that is busy for a while slows all of them alike. An input's time
+is the best of its ``repeat`` calls (what the code costs, not what the machine
+was doing); a contender's result is the median over inputs and the 25th–75th
+percentiles (the spread over inputs, which take different paths, and over
+noise). Calls run under ``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Contender = Callable[..., Any] | Sequence[Callable[..., Any]]
+"""One callable, or one callable per input (e.g. a per-path oracle)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds per call: median and interquartile range over inputs."""
+
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    inputs: int
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.2f} ms (IQR {self.p25_ms:.2f}–{self.p75_ms:.2f})"
+
+
+def summarize(seconds: Sequence[float]) -> Timing:
+    ms = sorted(s * 1000 for s in seconds)
+    if len(ms) == 1:
+        return Timing(ms[0], ms[0], ms[0], 1)
+    p25, _, p75 = statistics.quantiles(ms, n=4, method="inclusive")
+    return Timing(statistics.median(ms), p25, p75, len(ms))
+
+
+def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]], repeat: int = 3,
+                warmup: int = 2, warmup_inputs: int = 3) -> dict[str, Timing]:
+    """Time every contender on every input (argument tuples) by the method above."""
+    runs = {name: list(run) if isinstance(run, Sequence) else [run] * len(inputs)
+            for name, run in contenders.items()}
+    best: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.no_grad():
+        for index, args in enumerate(inputs[:warmup_inputs]):
+            for per_input in runs.values():
+                for _ in range(warmup):
+                    per_input[index](*args)
+        for index, args in enumerate(inputs):
+            fastest = dict.fromkeys(runs, math.inf)
+            for _ in range(repeat):
+                for name, per_input in runs.items():
+                    start = time.perf_counter()
+                    per_input[index](*args)
+                    fastest[name] = min(fastest[name], time.perf_counter() - start)
+            for name, seconds in fastest.items():
+                best[name].append(seconds)
+    return {name: summarize(values) for name, values in best.items()}
+
+
+def machine() -> str:
+    """The machine and thread settings a timing was taken with, in one line."""
+    threads = os.environ.get("DYCL_THREADS") or str(os.cpu_count())
+    return (f"{platform.machine()} ({platform.processor() or platform.system()}), {os.cpu_count()} CPUs; torch "
+            f"{torch.__version__} with {torch.get_num_threads()} intra-op threads; ONNX Runtime pool of {threads} "
+            "threads")
+
+
+__all__ = ["Contender", "Timing", "interleaved", "machine", "summarize"]

@@ -1,0 +1,67 @@
+"""One timing method for check, zoo and bench: warm-up, interleaving, repeats, median and IQR."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn as nn
+
+import dycl
+from dycl.timing import interleaved, summarize
+
+
+def test_summarize_gives_median_and_quartiles():
+    timing = summarize([0.001, 0.002, 0.003, 0.004, 0.005])
+    assert (timing.median_ms, timing.p25_ms, timing.p75_ms, timing.inputs) == (3.0, 2.0, 4.0, 5)
+    assert str(timing) == "3.00 ms (IQR 2.00–4.00)"
+
+
+def test_interleaved_warms_up_takes_turns_and_keeps_the_best_of_repeats():
+    calls: list[str] = []
+
+    def make(name: str, first_slow: bool):
+        state = {"n": 0}
+
+        def run(x):
+            calls.append(name)
+            state["n"] += 1
+            time.sleep(0.02 if first_slow and state["n"] == 1 else 0.001 * x)
+
+        return run
+
+    inputs = [(1,), (2,), (3,)]
+    times = interleaved({"a": make("a", True), "b": [make("b", False)] * 3}, inputs, repeat=2, warmup=1,
+                        warmup_inputs=1)
+    assert calls[:2] == ["a", "b"]  # warm-up: each once on the first input
+    assert calls[2:6] == ["a", "b", "a", "b"]  # then per input, turn by turn
+    assert len(calls) == 2 + 3 * 2 * 2
+    assert times["a"].median_ms < 10  # the slow first call was the warm-up, not a measurement
+    assert 1.5 <= times["b"].median_ms < 10 and times["b"].inputs == 3
+
+
+class Exit(nn.Module):
+    """A cheap exit and an expensive body: the spread over inputs is wide and real."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(32, 1)
+        self.body = nn.Sequential(*[nn.Linear(256, 256) for _ in range(4)])
+
+    def forward(self, x):
+        if self.gate(x[:, :32]).sum() > 0:
+            return x
+        return self.body(x)
+
+
+def test_check_twice_gives_medians_within_the_reported_spread():
+    torch.manual_seed(0)
+    model = Exit().eval()
+    inputs = [torch.randn(1, 256) for _ in range(20)]
+    compiled = dycl.compile(model, inputs[0])
+    first = dycl.check(model, compiled, inputs, traced=False)
+    second = dycl.check(model, compiled, inputs, traced=False)
+    assert first.coverage == "1 of 1"
+    for a, b in ((first, second), (second, first)):
+        assert a.eager_iqr_ms[0] <= b.eager_ms <= a.eager_iqr_ms[1], (a.table(), b.table())
+        assert a.compiled_iqr_ms[0] <= b.compiled_ms <= a.compiled_iqr_ms[1], (a.table(), b.table())
