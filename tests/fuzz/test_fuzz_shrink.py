@@ -63,7 +63,10 @@ def _size(program: Program) -> int:
     trips = sum(loop.bound if isinstance(loop, While) else loop.trips + module_trips[loop.kind] for loop in loops)
     attributes = len(program.layer_kinds) + program.n_fc + program.n_gates + len(program.returns)
     attributes += (program.flag is not None) + (program.limit is not None)
-    return count_lines(program) + statements + trips + attributes
+    patterns = (program.train + program.swap_forward + program.gate_swap + program.gate_kwargs
+                + (program.gate_inner is not None) + len(program.library) + len(program.attributes)
+                + len(program.buffers) + sum(h.kwargs + (h.decorator is not None) for h in program.helpers))
+    return count_lines(program) + statements + trips + attributes + patterns
 
 
 @pytest.mark.parametrize("index", range(10))
