@@ -26,7 +26,7 @@ from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
-PROGRAM_PROBABILITY = {"nested-exit": 0.25, "swapped-forward": 0.15, "train-mode": 0.12, "library": 0.2,
+PROGRAM_PROBABILITY = {"nested-exit": 0.25, "swapped-forward": 0.15, "train-mode": 0.15, "library": 0.2,
                        "kwargs-callee": 0.1, "decorator": 0.2, "tensor-data": 0.15}
 MAX_DEPTH = 3
 MAX_TRIPS = 4
@@ -459,8 +459,8 @@ class _Generator:
                 body.insert(rng.randint(3, len(body)), Line(text))
                 self.lines += text.count("\n") + 1
         for reads in self.patterns.state_reads():
-            if not any(_uses(body, read) for read in reads):
-                body.append(Line(rng.choice(reads)))
+            if not any(_uses(body, read.split("{")[0]) for read in reads):
+                body.append(Line(rng.choice(reads).format(k=rng.randint(0, 3))))
                 self.lines += 1
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),

@@ -7,10 +7,11 @@ through aliases, by item and slice writes and ``del``; containers on ``self``;
 buffers updated in place; and the static tests that read them.
 
 Every text keeps two invariants, so no generated program fails eagerly: the list
-``vals`` (and its alias ``view``) always holds at least two small ints (removals are
+``vals`` (and its alias ``view``) always holds at least two ints (removals are
 guarded by ``len(...) > 2``, ``clear`` refills it), and the dict ``cfg`` (alias
 ``opts``) always has the int keys ``"a"``, ``"b"`` and ``"c"`` (only ``"d"`` comes and
-goes). A text may hold several lines (a guarded removal), separated by ``\\n``.
+goes). Initial values (5, 6, 7) differ from every value a mutation writes (0 to 4), so a
+mutation that is lost shows. A text may hold several lines (a guarded removal), separated by ``\\n``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 # the probability that a program uses each pattern; "alias" applies to programs with a list or dict
 PROBABILITY = {
-    "dict-mutation": 0.35, "list-mutation": 0.35, "set-mutation": 0.2, "alias": 0.7,
+    "dict-mutation": 0.35, "list-mutation": 0.35, "set-mutation": 0.25, "alias": 0.7,
     "self-container": 0.2, "buffer-update": 0.2,
 }
 # statement texts tagged with a pattern that --exclude can also leave out on its own
@@ -44,7 +45,7 @@ DICT_OPS = [
 ]
 DICT_READS = ['x = x + cfg["a"] * 0.1', 'x = x * (1 + cfg.get("d", 0) * 0.1)', "x = x + len(cfg) * 0.05",
               'x = x - cfg["c"] * 0.2', 'x = x + opts["b"] * 0.05']
-SET_OPS = ["seen.add({k})", "seen.discard(1)", "seen.add(int(x.sum() > 0))", "seen |= {{2}}"]
+SET_OPS = ["seen.add({k})", "seen.discard(5)", "seen.add(int(x.sum() > 0))", "seen |= {{2}}"]
 SET_READS = ["x = x + len(seen) * 0.1"]
 # self containers: attribute -> (source in __init__, reads, mutations)
 ATTRIBUTES = {
@@ -89,12 +90,12 @@ class Patterns:
         """The first statements of ``forward``: the local containers and their aliases."""
         out = []
         if self.on["list-mutation"]:
-            out += ["vals = [1, 2]", "view = vals" if self.on["alias"] else "view = list(vals)"]
+            out += ["vals = [5, 6]", "view = vals" if self.on["alias"] else "view = list(vals)"]
         if self.on["dict-mutation"]:
-            out.append('cfg = {"a": 1, "b": 2, "c": 0}')
+            out.append('cfg = {"a": 5, "b": 6, "c": 7}')
             out.append("opts = cfg" if self.on["alias"] else "opts = dict(cfg)")
         if self.on["set-mutation"]:
-            out.append("seen = {0}")
+            out.append("seen = {5}")
         return out
 
     def _ops(self, ops: list[tuple[str, tuple[str, ...]]], names: list[str], k: Callable[[], str]) -> list[str]:
@@ -126,9 +127,12 @@ class Patterns:
         return out
 
     def state_reads(self) -> list[list[str]]:
-        """For each buffer and mutable attribute in use, the statements that read it (one of them in
-        ``forward`` makes the state carried between calls show in the outputs)."""
-        reads = [BUFFER_READS[name] for name in self.buffers]
+        """For each local container, buffer and mutable attribute in use, the statements that read it
+        (one of them at the end of ``forward`` makes its mutations, and the state carried between
+        calls, show in the outputs)."""
+        reads = [reads for name, reads in (("list-mutation", LIST_READS), ("dict-mutation", DICT_READS),
+                                           ("set-mutation", SET_READS)) if self.on[name]]
+        reads += [BUFFER_READS[name] for name in self.buffers]
         return reads + [ATTRIBUTES[name][1] for name in self.attributes if ATTRIBUTES[name][2]]
 
     def state_updates(self) -> list[list[str]]:
@@ -141,9 +145,9 @@ class Patterns:
         out = []
         if function == "forward":
             if self.on["list-mutation"]:
-                out += ["len(vals) > 3", "vals[0] > 1"]
+                out += ["len(vals) > 3", "vals[0] > 4"]
             if self.on["dict-mutation"]:
-                out += ['cfg["b"] > 2', '"d" in cfg']
+                out += ['cfg["b"] > 5', '"d" in cfg']
             if self.on["set-mutation"]:
                 out += ["1 in seen", "len(seen) > 2"]
         out += [ATTRIBUTE_TESTS[name] for name in self.attributes]
