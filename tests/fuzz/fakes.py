@@ -70,3 +70,15 @@ def freezes_state(model, example, backend="torch"):
 def refuses_train_mode(model, example, backend="torch"):
     """Refuses any model as a train-mode model is refused (a ValueError pointing at eval())."""
     raise ValueError("the model is in train mode; call model.eval() or pass mode='eval'")
+
+
+def wrong_when(text: str):
+    """A compiler equal to eager, except that models whose class source contains ``text`` (in the
+    model's class or any of its submodules' classes) add 1 to their first output."""
+    def compile_fn(model, example, backend="torch"):
+        sources = {inspect.getsource(type(module)) for module in model.modules()
+                   if not type(module).__module__.startswith("torch")}
+        if any(text in source for source in sources):
+            return lambda *args: _off_by_one(model(*args))
+        return model
+    return compile_fn
