@@ -82,8 +82,13 @@ _FLAGS: dict[str, Callable[[Program], bool]] = {
 }
 
 
+def mentions(feature: str, source: str) -> bool:
+    """Whether ``source`` shows ``feature`` (one of the features recognised in source)."""
+    return re.search(_SOURCE_PATTERNS[feature], source, re.MULTILINE) is not None
+
+
 def program_features(program: Program) -> frozenset[str]:
     """The names of the features ``program`` uses."""
     source = render_classes(program)
-    found = {name for name, pattern in _SOURCE_PATTERNS.items() if re.search(pattern, source, re.MULTILINE)}
+    found = {name for name in _SOURCE_PATTERNS if mentions(name, source)}
     return frozenset(found | {name for name, used in _FLAGS.items() if used(program)})

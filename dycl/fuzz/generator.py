@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from dycl.fuzz.features import FEATURES, KNOWN_BUGS  # noqa: F401 - re-exported: the generator's vocabulary
+from dycl.fuzz.features import FEATURES, KNOWN_BUGS, mentions  # noqa: F401 - FEATURES, KNOWN_BUGS re-exported
 from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
 
@@ -421,6 +421,29 @@ class _Generator:
             self.lines += 1
             self.tensor_tests += 1
 
+    def observe_patterns(self, body: list[Stmt], first: int) -> None:
+        """Make every drawn container and state pattern count: a container declared but never mutated,
+        or state never updated, tests nothing, nor does a mutation no output depends on. So mutate at
+        the top level of ``body`` (from index ``first``, after the declarations) what nothing mutates,
+        and read at its end what nothing reads."""
+        rng = self.rng
+        texts = "\n".join(_texts(body))
+        for feature in ("list-mutation", "dict-mutation", "set-mutation"):
+            if self.patterns.on[feature] and not mentions(feature, texts):
+                text = self.patterns.mutation(feature, lambda: str(rng.randint(0, 3)))
+                body.insert(rng.randint(first, len(body)), Line(text))
+                self.lines += text.count("\n") + 1
+        bodies = [body] + [h.body for h in self.helpers]
+        for updates in self.patterns.state_updates():
+            if not any(_uses(b, update.split("{")[0]) for b in bodies for update in updates):
+                text = rng.choice(updates).format(k=rng.randint(0, 3))
+                body.insert(rng.randint(first, len(body)), Line(text))
+                self.lines += text.count("\n") + 1
+        for reads in self.patterns.state_reads():
+            if not any(_uses(body, read.split("{")[0]) for read in reads):
+                body.append(Line(rng.choice(reads).format(k=rng.randint(0, 3))))
+                self.lines += 1
+
     def make_library_function(self, index: int) -> None:
         name = f"lib_step{index}"
         start = self.cost
@@ -451,17 +474,7 @@ class _Generator:
             body.append(Line("x = self.fc0(x)"))
         body += self.block(scope, 2, 6, FORWARD_LINES)
         self.use_drawn_callees(body)
-        # state that is never updated, or whose updates never show in the outputs, tests nothing
-        bodies = [body] + [h.body for h in self.helpers]
-        for updates in self.patterns.state_updates():
-            if not any(_uses(b, update.split("{")[0]) for b in bodies for update in updates):
-                text = rng.choice(updates).format(k=rng.randint(0, 3))
-                body.insert(rng.randint(3, len(body)), Line(text))
-                self.lines += text.count("\n") + 1
-        for reads in self.patterns.state_reads():
-            if not any(_uses(body, read.split("{")[0]) for read in reads):
-                body.append(Line(rng.choice(reads).format(k=rng.randint(0, 3))))
-                self.lines += 1
+        self.observe_patterns(body, 3 + len(self.patterns.preamble()))
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -472,6 +485,19 @@ class _Generator:
             attributes=dict(self.patterns.attributes))
         _drop_unused(program)
         return program
+
+
+def _texts(body: list[Stmt]):
+    """The text of every line and test in ``body``, nested ones included."""
+    for stmt in body:
+        if isinstance(stmt, Line):
+            yield stmt.text
+        elif isinstance(stmt, If):
+            yield from stmt.tests
+            for branch in [*stmt.bodies, stmt.orelse or []]:
+                yield from _texts(branch)
+        else:
+            yield from _texts(stmt.body)
 
 
 def _uses(body: list[Stmt], needle: str) -> bool:

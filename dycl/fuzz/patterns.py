@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 # the probability that a program uses each pattern; "alias" applies to programs with a list or dict
 PROBABILITY = {
-    "dict-mutation": 0.35, "list-mutation": 0.35, "set-mutation": 0.25, "alias": 0.7,
+    "dict-mutation": 0.28, "list-mutation": 0.28, "set-mutation": 0.18, "alias": 0.7,
     "self-container": 0.2, "buffer-update": 0.2,
 }
 # statement texts tagged with a pattern that --exclude can also leave out on its own
@@ -102,6 +102,14 @@ class Patterns:
         # item writes and del are rarer in the lists than methods: weigh them up
         allowed = [text for text, tags in ops for _ in range(1 + 2 * bool(tags)) if not set(tags) & self.exclude]
         return [self.rng.choice(allowed).format(T=self.rng.choice(names), D=self.rng.choice(names), k=k())]
+
+    def mutation(self, feature: str, k: Callable[[], str]) -> str:
+        """One statement that mutates the local container of ``feature`` ("list-mutation", ...)."""
+        if feature == "set-mutation":
+            return self.rng.choice(SET_OPS).format(k=k())
+        names = {"list-mutation": ["vals", "view"], "dict-mutation": ["cfg", "opts"]}[feature]
+        ops = LIST_OPS if feature == "list-mutation" else DICT_OPS
+        return self._ops(ops, names if self.on["alias"] else names[:1], k)[0]
 
     def statements(self, function: str, k: Callable[[], str]) -> list[str]:
         """Statement texts for a body of ``function`` ("forward" or "helper"), weighted by repetition;
