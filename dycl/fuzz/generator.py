@@ -401,10 +401,11 @@ class _Generator:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
         return any(self.on.values()) or any(self.patterns.on.values())
 
-    def use_drawn_callees(self, body: list[Stmt]) -> None:
-        """Call the gate, a helper and a library function from ``body`` (top level) if it does not
-        already: the patterns drawn for them would otherwise be dropped as unused, and most often
-        from the programs that exercise them most (the dearest ones, redrawn for their cost)."""
+    def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
+        """Call the gate, a helper and a library function from ``body`` (top level, from index
+        ``first``) if it does not already: the patterns drawn for them would otherwise be dropped as
+        unused, and most often from the programs that exercise them most (the dearest ones, redrawn
+        for their cost)."""
         calls = []
         gate_patterns = self.on["nested-exit"] or self.on["kwargs-callee"] or self.on["swapped-forward"]
         if self.gate_body is not None and gate_patterns and not _uses(body, "self.gates"):
@@ -416,7 +417,7 @@ class _Generator:
             function = self.rng.choice(self.library)
             calls.append((Line(f"x = {function.name}(x, {self.rng.randint(0, 3)})"), self.library_cost[function.name]))
         for line, cost in calls:
-            body.insert(self.rng.randint(3, len(body)), line)
+            body.insert(self.rng.randint(first, len(body)), line)
             self.cost += cost
             self.lines += 1
             self.tensor_tests += 1
@@ -473,8 +474,9 @@ class _Generator:
         if rng.random() < 0.5:
             body.append(Line("x = self.fc0(x)"))
         body += self.block(scope, 2, 6, FORWARD_LINES)
-        self.use_drawn_callees(body)
-        self.observe_patterns(body, 3 + len(self.patterns.preamble()))
+        first = 3 + len(self.patterns.preamble())  # the first statement after the declarations
+        self.use_drawn_callees(body, first)
+        self.observe_patterns(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),

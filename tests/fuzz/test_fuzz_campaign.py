@@ -43,6 +43,7 @@ def test_the_summary_gives_the_share_of_programs_using_each_feature(tmp_path: Pa
     """With a perfect "compiler" (the model itself), so that only generation and eager runs cost time."""
     summary = run_campaign(40, 9, ["torch"], tmp_path / "out", None, compile_fn=identity, echo=lambda line: None)
     assert summary.programs == 40 and not summary.failed
+    assert summary.discarded == 0  # the patterns keep their invariants: no program fails eagerly
     used = Counter(f for index in range(40) for f in program_features(generate(9, index)))
     line = summary.line()
     for name in FEATURES:
