@@ -1,7 +1,8 @@
 """``python -m dycl.fuzz``: differential fuzzing of dycl against eager PyTorch.
 
-Prints one line per failing program (every program with ``-v``) and, last, the summary
-line; exits 1 if some program was inconsistent or made dycl raise (other than
+Prints one line per failing program (every program with ``-v``), per feature the number
+of programs using it and how they ended, and, last, the summary line (with the share of
+programs using each feature); exits 1 if some program was inconsistent or made dycl raise (other than
 ``UnsupportedError``), else 0.
 """
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         written = sorted({str(f.regression) for f in summary.failures if f.regression})
         for path in written:
             print(f"fuzz: regression test {path}")
+    for line in summary.feature_lines():
+        print(line)
     print(summary.line(), flush=True)
     return 1 if summary.failed else 0
 

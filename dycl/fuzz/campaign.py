@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import dycl
-from dycl.fuzz.generator import generate
+from dycl.fuzz.features import program_features
+from dycl.fuzz.generator import FEATURES, generate
 from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program, count_lines, render_classes
 from dycl.fuzz.regression import write_regression
@@ -46,6 +48,8 @@ class Summary:
     check_seconds: float = 0.0
     shrink_seconds: float = 0.0
     failures: list[Failure] = field(default_factory=list)
+    features: Counter[str] = field(default_factory=Counter)  # feature -> programs using it
+    feature_status: dict[str, Counter[str]] = field(default_factory=dict)  # feature -> status -> programs
 
     @property
     def share_many_paths(self) -> float:
@@ -56,11 +60,38 @@ class Summary:
         """Whether the campaign found an inconsistency or an unexpected error (the exit status)."""
         return bool(self.inconsistencies or self.errors)
 
+    def count(self, checked: Checked) -> None:
+        """Add one checked program to the counts."""
+        self.programs += 1
+        self.many_paths += checked.paths >= MANY_PATHS
+        self.check_seconds += checked.eager_seconds + sum(o.seconds for o in checked.outcomes)
+        status = checked.status
+        self.inconsistencies += status == "inconsistent"
+        self.errors += status == "error"
+        self.unsupported += status == "unsupported"
+        for feature in program_features(checked.program):
+            self.features[feature] += 1
+            self.feature_status.setdefault(feature, Counter())[status] += 1
+
+    def share(self, feature: str) -> float:
+        """The share of programs that use ``feature``."""
+        return self.features[feature] / self.programs if self.programs else 0.0
+
     def line(self) -> str:
+        shares = ", ".join(f"{name} {100 * self.share(name):.0f}%" for name in FEATURES)
         return (f"fuzz: {self.programs} programs, {self.inconsistencies} inconsistencies, "
                 f"{self.errors} compile errors, {self.unsupported} unsupported, {self.discarded} discarded, "
                 f"{100 * self.share_many_paths:.1f}% with >={MANY_PATHS} paths "
-                f"(seed {self.seed}, backends {'+'.join(self.backends)}, {self.seconds:.1f} s)")
+                f"(seed {self.seed}, backends {'+'.join(self.backends)}, {self.seconds:.1f} s); features: {shares}")
+
+    def feature_lines(self) -> list[str]:
+        """Per feature: how many programs use it and how they ended (a program counts for each of its features)."""
+        out = []
+        for name in FEATURES:
+            statuses = self.feature_status.get(name, Counter())
+            ends = ", ".join(f"{statuses[s]} {s}" for s in STATUS_ORDER if statuses[s])
+            out.append(f"fuzz: feature {name}: {self.features[name]} programs" + (f" ({ends})" if ends else ""))
+        return out
 
 
 def _still_fails(outcome: Outcome, directory: Path, compile_fn: CompileFn, timeout: float | None,
@@ -143,16 +174,13 @@ def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regr
                     echo(f"[{index}] {program.name}: discarded ({exc})")
         if checked is None:
             raise RuntimeError(f"program {index}: {MAX_ATTEMPTS} discarded attempts in a row")
-        summary.programs += 1
-        summary.many_paths += checked.paths >= MANY_PATHS
-        summary.check_seconds += checked.eager_seconds + sum(o.seconds for o in checked.outcomes)
+        summary.count(checked)
         status = checked.status
-        summary.inconsistencies += status == "inconsistent"
-        summary.errors += status == "error"
-        summary.unsupported += status == "unsupported"
         if verbose or status != "ok":
             times = ", ".join(f"{o.backend} {o.seconds:.2f} s" for o in checked.outcomes)
-            echo(f"[{index}] {program.name}: {status} ({checked.paths} paths, {count_lines(program)} lines, {times})")
+            features = ", ".join(sorted(program_features(program))) or "no features"
+            echo(f"[{index}] {program.name}: {status} ({checked.paths} paths, {count_lines(program)} lines, {times}; "
+                 f"{features})")
             for o in checked.failures():
                 echo(f"    {o.backend}: {o.status}: {o.detail[:300]}")
         if status == "ok":

@@ -6,7 +6,12 @@ a tensor ``break``, ``if``/``elif``/``else`` on tensor and static tests,
 ``break``/``continue``/early ``return``, a Python list with ``append`` and
 indexing, an int counter, helper methods called with a static int, a ``Gate``
 submodule whose forward branches on data, and tuple returns mixing tensors and
-Python scalars. Sizes are bounded (trip counts <= 4, nesting depth <= 3, about
+Python scalars. The soundness patterns of ``FEATURES`` come on top, each drawn per
+program with its probability (``PROGRAM_PROBABILITY`` here, the container and state
+patterns in :mod:`dycl.fuzz.patterns`): mutated local containers and aliases, state
+on ``self`` and in buffers, helpers with early exits inside submodules, forwards
+swapped on instances, train mode, library functions, ``**kwargs`` callees,
+decorated helpers and ``.data``. Sizes are bounded (trip counts <= 4, nesting depth <= 3, about
 60 lines) and so is ``cost``, an estimate of the number of data-dependent
 tests after unrolling, which keeps compilation fast.
 """
@@ -16,24 +21,18 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from dycl.fuzz.features import FEATURES, KNOWN_BUGS, mentions  # noqa: F401 - FEATURES, KNOWN_BUGS re-exported
+from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
 
-FEATURES = {
-    "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
-    "item-return": "x.sum().item() returned as a Python float",
-    "list-read": "x = x + outs[0] * 0.1: a list element read into tensor arithmetic (outs is appended to later)",
-    "list-return": "the list outs (its length depends on the path) returned",
-    "int-counter": "n += int(x.sum() > 0): a counter that depends on data",
-    "batch-resize": "x = torch.cat([x, x * 0.5], 0)[:3] and x = x[:1]: the batch size depends on the path",
-}
-# features that currently make dycl fail, each with a shrunk regression test in tests/fuzz_regressions/;
-# `python -m dycl.fuzz --exclude known` and the fuzz tests leave them out until they are fixed.
-# Fixed so far: "item-arith" and "list-read" (fd3b9f2), "batch-resize" (8e0ae2f).
-KNOWN_BUGS: dict[str, str] = {}
+# the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
+PROGRAM_PROBABILITY = {"nested-exit": 0.25, "swapped-forward": 0.15, "train-mode": 0.15, "library": 0.2,
+                       "kwargs-callee": 0.1, "decorator": 0.2, "tensor-data": 0.15}
 MAX_DEPTH = 3
 MAX_TRIPS = 4
 MAX_COST = 14
 MAX_LINES = 60
+PATTERN_LINES = 10  # more lines allowed to programs with the soundness patterns (their declarations, calls)
 FORWARD_LINES = 30
 
 
@@ -41,13 +40,14 @@ FORWARD_LINES = 30
 class Scope:
     """Where a statement is generated: which function, how deep, inside which loops."""
 
-    function: str  # "forward", "helper" or "gate"
+    function: str  # "forward", "helper", "gate", "inner" (the gate's helper) or "library"
     depth: int = 0
     loops: list[str] = field(default_factory=list)  # "for", "while", "while+" (continue allowed)
     ints: list[str] = field(default_factory=list)  # static int names in scope (loop indices, k)
     layer_var: str | None = None
     gate_var: str | None = None
     multiplier: int = 1
+    kwargs: bool = False  # the function has **kwargs
 
     def inner(self, loop: str | None = None, trips: int = 1, **changes) -> Scope:
         changes.setdefault("ints", list(self.ints))
@@ -56,9 +56,17 @@ class Scope:
 
 
 class _Generator:
-    def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset()) -> None:
+    def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
+                 feature_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
+        # the patterns come from their own stream, so that adding one leaves the other draws alone
+        feature_rng = feature_rng or random.Random(0)
+        self.patterns = Patterns(feature_rng, exclude)
+        self.on = {name: name not in exclude and feature_rng.random() < p for name, p in PROGRAM_PROBABILITY.items()}
+        self.library: list[Helper] = []
+        self.library_cost: dict[str, int] = {}
+        self.gate_inner: list[Stmt] | None = None
         self.name = name
         self.seed = seed
         self.width = rng.randint(4, 8)
@@ -91,8 +99,13 @@ class _Generator:
 
     def tensor_test(self, scope: Scope) -> str:
         rng = self.rng
-        names = {"forward": ["x", "x", "x", "h", "outs[-1]"], "helper": ["x"], "gate": ["x", "y", "y"]}
+        names = {"forward": ["x", "x", "x", "h", "outs[-1]"], "helper": ["x"], "gate": ["x", "y", "y"],
+                 "inner": ["x"], "library": ["x"]}
         v = rng.choice(names[scope.function])
+        if scope.function in ("forward", "helper") and self.patterns.buffers and rng.random() < 0.2:
+            return rng.choice(self.patterns.tensor_tests())
+        if self.on["tensor-data"] and rng.random() < 0.4:
+            return f"{v}.data.sum() > {rng.choice(['0', '0.3', '-0.3'])}"
         if scope.function == "forward" and rng.random() < 0.1:
             v = "(x - h)"
         # Thresholds are 0 or values no degenerate vector hits exactly (a constant vector after relu,
@@ -110,9 +123,16 @@ class _Generator:
 
     def static_test(self, scope: Scope) -> str:
         rng = self.rng
+        extra = ['kwargs.get("scale", 1.0) < 0.7'] * 2 if scope.kwargs else []
+        if self.on["train-mode"] and scope.function in ("forward", "helper", "gate"):
+            extra += ["self.training", "not self.training"] * 2
+        if scope.function in ("inner", "library"):
+            return rng.choice([f"k % 2 == {rng.randint(0, 1)}", f"k > {rng.randint(0, 2)}", "k == 0"])
         if scope.function == "gate":
-            return f"self.fc.in_features > {rng.randint(4, 8)}"
-        options = ["self.flag", "not self.flag", f"self.limit > {rng.randint(1, 3)}"]
+            test = f"self.fc.in_features > {rng.randint(4, 8)}"
+            return rng.choice([test] * 2 + extra) if extra else test
+        options = ["self.flag", "not self.flag", f"self.limit > {rng.randint(1, 3)}"] + extra
+        options += self.patterns.static_tests(scope.function) * 2
         if scope.ints:
             i = rng.choice(scope.ints)
             options += [f"{i} % 2 == 0", f"{i} == 0", f"{i} > {rng.randint(0, 2)}", f"{i} % 2 == 1"] * 2
@@ -131,7 +151,15 @@ class _Generator:
         if scope.function == "gate":
             return rng.choice(["x = x + torch.tanh(y)", "y = y * 0.5", "x = x * 0.5", "x = x - y * 0.25",
                                "y = torch.tanh(y + x)"])
+        if scope.function in ("inner", "library"):
+            options = ["x = x * 0.5", "x = -x", "x = x - 0.25", "x = x + k * 0.1", "x = torch.tanh(x)"]
+            return rng.choice(options + (["x = torch.tanh(self.fc(x))"] * 2 if scope.function == "inner" else []))
         options = list(common)
+        options += self.patterns.statements(scope.function, lambda: self.int_expr(scope))
+        if scope.kwargs:
+            options.append('x = x * kwargs.get("scale", 1.0)')
+        if self.library:
+            options += ["LIBRARY"] * 2
         options += [f"x = self.fc{rng.randrange(self.n_fc)}(x)"] * 2
         if scope.layer_var:
             options += [f"x = {scope.layer_var}(x)"] * 3
@@ -152,7 +180,8 @@ class _Generator:
             if scope.gate_var:
                 options += [f"x = {scope.gate_var}(x)"] * 3
             if self.gate_body is not None:
-                options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x)")
+                scale = ", scale=0.8" if self.on["kwargs-callee"] and rng.random() < 0.5 else ""
+                options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x{scale})")
             if self.helpers:
                 options += ["HELPER"] * 2
         choice = rng.choice(options)
@@ -160,7 +189,15 @@ class _Generator:
             helper = rng.choice(self.helpers)
             self.cost += self.helper_cost[helper.name] * scope.multiplier
             self.tensor_tests += 1
-            return f"x = self.{helper.name}(x, {self.int_expr(scope)})"
+            scale = f", scale={rng.choice(['0.5', '0.9'])}" if helper.kwargs and rng.random() < 0.6 else ""
+            return f"x = self.{helper.name}(x, {self.int_expr(scope)}{scale})"
+        if choice == "LIBRARY":
+            function = rng.choice(self.library)
+            self.cost += self.library_cost[function.name] * scope.multiplier
+            self.tensor_tests += scope.function == "forward"
+            return f"x = {function.name}(x, {self.int_expr(scope)})"
+        if choice.startswith("if "):  # a guarded container removal: its test may depend on the path
+            self.cost += scope.multiplier
         if "self.gates[" in choice or (scope.gate_var and choice.startswith(f"x = {scope.gate_var}(")):
             self.cost += self.gate_cost * scope.multiplier
             self.tensor_tests += 1
@@ -177,7 +214,7 @@ class _Generator:
         if scope.function == "forward":
             first = rng.choice(["x * 0.5", "torch.tanh(x)", "-x", f"self.fc{rng.randrange(self.n_fc)}(x)"])
             options.append(first)
-        elif scope.function == "helper":
+        elif scope.function in ("helper", "inner", "library"):
             options += ["return x * 0.5", "return torch.tanh(x)"]
         else:
             options += ["return x + torch.tanh(y)", "return y"]
@@ -211,8 +248,9 @@ class _Generator:
                     kinds.append("while")
         kind = rng.choice(kinds)
         if kind == "line":
-            self.lines += 1
-            return Line(self.simple(scope))
+            text = self.simple(scope)
+            self.lines += text.count("\n") + 1
+            return Line(text)
         if kind == "if":
             return self.if_stmt(scope, budget)
         if kind == "for":
@@ -252,6 +290,8 @@ class _Generator:
     def for_stmt(self, scope: Scope, budget: int) -> For:
         rng = self.rng
         kinds = ["range", "range", "layers", "enumerate"]
+        if scope.function in ("inner", "library"):  # no self.layers there
+            kinds = ["range"]
         if self.gate_body is not None and scope.function == "forward":
             kinds.append("gates")
         kind = rng.choice(kinds)
@@ -309,43 +349,157 @@ class _Generator:
     def make_gate(self) -> None:
         self.n_gates = self.rng.randint(1, 3)
         start = self.cost
-        scope = Scope("gate", depth=1)
+        scope = Scope("gate", depth=1, kwargs=self.on["kwargs-callee"])
+        body: list[Stmt] = []
+        if self.on["nested-exit"]:
+            body.append(self.inner_loop(scope))
         first = self.if_stmt(scope, 4, force_tensor=True)
-        self.gate_body = [first] + self.block(scope, 0, 1, 2)
+        self.gate_body = body + [first] + self.block(scope, 0, 1, 2)
         self.gate_cost = max(1, self.cost - start)
         self.cost = start
+
+    def exiting_function(self, scope: Scope) -> list[Stmt]:
+        """A helper's body: a few statements around a tensor ``if`` (the first branch of which
+        returns early, for the gate's inner helper and library functions)."""
+        body = self.block(scope, 0, 1, 3)
+        test = self.if_stmt(scope, 5, force_tensor=True)
+        if scope.function in ("inner", "library") and not (test.bodies[0] and "return" in test.bodies[0][-1].text):
+            test.bodies[0].append(self.exit_stmt(scope))
+            self.lines += 1
+        body.append(test)
+        return body + self.block(scope, 0, 1, 2)
+
+    def inner_loop(self, scope: Scope) -> For:
+        """``for i in range(t): x = self._inner(x, i)`` (then maybe an early return of the gate):
+        a helper that returns early, called from a loop, inside a submodule."""
+        start = self.cost
+        self.gate_inner = self.exiting_function(Scope("inner", depth=1, ints=["k"]))
+        inner_cost = max(1, self.cost - start)
+        trips = self.rng.randint(2, 3)
+        target = self.fresh("i")
+        body: list[Stmt] = [Line(f"x = self._inner(x, {target})")]
+        self.cost = start + inner_cost * trips
+        self.lines += 4
+        if self.rng.random() < 0.5:
+            body.append(If([self.tensor_test(scope)], [[Line("return x")]]))
+            self.cost += trips
+            self.lines += 2
+        return For(target, "range", body, trips)
 
     def make_helper(self, index: int) -> None:
         name = f"_helper{index}"
         start = self.cost
-        scope = Scope("helper", depth=1, ints=["k"])
-        body = self.block(scope, 0, 1, 3)
-        body.append(self.if_stmt(scope, 5, force_tensor=True))
-        body += self.block(scope, 0, 1, 2)
-        self.helpers.append(Helper(name, body))
+        kwargs = self.on["kwargs-callee"]
+        scope = Scope("helper", depth=1, ints=["k"], kwargs=kwargs)
+        body = self.exiting_function(scope)
+        decorator = self.rng.choice(["halve", "squash"]) if self.on["decorator"] else None
+        self.helpers.append(Helper(name, body, kwargs=kwargs, decorator=decorator))
         self.helper_cost[name] = max(1, self.cost - start)
+        self.cost = start
+
+    def uses_patterns(self) -> bool:
+        """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
+        return any(self.on.values()) or any(self.patterns.on.values())
+
+    def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
+        """Call the gate, a helper and a library function from ``body`` (top level, from index
+        ``first``) if it does not already: the patterns drawn for them would otherwise be dropped as
+        unused, and most often from the programs that exercise them most (the dearest ones, redrawn
+        for their cost)."""
+        calls = []
+        gate_patterns = self.on["nested-exit"] or self.on["kwargs-callee"] or self.on["swapped-forward"]
+        if self.gate_body is not None and gate_patterns and not _uses(body, "self.gates"):
+            calls.append((Line(f"x = self.gates[{self.rng.randrange(self.n_gates)}](x)"), self.gate_cost))
+        if self.helpers and (self.on["kwargs-callee"] or self.on["decorator"]) and not _uses(body, "self._helper"):
+            helper = self.rng.choice(self.helpers)
+            calls.append((Line(f"x = self.{helper.name}(x, {self.rng.randint(0, 3)})"), self.helper_cost[helper.name]))
+        if self.library and not any(_uses(b, "lib_step") for b in [body] + [h.body for h in self.helpers]):
+            function = self.rng.choice(self.library)
+            calls.append((Line(f"x = {function.name}(x, {self.rng.randint(0, 3)})"), self.library_cost[function.name]))
+        for line, cost in calls:
+            body.insert(self.rng.randint(first, len(body)), line)
+            self.cost += cost
+            self.lines += 1
+            self.tensor_tests += 1
+
+    def observe_patterns(self, body: list[Stmt], first: int) -> None:
+        """Make every drawn container and state pattern count: a container declared but never mutated,
+        or state never updated, tests nothing, nor does a mutation no output depends on. So mutate at
+        the top level of ``body`` (from index ``first``, after the declarations) what nothing mutates,
+        and read at its end what nothing reads."""
+        rng = self.rng
+        texts = "\n".join(_texts(body))
+        for feature in ("list-mutation", "dict-mutation", "set-mutation"):
+            if self.patterns.on[feature] and not mentions(feature, texts):
+                text = self.patterns.mutation(feature, lambda: str(rng.randint(0, 3)))
+                body.insert(rng.randint(first, len(body)), Line(text))
+                self.lines += text.count("\n") + 1
+        bodies = [body] + [h.body for h in self.helpers]
+        for updates in self.patterns.state_updates():
+            if not any(_uses(b, update.split("{")[0]) for b in bodies for update in updates):
+                text = rng.choice(updates).format(k=rng.randint(0, 3))
+                body.insert(rng.randint(first, len(body)), Line(text))
+                self.lines += text.count("\n") + 1
+        for reads in self.patterns.state_reads():
+            if not any(_uses(body, read.split("{")[0]) for read in reads):
+                body.append(Line(rng.choice(reads).format(k=rng.randint(0, 3))))
+                self.lines += 1
+
+    def make_library_function(self, index: int) -> None:
+        name = f"lib_step{index}"
+        start = self.cost
+        body = self.exiting_function(Scope("library", depth=1, ints=["k"]))
+        self.library.append(Helper(name, body))
+        self.library_cost[name] = max(1, self.cost - start)
         self.cost = start
 
     def program(self) -> Program:
         rng = self.rng
-        if rng.random() < 0.4:
+        if self.on["library"]:
+            for index in range(rng.choice([1, 1, 2])):
+                self.make_library_function(index)
+        if rng.random() < 0.4 or self.on["nested-exit"]:
             self.make_gate()
-        for index in range(rng.choice([0, 0, 1, 1, 2])):
+        at_least = 1 if self.on["kwargs-callee"] or self.on["decorator"] else 0
+        for index in range(max(at_least, rng.choice([0, 0, 1, 1, 2]))):
             self.make_helper(index)
         optional = (("item", "item-return"), ("outs", "list-return"))
         kinds = ["n", "h", "len", "last"] + [kind for kind, feature in optional if feature not in self.exclude]
+        if self.patterns.on["list-mutation"]:
+            kinds.append("vals")
         returns = ["x"] + rng.sample(kinds, rng.choice([0, 0, 1, 1, 2]))
         body: list[Stmt] = [Line("n = 0"), Line("outs = [x]"), Line("h = torch.tanh(x)")]
+        body += [Line(text) for text in self.patterns.preamble()]
         scope = Scope("forward")
         if rng.random() < 0.5:
             body.append(Line("x = self.fc0(x)"))
         body += self.block(scope, 2, 6, FORWARD_LINES)
+        first = 3 + len(self.patterns.preamble())  # the first statement after the declarations
+        self.use_drawn_callees(body, first)
+        self.observe_patterns(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
-            body=body, returns=returns, helpers=self.helpers, gate_body=self.gate_body, n_gates=self.n_gates)
+            body=body, returns=returns, helpers=self.helpers, gate_body=self.gate_body, n_gates=self.n_gates,
+            gate_inner=self.gate_inner, gate_kwargs=self.on["kwargs-callee"] and self.gate_body is not None,
+            gate_swap=self.on["swapped-forward"] and rng.random() < 0.5, swap_forward=self.on["swapped-forward"],
+            train=self.on["train-mode"], library=self.library, buffers=dict(self.patterns.buffers),
+            attributes=dict(self.patterns.attributes))
         _drop_unused(program)
         return program
+
+
+def _texts(body: list[Stmt]):
+    """The text of every line and test in ``body``, nested ones included."""
+    for stmt in body:
+        if isinstance(stmt, Line):
+            yield stmt.text
+        elif isinstance(stmt, If):
+            yield from stmt.tests
+            for branch in [*stmt.bodies, stmt.orelse or []]:
+                yield from _texts(branch)
+        else:
+            yield from _texts(stmt.body)
 
 
 def _uses(body: list[Stmt], needle: str) -> bool:
@@ -363,11 +517,19 @@ def _uses(body: list[Stmt], needle: str) -> bool:
 
 
 def _drop_unused(program: Program) -> None:
-    """Remove helpers and the gate class that forward never uses."""
+    """Remove helpers, the gate class, library functions, attributes and buffers that are never used."""
     program.helpers = [h for h in program.helpers if _uses(program.body, f"self.{h.name}(")]
     if program.gate_body is not None and not _uses(program.body, "self.gates"):
         program.gate_body = None
+        program.gate_inner = None
+        program.gate_swap = program.gate_kwargs = False
         program.n_gates = 0
+    callers = [program.body] + [h.body for h in program.helpers]
+    program.library = [f for f in program.library if any(_uses(body, f"{f.name}(") for body in callers)]
+    program.attributes = {name: source for name, source in program.attributes.items()
+                          if any(_uses(body, f"self.{name}") for body in callers)}
+    program.buffers = {name: kind for name, kind in program.buffers.items()
+                       if any(_uses(body, f"self.{name}") for body in callers)}
 
 
 def program_seed(seed: int, index: int, attempt: int) -> int:
@@ -386,9 +548,13 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
     name = f"Fuzz_s{seed}_p{index}" + (f"_a{attempt}" if attempt else "")
     for retry in range(1000):
         rng = random.Random(f"dycl.fuzz:{seed}:{index}:{attempt}:{retry}")
-        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude))
+        # the same patterns for a while, so that redrawing programs that are too big does not favour
+        # programs without them; then others, in case these never fit
+        features = random.Random(f"dycl.fuzz.features:{seed}:{index}:{attempt}:{retry // 100}")
+        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features)
         program = gen.program()
-        if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > MAX_LINES:
+        max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
+        if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:
             continue
         if gen.tensor_tests == 0:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,8 +11,7 @@ import torch
 
 import dycl
 from dycl.fuzz.program import Program, render_classes
-from dycl.fuzz.runner import ATOL, Outcome
-from dycl.testing import outputs_match
+from dycl.fuzz.runner import ATOL, Outcome, check_backend, run_eager
 
 
 def _rows(inputs: Sequence[torch.Tensor]) -> str:
@@ -24,18 +24,20 @@ def _rows(inputs: Sequence[torch.Tensor]) -> str:
 
 
 def check_regression(model_class: type[torch.nn.Module], seed: int, rows: Sequence[Sequence[float]], backend: str,
-                     atol: float) -> None:
-    """What a regression test asserts: the model built under ``seed`` and compiled on
-    ``backend`` for the first row equals eager on every row (each row one input of batch 1)."""
+                     atol: float, train: bool = False) -> None:
+    """What a regression test asserts, as the fuzzer's oracle does: the model built under ``seed``
+    (in eval mode unless ``train``) and compiled on ``backend`` for the first row either is refused
+    (``UnsupportedError``) or, compiling it having left it unchanged, equals eager on every row, the
+    rows given in order to each (state carried between calls); each row is one input of batch 1."""
     torch.manual_seed(seed)
-    model = model_class().eval()
+    model = model_class()
+    if not train:
+        model.eval()
     inputs = [torch.tensor([row]) for row in rows]
-    compiled = dycl.compile(model, inputs[0], backend=backend)
-    for i, x in enumerate(inputs):
-        with torch.no_grad():
-            expected = model(x)
-        problem = outputs_match(expected, compiled(x), atol=atol)
-        assert problem is None, f"input {i}: {problem}"
+    expected, _ = run_eager(copy.deepcopy(model), inputs)
+    # dycl.compile looked up now, so that a test can patch it
+    outcome = check_backend(copy.deepcopy(model), inputs, expected, backend, dycl.compile, atol=atol)
+    assert outcome.status in ("ok", "unsupported"), f"{outcome.status}: {outcome.detail}"
 
 
 def regression_name(program: Program, backend: str) -> str:
@@ -48,6 +50,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
     ``inputs[0]`` on ``outcome.backend`` and asserts equivalence with eager on every input
     (marked strict xfail if ``xfail``: a known bug, the mark goes once it is fixed)."""
     name = regression_name(program, outcome.backend)
+    train = ", train=True" if program.train else ""
     shrunk = f" (shrunk from {original_lines} lines)" if original_lines else ""
     detail = textwrap.shorten(outcome.detail, 300, placeholder=" ...")
     header = ("# ruff: noqa  (generated code)\n"
@@ -55,7 +58,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
               f"Failure: {outcome.status}: {detail}\n"
               '"""\n\n'
               + ("import pytest\n" if xfail else "")
-              + "import torch\n"
+              + "import functools\n\nimport torch\n"
               "from torch import nn\n\n"
               "from dycl.fuzz.regression import check_regression\n\n\n")
     body = (f"\n\nSEED = {program.seed}\n"
@@ -65,7 +68,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
             f"INPUTS = [\n{_rows(inputs)}\n]\n\n\n"
             + (f"@pytest.mark.xfail(strict=True, reason={('dycl bug: ' + outcome.status)!r})\n" if xfail else "")
             + f"def {name}():\n"
-            f"    check_regression({program.name}, SEED, INPUTS, BACKEND, ATOL)\n")
+            f"    check_regression({program.name}, SEED, INPUTS, BACKEND, ATOL{train})\n")
     return header + render_classes(program) + body
 
 

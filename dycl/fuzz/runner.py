@@ -1,14 +1,23 @@
 """Check one program: run it eagerly, compile it per backend, compare, classify.
 
-Statuses per backend: ``ok``, ``inconsistent`` (some output differs from eager),
-``error`` (dycl raised while compiling or running the compiled model, or took
-longer than the time limit) and ``unsupported`` (``dycl.UnsupportedError``).
-A program that fails eagerly, or whose outputs are not finite or too large to
-compare with an absolute tolerance, raises :class:`Discarded`.
+Statuses per backend: ``ok``, ``inconsistent`` (some output differs from eager,
+or compiling changed the model: its ``state_dict`` values, a ``training`` flag or a
+plain attribute, see :mod:`dycl.fuzz.state`), ``error`` (dycl raised while
+compiling or running the compiled model, or took longer than the time limit) and
+``unsupported`` (``dycl.UnsupportedError``; for a model left in train mode also a
+``ValueError`` that tells the user to call ``eval()``).
+
+Models may carry state between calls (buffers updated in place, containers on
+``self``), so eager and every backend each start from their own deep copy of the
+freshly built model and see the inputs in the same order: the compiled model's
+*i*-th output must equal eager's *i*-th, state included. A program that fails
+eagerly, or whose outputs are not finite or too large to compare with an
+absolute tolerance, raises :class:`Discarded`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import threading
@@ -24,6 +33,7 @@ import torch
 import dycl
 from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
 from dycl.fuzz.program import Program
+from dycl.fuzz.state import ModelState
 from dycl.paths import model_source_files, record_path
 from dycl.testing import outputs_match
 
@@ -52,13 +62,15 @@ class Outcome:
     detail: str = ""
     failing: list[int] = field(default_factory=list)  # indices of inputs that differ
     error_type: str = ""
-    phase: str = ""  # "compile" or "run" for errors
+    phase: str = ""  # "compile" or "run" for errors; "compile" for an inconsistency if compiling changed the model
     seconds: float = 0.0
 
     def signature(self) -> tuple[str, ...]:
         """What "fails the same way" means for the shrinker."""
         if self.status == "error":
             return (self.status, self.backend, self.error_type, self.phase)
+        if self.status == "inconsistent" and self.phase == "compile":
+            return (self.status, self.backend, "changed the model")
         return (self.status, self.backend)
 
 
@@ -127,19 +139,35 @@ def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[l
     return outputs, len(paths)
 
 
+def refused(exc: Exception, training: bool) -> bool:
+    """Whether ``exc`` is dycl declining to compile a model: an ``UnsupportedError``, or, for a model
+    with a submodule in train mode (``training``), a ``ValueError`` that points the user at ``eval()``."""
+    if isinstance(exc, dycl.UnsupportedError):
+        return True
+    return training and isinstance(exc, ValueError) and "eval" in str(exc)
+
+
 def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: Sequence[Any], backend: str,
-                  compile_fn: CompileFn = dycl.compile, timeout: float | None = None) -> Outcome:
-    """Compile ``model`` for ``inputs[0]`` on ``backend`` and compare with ``expected`` on every input."""
+                  compile_fn: CompileFn = dycl.compile, timeout: float | None = None,
+                  atol: float | None = None) -> Outcome:
+    """Compile ``model`` for ``inputs[0]`` on ``backend``, check that compiling left the model as it was,
+    and compare the compiled model with ``expected`` on every input, called in order (``model`` must be
+    in the state eager started from; it is compiled and then left alone). ``atol``: default ``ATOL``."""
     start = time.perf_counter()
+    before = ModelState.of(model)
+    training = any(before.training.values())
     try:
         with time_limit(timeout):
             compiled = compile_fn(model, inputs[0], backend=backend)
-    except dycl.UnsupportedError as exc:
-        return Outcome(backend, "unsupported", str(exc), error_type=type(exc).__name__, phase="compile",
+    except Exception as exc:  # noqa: BLE001 - any exception but a refusal is a compiler error
+        kind = "unsupported" if refused(exc, training) else "error"
+        detail = str(exc) if kind == "unsupported" else f"{type(exc).__name__}: {exc}"
+        return Outcome(backend, kind, detail, error_type=type(exc).__name__, phase="compile",
                        seconds=time.perf_counter() - start)
-    except Exception as exc:  # noqa: BLE001 - any other exception is a compiler error
-        return Outcome(backend, "error", f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,
-                       phase="compile", seconds=time.perf_counter() - start)
+    changed = before.difference(ModelState.of(model))
+    if changed:
+        return Outcome(backend, "inconsistent", f"compiling changed the model: {changed}", phase="compile",
+                       seconds=time.perf_counter() - start)
     failing, first = [], ""
     for i, x in enumerate(inputs):
         try:
@@ -148,12 +176,12 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
         except Exception as exc:  # noqa: BLE001 - the compiled model must not raise
             return Outcome(backend, "error", f"input #{i}: {type(exc).__name__}: {exc}", [i],
                            error_type=type(exc).__name__, phase="run", seconds=time.perf_counter() - start)
-        problem = outputs_match(expected[i], actual, ATOL.get(backend, 1e-4))
+        problem = outputs_match(expected[i], actual, ATOL.get(backend, 1e-4) if atol is None else atol)
         if problem:
             failing.append(i)
             first = first or f"input #{i}: {problem}"
     status = "inconsistent" if failing else "ok"
-    return Outcome(backend, status, first, failing, seconds=time.perf_counter() - start)
+    return Outcome(backend, status, first, failing, phase="run" if failing else "", seconds=time.perf_counter() - start)
 
 
 def check_program(program: Program, directory: Path, backends: Sequence[str], compile_fn: CompileFn = dycl.compile,
@@ -171,9 +199,10 @@ def check_program(program: Program, directory: Path, backends: Sequence[str], co
             raise Discarded(f"build: {type(exc).__name__}: {exc}") from exc
         inputs = make_inputs(program, n_inputs)
         start = time.perf_counter()
-        expected, paths = run_eager(model, inputs)
+        expected, paths = run_eager(copy.deepcopy(model), inputs)
         eager_seconds = time.perf_counter() - start
-        outcomes = [check_backend(model, inputs, expected, backend, compile_fn, timeout) for backend in backends]
+        outcomes = [check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, timeout)
+                    for backend in backends]
         return Checked(program, path, paths, outcomes, eager_seconds)
     finally:
         forget(module)

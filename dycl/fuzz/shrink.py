@@ -4,7 +4,9 @@ Candidate edits, biggest first: drop a helper or the gate, delete a statement,
 replace an ``if`` by one of its branches, drop an ``elif`` or ``else``, replace a
 loop by one copy of its body (loop variables become their first value), turn a
 loop over modules into ``range(1)``, lower a loop's trip count, drop a returned
-value, a layer, a linear layer or an unused attribute. Every edit makes the
+value, a layer, a linear layer, a library function, the gate's inner helper, a
+pattern flag (train mode, a swapped forward, ``**kwargs``, a decorator), a
+container attribute, a buffer or an unused attribute. Every edit makes the
 program strictly smaller, so the search ends. It is greedy: after an accepted
 edit it continues with the edits at the same position of the new program, and it
 stops after a pass with no accepted edit.
@@ -105,6 +107,22 @@ def _program_edits(program: Program) -> Iterator[Callable[[Program], None]]:
         yield lambda p: setattr(p, "n_fc", p.n_fc - 1)
     if program.n_gates > 1:
         yield lambda p: setattr(p, "n_gates", p.n_gates - 1)
+    for k in range(len(program.library)):
+        yield lambda p, k=k: p.library.pop(k)
+    if program.gate_inner is not None:
+        yield lambda p: setattr(p, "gate_inner", None)
+    for flag in ("train", "swap_forward", "gate_swap", "gate_kwargs"):
+        if getattr(program, flag):
+            yield lambda p, flag=flag: setattr(p, flag, False)
+    for k, helper in enumerate(program.helpers):
+        if helper.decorator:
+            yield lambda p, k=k: setattr(p.helpers[k], "decorator", None)
+        if helper.kwargs:
+            yield lambda p, k=k: setattr(p.helpers[k], "kwargs", False)
+    for name in program.attributes:
+        yield lambda p, name=name: p.attributes.pop(name)
+    for name in program.buffers:
+        yield lambda p, name=name: p.buffers.pop(name)
     if program.flag is not None:
         yield lambda p: setattr(p, "flag", None)
     if program.limit is not None:

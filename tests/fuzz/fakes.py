@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import torch
@@ -29,6 +30,10 @@ def crash_on_continue(model, example, backend="torch"):
     return model
 
 
+def crashes(model, example, backend="torch"):
+    raise RuntimeError("fake compiler crash")
+
+
 def unsupported(model, example, backend="torch"):
     raise dycl.UnsupportedError("fake construct", None)
 
@@ -37,3 +42,43 @@ def crash_at_run(model, example, backend="torch"):
     def run(*args):
         raise ValueError("fake runtime failure")
     return run
+
+
+def identity(model, example, backend="torch"):
+    """A perfect "compiler": the model itself (state carried between calls exactly as eager)."""
+    return model
+
+
+def changes_a_buffer(model, example, backend="torch"):
+    """Compiles correctly but, like a compiler that probes forward on the live model, leaves a buffer changed."""
+    with torch.no_grad():
+        next(model.buffers()).add_(1)
+    return model
+
+
+def switches_to_eval(model, example, backend="torch"):
+    """Compiles correctly but switches the user's model to eval mode."""
+    return model.eval()
+
+
+def freezes_state(model, example, backend="torch"):
+    """Compiles the model's state as a constant: every call starts from the state at compile time."""
+    frozen = copy.deepcopy(model)
+    return lambda *args: copy.deepcopy(frozen)(*args)
+
+
+def refuses_train_mode(model, example, backend="torch"):
+    """Refuses any model as a train-mode model is refused (a ValueError pointing at eval())."""
+    raise ValueError("the model is in train mode; call model.eval() or pass mode='eval'")
+
+
+def wrong_when(text: str):
+    """A compiler equal to eager, except that models whose class source contains ``text`` (in the
+    model's class or any of its submodules' classes) add 1 to their first output."""
+    def compile_fn(model, example, backend="torch"):
+        sources = {inspect.getsource(type(module)) for module in model.modules()
+                   if not type(module).__module__.startswith("torch")}
+        if any(text in source for source in sources):
+            return lambda *args: _off_by_one(model(*args))
+        return model
+    return compile_fn

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import ast
+import inspect
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from dycl.fuzz.generator import FEATURES, KNOWN_BUGS, MAX_DEPTH, MAX_LINES, MAX_TRIPS, generate
-from dycl.fuzz.program import For, If, Program, While, count_lines, render_module
+from dycl.fuzz.features import program_features
+from dycl.fuzz.generator import FEATURES, KNOWN_BUGS, MAX_DEPTH, MAX_LINES, MAX_TRIPS, PATTERN_LINES, generate
+from dycl.fuzz.loader import (
+    build_model,
+    forget,
+    import_file,
+    library_directory,
+    library_module_name,
+    make_inputs,
+    write_program,
+)
+from dycl.fuzz.patterns import BUFFER_OPS, DICT_OPS, LIST_OPS, SET_OPS
+from dycl.fuzz.program import For, If, Line, Program, While, count_lines, render_module
+from dycl.fuzz.runner import run_eager
+
+from .find import program_with
 
 PROGRAMS = [generate(3, i) for i in range(200)]
 
@@ -34,7 +51,8 @@ def _loops(body):
 
 
 def _bodies(program: Program):
-    return [program.body] + [h.body for h in program.helpers] + ([program.gate_body] if program.gate_body else [])
+    return ([program.body] + [h.body for h in program.helpers] + [f.body for f in program.library]
+            + [b for b in (program.gate_body, program.gate_inner) if b is not None])
 
 
 def test_same_seed_same_programs():
@@ -50,7 +68,7 @@ def test_different_seeds_and_indices_differ():
 
 def test_programs_are_bounded():
     for program in PROGRAMS:
-        assert count_lines(program) <= MAX_LINES
+        assert count_lines(program) <= MAX_LINES + PATTERN_LINES
         assert len(program.layer_kinds) <= MAX_TRIPS and 4 <= program.width <= 8
         for body in _bodies(program):
             assert _depth(body) <= MAX_DEPTH
@@ -94,3 +112,58 @@ def test_exclude_drops_features():
     with pytest.raises(ValueError, match="unknown"):
         generate(0, 0, exclude={"no-such-feature"})
 
+
+
+NEW_FEATURES = ["dict-mutation", "list-mutation", "set-mutation", "alias", "item-write", "del", "self-container",
+                "buffer-update", "nested-exit", "swapped-forward", "train-mode", "library", "kwargs-callee",
+                "decorator", "tensor-data"]
+
+
+def test_each_new_feature_is_used_by_a_reasonable_share_of_programs():
+    used = Counter(feature for program in PROGRAMS for feature in program_features(program))
+    shares = {name: used[name] / len(PROGRAMS) for name in NEW_FEATURES}
+    assert set(NEW_FEATURES) <= set(FEATURES)
+    assert all(0.05 <= share <= 0.5 for share in shares.values()), shares
+
+
+@pytest.mark.parametrize(("text", "features"), [
+    *[(op.format(T="vals", k="1"), {"list-mutation"} | set(tags)) for op, tags in LIST_OPS],
+    *[(op.format(D="cfg", k="1"), {"dict-mutation"} | set(tags)) for op, tags in DICT_OPS],
+    *[(op.format(k="1"), {"set-mutation"}) for op in SET_OPS],
+    ("view = vals\nview.append(1)", {"alias", "list-mutation"}),
+    ("opts = cfg\nopts[\"a\"] = 1", {"alias", "dict-mutation", "item-write"}),
+    ("view = list(vals)\nx = x + view[1] * 0.05", set()),
+    ("x = x + vals[0] * 0.1", set()),
+    *[(op, {"buffer-update"}) for ops in BUFFER_OPS.values() for op in ops],
+])
+def test_features_are_recognised_in_statements(text: str, features: set[str]):
+    program = generate(3, 0, exclude=NEW_FEATURES)
+    program.body.append(Line(text))
+    if "self." in text:
+        program.buffers = {"count": "scalar", "running": "vector"}
+    assert program_features(program) & set(NEW_FEATURES) == features
+
+
+def test_exclude_drops_the_new_features():
+    for index in range(100):
+        assert not program_features(generate(3, index, exclude=NEW_FEATURES)) & set(NEW_FEATURES)
+
+
+@pytest.mark.parametrize("feature", NEW_FEATURES)
+def test_a_program_with_each_feature_loads_and_runs(feature: str, tmp_path: Path):
+    program = program_with([feature])
+    path = write_program(program, tmp_path)
+    library = library_directory() / f"{library_module_name(path.stem)}.py"
+    assert library.is_file() == (feature == "library" or bool(program.library))
+    module = import_file(path)
+    try:
+        model = build_model(module, program)
+        assert model.training == (feature == "train-mode" or program.train)
+        outputs, paths = run_eager(model, make_inputs(program, 8))
+        assert len(outputs) == 8 and paths >= 1
+        if feature == "library":
+            function = getattr(module, program.library[0].name)
+            assert inspect.getsourcefile(function).startswith(str(library_directory()))
+    finally:
+        forget(module)
+    assert not library.exists()

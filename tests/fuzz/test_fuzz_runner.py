@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import dycl
 from dycl.fuzz.campaign import run_campaign
-from dycl.fuzz.generator import generate
+from dycl.fuzz.generator import KNOWN_BUGS, generate
 from dycl.fuzz.loader import import_file
 from dycl.fuzz.runner import check_program
+from dycl.fuzz.state import ModelState
 
-from .fakes import crash_at_run, unsupported, wrong_on_while
+from .fakes import (
+    changes_a_buffer,
+    crash_at_run,
+    crashes,
+    freezes_state,
+    identity,
+    refuses_train_mode,
+    switches_to_eval,
+    unsupported,
+    wrong_on_while,
+)
+from .find import program_with
 
 
 def test_ok_with_the_real_compiler(tmp_path: Path):
-    checked = check_program(generate(0, 1, exclude={"item-arith", "list-read"}), tmp_path, ["torch", "onnxruntime"])
+    program = generate(0, 1, exclude={"item-arith", "list-read", *KNOWN_BUGS})
+    checked = check_program(program, tmp_path, ["torch", "onnxruntime"])
     assert [o.status for o in checked.outcomes] == ["ok", "ok"]
     assert checked.paths >= 1 and checked.file.is_file()
 
@@ -44,3 +59,42 @@ def test_campaign_with_a_broken_compiler_writes_failing_regressions(tmp_path: Pa
     with pytest.raises(AssertionError, match="tensors differ"):
         test()
     assert summary.line().startswith(f"fuzz: 8 programs, {summary.inconsistencies} inconsistencies, 0 compile errors")
+
+
+def test_state_is_carried_between_calls_like_eager(tmp_path: Path):
+    program = program_with(["buffer-update"])
+    assert check_program(program, tmp_path, ["torch"], identity).status == "ok"
+    frozen = check_program(program, tmp_path, ["torch"], freezes_state).outcomes[0]
+    assert frozen.status == "inconsistent" and frozen.phase == "run" and frozen.failing[0] > 0, frozen
+
+
+@pytest.mark.parametrize(("fake", "message"), [(changes_a_buffer, "state_dict entry '(count|running)' changed"),
+                                               (switches_to_eval, r"<model>\.training changed from True to False")])
+def test_a_compiler_that_changes_the_model_is_flagged(tmp_path: Path, fake, message: str):
+    features = ["buffer-update", "train-mode"] if fake is switches_to_eval else ["buffer-update"]
+    outcome = check_program(program_with(features), tmp_path, ["torch"], fake).outcomes[0]
+    assert outcome.status == "inconsistent" and outcome.phase == "compile", outcome
+    assert re.search(message, outcome.detail), outcome.detail
+    assert outcome.signature() == ("inconsistent", "torch", "changed the model")
+
+
+def test_a_changed_plain_attribute_is_flagged():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model.stats = {"calls": 0}
+    before = ModelState.of(model)
+    model.stats["calls"] += 1
+    expected = "attribute <model>.stats changed from {'calls': 0} to {'calls': 1}"
+    assert before.difference(ModelState.of(model)) == expected
+
+
+def test_train_mode_may_be_refused_with_a_value_error(tmp_path: Path):
+    trained = check_program(program_with(["train-mode"]), tmp_path, ["torch"], refuses_train_mode).outcomes[0]
+    assert trained.status == "unsupported"
+    other = check_program(program_with([], without=["train-mode"]), tmp_path, ["torch"], refuses_train_mode)
+    assert other.status == "error" and other.outcomes[0].error_type == "ValueError"
+
+
+def test_a_crash_while_compiling_is_an_error(tmp_path: Path):
+    checked = check_program(program_with(["library"]), tmp_path, ["torch"], crashes)
+    assert checked.status == "error" and checked.outcomes[0].phase == "compile"
+    assert checked.outcomes[0].error_type == "RuntimeError"

@@ -12,7 +12,8 @@ from dycl.fuzz.program import For, Program, While, count_lines, render_classes, 
 from dycl.fuzz.runner import check_program
 from dycl.fuzz.shrink import candidates
 
-from .fakes import crash_on_continue, wrong_on_while
+from .fakes import crash_on_continue, wrong_on_while, wrong_when
+from .find import program_with
 
 
 def _big_program_with(text: str, seed: int = 5):
@@ -63,7 +64,10 @@ def _size(program: Program) -> int:
     trips = sum(loop.bound if isinstance(loop, While) else loop.trips + module_trips[loop.kind] for loop in loops)
     attributes = len(program.layer_kinds) + program.n_fc + program.n_gates + len(program.returns)
     attributes += (program.flag is not None) + (program.limit is not None)
-    return count_lines(program) + statements + trips + attributes
+    patterns = (program.train + program.swap_forward + program.gate_swap + program.gate_kwargs
+                + (program.gate_inner is not None) + len(program.library) + len(program.attributes)
+                + len(program.buffers) + sum(h.kwargs + (h.decorator is not None) for h in program.helpers))
+    return count_lines(program) + statements + trips + attributes + patterns
 
 
 @pytest.mark.parametrize("index", range(10))
@@ -74,3 +78,16 @@ def test_every_candidate_is_smaller(index: int):
     for candidate in options:
         assert _size(candidate) < _size(program)
         assert count_lines(candidate) <= count_lines(program)
+
+
+def test_shrinks_away_the_patterns_a_failure_does_not_need(tmp_path: Path):
+    program = program_with(["buffer-update", "decorator", "library", "train-mode"])
+    fake = wrong_when('register_buffer("count"')
+    checked = check_program(program, tmp_path, ["torch"], fake)
+    assert checked.status == "inconsistent"
+    shrunk, outcome = shrink_failure(checked, checked.outcomes[0], tmp_path, fake)
+    source = render_classes(shrunk)
+    assert outcome.status == "inconsistent" and 'register_buffer("count"' in source
+    assert not shrunk.library and not shrunk.train and "@" not in source and "_helper" not in source, source
+    # class, __init__, super().__init__(), register_buffer, def forward, pass, return
+    assert count_lines(shrunk) <= 7 < 30 <= count_lines(program), source
