@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 import rewriter
-from dycl.artifact_outputs import output_specs, provenance
 from dycl import outputs
+from dycl.artifact_outputs import output_specs, provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx

@@ -23,7 +23,7 @@ import torch
 from hcfg.decisions import Decision, DecisionRecorder
 from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from hcfg.liveness import live_after_conditions, reads_writes
-from hcfg.state import SYMBOLIC, PathFlags, State, fork, merge, signature, symbolic_signature
+from hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.locations import LocationTable
 

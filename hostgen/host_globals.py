@@ -83,9 +83,13 @@ def check_host_names(source: str, locations: LocationTable | None = None) -> Non
 _TEMPLATE_MODULES = {"np": np, "json": json, "hashlib": hashlib, "linecache": linecache, "pathlib": pathlib}
 
 
+# names every module has without binding them
+_MODULE_ATTRIBUTES = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__"})
+
+
 def _module_bindings(source: str) -> set[str]:
     table = symtable.symtable(source, "host.py", "exec")
-    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} | _MODULE_ATTRIBUTES
 
 
 def _global_reads(source: str) -> dict[str, int]:
