@@ -77,9 +77,12 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
             model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
             rewritten = None
     if rewritten is None or call is not None:
+        # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
+        rewritten = rewriter.rewrite(model, example=passed)
         returns = object_output(model, passed) if call is None else None
-        output_spec = returns.spec if returns is not None else output_spec
-        rewritten = rewriter.rewrite(model, example=passed, returns=returns)
+        if returns is not None:
+            output_spec = returns.spec
+            rewritten = rewriter.rewrite(model, example=passed, returns=returns)
     example_args = flat_example(rewritten, passed)
     call = call or call_description(rewritten)
     seconds["rewrite"] = time.perf_counter() - start

@@ -44,6 +44,7 @@ from torch.utils import _pytree as pytree
 from dycl import outputs
 from rewriter import ReturnForm, RewrittenFunction
 from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.forward import resolve_method, signature_of
 from rewriter.inline import is_user_code
 from rewriter.values import is_literal
 from rewriter.walk import descendants
@@ -87,7 +88,8 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm 
     tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
     returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
     with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None."""
-    signature = inspect.signature(inspect.unwrap(type(model).forward))
+    resolved = resolve_method(model)
+    signature = signature_of(resolved, inspect.unwrap(resolved.function))
     parameters = list(signature.parameters.values())[1:]
     bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
     with torch.no_grad():
@@ -117,8 +119,9 @@ def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
 def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
     """The wrapper that calls ``model`` as the example ``passed`` (forward()'s
     arguments by parameter name) did."""
-    function = inspect.unwrap(type(model).forward)
-    signature = inspect.signature(function)
+    resolved = resolve_method(model)
+    function = inspect.unwrap(resolved.function)
+    signature = signature_of(resolved, function)
     parameters = list(signature.parameters.values())[1:]
     bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
     with torch.no_grad():

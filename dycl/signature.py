@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from rewriter import RewrittenFunction
+from rewriter.forward import resolve_method, signature_of
 
 
 def example_arguments(example_input: Any) -> tuple:
@@ -32,8 +33,8 @@ def example_arguments(example_input: Any) -> tuple:
 def bind_example(model: torch.nn.Module, example_input: Any, kwargs: dict[str, Any] | None = None,
                  method: str = "forward") -> dict[str, Any]:
     """The example's arguments by ``forward()`` parameter, as passed (defaults not applied)."""
-    function = inspect.unwrap(getattr(type(model), method))
-    signature = inspect.signature(function)
+    resolved = resolve_method(model, method)
+    signature = signature_of(resolved, inspect.unwrap(resolved.function))
     try:
         bound = signature.bind(model, *example_arguments(example_input), **(kwargs or {}))
     except TypeError as error:

@@ -37,6 +37,8 @@ def _check_model(model: Any) -> inspect.Signature:
         raise TypeError(f"{type(model).__name__} is a TorchScript module: dycl reads Python source, so compile "
                         "the original nn.Module instead of its torch.jit.script/trace result")
     forward = type(model).forward
+    if "forward" in vars(model):  # set on the instance: resolved (and checked) as Python calls it
+        return inspect.signature(model.forward)
     if forward is torch.nn.Module.forward:
         raise TypeError(f"{type(model).__name__} does not define forward(): dycl compiles the forward() of an "
                         "nn.Module")

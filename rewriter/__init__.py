@@ -16,7 +16,6 @@ The passes, in order (``rewriter.pipeline.PASSES``):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import inspect
 from typing import Any
@@ -29,14 +28,14 @@ from rewriter.check import reject_unsupported
 from rewriter.context import GlobalTable, RewriteContext
 from rewriter.errors import SourceLocation, UnsupportedError
 from rewriter.flow import Env, local_names
-from rewriter.forward import resolve_method
+from rewriter.forward import resolve_method, signature_of
 from rewriter.function import RewrittenFunction, module_structure
 from rewriter.locations import LocationTable
 from rewriter.names import Namespace
 from rewriter.pipeline import PASSES, run_passes
 from rewriter.source import parse_function
 from rewriter.state_writes import reject_state_writes
-from rewriter.values import ModuleIndex, Static, is_literal
+from rewriter.values import ModuleIndex, Static
 
 __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput", "ReturnForm"]
 
@@ -87,7 +86,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         raise probe.error(f"{method}() without a self parameter", None, location=parsed.location)
     for name in sorted(_all_names(definition)):
         namespace.reserve(name)
-    signature = _signature(parsed.function, resolved.keywords, parsed.location)
+    signature = signature_of(resolved, parsed.function, parsed.location)
     flat = flatten_parameters(definition, signature, example, namespace, globals_table)
     if returns is not None:
         flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
@@ -135,20 +134,6 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
     )
-
-
-def _signature(function, keywords: dict, location: SourceLocation) -> inspect.Signature:
-    """``function``'s signature with the keywords a ``functools.partial`` forward binds as defaults."""
-    signature = inspect.signature(function)
-    if not keywords:
-        return signature
-    for name, value in keywords.items():
-        if not is_literal(value):
-            raise UnsupportedError(f"a functools.partial forward binding {name}={value!r:.40}", location,
-                                   "bind only numbers, strings, booleans or None with partial")
-    first, *rest = signature.parameters.values()
-    bound = inspect.signature(functools.partial(function, None, **keywords))
-    return signature.replace(parameters=[first, *bound.parameters.values()])
 
 
 def _signature_of(definition: cst.FunctionDef, specialized: dict[str, Any]) -> inspect.Signature:

@@ -15,6 +15,7 @@ without ``self``; a partial with positional arguments; a builtin) raises
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from rewriter.errors import SourceLocation, UnsupportedError
+from rewriter.values import is_literal
 
 
 @dataclass(frozen=True)
@@ -60,3 +62,21 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
                            _init_location(module),
                            "assign a bound method, e.g. self.forward = self.early_exit (Python calls a plain "
                            "function stored on the instance without self)")
+
+
+def signature_of(resolved: ResolvedMethod, function: Any = None,
+                 location: SourceLocation | None = None) -> inspect.Signature:
+    """The signature of ``function`` (default: the resolved function; pass the
+    undecorated one) with the keywords a ``functools.partial`` forward binds as
+    defaults; its first parameter is the receiver."""
+    function = resolved.function if function is None else function
+    signature = inspect.signature(function)
+    if not resolved.keywords:
+        return signature
+    for name, value in resolved.keywords.items():
+        if not is_literal(value):
+            raise UnsupportedError(f"a functools.partial forward binding {name}={value!r:.40}", location,
+                                   "bind only numbers, strings, booleans or None with partial")
+    first, *_ = signature.parameters.values()
+    bound = inspect.signature(functools.partial(function, None, **resolved.keywords))
+    return signature.replace(parameters=[first, *bound.parameters.values()])

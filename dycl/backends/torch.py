@@ -10,7 +10,11 @@ import torch
 from dycl.subdnn import SubDNNModule, Variant
 
 RUNTIME = '''
-def load_executable(data, entry):
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
+    return None
+
+
+def load_executable(data, entry, options=None):
     raise RuntimeError("this artifact was compiled with backend='torch', which runs only in-process; "
                        "compile with backend='onnxruntime' to deploy")
 '''
