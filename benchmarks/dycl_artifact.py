@@ -139,6 +139,14 @@ def evaluate(name: str, make: Callable[[], tuple]) -> dict:
     row: dict = {"network": name}
     try:
         model, inputs = make()
+        first = inputs[0] if isinstance(inputs[0], tuple) else (inputs[0],)
+        try:
+            with torch.no_grad():
+                model(*first)
+        except Exception as exc:  # noqa: BLE001 - the authors' model itself fails on this configuration
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            row["error"] = f"eager fails: {type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
+            return row
         start = time.perf_counter()
         compiled = dycl.compile(model, inputs[0], progress=False)
         row["compile_s"] = time.perf_counter() - start

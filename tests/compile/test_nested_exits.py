@@ -107,7 +107,7 @@ def test_sixty_nested_exits_compile_in_seconds_and_agree_with_eager(tmp_path):
     # and about 14 host lines (three sub-DNN calls, two tests, the flag and result writes)
     assert len(compiled.graph.conditions) <= 2 * exits_in(model)
     assert compiled.host_source.count("\n") <= 16 * exits_in(model)
-    paths = assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-4)
-    assert paths >= 3
+    paths = assert_equivalent(model, compiled, inputs, min_paths=8, atol=1e-4)
+    assert paths >= 8  # 12 distinct eager paths over these 32 inputs
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-4)
     assert report["checked"] == len(inputs) and report["problems"] == [], report

@@ -407,4 +407,55 @@ def test_constprop_folds_a_dict_changed_by_methods_and_names_a_list_one_way():
         outs = []
         outs.append(self.fc(x) * 2.0 + 0.5)
         return outs
+
+
+class NestedExitHelper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.exits = nn.ModuleList([nn.Linear(4, 2) for _ in range(2)])
+
+    def forward(self, x):
+        out, i = self.early_exit(x)
+        return out * 2, i
+
+    def early_exit(self, x):
+        for i in range(len(self.blocks)):
+            x = self.blocks[i](x)
+            if x.mean() > 0:
+                out = self.exits[i](x)
+                if out.max() > 1:
+                    return out, i
+        return self.exits[-1](x), -1
+
+
+def test_structure_guards_the_rest_of_an_inlined_body_with_a_flag_after_a_nested_return():
+    # copying the rest into both paths that fall through `if x.mean() > 0:` would
+    # double it per block; instead the inlined body gets one exit, and the rest runs once
+    result = rewriter.rewrite(NestedExitHelper(), debug=True)
+    sources = [src for name, qualname, src in result.trace
+               if name == "structure" and qualname == "NestedExitHelper.early_exit"]
+    assert result.locations.strip(sources[-1]).strip() + "\n" == golden("""
+        x_1 = receiver.blocks[0](x_1)
+        returned = False
+        result = None
+        if x_1.mean() > 0:
+            out_1 = receiver.exits[0](x_1)
+            if out_1.max() > 1:
+                result = out_1, 0
+                returned = True
+        if not returned:
+            x_1 = receiver.blocks[1](x_1)
+            if x_1.mean() > 0:
+                out_1 = receiver.exits[1](x_1)
+                if out_1.max() > 1:
+                    result = out_1, 1
+                    returned = True
+                else:
+                    result = receiver.exits[1](x_1), -1
+                    returned = True
+            else:
+                result = receiver.exits[1](x_1), -1
+                returned = True
+        return result
     """)
