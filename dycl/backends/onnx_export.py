@@ -9,7 +9,9 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    not record ``.data`` and would cut the graph there (the DyCL authors'
    BlockDrop tests ``action.data.sum() == 0``); ``detach()`` has the same value
    and is recorded.
-2. The tracer's own warnings while exporting (``TracerWarning``: a tensor
+2. Python reads of tensors while exporting (``hcfg.decisions``; shapes are
+   tensors while tracing, so ``range(x.shape[0])`` is one), where the variant
+   has symbolic dims or scalar inputs, and the tracer's own warnings (``TracerWarning``: a tensor
    converted to a Python bool/number/index, or — where the variant has symbolic
    dims — iterated or measured with ``len()``) become ``UnsupportedError`` at
    the file:line that made the conversion (library or user code; a line of the
@@ -41,6 +43,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.subdnn import SubDNNModule, Variant
+from hcfg.decisions import DecisionRecorder
 from rewriter.errors import SourceLocation, UnsupportedError
 
 EXPORTER_NOTE = (
@@ -75,13 +78,24 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if dynamo:
-            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False, **names)
+            # forward(*inputs): one spec per flat input, inside the spec of the varargs parameter
+            dims = {name: torch.export.Dim.DYNAMIC for axes in (dynamic_axes or {}).values() for name in axes.values()}
+            shapes = (tuple({axis: dims[name] for axis, name in (dynamic_axes or {}).get(p.name, {}).items()} or None
+                            for p in variant.inputs),)
+            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False,
+                                        input_names=names["input_names"], output_names=names["output_names"],
+                                        dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
         else:
-            with _DataAsDetach():
+            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder:
                 torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
                                   do_constant_folding=True, **names)
     symbolic = bool(dynamic_axes)
+    # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
+    # input is a 0-d tensor here, so any read of one freezes a value the host computes.
+    if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)):
+        for decision in recorder.decisions:
+            raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
     for record in caught:
         _check_warning(record, module, symbolic, shown)
     data = buffer.getvalue()
@@ -106,7 +120,8 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
         inside_torch = record.filename.startswith(_TORCH_DIR) and not record.filename.startswith(_JIT_DIR)
         frozen = message.startswith(_CONVERSION) or (symbolic and message.startswith(_SHAPE_READS))
         if frozen and not inside_torch:
-            raise _frozen_error(message, record, module)
+            what = message.split(".")[0].removeprefix("Converting ")
+            raise _frozen_error(what, SourceLocation(record.filename, record.lineno), module)
         if inside_torch:
             return  # torch's own shape checks; torch ignores these too (torch/jit/_trace.py)
     key = (message, record.filename, record.lineno)
@@ -119,11 +134,9 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
     warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)  # as the user's filters say
 
 
-def _frozen_error(message: str, record: warnings.WarningMessage, module: SubDNNModule) -> UnsupportedError:
-    where: SourceLocation | None = SourceLocation(record.filename, record.lineno)
-    if record.filename == module.filename:
-        where = module.location_of(module.statement_at(record.lineno))
-    what = message.split(".")[0].removeprefix("Converting ").replace("a tensor to", "conversion of a tensor to")
+def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule) -> UnsupportedError:
+    if where is not None and where.path == module.filename:
+        where = module.location_of(module.statement_at(where.line))
     return UnsupportedError(
         f"a data-dependent Python value in code exported as one graph ({what}; sub-DNN "
         f"{module.variant.name}): the exported graph would keep the example's value", where,

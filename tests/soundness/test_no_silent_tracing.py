@@ -266,3 +266,28 @@ def test_compiling_leaves_the_warning_filters_alone_and_shows_the_exporter_depre
     with pytest.warns(FutureWarning, match="TorchScript-based torch.onnx exporter"):
         dycl.compile(_data_gate(), _inputs()[0])
     assert warnings.filters == before
+
+
+class LibraryPerSample(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = libpkg.per_sample(x, self.fc)
+        if h.sum() > 0:
+            return h * 2
+        return h
+
+
+def test_a_library_loop_over_a_symbolic_batch_is_refused_at_its_line(libpkg_is_a_library):
+    """``for i in range(x.shape[0])`` in a library traced at batch 1 would run once for every batch."""
+    model = LibraryPerSample().eval()
+    files = model_source_files(model) | {libpkg.__file__}
+    with torch.no_grad():
+        paths = {record_path(model, torch.randn(b, 4), files=files)[1] for b in (1, 2, 3)}
+    assert len(paths) == 3
+    with pytest.raises(dycl.UnsupportedError, match="exported as one graph") as info:
+        dycl.compile(model, torch.randn(1, 4))
+    assert info.value.location.path == libpkg.__file__
+    assert info.value.location.line == _line_of(libpkg.per_sample, "# DECISION")
