@@ -76,7 +76,10 @@ _METADATA = frozenset({"size", "dim", "ndimension", "numel", "nelement", "shape"
                        "layout", "is_floating_point", "is_complex", "is_contiguous", "stride", "element_size",
                        "requires_grad", "is_cuda", "__len__", "zeros_like", "ones_like", "empty_like", "full_like",
                        "rand_like", "randn_like", "new_zeros", "new_ones", "new_empty", "new_full",
-                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device"})
+                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device",
+                       "new_tensor"})
+#: ``a.view_as(b)``: the values of ``a``, only the shape or dtype of ``b``
+_SHAPED_LIKE = frozenset({"expand_as", "view_as", "reshape_as", "type_as"})
 
 
 def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
@@ -235,7 +238,8 @@ class _Dependences(TorchFunctionMode):
             name = getattr(getattr(func, "__self__", None), "__name__", "")
         if name in _METADATA:
             return result
-        carried = frozenset().union(*(self.of(leaf) for leaf in tree_flatten((args, kwargs))[0]))
+        sources = args[:1] if name in _SHAPED_LIKE else (args, kwargs)
+        carried = frozenset().union(*(self.of(leaf) for leaf in tree_flatten(sources)[0]))
         if carried:
             for leaf in tree_flatten(result)[0]:
                 if isinstance(leaf, torch.Tensor):

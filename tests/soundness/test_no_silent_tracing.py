@@ -100,6 +100,26 @@ def test_a_dropped_input_whose_shape_only_is_read_is_fine():
     assert assert_equivalent(model, compiled, inputs) == 2
 
 
+class ViewAs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, like):
+        h = self.fc(x).view_as(like)
+        if h.sum() > 0:
+            return h * 2
+        return h
+
+
+def test_an_input_read_only_for_its_shape_by_view_as_is_fine():
+    torch.manual_seed(4)
+    model = ViewAs().eval()
+    compiled = dycl.compile(model, (torch.randn(1, 4), torch.randn(2, 2)), dynamic=False)
+    inputs = [(x, torch.randn(2, 2)) for x in _inputs(seed=4)]
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) == 2
+
+
 # -- .item() in a branch-free helper -------------------------------------------------------------------------
 
 def normalized(x):
