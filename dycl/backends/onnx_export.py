@@ -43,6 +43,9 @@ project's 2-core CI machine under load (``benchmarks/exporters.py``):
   output the graph does not compute from ``prev``; whether the graph or the
   check's reading of it is at fault was not investigated); with the
   TorchScript exporter both compile and agree with eager on 10 of 10 inputs.
+- the fuzzer (``--fuzz 8 --seed 5``): 7.4 s per program and 0 unsupported with
+  ``dynamo=False``; 79.3 s per program and 2 of 8 refused by the dataflow check
+  with ``dynamo=True`` (0 inconsistencies either way).
 - ``forward(*inputs)`` needs ``dynamic_shapes`` nested per varargs parameter,
   and an example dim of size 1 is specialized unless marked ``Dim.DYNAMIC``.
 
