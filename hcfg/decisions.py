@@ -14,8 +14,10 @@ an example and records each such read with the Python frame that asked for it
 It records and never raises, so the code runs exactly as in eager mode (a
 library's ``try``/``except`` cannot swallow the finding); the caller decides.
 
-Shape reads (``x.size(0)``, iterating a tensor) are not value reads: they are
-the exporter's business (its tracer warnings, see ``dycl.backends.onnx_export``).
+Shape reads (``x.size(0)``, iterating a tensor) are not value reads in eager
+mode; while the TorchScript exporter traces, shapes are tensors, and the same
+recorder run around the export sees ``range(x.shape[0])`` (``__index__``) too
+(``dycl.backends.onnx_export``).
 """
 
 from __future__ import annotations
@@ -52,11 +54,14 @@ def _describe(name: str) -> str:
     return dunder.get(name, f".{name}()" if name in {"item", "tolist", "numpy"} else f"torch.{name}()")
 
 
-def _caller() -> SourceLocation | None:
-    """The innermost frame that is neither torch nor this module."""
+def _caller(inside_torch: bool) -> SourceLocation | None:
+    """The innermost frame that is neither torch nor this module; None if the read
+    is torch's own (its immediate caller is in torch) and ``inside_torch`` is False."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
+        if path.startswith(_TORCH_DIR) and not inside_torch:
+            return None
         if not path.startswith(_TORCH_DIR) and path != _THIS_FILE:
             return SourceLocation(path, frame.f_lineno)
         frame = frame.f_back
@@ -64,14 +69,20 @@ def _caller() -> SourceLocation | None:
 
 
 class DecisionRecorder(TorchFunctionMode):
-    """Records every tensor value that Python code reads while the mode is active."""
+    """Records every tensor value that Python code reads while the mode is active.
 
-    def __init__(self) -> None:
+    ``inside_torch=False`` ignores reads made by torch's own code: while an exporter
+    traces, torch reads tensors for its own bookkeeping (and shapes are tensors then)."""
+
+    def __init__(self, inside_torch: bool = True) -> None:
         super().__init__()
+        self.inside_torch = inside_torch
         self.decisions: list[Decision] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         if name in VALUE_READS and any(isinstance(a, torch.Tensor) for a in args):
-            self.decisions.append(Decision(_describe(name), _caller()))
+            where = _caller(self.inside_torch)
+            if where is not None or self.inside_torch:
+                self.decisions.append(Decision(_describe(name), where))
         return func(*args, **(kwargs or {}))

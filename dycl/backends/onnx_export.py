@@ -9,7 +9,9 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    not record ``.data`` and would cut the graph there (the DyCL authors'
    BlockDrop tests ``action.data.sum() == 0``); ``detach()`` has the same value
    and is recorded.
-2. The tracer's own warnings while exporting (``TracerWarning``: a tensor
+2. Python reads of tensors while exporting (``hcfg.decisions``; shapes are
+   tensors while tracing, so ``range(x.shape[0])`` is one), where the variant
+   has symbolic dims or scalar inputs, and the tracer's own warnings (``TracerWarning``: a tensor
    converted to a Python bool/number/index, or — where the variant has symbolic
    dims — iterated or measured with ``len()``) become ``UnsupportedError`` at
    the file:line that made the conversion (library or user code; a line of the
@@ -24,8 +26,30 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    on (a dropped input, or a ``Constant`` in its place) is a lost input:
    ``UnsupportedError`` naming the statement that computes it.
 
-The exporter is the TorchScript-based one (``dynamo=False``); why, with
-numbers, is in ``EXPORTER_NOTE``. Its deprecation warning is shown, not hidden.
+Note: why the TorchScript-based exporter. PyTorch deprecates it (``dynamo=False``)
+in favour of the torch.export-based one; dycl keeps it for now and says so in a
+``FutureWarning`` at every compile (``EXPORTER_NOTE``), instead of hiding torch's
+``DeprecationWarning``. Measured with torch 2.13 / onnxscript 0.7.2 on this
+project's 2-core CI machine under load (``benchmarks/exporters.py``):
+
+- export time: a 3-layer MLP sub-DNN with a symbolic batch takes 0.11 s with
+  ``dynamo=False`` and 20.4 s with ``dynamo=True`` (warm; the first call 2.9 s
+  vs 82 s); the zoo's BlockDrop has 59 distinct sub-DNNs, SkipNet 35.
+- failures: on the ``.data`` condition sub-DNN of the issue the torch.export
+  exporter falls back from non-strict to strict export and then kills the
+  process with SIGSEGV in ``run_decompositions`` (no Python error to catch).
+  On SkipNet-FF and BlockDrop its graphs fail the dataflow check below (on
+  SkipNet a downsample sub-DNN, ``prev = self.ds_layers[...](prev)``, whose
+  output the graph does not compute from ``prev``; whether the graph or the
+  check's reading of it is at fault was not investigated); with the
+  TorchScript exporter both compile and agree with eager on 10 of 10 inputs.
+- the fuzzer (``--fuzz 8 --seed 5``): 7.4 s per program and 0 unsupported with
+  ``dynamo=False``; 79.3 s per program and 2 of 8 refused by the dataflow check
+  with ``dynamo=True`` (0 inconsistencies either way).
+- ``forward(*inputs)`` needs ``dynamic_shapes`` nested per varargs parameter,
+  and an example dim of size 1 is specialized unless marked ``Dim.DYNAMIC``.
+
+``export_onnx(..., dynamo=True)`` is kept for re-measuring with newer releases.
 """
 
 from __future__ import annotations
@@ -41,12 +65,13 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.subdnn import SubDNNModule, Variant
+from hcfg.decisions import DecisionRecorder
 from rewriter.errors import SourceLocation, UnsupportedError
 
 EXPORTER_NOTE = (
     "dycl exports sub-DNNs with the TorchScript-based torch.onnx exporter (dynamo=False), which PyTorch "
-    "deprecates: the torch.export-based exporter (dynamo=True) was measured slower to compile and it crashes "
-    "the process on some sub-DNNs (see dycl/backends/onnx_export.py)")
+    "deprecates; the torch.export-based exporter (dynamo=True) was measured about 100x slower per sub-DNN "
+    "and crashed the process on some sub-DNNs (see the note in dycl/backends/onnx_export.py)")
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _JIT_DIR = os.path.join(_TORCH_DIR, "jit") + os.sep
@@ -57,7 +82,10 @@ _METADATA = frozenset({"size", "dim", "ndimension", "numel", "nelement", "shape"
                        "layout", "is_floating_point", "is_complex", "is_contiguous", "stride", "element_size",
                        "requires_grad", "is_cuda", "__len__", "zeros_like", "ones_like", "empty_like", "full_like",
                        "rand_like", "randn_like", "new_zeros", "new_ones", "new_empty", "new_full",
-                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device"})
+                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device",
+                       "new_tensor"})
+#: ``a.view_as(b)``: the values of ``a``, only the shape or dtype of ``b``
+_SHAPED_LIKE = frozenset({"expand_as", "view_as", "reshape_as", "type_as"})
 
 
 def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
@@ -75,13 +103,24 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if dynamo:
-            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False, **names)
+            # forward(*inputs): one spec per flat input, inside the spec of the varargs parameter
+            dims = {name: torch.export.Dim.DYNAMIC for axes in (dynamic_axes or {}).values() for name in axes.values()}
+            shapes = (tuple({axis: dims[name] for axis, name in (dynamic_axes or {}).get(p.name, {}).items()} or None
+                            for p in variant.inputs),)
+            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False,
+                                        input_names=names["input_names"], output_names=names["output_names"],
+                                        dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
         else:
-            with _DataAsDetach():
+            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder:
                 torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
                                   do_constant_folding=True, **names)
     symbolic = bool(dynamic_axes)
+    # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
+    # input is a 0-d tensor here, so any read of one freezes a value the host computes.
+    if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)):
+        for decision in recorder.decisions:
+            raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
     for record in caught:
         _check_warning(record, module, symbolic, shown)
     data = buffer.getvalue()
@@ -106,7 +145,8 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
         inside_torch = record.filename.startswith(_TORCH_DIR) and not record.filename.startswith(_JIT_DIR)
         frozen = message.startswith(_CONVERSION) or (symbolic and message.startswith(_SHAPE_READS))
         if frozen and not inside_torch:
-            raise _frozen_error(message, record, module)
+            what = message.split(".")[0].removeprefix("Converting ")
+            raise _frozen_error(what, SourceLocation(record.filename, record.lineno), module)
         if inside_torch:
             return  # torch's own shape checks; torch ignores these too (torch/jit/_trace.py)
     key = (message, record.filename, record.lineno)
@@ -119,11 +159,9 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
     warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)  # as the user's filters say
 
 
-def _frozen_error(message: str, record: warnings.WarningMessage, module: SubDNNModule) -> UnsupportedError:
-    where: SourceLocation | None = SourceLocation(record.filename, record.lineno)
-    if record.filename == module.filename:
-        where = module.location_of(module.statement_at(record.lineno))
-    what = message.split(".")[0].removeprefix("Converting ").replace("a tensor to", "conversion of a tensor to")
+def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule) -> UnsupportedError:
+    if where is not None and where.path == module.filename:
+        where = module.location_of(module.statement_at(where.line))
     return UnsupportedError(
         f"a data-dependent Python value in code exported as one graph ({what}; sub-DNN "
         f"{module.variant.name}): the exported graph would keep the example's value", where,
@@ -206,7 +244,8 @@ class _Dependences(TorchFunctionMode):
             name = getattr(getattr(func, "__self__", None), "__name__", "")
         if name in _METADATA:
             return result
-        carried = frozenset().union(*(self.of(leaf) for leaf in tree_flatten((args, kwargs))[0]))
+        sources = args[:1] if name in _SHAPED_LIKE else (args, kwargs)
+        carried = frozenset().union(*(self.of(leaf) for leaf in tree_flatten(sources)[0]))
         if carried:
             for leaf in tree_flatten(result)[0]:
                 if isinstance(leaf, torch.Tensor):

@@ -100,6 +100,26 @@ def test_a_dropped_input_whose_shape_only_is_read_is_fine():
     assert assert_equivalent(model, compiled, inputs) == 2
 
 
+class ViewAs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, like):
+        h = self.fc(x).view_as(like)
+        if h.sum() > 0:
+            return h * 2
+        return h
+
+
+def test_an_input_read_only_for_its_shape_by_view_as_is_fine():
+    torch.manual_seed(4)
+    model = ViewAs().eval()
+    compiled = dycl.compile(model, (torch.randn(1, 4), torch.randn(2, 2)), dynamic=False)
+    inputs = [(x, torch.randn(2, 2)) for x in _inputs(seed=4)]
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) == 2
+
+
 # -- .item() in a branch-free helper -------------------------------------------------------------------------
 
 def normalized(x):
@@ -266,3 +286,28 @@ def test_compiling_leaves_the_warning_filters_alone_and_shows_the_exporter_depre
     with pytest.warns(FutureWarning, match="TorchScript-based torch.onnx exporter"):
         dycl.compile(_data_gate(), _inputs()[0])
     assert warnings.filters == before
+
+
+class LibraryPerSample(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = libpkg.per_sample(x, self.fc)
+        if h.sum() > 0:
+            return h * 2
+        return h
+
+
+def test_a_library_loop_over_a_symbolic_batch_is_refused_at_its_line(libpkg_is_a_library):
+    """``for i in range(x.shape[0])`` in a library traced at batch 1 would run once for every batch."""
+    model = LibraryPerSample().eval()
+    files = model_source_files(model) | {libpkg.__file__}
+    with torch.no_grad():
+        paths = {record_path(model, torch.randn(b, 4), files=files)[1] for b in (1, 2, 3)}
+    assert len(paths) == 3
+    with pytest.raises(dycl.UnsupportedError, match="exported as one graph") as info:
+        dycl.compile(model, torch.randn(1, 4))
+    assert info.value.location.path == libpkg.__file__
+    assert info.value.location.line == _line_of(libpkg.per_sample, "# DECISION")

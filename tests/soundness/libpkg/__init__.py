@@ -17,3 +17,11 @@ def scale_by_best(x: torch.Tensor, gate: torch.nn.Linear, heads: torch.Tensor) -
     """``x`` times the head its gate picks (branch-free, but the pick is a Python int)."""
     best = int(gate(x).argmax())  # DECISION
     return x * heads[best]
+
+
+def per_sample(x: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
+    """``layer`` on each sample in turn (a mixture-of-depths style loop over the batch)."""
+    rows = []
+    for i in range(x.shape[0]):  # DECISION
+        rows.append(layer(x[i:i + 1]))
+    return torch.cat(rows)
