@@ -186,7 +186,7 @@ class SymbolicShapes:
                 return SymbolicTensor(tuple(dim(x, y) for x, y in zip(a.shape, b.shape)), a.dtype)
             if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
                 items = [merged(x, y) for x, y in zip(a, b)]
-            return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
+                return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
             if isinstance(a, torch.Tensor | list | tuple) or isinstance(b, torch.Tensor | list | tuple):
                 raise ValueError("the two probes disagree on structure")
             return a
