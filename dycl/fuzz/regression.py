@@ -1,4 +1,10 @@
-"""Write a (shrunk) failing program as a pytest regression test file."""
+"""Write a (shrunk) failing program as a pytest regression test file.
+
+The file is self-contained: a program's library functions are defined in it, so dycl then
+sees them as user code, not as installed library code. A failure that needs them to be
+library code (``"library"`` in ``dycl.fuzz.features``) does not reproduce from the file;
+rerun the campaign's program (``python -m dycl.fuzz --seed S``) instead.
+"""
 
 from __future__ import annotations
 

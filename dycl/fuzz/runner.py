@@ -160,6 +160,10 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
         with time_limit(timeout):
             compiled = compile_fn(model, inputs[0], backend=backend)
     except Exception as exc:  # noqa: BLE001 - any exception but a refusal is a compiler error
+        changed = before.difference(ModelState.of(model))
+        if changed:  # a refusal, too, must leave the model as it was
+            return Outcome(backend, "inconsistent", f"compiling ({type(exc).__name__}) changed the model: {changed}",
+                           phase="compile", seconds=time.perf_counter() - start)
         kind = "unsupported" if refused(exc, training) else "error"
         detail = str(exc) if kind == "unsupported" else f"{type(exc).__name__}: {exc}"
         return Outcome(backend, kind, detail, error_type=type(exc).__name__, phase="compile",

@@ -82,3 +82,9 @@ def wrong_when(text: str):
             return lambda *args: _off_by_one(model(*args))
         return model
     return compile_fn
+
+
+def changes_a_buffer_then_refuses(model, example, backend="torch"):
+    """Probes forward on the live model, then refuses it, leaving a buffer changed."""
+    changes_a_buffer(model, example, backend)
+    raise dycl.UnsupportedError("fake refusal after probing", None)
