@@ -407,6 +407,7 @@ def test_constprop_folds_a_dict_changed_by_methods_and_names_a_list_one_way():
         outs = []
         outs.append(self.fc(x) * 2.0 + 0.5)
         return outs
+    """)
 
 
 class NestedExitHelper(nn.Module):
