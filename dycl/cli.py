@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dycl
+from dycl.artifact import verify
 from dycl.harness import check
 from dycl.zoo import resolve
 from rewriter.errors import UnsupportedError
@@ -202,17 +203,6 @@ def _check_output(directory: Path, force: bool) -> None:
         raise ValueError(f"--out {directory}: {parent} is not writable")
 
 
-def _remove_artifact(directory: Path) -> None:
-    manifest = json.loads((directory / "manifest.json").read_text())
-    names = {entry["file"] for entry in manifest.get("sub_dnns", {}).values()}
-    names |= {manifest.get("constants", {}).get("file", ""), "host.py", "manifest.json", "hcfg.dot", "hcfg.json",
-              "hcfg.svg", "hcfg.png"}
-    for name in names:
-        path = directory / name
-        if name and path.is_file() and path.resolve().parent == directory.resolve():
-            path.unlink()
-
-
 def _compile(args: argparse.Namespace) -> int:
     if args.backend not in STANDALONE:
         raise ValueError(f"backend {args.backend!r} runs only in-process and cannot be saved with --out; use "
@@ -221,9 +211,7 @@ def _compile(args: argparse.Namespace) -> int:
     kwargs = _compile_kwargs(args)
     spec = resolve(args.model)
     compiled = dycl.compile(spec.model, spec.example, **kwargs)
-    if args.out.is_dir() and any(args.out.iterdir()):
-        _remove_artifact(args.out)
-    target = compiled.save(args.out)
+    target = compiled.save(args.out)  # replaces an old artifact atomically (dycl.artifact.write_artifact)
     stats = compiled.stats
     print(f"{spec.name}: {stats['sub_dnns']} sub-DNNs ({stats['unique_compiled']} compiled), "
           f"{stats['conditions']} conditions -> {target}")
@@ -251,13 +239,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    # Reads data files only: host.py is code and is never imported here.
-    # TODO(issue 16): use dycl.artifact.verify(directory) once it exists, instead of reading the manifest directly.
+    # Reads data files only, after checking them: host.py is code and is never run here.
     directory: Path = args.directory
-    manifest_file = directory / "manifest.json"
-    if not manifest_file.is_file():
-        raise ValueError(f"{directory} has no manifest.json: not a dycl artifact directory")
-    manifest = json.loads(manifest_file.read_text())
+    manifest = verify(directory)
     files = sorted({entry["file"] for entry in manifest["sub_dnns"].values()})
     print(f"model      {manifest['model']}")
     print(f"backend    {manifest['backend']}   (dycl {manifest['dycl_version']})")
