@@ -21,7 +21,8 @@ from dycl.subdnn import SubDNNModule, Variant
 
 
 def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, SubDNNModule],
-                 constants: dict[str, torch.Tensor], example_args: tuple) -> list[dict[str, Any]]:
+                 constants: dict[str, torch.Tensor], example_args: tuple,
+                 specialized: dict[str, Any]) -> list[dict[str, Any]]:
     """The manifest's output table: one entry per array or Python value the model
     returns for the example, named as ``host.py`` names them in its ``.npz``."""
     from dycl.compiler import load_host_module
@@ -32,7 +33,8 @@ def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, 
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []
-    for name, value in host.flat_outputs(model(*args)):
+    # _forward takes the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
+    for name, value in host.flat_outputs(model._forward(*args, **specialized)):
         if isinstance(value, (np.ndarray, np.generic)):
             specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype),
                           "example_shape": list(np.shape(value))})

@@ -168,7 +168,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
-    manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args)
+    manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args,
+                                       dict(rewritten.specialized))
     if output_spec is not None:
         manifest["output"] = outputs.describe(output_spec)
     if constants:

@@ -98,10 +98,19 @@ def test_api_options_reach_compile(tmp_path, capsys):
     assert "--dynamic 'x': expected batch, all, none or a JSON object" in capsys.readouterr().err
 
 
-def test_show_reads_data_files_only_and_writes_svg_and_png(tmp_path, capsys):
+def test_show_reads_data_files_only_and_writes_svg_and_png(tmp_path, capsys, monkeypatch):
     out = tmp_path / "net"
     assert main(["compile", "tests.dycl.factories:exit_model", "--out", str(out)]) == 0
+
+    def never(*args, **kwargs):
+        raise AssertionError("show executed host.py")
+
+    monkeypatch.setattr("dycl.compiler.load_host_module", never)
+    host = (out / "host.py").read_text()
     (out / "host.py").write_text("raise SystemExit('host.py was executed')\n")
+    assert main(["show", str(out)]) == 1  # a changed host.py fails the check; nothing runs
+    assert "host.py" in capsys.readouterr().err
+    (out / "host.py").write_text(host)
     assert main(["show", str(out)]) == 0
     text = capsys.readouterr().out
     assert "input      x: float32 [batch, 4]" in text and "sub-DNNs   2 variants in 2 files" in text
