@@ -33,10 +33,10 @@ import warnings
 from pathlib import Path
 
 from bench import geomean, interleaved_medians
+from dycl.hcfg.levers import Levers
 
 from dycl.api import from_result
 from dycl.compiler import compile_model
-from hcfg.levers import Levers
 
 RESULTS = Path(__file__).with_name("ablation.md")
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-import rewriter
+from dycl import rewriter
 
 
 class Block(nn.Module):

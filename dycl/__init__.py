@@ -8,10 +8,12 @@
 
 from dycl.api import CompiledModel, compile, load
 from dycl.harness import Report, check
-from rewriter import RewrittenFunction, rewrite
-from rewriter.errors import SourceLocation, UnsupportedError
+from dycl.model_state import ModelStateError, TrainingModeError
+from dycl.rewriter import RewrittenFunction, rewrite
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.staleness import StaleWeightsError
 
 __version__ = "0.1.0"
 
 __all__ = ["compile", "load", "check", "Report", "CompiledModel", "UnsupportedError", "SourceLocation",
-           "RewrittenFunction", "rewrite", "__version__"]
+           "RewrittenFunction", "rewrite", "TrainingModeError", "ModelStateError", "StaleWeightsError", "__version__"]

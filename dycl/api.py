@@ -14,11 +14,11 @@ from dycl.artifact import load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
 from dycl.dynamic import DynamicSpec
+from dycl.hcfg.draw import layout_json, to_dot
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
 from dycl.staleness import WeightGuard
 from dycl.validate import validate
-from hcfg.draw import layout_json, to_dot
 
 
 def _to_numpy(value: Any) -> Any:

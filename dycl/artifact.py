@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hostgen.artifact_check import ArtifactError, verified_artifact
+from dycl.hostgen.artifact_check import ArtifactError, verified_artifact
 
 #: the parsed ``manifest.json`` of a verified artifact
 Manifest = dict[str, Any]

@@ -22,8 +22,8 @@ from typing import Any
 import dycl
 from dycl.artifact import verify
 from dycl.harness import check
+from dycl.rewriter.errors import UnsupportedError
 from dycl.zoo import resolve
-from rewriter.errors import UnsupportedError
 
 BACKENDS = ("onnxruntime", "tvm", "torch")
 STANDALONE = ("onnxruntime", "tvm")
@@ -251,7 +251,7 @@ def _show(args: argparse.Namespace) -> int:
     print(f"sub-DNNs   {len(manifest['sub_dnns'])} variants in {len(files)} files")
     layout_file, dot_file = directory / "hcfg.json", directory / "hcfg.dot"
     if layout_file.is_file() or dot_file.is_file():
-        from hcfg.draw import render_artifact
+        from dycl.hcfg.draw import render_artifact
 
         targets = [args.picture] if args.picture else [directory / "hcfg.svg", directory / "hcfg.png"]
         for picture in targets:

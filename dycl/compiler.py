@@ -13,25 +13,24 @@ from typing import Any
 import numpy as np
 import torch
 
-import rewriter
-from dycl import outputs
+from dycl import outputs, rewriter
 from dycl.artifact_outputs import output_specs, provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.hcfg.build import build_hcfg
+from dycl.hcfg.graph import HCFG
+from dycl.hcfg.levers import ALL_ON, Levers
+from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
+from dycl.hcfg.symbolic import SymbolicShapes
+from dycl.hcfg.trace import trace_examples
+from dycl.hostgen.artifact_check import CONSTANTS_MAGIC
+from dycl.hostgen.emit import CallSpec, HostCodegen
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
-from hcfg.build import build_hcfg
-from hcfg.graph import HCFG
-from hcfg.levers import ALL_ON, Levers
-from hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
-from hcfg.symbolic import SymbolicShapes
-from hcfg.trace import trace_examples
-from hostgen.artifact_check import CONSTANTS_MAGIC
-from hostgen.emit import CallSpec, HostCodegen
 
 VERSION = "0.1.0"
 

@@ -42,12 +42,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from dycl import outputs
-from rewriter import ReturnForm, RewrittenFunction
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.forward import resolve_method, signature_of
-from rewriter.inline import is_user_code
-from rewriter.values import is_literal
-from rewriter.walk import descendants
+from dycl.rewriter import ReturnForm, RewrittenFunction
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.forward import resolve_method, signature_of
+from dycl.rewriter.inline import is_user_code
+from dycl.rewriter.values import is_literal
+from dycl.rewriter.walk import descendants
 
 _P = inspect.Parameter
 

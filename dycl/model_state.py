@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 # what nn.Module keeps in its __dict__ for itself; tensors and submodules are compared separately

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from rewriter.values import is_literal
+from dycl.rewriter.values import is_literal
 
 
 def flatten(value: Any) -> tuple[list[Any], pytree.TreeSpec]:

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from rewriter import RewrittenFunction
-from rewriter.forward import resolve_method, signature_of
+from dycl.rewriter import RewrittenFunction
+from dycl.rewriter.forward import resolve_method, signature_of
 
 
 def example_arguments(example_input: Any) -> tuple:

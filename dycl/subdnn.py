@@ -21,14 +21,14 @@ import libcst as cst
 import numpy as np
 import torch
 
-from hcfg.graph import SubDNN
-from hcfg.trace import Examples
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.locations import LocationTable
-from rewriter.walk import bound_names
+from dycl.hcfg.graph import SubDNN
+from dycl.hcfg.trace import Examples
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.walk import bound_names
 
 if TYPE_CHECKING:
-    from hcfg.symbolic import SymbolicShapes
+    from dycl.hcfg.symbolic import SymbolicShapes
 
 _SCALAR_DTYPES = {bool: "bool", int: "int64", float: "float32"}
 

@@ -21,18 +21,17 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
-from hcfg.levers import ALL_ON, Levers
-from hcfg.liveness import annotate, live_after_ifs
-from hcfg.portable import portable_metadata
-from hcfg.state import PathFlags, State, fork
-from rewriter import RewrittenFunction, UnsupportedError
-from rewriter.exits import always_exits
-from rewriter.flow import else_body
-from rewriter.locations import comment_of, set_location
-from rewriter.names import Namespace
-from rewriter.walk import bound_names, descendants, map_children
+from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.levers import ALL_ON, Levers
+from dycl.hcfg.liveness import annotate, live_after_ifs
+from dycl.hcfg.portable import portable_metadata
+from dycl.hcfg.state import PathFlags, State, fork
+from dycl.rewriter import RewrittenFunction, UnsupportedError
+from dycl.rewriter.exits import always_exits
+from dycl.rewriter.flow import else_body
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.names import Namespace
+from dycl.rewriter.walk import bound_names, descendants, map_children
 
 _MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
              "discard", "sort", "reverse"}

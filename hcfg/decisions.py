@@ -27,9 +27,8 @@ import sys
 from dataclasses import dataclass
 
 import torch
+from dycl.rewriter.errors import SourceLocation
 from torch.overrides import TorchFunctionMode
-
-from rewriter.errors import SourceLocation
 
 #: Tensor methods and torch functions that hand a tensor's value to Python
 VALUE_READS = frozenset({"__bool__", "item", "__int__", "__float__", "__index__", "__complex__", "tolist",

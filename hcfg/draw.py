@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
-from rewriter.locations import comment_of
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
+from dycl.rewriter.locations import comment_of
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank

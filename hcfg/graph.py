@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
-
-from rewriter.locations import comment_of
+from dycl.rewriter.locations import comment_of
 
 
 def source_of(node: cst.CSTNode) -> str:
@@ -168,7 +167,7 @@ def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> lis
 
 
 def _check_defined(block: Block, defined: set[str], locals_: frozenset[str]) -> set[str] | None:
-    from hcfg.liveness import reads_writes
+    from dycl.hcfg.liveness import reads_writes
 
     for node in block:
         if isinstance(node, Cond):

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import libcst as cst
-
-from hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
-from rewriter.flow import else_body
-from rewriter.walk import bound_names, read_names
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
+from dycl.rewriter.flow import else_body
+from dycl.rewriter.walk import bound_names, read_names
 
 
 def _statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str]) -> tuple[set[str], set[str]]:

@@ -16,11 +16,10 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from hcfg.liveness import _statement_reads_writes, annotate, reads_writes
-from hcfg.trace import Examples
-from rewriter.locations import comment_of, set_location
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
+from dycl.hcfg.liveness import _statement_reads_writes, annotate, reads_writes
+from dycl.hcfg.trace import Examples
+from dycl.rewriter.locations import comment_of, set_location
 
 _RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_", "exponential")
 

@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-
-from rewriter.walk import map_children
+from dycl.rewriter.walk import map_children
 
 _RANK = {"dim", "ndimension"}
 _COUNT = {"numel", "nelement"}

@@ -16,8 +16,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from rewriter.walk import descendants, target_names
+from dycl.rewriter.walk import descendants, target_names
 
 State = dict[str, Any]
 

@@ -41,11 +41,10 @@ from typing import Any
 
 import sympy
 import torch
+from dycl.hcfg.shape_rules import ShapeRules
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
-
-from hcfg.shape_rules import ShapeRules
 
 _GENERIC_HINT = 3
 

@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
-
-from hcfg.decisions import Decision, DecisionRecorder
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
-from hcfg.liveness import live_after_conditions, reads_writes
-from hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.locations import LocationTable
+from dycl.hcfg.decisions import Decision, DecisionRecorder
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
+from dycl.hcfg.liveness import live_after_conditions, reads_writes
+from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable
 
 if TYPE_CHECKING:
-    from hcfg.symbolic import SymbolicShapes
+    from dycl.hcfg.symbolic import SymbolicShapes
 
 
 @dataclass

@@ -16,11 +16,10 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
-from hostgen.host_globals import check_host_names, host_prelude
-from hostgen.template import HOST_TEMPLATE
-from rewriter.locations import LocationTable, comment_of
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from dycl.hostgen.host_globals import check_host_names, host_prelude
+from dycl.hostgen.template import HOST_TEMPLATE
+from dycl.rewriter.locations import LocationTable, comment_of
 
 # torch's run-time checks -> (index of the condition argument, the exception the host raises);
 # the host cannot call torch, so it checks the same condition itself

@@ -49,10 +49,9 @@ from typing import Any
 
 import libcst as cst
 import numpy as np
-
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.locations import LocationTable, set_location
-from rewriter.values import is_literal
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable, set_location
+from dycl.rewriter.values import is_literal
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"numpy"}
 _COMMENT = re.compile(r"#\s*\S+:\d+\s*$")

@@ -22,20 +22,19 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from rewriter.arguments import FlatInput, ReturnForm, flatten_parameters, flatten_returns
-from rewriter.check import reject_unsupported
-from rewriter.context import GlobalTable, RewriteContext
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.flow import Env, local_names
-from rewriter.forward import resolve_method, signature_of
-from rewriter.function import RewrittenFunction, module_structure
-from rewriter.locations import LocationTable
-from rewriter.names import Namespace
-from rewriter.pipeline import PASSES, run_passes
-from rewriter.source import parse_function
-from rewriter.state_writes import reject_state_writes
-from rewriter.values import ModuleIndex, Static
+from dycl.rewriter.arguments import FlatInput, ReturnForm, flatten_parameters, flatten_returns
+from dycl.rewriter.check import reject_unsupported
+from dycl.rewriter.context import GlobalTable, RewriteContext
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.flow import Env, local_names
+from dycl.rewriter.forward import resolve_method, signature_of
+from dycl.rewriter.function import RewrittenFunction, module_structure
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.names import Namespace
+from dycl.rewriter.pipeline import PASSES, run_passes
+from dycl.rewriter.source import parse_function
+from dycl.rewriter.state_writes import reject_state_writes
+from dycl.rewriter.values import ModuleIndex, Static
 
 __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput", "ReturnForm"]
 

@@ -31,12 +31,11 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from rewriter.context import GlobalTable
-from rewriter.locations import comment_of, set_location
-from rewriter.names import Namespace
-from rewriter.values import Static, is_literal, literal_term
-from rewriter.walk import bound_names, descendants
+from dycl.rewriter.context import GlobalTable
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.names import Namespace
+from dycl.rewriter.values import Static, is_literal, literal_term
+from dycl.rewriter.walk import bound_names, descendants
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _PASSED = object()  # a value the caller passes, not known when no example is given

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import libcst as cst
-
-from rewriter.context import RewriteContext
-from rewriter.locations import COMPOUND
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.locations import COMPOUND
 
 _NOT_SUPPORTED: dict[type, tuple[str, str]] = {
     cst.Try: ("a try statement", "move error handling out of forward(); tensor code cannot be guarded by try"),

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import libcst as cst
-
-from rewriter.context import RewriteContext
-from rewriter.dead_containers import drop_dead_containers
-from rewriter.exits import Block, rebuild_if
-from rewriter.flow import Env, Exits, StaticFlow, else_body, join
-from rewriter.locations import comment_of, set_location
-from rewriter.values import ListLength, Static, canonical_term, is_literal
-from rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.dead_containers import drop_dead_containers
+from dycl.rewriter.exits import Block, rebuild_if
+from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body, join
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal
+from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
 _LEAVES = frozenset({cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString})
 

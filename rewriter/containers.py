@@ -36,12 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
-
-from rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
-from rewriter.walk import COMPREHENSIONS, children, descendants
+from dycl.rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
+from dycl.rewriter.walk import COMPREHENSIONS, children, descendants
 
 if TYPE_CHECKING:
-    from rewriter.flow import Env, StaticFlow
+    from dycl.rewriter.flow import Env, StaticFlow
 
 MUTATING_METHODS = frozenset({
     "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "setdefault",

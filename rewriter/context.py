@@ -8,11 +8,10 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.locations import LocationTable
-from rewriter.names import Namespace
-from rewriter.values import FreshContainers, ModuleIndex, Static
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.names import Namespace
+from dycl.rewriter.values import FreshContainers, ModuleIndex, Static
 
 
 class GlobalTable:

@@ -27,8 +27,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-
-from rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
 

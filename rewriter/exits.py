@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-
-from rewriter.flow import assigned_names, else_body
-from rewriter.locations import comment_of, set_location
-from rewriter.walk import small_statement_targets, statements_contain
+from dycl.rewriter.flow import assigned_names, else_body
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.walk import small_statement_targets, statements_contain
 
 Block = list[cst.BaseStatement]
 

@@ -15,12 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-
-from rewriter.containers import ContainerEffects, Group, Position, tracks
-from rewriter.context import RewriteContext
-from rewriter.static_eval import StaticEvaluator
-from rewriter.values import CONTAINERS, ListLength, Static, holds_container, is_literal, literal_term, subscript_term
-from rewriter.walk import bound_names, descendants, target_names
+from dycl.rewriter.containers import ContainerEffects, Group, Position, tracks
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.static_eval import StaticEvaluator
+from dycl.rewriter.values import (
+    CONTAINERS,
+    ListLength,
+    Static,
+    holds_container,
+    is_literal,
+    literal_term,
+    subscript_term,
+)
+from dycl.rewriter.walk import bound_names, descendants, target_names
 
 Fact = Static | ListLength
 

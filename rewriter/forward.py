@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.values import is_literal
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.values import is_literal
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from rewriter.arguments import FlatInput
-from rewriter.locations import LocationTable
+from dycl.rewriter.arguments import FlatInput
+from dycl.rewriter.locations import LocationTable
 
 
 @dataclass(frozen=True)

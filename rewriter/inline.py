@@ -11,17 +11,16 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 import torch
-
-from rewriter.context import RewriteContext
-from rewriter.decorators import undecorate
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.exits import Block, contains, rebuild_if
-from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
-from rewriter.forward import ResolvedMethod, resolve_method
-from rewriter.locations import comment_of, set_location
-from rewriter.substitute import replace_names
-from rewriter.values import Static, canonical_term, literal_term
-from rewriter.walk import descendants, map_children
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.decorators import undecorate
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.exits import Block, contains, rebuild_if
+from dycl.rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
+from dycl.rewriter.forward import ResolvedMethod, resolve_method
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.substitute import replace_names
+from dycl.rewriter.values import Static, canonical_term, literal_term
+from dycl.rewriter.walk import descendants, map_children
 
 _LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 

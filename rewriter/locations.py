@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+from dycl.rewriter.errors import SourceLocation
 from libcst.metadata import MetadataWrapper, PositionProvider
-
-from rewriter.errors import SourceLocation
 
 _LOCATION = re.compile(r"#\s*(?P<label>\S+):(?P<line>\d+)\s*$")
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 import torch
-
-from rewriter.context import RewriteContext
-from rewriter.exits import Block, rebuild_if
-from rewriter.flow import Env, StaticFlow, else_body
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.exits import Block, rebuild_if
+from dycl.rewriter.flow import Env, StaticFlow, else_body
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
 

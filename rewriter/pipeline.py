@@ -7,24 +7,23 @@ from dataclasses import dataclass
 
 import libcst as cst
 import torch
-
-from rewriter.check import reject_unsupported
-from rewriter.constprop import ConstantPropagation
-from rewriter.context import RewriteContext
-from rewriter.errors import UnsupportedError
-from rewriter.exits import Block, contains
-from rewriter.flow import Env, StaticFlow, local_names
-from rewriter.forward import resolve_method
-from rewriter.inline import Callee, Inline, InlinedBody, is_user_code, user_function
-from rewriter.normalize import Normalize
-from rewriter.source import ParsedFunction, parse_function
-from rewriter.state_writes import reject_state_writes
-from rewriter.structure import Structure
-from rewriter.substitute import rename
-from rewriter.unroll import Unroll
-from rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
-from rewriter.verify import verify
-from rewriter.walk import descendants
+from dycl.rewriter.check import reject_unsupported
+from dycl.rewriter.constprop import ConstantPropagation
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.exits import Block, contains
+from dycl.rewriter.flow import Env, StaticFlow, local_names
+from dycl.rewriter.forward import resolve_method
+from dycl.rewriter.inline import Callee, Inline, InlinedBody, is_user_code, user_function
+from dycl.rewriter.normalize import Normalize
+from dycl.rewriter.source import ParsedFunction, parse_function
+from dycl.rewriter.state_writes import reject_state_writes
+from dycl.rewriter.structure import Structure
+from dycl.rewriter.substitute import rename
+from dycl.rewriter.unroll import Unroll
+from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
+from dycl.rewriter.verify import verify
+from dycl.rewriter.walk import descendants
 
 PASSES = (
     ("normalize", "drop docstrings, splice `with torch.no_grad():` bodies"),

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
-
-from rewriter.decorators import undecorate
-from rewriter.errors import SourceLocation, UnsupportedError
-from rewriter.locations import LocationTable, annotate_locations
+from dycl.rewriter.decorators import undecorate
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable, annotate_locations
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,9 @@ import inspect
 import types
 
 import libcst as cst
-
-from rewriter.context import RewriteContext
-from rewriter.flow import local_names
-from rewriter.locations import COMPOUND
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.flow import local_names
+from dycl.rewriter.locations import COMPOUND
 
 _VIEWS = frozenset({
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",

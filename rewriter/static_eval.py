@@ -17,9 +17,16 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
-
-from rewriter.substitute import replace_names
-from rewriter.values import CONTAINERS, FreshContainers, ListLength, ModuleIndex, Static, attribute_term, canonical_term
+from dycl.rewriter.substitute import replace_names
+from dycl.rewriter.values import (
+    CONTAINERS,
+    FreshContainers,
+    ListLength,
+    ModuleIndex,
+    Static,
+    attribute_term,
+    canonical_term,
+)
 
 _ALLOWED_BUILTIN_NAMES = (
     "len range enumerate zip reversed int float str bool tuple list dict min max abs sum sorted "

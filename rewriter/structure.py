@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-
-from rewriter.exits import Block, always_exits, nest_after_returns, rebuild_if
-from rewriter.flow import else_body
+from dycl.rewriter.exits import Block, always_exits, nest_after_returns, rebuild_if
+from dycl.rewriter.flow import else_body
 
 
 def _is_empty(stmts: Block) -> bool:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-
-from rewriter.walk import COMPREHENSIONS, descendants, map_children
+from dycl.rewriter.walk import COMPREHENSIONS, descendants, map_children
 
 _SCOPES = (cst.Lambda, *COMPREHENSIONS)
 

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 import torch
-
-from rewriter.containers import tracks
-from rewriter.context import RewriteContext
-from rewriter.exits import Block, rebuild_if, run_unless_exited
-from rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
-from rewriter.locations import comment_of, set_location
-from rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
-from rewriter.walk import descendants
+from dycl.rewriter.containers import tracks
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.exits import Block, rebuild_if, run_unless_exited
+from dycl.rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
+from dycl.rewriter.walk import descendants
 
 MAX_TRIPS = 10_000
 

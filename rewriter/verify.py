@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
-
-from rewriter.context import RewriteContext
-from rewriter.exits import Block
-from rewriter.flow import Env, StaticFlow, else_body
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.exits import Block
+from dycl.rewriter.flow import Env, StaticFlow, else_body
 
 # CPython's tokenizer refuses more than 100 indentation levels.
 MAX_NESTING = 90

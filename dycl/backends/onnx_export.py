@@ -64,9 +64,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from dycl.hcfg.decisions import DecisionRecorder
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.subdnn import SubDNNModule, Variant
-from hcfg.decisions import DecisionRecorder
-from rewriter.errors import SourceLocation, UnsupportedError
 
 EXPORTER_NOTE = (
     "dycl exports sub-DNNs with the TorchScript-based torch.onnx exporter (dynamo=False), which PyTorch "

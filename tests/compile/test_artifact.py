@@ -7,14 +7,14 @@ import ast
 import json
 import textwrap
 
+import dycl.hcfg.build
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
 import dycl
-import hcfg.build
-import rewriter
+from dycl import hcfg, rewriter
 from dycl.backends.onnxruntime import OnnxRuntimeBackend
 from dycl.paths import model_source_files, record_path
 from dycl.testing import assert_equivalent

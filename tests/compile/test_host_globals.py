@@ -11,11 +11,11 @@ import operator
 import pytest
 import torch
 import torch.nn as nn
+from dycl.hostgen.host_globals import check_host_names
 
 import dycl
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
-from hostgen.host_globals import check_host_names
 
 ATOL = 1e-5
 EPS = 1e-3

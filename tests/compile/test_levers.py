@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from dycl.hcfg.levers import Levers
 
 from dycl.api import from_result
 from dycl.compiler import compile_model
 from dycl.testing import assert_equivalent
-from hcfg.levers import Levers
 
 ATOL = 1e-5
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import dycl
-import rewriter
+from dycl import rewriter
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
 

@@ -7,9 +7,9 @@ import re
 import matplotlib
 import pytest
 import torch
+from dycl.hcfg.draw import dot_program, figure, layout_json, render, to_dot
 
 import dycl
-from hcfg.draw import dot_program, figure, layout_json, render, to_dot
 from models import blockdrop
 from tests.dycl.test_coverage import TwoGates
 

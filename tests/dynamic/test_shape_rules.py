@@ -10,9 +10,8 @@ import sympy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from hcfg.shape_rules import ShapeRules
-from hcfg.symbolic import SymbolicShapes, _Run
+from dycl.hcfg.shape_rules import ShapeRules
+from dycl.hcfg.symbolic import SymbolicShapes, _Run
 
 
 class MatMul(nn.Module):

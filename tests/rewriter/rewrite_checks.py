@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-import rewriter
+from dycl import rewriter
 from dycl.testing import assert_equivalent
 
 _LOOP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.Break, ast.Continue)

@@ -7,9 +7,9 @@ import textwrap
 
 import torch
 import torch.nn as nn
+from dycl.rewriter.arguments import ReturnForm
 
-import rewriter
-from rewriter.arguments import ReturnForm
+from dycl import rewriter
 
 _SCALE = torch.ones(3)
 

@@ -17,7 +17,7 @@ from rewrite_checks import build, check, randn_inputs
 from torch import nn
 
 import dycl
-import rewriter
+from dycl import rewriter
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
 

@@ -314,7 +314,7 @@ def test_shallow_deep_early_exit_nested_in_tensor_tests_stays_linear():
 
 
 def test_nested_exit_size_grows_linearly_with_blocks():
-    import rewriter
+    from dycl import rewriter
 
     sizes = [rewriter.rewrite(build(ShallowDeepStyle, (1,) * n)).plain_source.count("\n") for n in (4, 8, 16)]
     assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0]), sizes

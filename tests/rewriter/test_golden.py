@@ -7,7 +7,7 @@ import textwrap
 import torch
 import torch.nn as nn
 
-import rewriter
+from dycl import rewriter
 
 
 def after(model: nn.Module, pass_name: str) -> str:

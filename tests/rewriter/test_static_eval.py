@@ -8,10 +8,9 @@ import libcst as cst
 import pytest
 import torch
 import torch.nn as nn
-
-from rewriter.names import Namespace
-from rewriter.static_eval import StaticEvaluator
-from rewriter.values import ListLength, ModuleIndex, Static, literal_term
+from dycl.rewriter.names import Namespace
+from dycl.rewriter.static_eval import StaticEvaluator
+from dycl.rewriter.values import ListLength, ModuleIndex, Static, literal_term
 
 
 class Config(nn.Module):

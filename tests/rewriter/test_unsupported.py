@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-import rewriter
+from dycl import rewriter
 
 COUNTER = 0
 

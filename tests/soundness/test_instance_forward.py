@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-import rewriter
+from dycl import rewriter
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
 

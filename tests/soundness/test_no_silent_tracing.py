@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from dycl.rewriter import inline
 from torch import nn
 
 import dycl
-import rewriter.inline as inline
 from dycl.backends import onnx_export
 from dycl.paths import model_source_files, record_path
 from dycl.testing import assert_equivalent
