@@ -159,7 +159,11 @@ def evaluate(name: str, make: Callable[[], tuple]) -> dict:
                 expected, path = record_path(model, *args, files=files)
                 actual = compiled(*args)
             paths.add(path)
-            agree += outputs_match(expected, actual, ATOL) is None
+            # relative to the output's size: with random weights BlockDrop's logits reach 1e8,
+            # where float32 rounding alone differs by more than an absolute ATOL
+            scale = max([1.0] + [float(t.abs().max()) for t in torch.utils._pytree.tree_leaves(expected)
+                                 if isinstance(t, torch.Tensor) and t.numel()])
+            agree += outputs_match(expected, actual, ATOL * scale) is None
         row.update(paths=len(paths), agree=f"{agree}/{len(inputs)}")
     except dycl.UnsupportedError as exc:
         row["error"] = "UnsupportedError: " + " ".join(str(exc).split())

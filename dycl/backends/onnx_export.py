@@ -142,6 +142,11 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
                    shown: set[tuple[str, str, int]]) -> None:
     message = str(record.message)
     if issubclass(record.category, torch.jit.TracerWarning):
+        if record.filename == __file__:
+            # attributed to _DataAsDetach's frame, i.e. to some torch function called through it; a read by
+            # user or library code is caught with its real line by the decision recorder (hcfg.decisions)
+            # when the example is traced, and above for symbolic variants, so only torch's own reads land here
+            return
         inside_torch = record.filename.startswith(_TORCH_DIR) and not record.filename.startswith(_JIT_DIR)
         frozen = message.startswith(_CONVERSION) or (symbolic and message.startswith(_SHAPE_READS))
         if frozen and not inside_torch:

@@ -270,7 +270,8 @@ class HeadBlock(nn.Module):
         fwd = torch.relu(self.conv(x)) + x
         if self.add_output:
             return fwd, torch.tensor(1), self.output(fwd)
-        return fwd, torch.tensor(0), torch.zeros(len(x), 4)
+        # x.shape[0], not len(x): the tracer keeps a size but freezes len() (refused for a symbolic batch)
+        return fwd, torch.tensor(0), torch.zeros(x.shape[0], 4)
 
 
 class ShallowDeepStyle(nn.Module):
