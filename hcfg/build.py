@@ -21,6 +21,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.hcfg.aliasing import check_inplace_aliasing, updated_in_place
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import annotate, live_after_ifs
@@ -168,7 +169,10 @@ class HCFGBuilder:
     def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[State]) -> None:
         for stmt in stmts:
             code = self._compiled(stmt)
+            inplace = updated_in_place(stmt)
             for state in states:
+                if inplace:
+                    check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                 try:
                     exec(code, state)  # noqa: S102 - the rewritten function's own statement, explicit namespace
                 except Exception as exc:

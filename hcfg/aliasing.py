@@ -1,0 +1,71 @@
+"""Refuse in-place updates of a tensor that another name also refers to.
+
+dycl's dataflow (liveness, sub-DNN ports, host copies, dead-code removal) treats
+every name as holding its own value. Python tensors alias: after ``y = h`` (or
+``y = h.view(...)``, ``outs = [h]``), ``y += 1`` and ``y.add_(1)`` change what
+``h`` holds as well, and a compiled model that tracks ``y`` alone silently
+returns the old ``h``. The HCFG builder runs every statement on the example, so
+it sees the real objects: ``check_inplace_aliasing`` raises ``UnsupportedError``
+before such a statement runs.
+
+Assumes ``state`` maps the rewritten function's names to their example values.
+Guarantees: an augmented assignment to a name, or a call of a public method
+ending in ``_`` on a name, runs only when no other name (or list/tuple/dict
+element of one) shares the updated tensor's storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import libcst as cst
+import torch
+from dycl.rewriter import UnsupportedError
+from dycl.rewriter.errors import SourceLocation
+from dycl.rewriter.walk import descendants
+
+
+def updated_in_place(stmt: cst.CSTNode) -> list[str]:
+    """Names ``stmt`` updates in place: ``name op= ...`` and ``name.method_(...)``."""
+    names = []
+    for node in descendants(stmt):
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            names.append(node.target.value)
+        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+              and isinstance(node.func.value, cst.Name) and node.func.attr.value.endswith("_")
+              and not node.func.attr.value.startswith("_")):
+            names.append(node.func.value.value)
+    return names
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        yield from (item for item in value if isinstance(item, torch.Tensor))
+    elif isinstance(value, dict):
+        yield from (item for item in value.values() if isinstance(item, torch.Tensor))
+
+
+def _storage(tensor: torch.Tensor) -> int | None:
+    return tensor.untyped_storage().data_ptr() if tensor.numel() else None
+
+
+def check_inplace_aliasing(names: list[str], state: dict[str, Any],
+                           location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if one of ``names`` (``updated_in_place`` of a statement)
+    holds a tensor another name shares; ``location`` gives the statement's source line."""
+    for name in names:
+        value = state.get(name)
+        if not isinstance(value, torch.Tensor) or _storage(value) is None:
+            continue
+        storage = _storage(value)
+        for other, held in state.items():
+            if other == name or other.startswith("__"):
+                continue
+            if any(_storage(tensor) == storage for tensor in _tensors(held)):
+                raise UnsupportedError(
+                    f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
+                    f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
+                    "the tensor under one name: dycl tracks each name's value on its own")
