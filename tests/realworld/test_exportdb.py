@@ -15,9 +15,12 @@ if not CASES:
     pytest.skip("this torch ships no ExportDB examples", allow_module_level=True)
 
 FAST = {"static_if", "dynamic_shape_if_guard", "optional_input", "fn_with_kwargs"}
+# assume_constant_result and constrain_as_size_example (.item() inside a library forward traced as one
+# graph) and decorator (a decorator that changes the result) passed before issue 14's checks and are now
+# refused with UnsupportedError at their line: sound, but coverage to win back (issue 15)
 KNOWN_PASS = {
-    "assume_constant_result", "autograd_function", "class_method", "constrain_as_size_example",
-    "constrain_as_value_example", "decorator", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
+    "autograd_function", "class_method",
+    "constrain_as_value_example", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
     "dynamic_shape_if_guard", "dynamic_shape_slicing", "dynamic_shape_view", "fn_with_kwargs", "list_unpack",
     "optional_input", "static_if",
 }
