@@ -52,17 +52,18 @@ def _storage(tensor: torch.Tensor) -> int | None:
     return tensor.untyped_storage().data_ptr() if tensor.numel() else None
 
 
-def check_inplace_aliasing(names: list[str], state: dict[str, Any],
-                           location: Callable[[], SourceLocation | None]) -> None:
+def check_inplace_aliasing(names: list[str], state: dict[str, Any], location: Callable[[], SourceLocation | None],
+                           ignore: set[str] | frozenset[str] = frozenset()) -> None:
     """Raise ``UnsupportedError`` if one of ``names`` (``updated_in_place`` of a statement)
-    holds a tensor another name shares; ``location`` gives the statement's source line."""
+    holds a tensor another name shares; ``location`` gives the statement's source line.
+    Names in ``ignore`` (the HCFG builder's single-use temporaries, already read) do not count."""
     for name in names:
         value = state.get(name)
         if not isinstance(value, torch.Tensor) or _storage(value) is None:
             continue
         storage = _storage(value)
         for other, held in state.items():
-            if other == name or other.startswith("__"):
+            if other == name or other in ignore or other.startswith("__"):
                 continue
             if any(_storage(tensor) == storage for tensor in _tensors(held)):
                 raise UnsupportedError(

@@ -65,6 +65,8 @@ class HCFGBuilder:
         self.levers = levers
         self.definition = cst.parse_module(rewritten.source).body[0]
         self.locals = set(bound_names(self.definition))
+        # the builder's own single-use temporaries (hoisted tensor expressions); read once, right after
+        self.temporaries: set[str] = set()
         self.namespace = Namespace()
         for node in descendants(self.definition):
             if isinstance(node, cst.Name):
@@ -172,7 +174,8 @@ class HCFGBuilder:
             inplace = updated_in_place(stmt)
             for state in states:
                 if inplace:
-                    check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
+                    check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
+                                           ignore=self.temporaries)
                 try:
                     exec(code, state)  # noqa: S102 - the rewritten function's own statement, explicit namespace
                 except Exception as exc:
@@ -234,6 +237,7 @@ class HCFGBuilder:
             if not isinstance(self.evaluate(operand, state), torch.Tensor):
                 return None
             tensor = self.namespace.fresh("t")
+            self.temporaries.add(tensor)
             number = self.namespace.fresh("n")
             tensor_parts.append(line(tensor, operand))
             conversions.append(line(number, make(cst.Name(tensor))))
@@ -301,6 +305,7 @@ class HCFGBuilder:
                 if is_tensor_value(value):
                     temp = self.namespace.fresh("t")
                     self.locals.add(temp)
+                    self.temporaries.add(temp)
                     line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], current)])
                     hoisted.append(set_location(line, comment_of(stmt)))
                     return cst.Name(temp)

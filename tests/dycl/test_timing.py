@@ -59,9 +59,16 @@ def test_check_twice_gives_medians_within_the_reported_spread():
     model = Exit().eval()
     inputs = [torch.randn(1, 256) for _ in range(20)]
     compiled = dycl.compile(model, inputs[0])
-    first = dycl.check(model, compiled, inputs, traced=False)
-    second = dycl.check(model, compiled, inputs, traced=False)
-    assert first.coverage == "1 of 1"
-    for a, b in ((first, second), (second, first)):
-        assert a.eager_iqr_ms[0] <= b.eager_ms <= a.eager_iqr_ms[1], (a.table(), b.table())
-        assert a.compiled_iqr_ms[0] <= b.compiled_ms <= a.compiled_iqr_ms[1], (a.table(), b.table())
+    # a statistical property on a shared machine: one of three pairs of runs must show it (a method
+    # without warm-up or interleaving drifts every time; a noisy neighbour spoils one pair at most)
+    tables = []
+    for _ in range(3):
+        first = dycl.check(model, compiled, inputs, traced=False)
+        second = dycl.check(model, compiled, inputs, traced=False)
+        assert first.coverage == "1 of 1"
+        if all(a.eager_iqr_ms[0] <= b.eager_ms <= a.eager_iqr_ms[1]
+               and a.compiled_iqr_ms[0] <= b.compiled_ms <= a.compiled_iqr_ms[1]
+               for a, b in ((first, second), (second, first))):
+            return
+        tables.append((first.table(), second.table()))
+    raise AssertionError(tables)
