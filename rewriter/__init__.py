@@ -2,7 +2,8 @@
 constant-folded, so that every sub-DNN between two data-dependent branches is a
 fixed computation.
 
-The passes, in order (``rewriter.pipeline.PASSES``):
+The passes, in order (``rewriter.pipeline.PIPELINE``; the shape of a pass is
+``rewriter.passes.Pass``):
 
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. unroll     — unroll loops with static trip counts; break/continue become if/else
@@ -18,29 +19,34 @@ from __future__ import annotations
 import dataclasses
 import gc
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
 import torch
-from dycl.rewriter.arguments import FlatInput, ReturnForm, flatten_parameters, flatten_returns
+from dycl.rewriter.arguments import FlatInput, FlatParameters, ReturnForm, flatten_parameters, flatten_returns
 from dycl.rewriter.check import reject_unsupported
 from dycl.rewriter.context import GlobalTable, RewriteContext
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
-from dycl.rewriter.flow import Env, local_names
-from dycl.rewriter.forward import resolve_method, signature_of
+from dycl.rewriter.flow import Env
+from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, module_structure
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
-from dycl.rewriter.pipeline import PASSES, run_passes
-from dycl.rewriter.source import parse_function
+from dycl.rewriter.passes import Pass
+from dycl.rewriter.pipeline import PIPELINE, run_passes
+from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_writes import reject_state_writes
 from dycl.rewriter.values import ModuleIndex, Static
+from dycl.rewriter.walk import bound_names
 
-__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PASSES", "FlatInput", "ReturnForm"]
+__all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PIPELINE", "FlatInput",
+           "ReturnForm"]
 
 
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
-            example: dict[str, Any] | None = None, returns: ReturnForm | None = None) -> RewrittenFunction:
+            example: dict[str, Any] | None = None, returns: ReturnForm | None = None,
+            passes: Sequence[type[Pass]] = PIPELINE) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
@@ -52,79 +58,49 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     an input. ``returns`` rewrites every ``return`` to give flat tensors (for an
     output with objects the host cannot build; ``rewriter.arguments.ReturnForm``).
     Raises ``UnsupportedError`` naming the construct and its file:line for code
-    dycl cannot compile.
+    dycl cannot compile. ``passes`` replaces the pipeline (a golden test runs one
+    pass alone; the result then carries no guarantee of the full pipeline).
     """
     # Note: the rewriter allocates many short-lived libcst nodes and no cycles
     # worth collecting; pausing the cyclic GC makes it about 1.5x faster.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _rewrite(model, method, debug, example, returns)
+        return _rewrite(model, method, debug, example, returns, passes)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
-             returns: ReturnForm | None) -> RewrittenFunction:
+             returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
-    function = resolved.function
-    locations = LocationTable()
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
-    probe = RewriteContext(model, ModuleIndex(model, cst.Name("self")), namespace, locations, globals_table,
-                           debug=debug)
-    parsed = parse_function(function, locations)
+    ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug)
+    parsed, flat, self_name = _entry(ctx, resolved, method, example, returns)
     definition = parsed.definition
-    params = definition.params.params or definition.params.posonly_params
-    if not params:
-        raise probe.error(f"{method}() without a self parameter", None, location=parsed.location)
-    for name in sorted(_all_names(definition)):
-        namespace.reserve(name)
-    signature = signature_of(resolved, parsed.function, parsed.location)
-    flat = flatten_parameters(definition, signature, example, namespace, globals_table)
-    if returns is not None:
-        flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
-    parsed = dataclasses.replace(parsed, definition=flat.definition)
-    reject_unsupported(probe, parsed.definition)
-    reject_state_writes(probe, parsed.function, parsed.definition)
-    probe.parsed[parsed.function] = parsed
-    definition = parsed.definition
-    self_name = params[0].name.value
-    ctx = probe
-    if self_name != "self":
-        ctx.index = ModuleIndex(model, cst.Name(self_name))
-
-    for name in sorted(_all_names(definition)):
-        namespace.reserve(name)
-    locals_ = local_names(definition)
-    for name in sorted(_all_names(definition) - locals_):
-        if name in parsed.globals:
-            globals_table.register_root(name, parsed.globals[name])
-
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))
     for name, static in flat.statics.items():
         env.bind(name, static)
-
-    body = run_passes(ctx, parsed, definition, env, inlined=False)
+    index = ModuleIndex(model, cst.Name(self_name))
+    body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(body=definition.body.with_changes(body=body, header=header),
                                              decorators=[], leading_lines=[])
-    source = cst.Module(body=[new_definition]).code
-    signature = _signature_of(new_definition, flat.specialized)
     return RewrittenFunction(
         name=definition.name.value,
         qualname=f"{type(model).__qualname__}.{method}",
-        source=source,
+        source=cst.Module(body=[new_definition]).code,
         globals=dict(globals_table.objects),
-        signature=signature,
+        signature=_signature_of(new_definition, flat.specialized),
         specialized=flat.specialized,
-        locations=locations,
+        locations=ctx.locations,
         module_structure=module_structure(model),
         trace=ctx.trace,
         inputs=tuple(flat.inputs),
@@ -133,6 +109,36 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
     )
+
+
+def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: dict[str, Any] | None,
+           returns: ReturnForm | None) -> tuple[ParsedFunction, FlatParameters, str]:
+    """The root function parsed, checked and flattened to one parameter per
+    input, and the name of its ``self``; every name it uses is reserved, and
+    the globals it reads are registered."""
+    namespace, globals_table = ctx.namespace, ctx.globals
+    parsed = parse_function(resolved.function, ctx.locations)
+    definition = parsed.definition
+    params = definition.params.params or definition.params.posonly_params
+    if not params:
+        raise ctx.error(f"{method}() without a self parameter", None, location=parsed.location)
+    for name in sorted(_all_names(definition)):
+        namespace.reserve(name)
+    signature = signature_of(resolved, parsed.function, parsed.location)
+    flat = flatten_parameters(definition, signature, example, namespace, globals_table)
+    if returns is not None:
+        flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
+    parsed = dataclasses.replace(parsed, definition=flat.definition)
+    reject_unsupported(ctx, parsed.definition)
+    reject_state_writes(ctx, parsed.function, parsed.definition)
+    ctx.caches.parsed[parsed.function] = parsed
+    names = _all_names(parsed.definition)
+    for name in sorted(names):
+        namespace.reserve(name)
+    for name in sorted(names - bound_names(parsed.definition)):
+        if name in parsed.globals:
+            globals_table.register_root(name, parsed.globals[name])
+    return parsed, flat, params[0].name.value
 
 
 def _signature_of(definition: cst.FunctionDef, specialized: dict[str, Any]) -> inspect.Signature:

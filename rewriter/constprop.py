@@ -8,6 +8,7 @@ from dycl.rewriter.dead_containers import drop_dead_containers
 from dycl.rewriter.exits import Block, rebuild_if
 from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal
 from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
@@ -27,6 +28,7 @@ class FoldExpression:
     def __init__(self, ctx: RewriteContext, flow: StaticFlow, env: Env) -> None:
         self.ctx = ctx
         self.env = env
+        self.index = flow.index
         self.evaluator = flow.evaluator(env)
 
     def __call__(self, node: cst.CSTNode) -> cst.CSTNode:
@@ -53,7 +55,7 @@ class FoldExpression:
             if static is not None and static.substitutable:
                 if not is_literal(static.value) and self._is_plain_path(node):
                     return node
-                term = canonical_term(static.value, self.ctx.index)
+                term = canonical_term(static.value, self.index)
                 if term is not None:
                     return term
         return map_children(node, self)
@@ -76,7 +78,7 @@ class FoldExpression:
                 return False
 
 
-class ConstantPropagation:
+class ConstantPropagation(FlowWalker):
     """Substitutes and folds static values, drops ``if``s with a static test and
     assignments of static values.
 
@@ -88,35 +90,26 @@ class ConstantPropagation:
     still static, if anything reads it later.
     """
 
-    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
-        self.ctx = ctx
-        self.flow = flow
+    name = "constprop"
+    description = "substitute and fold static values; drop ifs with static tests"
+
+    def __init__(self, unit: FunctionUnit) -> None:
+        super().__init__(unit)
         self._materialized: dict[int, str] = {}
         # id(fact) -> (fact, the location of the statement that made it), so that a value
         # written back after an ``if`` carries its own line, not the ``if``'s
         self._origins: dict[int, tuple[Static, cst.Comment | None]] = {}
 
-    def run(self, body: Block, env: Env) -> Block:
-        out = self.block(body, env)[0]
+    def run(self, body: Block) -> Block:
+        out = super().run(body)
         return drop_dead_containers(self._drop_unread_materializations(out))
-
-    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
-        out: Block = []
-        exits = Exits(env)
-        for stmt in stmts:
-            if exits.fall is None:
-                break
-            new, step = self.statement(stmt, exits.fall)
-            out.extend(new)
-            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
-        return out, exits
 
     def fold(self, node: cst.CSTNode, env: Env) -> cst.CSTNode:
         return FoldExpression(self.ctx, self.flow, env)(node)
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.If):
-            return self._if(stmt, env)
+            return self.branch(stmt, env)
         if isinstance(stmt, cst.SimpleStatementLine):
             return self._line(stmt, env)
         raise AssertionError(f"unexpected statement after unrolling: {type(stmt).__name__}")
@@ -212,7 +205,7 @@ class ConstantPropagation:
             return self.fold(node, env)
         return self._fold_target(node, env)
 
-    def _if(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+    def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         test = self.flow.evaluate(stmt.test, env)
         if test is not None:
             return self.block(list(stmt.body.body) if test.value else else_body(stmt), env)

@@ -1,17 +1,35 @@
-"""The state the rewriter's passes share for one ``rewrite`` call."""
+"""The state the rewriter's passes share for one ``rewrite`` call.
+
+``RewriteContext`` is created once per ``rewrite`` and handed to every pass;
+what is particular to one function body (its module index, static flow and
+entry facts) travels separately, in ``pipeline.FunctionUnit``. Its mutable
+parts are the fresh-name supply, the global table, provenance, the call
+stack (for recursion detection) and the named memo tables in
+``RewriteCaches``; each table only ever gains entries, so a pass never
+sees a fact that a later pass withdraws.
+"""
 
 from __future__ import annotations
 
 import builtins
+import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
-from dycl.rewriter.values import FreshContainers, ModuleIndex, Static
+from dycl.rewriter.values import FreshContainers, Static
+
+if TYPE_CHECKING:
+    from dycl.rewriter.callees import CachedCallee, CalleeKey, SyntaxFacts
+    from dycl.rewriter.source import ParsedFunction
+
+#: A function being rewritten and the id of its receiver (None for a plain
+#: function): a frame on the call stack, and the key of ``branch_free``.
+Frame = tuple[types.FunctionType, int | None]
 
 
 class GlobalTable:
@@ -52,31 +70,47 @@ class GlobalTable:
 
 
 @dataclass
+class RewriteCaches:
+    """Memo tables of one ``rewrite`` call (entries are added, never changed).
+
+    - ``parsed``: a user function → its parsed, checked source.
+    - ``syntax_facts``: a user function → its calls and locals when its source
+      has no control flow syntax, else None (``callees.branch_free``).
+    - ``branch_free``: a frame → whether calling it provably never branches on data.
+    - ``callees``: a callee specialised to its static arguments → its rewritten
+      body, or None when the call is kept (``callees.rewrite_callee``).
+    - ``fingerprints``: ``id(module)`` → its structural fingerprint (``values.fingerprint``).
+    """
+
+    parsed: dict[types.FunctionType, ParsedFunction] = field(default_factory=dict)
+    syntax_facts: dict[types.FunctionType, SyntaxFacts | None] = field(default_factory=dict)
+    branch_free: dict[Frame, bool] = field(default_factory=dict)
+    callees: dict[CalleeKey, CachedCallee | None] = field(default_factory=dict)
+    fingerprints: dict[int, tuple] = field(default_factory=dict)
+
+
+@dataclass
 class RewriteContext:
-    """Shared by every pass of one ``rewrite`` call: the model, the module index,
-    the namespace of generated names, provenance and the call stack (for
-    recursion detection)."""
+    """Shared by every pass of one ``rewrite`` call: the model, the namespace
+    of generated names, provenance, the global table, the containers the
+    rewrite created (``fresh``), the call stack and the caches; with
+    ``debug``, the source after every pass (``trace``: pass, function, source)."""
 
     model: torch.nn.Module
-    index: ModuleIndex
     namespace: Namespace
     locations: LocationTable
     globals: GlobalTable
-    call_stack: list[Any] = field(default_factory=list)
-    parsed: dict[Any, Any] = field(default_factory=dict)
-    callee_cache: dict[Any, Any] = field(default_factory=dict)
-    branch_free: dict[Any, bool] = field(default_factory=dict)
-    syntax_facts: dict[Any, Any] = field(default_factory=dict)
-    fingerprints: dict[int, tuple] = field(default_factory=dict)
+    call_stack: list[Frame] = field(default_factory=list)
+    caches: RewriteCaches = field(default_factory=RewriteCaches)
     fresh: FreshContainers = field(default_factory=FreshContainers)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def record(self, pass_name: str, parsed: Any, body: list) -> None:
-        """With ``debug``, keep the source after each pass: (pass, function, source)."""
+    def record(self, pass_name: str, function: types.FunctionType, body: list) -> None:
+        """With ``debug``, keep the source of ``function``'s body after ``pass_name``."""
         if self.debug:
             source = cst.Module(body=body).code
-            self.trace.append((pass_name, parsed.function.__qualname__, source))
+            self.trace.append((pass_name, function.__qualname__, source))
 
     def error(self, construct: str, stmt: cst.CSTNode | None, hint: str = "",
               location: SourceLocation | None = None) -> UnsupportedError:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-from dycl.rewriter.flow import assigned_names, else_body
+from dycl.rewriter.flow import else_body
 from dycl.rewriter.locations import comment_of, set_location
-from dycl.rewriter.walk import small_statement_targets, statements_contain
+from dycl.rewriter.walk import bound_names, small_statement_targets, statements_contain
 
 Block = list[cst.BaseStatement]
 
@@ -145,7 +145,7 @@ def must_define(stmts: Sequence[cst.BaseStatement], defined: frozenset[str]) -> 
                 return defined
             defined = frozenset.intersection(*(must_define(b, defined) for b in branches))
         else:
-            defined = defined | frozenset(assigned_names(stmt))
+            defined = defined | frozenset(bound_names(stmt))
     return defined
 
 
@@ -227,7 +227,7 @@ class _ReturnRegion:
                     body = self.block(list(stmt.body.body) + after, before, enclosing)
                     orelse = self.block(else_body(stmt) + after, before, enclosing)
                     return out + [rebuild_if(stmt, body, orelse)]
-                inner = enclosing or (frozenset(assigned_names(stmt)), before)
+                inner = enclosing or (frozenset(bound_names(stmt)), before)
                 guarded = rebuild_if(stmt, self.block(list(stmt.body.body), before, inner),
                                      self.block(else_body(stmt), before, inner))
                 if not after:

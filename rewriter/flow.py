@@ -10,7 +10,7 @@ propagation all walk with it, so they agree on what is static.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from dycl.rewriter.static_eval import StaticEvaluator
 from dycl.rewriter.values import (
     CONTAINERS,
     ListLength,
+    ModuleIndex,
     Static,
     holds_container,
     is_literal,
@@ -119,15 +120,30 @@ class Exits:
     breaks: list[Env] = field(default_factory=list)
     continues: list[Env] = field(default_factory=list)
 
+    def then(self, step: Exits) -> Exits:
+        """These exits followed by ``step``, the exits of what runs after falling through."""
+        return Exits(step.fall, self.breaks + step.breaks, self.continues + step.continues)
 
-def local_names(node: cst.CSTNode) -> set[str]:
-    """Names a function (or any node) binds: parameters and assignment targets."""
-    return bound_names(node)
+
+Statements = list[cst.BaseStatement]
+#: One statement's rewrite under the facts before it: its replacement and how control leaves it.
+StatementRewrite = Callable[[cst.BaseStatement, "Env"], tuple[Statements, Exits]]
 
 
-def assigned_names(node: cst.CSTNode) -> set[str]:
-    """Names bound anywhere inside ``node`` (a statement or block)."""
-    return bound_names(node)
+def thread(stmts: Iterable[cst.BaseStatement], env: Env | None,
+           statement: StatementRewrite) -> tuple[Statements, Exits]:
+    """Run ``statement`` over ``stmts`` in order, each under the facts that fall
+    through the ones before it; stops where no path falls through. The one
+    block loop of every flow-aware pass (``passes.FlowWalker``) and of ``StaticFlow``."""
+    out: Statements = []
+    exits = Exits(env)
+    for stmt in stmts:
+        if exits.fall is None:
+            break
+        new, step = statement(stmt, exits.fall)
+        out.extend(new)
+        exits = exits.then(step)
+    return out, exits
 
 
 _NOTHING = object()
@@ -150,15 +166,18 @@ class _FlowScope:
 class StaticFlow:
     """Transfer functions for one function body (``locals``: the local names of
     its source, to which every name the namespace generates is added;
-    ``fn_globals``: the globals its source was written against)."""
+    ``fn_globals``: the globals its source was written against; ``index``: the
+    paths of the modules it can reach, from its receiver)."""
 
-    def __init__(self, ctx: RewriteContext, locals_: set[str], fn_globals: dict[str, Any]) -> None:
+    def __init__(self, ctx: RewriteContext, locals_: set[str], fn_globals: dict[str, Any],
+                 index: ModuleIndex) -> None:
         self.ctx = ctx
         self.locals = locals_
         self.fn_globals = fn_globals
+        self.index = index
 
     def evaluator(self, env: Env) -> StaticEvaluator:
-        return StaticEvaluator(_FlowScope(self, env), self.ctx.index, self.ctx.fresh)
+        return StaticEvaluator(_FlowScope(self, env), self.index, self.ctx.fresh)
 
     def evaluate(self, node: cst.BaseExpression, env: Env) -> Static | None:
         return self.evaluator(env).evaluate(node)
@@ -166,13 +185,11 @@ class StaticFlow:
     # -- blocks --------------------------------------------------------------------------
 
     def run_block(self, stmts: Iterable[cst.BaseStatement], env: Env | None) -> Exits:
-        exits = Exits(env.copy() if env is not None else None)
-        for stmt in stmts:
-            if exits.fall is None:
-                break
-            step = self.step(stmt, exits.fall)
-            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
-        return exits
+        """How control leaves ``stmts`` entered with ``env`` (which is not modified)."""
+        return thread(stmts, env.copy() if env is not None else None, self._transfer)[1]
+
+    def _transfer(self, stmt: cst.BaseStatement, env: Env) -> tuple[Statements, Exits]:
+        return [], self.step(stmt, env)
 
     def step(self, stmt: cst.BaseStatement, env: Env) -> Exits:
         """Effect of one statement on ``env`` (which it may modify)."""
@@ -188,7 +205,7 @@ class StaticFlow:
         if isinstance(stmt, cst.With):
             return self.run_block(stmt.body.body, env)
         if isinstance(stmt, (cst.For, cst.While)):
-            for name in assigned_names(stmt):
+            for name in bound_names(stmt):
                 env.kill(name)
             for node in descendants(stmt):  # a loop left as it is may change any container it names
                 if isinstance(node, cst.Name) and tracks(env.get(node.value)):

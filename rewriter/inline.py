@@ -15,12 +15,13 @@ from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
-from dycl.rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body
+from dycl.rewriter.flow import Env, Exits, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
 from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
-from dycl.rewriter.values import Static, canonical_term, literal_term
-from dycl.rewriter.walk import descendants, map_children
+from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
+from dycl.rewriter.walk import bound_names, descendants, map_children
 
 _LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
@@ -52,10 +53,7 @@ class InlinedBody:
         self.params = params
         self.pending = pending or {}
         self.assigned = assigned if assigned is not None else frozenset(
-            name for stmt in body for name in assigned_names(stmt))
-
-
-RewriteCallee = Callable[[Callee, cst.BaseStatement], InlinedBody | None]
+            name for stmt in body for name in bound_names(stmt))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -85,7 +83,7 @@ def user_function(function: object) -> object:
     return function
 
 
-class Inline:
+class Inline(FlowWalker):
     """Replaces a call of a helper method, function or submodule by its body when
     that body, specialised to the call's static arguments, still branches on
     data.
@@ -100,30 +98,19 @@ class Inline:
     per child.
     """
 
-    def __init__(self, ctx: RewriteContext, flow: StaticFlow, rewrite_callee: RewriteCallee) -> None:
-        self.ctx = ctx
-        self.flow = flow
-        self.rewrite_callee = rewrite_callee
+    name = "inline"
+    description = "inline helpers and submodules that still branch on data"
 
-    def run(self, body: Block, env: Env) -> Block:
-        return self.block(body, env)[0]
+    def __init__(self, unit: FunctionUnit) -> None:
+        super().__init__(unit)
+        self.rewrite_callee = unit.rewrite_callee
 
-    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
-        out: Block = []
-        exits = Exits(env)
-        for stmt in stmts:
-            if exits.fall is None:
-                break
-            new = self.statement(stmt, exits.fall)
-            step = self._flow_over(new, exits.fall)
-            out.extend(new)
-            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
-        return out, exits
+    def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
+        new = self.replace(stmt, env)
+        return new, self.flow.run_block(new, env)
 
-    def _flow_over(self, stmts: Block, env: Env) -> Exits:
-        return self.flow.run_block(stmts, env)
-
-    def statement(self, stmt: cst.BaseStatement, env: Env) -> Block:
+    def replace(self, stmt: cst.BaseStatement, env: Env) -> Block:
+        """The statements replacing ``stmt``: its calls that must be inlined, inlined."""
         if isinstance(stmt, cst.If):
             hoisted, test = self.hoist(stmt.test, stmt, env)
             stmt = stmt.with_changes(test=test)
@@ -201,13 +188,13 @@ class Inline:
                     raise
                 return None, None  # library code: opaque, as before
             function, owner = resolved.function, resolved.owner
-            receiver = func if owner is target else _owner_static(owner, resolved, self.ctx)
+            receiver = func if owner is target else _owner_static(owner, resolved, self.ctx, self.flow.index)
             if resolved.keywords and is_user_code(function):
-                call = call.with_changes(args=[*call.args, *_partial_arguments(resolved, self.ctx)])
+                call = call.with_changes(args=[*call.args, *_partial_arguments(resolved, self.ctx, self.flow.index)])
         elif isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
             function = target.__func__
             owner = target.__self__
-            receiver = Static(owner, canonical_term(owner, self.ctx.index) or call.func.value)
+            receiver = Static(owner, canonical_term(owner, self.flow.index) or call.func.value)
         elif isinstance(target, types.FunctionType):
             function = target
         else:
@@ -252,7 +239,7 @@ class Inline:
                 else:
                     callee.dynamic[name] = value
             else:
-                term = canonical_term(value, self.ctx.index)
+                term = canonical_term(value, self.flow.index)
                 if term is None:
                     return None
                 callee.static[name] = Static(value, term)
@@ -284,7 +271,7 @@ class Inline:
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
         if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
             return None
-        path = canonical_term(sequential, self.ctx.index)
+        path = canonical_term(sequential, self.flow.index)
         if path is None:
             return None
         probe_calls = [cst.Call(cst.Subscript(path, [cst.SubscriptElement(cst.Index(literal_term(i)))]),
@@ -351,20 +338,21 @@ def _where(resolved: ResolvedMethod) -> SourceLocation | None:
     return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
 
 
-def _owner_static(owner: torch.nn.Module, resolved: ResolvedMethod, ctx: RewriteContext) -> Static:
+def _owner_static(owner: torch.nn.Module, resolved: ResolvedMethod, ctx: RewriteContext,
+                  index: ModuleIndex) -> Static:
     """The receiver of a forward set to another module's method; it must be part of the model."""
-    term = canonical_term(owner, ctx.index)
+    term = canonical_term(owner, index)
     if term is None:
         raise ctx.error(f"a forward set to a method of {type(owner).__qualname__}, which is not a submodule "
                         "of the model", None, "register that module as a submodule", location=_where(resolved))
     return Static(owner, term)
 
 
-def _partial_arguments(resolved: ResolvedMethod, ctx: RewriteContext) -> list[cst.Arg]:
+def _partial_arguments(resolved: ResolvedMethod, ctx: RewriteContext, index: ModuleIndex) -> list[cst.Arg]:
     """The keywords a ``functools.partial`` forward binds, as call arguments."""
     args = []
     for name, value in resolved.keywords.items():
-        term = canonical_term(value, ctx.index)
+        term = canonical_term(value, index)
         if term is None:
             raise ctx.error(f"a forward set to functools.partial(..., {name}={value!r:.40})", None,
                             "bind only literals or submodules with partial", location=_where(resolved))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 import torch
-from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.exits import Block, rebuild_if
-from dycl.rewriter.flow import Env, StaticFlow, else_body
+from dycl.rewriter.flow import Env, else_body
+from dycl.rewriter.passes import FunctionUnit
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
 
@@ -22,9 +22,12 @@ class Normalize:
     rewritten function runs under ``torch.no_grad()`` (see ``RewrittenFunction``).
     """
 
-    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
-        self.ctx = ctx
-        self.flow = flow
+    name = "normalize"
+    description = "drop docstrings, splice `with torch.no_grad():` bodies"
+
+    def __init__(self, unit: FunctionUnit) -> None:
+        self.ctx = unit.ctx
+        self.flow = unit.flow
 
     def run(self, body: Block) -> Block:
         if body and _is_docstring(body[0]):

@@ -38,8 +38,8 @@ import types
 
 import libcst as cst
 from dycl.rewriter.context import RewriteContext
-from dycl.rewriter.flow import local_names
 from dycl.rewriter.locations import COMPOUND
+from dycl.rewriter.walk import bound_names
 
 _VIEWS = frozenset({
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",
@@ -288,4 +288,4 @@ def _owner(model: object, function: types.FunctionType) -> object | None:
 def reject_state_writes(ctx: RewriteContext, function: types.FunctionType, definition: cst.FunctionDef) -> None:
     receiver = receiver_name(function, definition)
     owner = _owner(ctx.model, function) if receiver is not None else None
-    definition.visit(RejectStateWrites(ctx, receiver, frozenset(local_names(definition)) - {receiver}, owner))
+    definition.visit(RejectStateWrites(ctx, receiver, frozenset(bound_names(definition)) - {receiver}, owner))

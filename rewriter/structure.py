@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 from dycl.rewriter.exits import Block, always_exits, nest_after_returns, rebuild_if
 from dycl.rewriter.flow import else_body
+from dycl.rewriter.passes import FunctionUnit
 
 
 def _is_empty(stmts: Block) -> bool:
@@ -16,7 +15,7 @@ def _is_empty(stmts: Block) -> bool:
 
 class Structure:
     """Rewrites ``elif`` chains as nested ``if``/``else``, removes dead code and
-    empty ``if``s; with ``nest_returns`` also moves the statements after an
+    empty ``if``s; in an inlined body (``nest_returns``) also moves the statements after an
     ``if`` that may return into its branches.
 
     Assumes: loop-free code (no ``for``/``while``/``break``/``continue``).
@@ -31,15 +30,16 @@ class Structure:
     without one indentation level per early exit, which CPython caps at 100.
     """
 
-    def __init__(self, nest_returns: bool, fresh: Callable[[str], str] | None = None,
-                 parameters: frozenset[str] = frozenset()) -> None:
-        self.nest_returns = nest_returns
-        self.fresh = fresh
-        self.parameters = parameters
+    name = "structure"
+    description = "elif and early returns become nested if/else"
+
+    def __init__(self, unit: FunctionUnit) -> None:
+        self.nest_returns = unit.inlined
+        self.fresh = unit.ctx.namespace.fresh
+        self.parameters = unit.parameters
 
     def run(self, body: Block) -> Block:
         if self.nest_returns:
-            assert self.fresh is not None, "nesting returns needs fresh names for its flags"
             body = nest_after_returns(body, self.fresh, self.parameters)
         return self.block(body)
 

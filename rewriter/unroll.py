@@ -7,12 +7,12 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 from dycl.rewriter.containers import tracks
-from dycl.rewriter.context import RewriteContext
-from dycl.rewriter.exits import Block, rebuild_if, run_unless_exited
-from dycl.rewriter.flow import Env, Exits, StaticFlow, assigned_names, else_body, join
+from dycl.rewriter.exits import Block, run_unless_exited
+from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.passes import FlowWalker
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
-from dycl.rewriter.walk import descendants
+from dycl.rewriter.walk import bound_names, descendants
 
 MAX_TRIPS = 10_000
 
@@ -25,7 +25,7 @@ class Element:
     term: cst.BaseExpression
 
 
-class Unroll:
+class Unroll(FlowWalker):
     """Replaces ``for`` and ``while`` loops by their iterations.
 
     Assumes: the function body has been normalised (no ``with``, no ``try``).
@@ -39,44 +39,19 @@ class Unroll:
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
 
-    def __init__(self, ctx: RewriteContext, flow: StaticFlow) -> None:
-        self.ctx = ctx
-        self.flow = flow
+    name = "unroll"
+    description = "unroll for/while loops with static trip counts; break/continue become if/else"
 
-    def run(self, body: Block, env: Env) -> Block:
-        return self.block(body, env)[0]
-
-    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
-        out: Block = []
-        exits = Exits(env)
-        for stmt in stmts:
-            if exits.fall is None:
-                break
-            here = exits.fall
-            if isinstance(stmt, cst.For):
-                new, step = self.expand_for(stmt, here)
-            elif isinstance(stmt, cst.While):
-                new, step = self.expand_while(stmt, here)
-            elif isinstance(stmt, cst.If):
-                new, step = self.branch(stmt, here)
-            else:
-                new, step = [stmt], self.flow.step(stmt, here)
-            out.extend(new)
-            exits = Exits(step.fall, exits.breaks + step.breaks, exits.continues + step.continues)
-        return out, exits
+    def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
+        if isinstance(stmt, cst.For):
+            return self.expand_for(stmt, env)
+        if isinstance(stmt, cst.While):
+            return self.expand_while(stmt, env)
+        return super().statement(stmt, env)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
-        test = self.flow.evaluate(stmt.test, env)
-        if test is not None:  # constant propagation removes the dead branch
-            taken, exits = self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
-            body, orelse = (taken, else_body(stmt)) if test.value else (list(stmt.body.body), taken)
-            return [rebuild_if(stmt, body, orelse)], exits
-        body, then_exits = self.block(list(stmt.body.body), env.copy())
-        orelse, else_exits = self.block(else_body(stmt), env.copy())
-        exits = Exits(join([then_exits.fall, else_exits.fall]), then_exits.breaks + else_exits.breaks,
-                      then_exits.continues + else_exits.continues)
-        return [rebuild_if(stmt, body, orelse)], exits
+        return super().branch(stmt, env)  # constant propagation removes a dead branch
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -110,7 +85,7 @@ class Unroll:
         """An unrolled iteration reads its item through a name (``outs[2]``); Python
         iterates the object the loop started with, so the body must not rebind that name."""
         named = {n.value for e in elements for n in descendants(e.term) if isinstance(n, cst.Name)}
-        rebound = named & assigned_names(loop.body)
+        rebound = named & bound_names(loop.body)
         if rebound:
             raise self.ctx.error(
                 f"a for loop over {sorted(rebound)[0]}, which the loop assigns", loop,
@@ -232,12 +207,12 @@ class Unroll:
     def _term(self, value, fallback: cst.BaseExpression | None) -> cst.BaseExpression | None:
         if is_literal(value) and not holds_container(value):
             return literal_term(value)
-        path = self.ctx.index.term_for(value)
+        path = self.flow.index.term_for(value)
         return fallback if path is None else path
 
     def _display_elements(self, loop: cst.For, env: Env) -> tuple[list[Element], Block]:
         """A literal list/tuple with dynamic items: evaluate them once, before the loop."""
-        reassigned = assigned_names(loop.body)
+        reassigned = bound_names(loop.body)
         prologue: Block = []
         elements: list[Element] = []
         for item in loop.iter.elements:

@@ -1,0 +1,217 @@
+"""Rewriting the callees that ``Inline`` splices in, and proving the others branch-free.
+
+A call of user code is kept when ``branch_free`` proves that the callee never
+branches on data (no control flow syntax, and every call in it goes to
+library code or to user code that is itself branch-free); otherwise
+``rewrite_callee`` runs the pipeline on the callee's body specialised to the
+call's static arguments. Every table this module fills is one of
+``context.RewriteCaches``.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import libcst as cst
+import torch
+from dycl.rewriter.check import reject_unsupported
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.exits import Block, contains
+from dycl.rewriter.flow import Env, StaticFlow
+from dycl.rewriter.forward import resolve_method
+from dycl.rewriter.inline import Callee, InlinedBody, is_user_code, user_function
+from dycl.rewriter.source import ParsedFunction, parse_function
+from dycl.rewriter.state_writes import reject_state_writes
+from dycl.rewriter.substitute import rename
+from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
+from dycl.rewriter.walk import bound_names, descendants
+
+#: A callee specialised to a call: (function, receiver fingerprint, static
+#: arguments by name, dynamic parameter names).
+CalleeKey = tuple[types.FunctionType, tuple | None, tuple[tuple[str, tuple], ...], tuple[str, ...]]
+#: Runs the pipeline on a callee: (parsed, renamed definition, entry facts, module index) -> body.
+RunBody = Callable[[ParsedFunction, cst.FunctionDef, Env, ModuleIndex], Block]
+
+
+@dataclass(frozen=True)
+class SyntaxFacts:
+    """A user function whose source has no control flow syntax: its calls and local names."""
+
+    parsed: ParsedFunction
+    calls: list[cst.Call]
+    locals: set[str]
+
+
+@dataclass(frozen=True)
+class WithPlaceholder:
+    """A cached callee body whose receiver is written as ``placeholder``."""
+
+    inlined: InlinedBody
+    placeholder: str
+
+
+CachedCallee = InlinedBody | WithPlaceholder
+
+
+def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFunction:
+    """``function`` parsed, with its unsupported constructs and state writes refused (once)."""
+    parsed = ctx.caches.parsed.get(function)
+    if parsed is None:
+        parsed = parse_function(function, ctx.locations)
+        reject_unsupported(ctx, parsed.definition)
+        reject_state_writes(ctx, parsed.function, parsed.definition)
+        ctx.caches.parsed[function] = parsed
+    return parsed
+
+
+_BRANCHING = (cst.If, cst.For, cst.While, cst.IfExp, cst.BooleanOperation, cst.Try)
+
+
+def converts(node: cst.CSTNode) -> bool:
+    """``t.item()``, ``t.tolist()``, ``t.numpy()``, ``int(t)``, ``float(t)``, ``bool(t)`` (syntactically):
+    a Python value that may come from a tensor, which the HCFG builder moves to the host
+    only in code it sees, so a callee containing one is inlined (hcfg.decisions)."""
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in ("item", "tolist", "numpy") and not node.args
+    return isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")
+
+
+def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFacts | None:
+    if function in ctx.caches.syntax_facts:
+        return ctx.caches.syntax_facts[function]
+    parsed = parse_checked(ctx, function)
+    body = parsed.definition.body.body
+    nodes = [n for stmt in body for n in descendants(stmt)]
+    branching = any(isinstance(n, _BRANCHING) or converts(n) for n in nodes)
+    early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
+    facts = None
+    if not branching and not early_return:
+        facts = SyntaxFacts(parsed, [n for n in nodes if isinstance(n, cst.Call)], bound_names(parsed.definition))
+    ctx.caches.syntax_facts[function] = facts
+    return facts
+
+
+def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Static | None,
+                index: ModuleIndex) -> bool:
+    """A cheap proof that calling ``function`` never branches on data (see the
+    module docstring); ``index``: the caller's. False means "maybe" (the callee
+    is then rewritten)."""
+    key = (function, id(receiver.value) if receiver is not None else None)
+    if key in ctx.caches.branch_free:
+        return ctx.caches.branch_free[key]
+    ctx.caches.branch_free[key] = False  # a cycle is not provably branch-free
+    facts = _syntax_facts(ctx, function)
+    result = facts is not None
+    if facts is not None:
+        env = Env()
+        params = facts.parsed.definition.params.params
+        if receiver is not None and params:
+            env.bind(params[0].name.value, receiver)
+        flow = StaticFlow(ctx, facts.locals, facts.parsed.globals, index)
+        result = all(_call_is_branch_free(ctx, flow, env, call) for call in facts.calls)
+    ctx.caches.branch_free[key] = result
+    return result
+
+
+def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: cst.Call) -> bool:
+    func = flow.evaluate(call.func, env)
+    if func is None:
+        return not (isinstance(call.func, cst.Name) and call.func.value in flow.locals)
+    target = func.value
+    if isinstance(target, torch.nn.Sequential):
+        return all(_module_is_branch_free(ctx, m, func.term, flow.index) for m in target)
+    if isinstance(target, torch.nn.Module):
+        return _module_is_branch_free(ctx, target, func.term, flow.index)
+    if isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
+        owner, function = target.__self__, user_function(target.__func__)
+        return not is_user_code(function) or branch_free(ctx, function, Static(owner, func.term), flow.index)
+    if isinstance(target, types.FunctionType):
+        function = user_function(target)
+        return not is_user_code(function) or branch_free(ctx, function, None, flow.index)
+    return True
+
+
+def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: cst.BaseExpression,
+                           index: ModuleIndex) -> bool:
+    """Whether calling ``module`` provably never branches on data; its forward is
+    found as Python finds it (an instance attribute wins)."""
+    try:
+        resolved = resolve_method(module)
+    except UnsupportedError:
+        return not is_user_code(type(module))  # user code: "maybe", and inlining it reports the error
+    function = user_function(resolved.function)
+    return not is_user_code(function) or branch_free(ctx, function, Static(resolved.owner, term), index)
+
+
+def _static_key(value) -> tuple:
+    if is_literal(value) and not holds_container(value):  # a container's identity matters (aliasing)
+        return ("literal", type(value).__name__, repr(value))
+    return ("object", id(value))
+
+
+def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement, index: ModuleIndex,
+                   run_body: RunBody) -> InlinedBody | None:
+    """The callee's body specialised to its static arguments, or None when it
+    has no data-dependent control flow (the call is then kept); ``index``: the caller's.
+
+    Note: sharing one rewrite between instances. A body is rewritten with its
+    receiver written as a placeholder name and cached under the receiver's
+    ``fingerprint``; each call site substitutes its own receiver path. So a
+    gate class used by 100 blocks is rewritten once, not 100 times.
+    """
+    receiver = callee.receiver
+    if branch_free(ctx, callee.function, receiver, index):
+        return None
+    receiver_key = fingerprint(receiver.value, ctx.caches.fingerprints) if receiver is not None else None
+    key = (callee.function, receiver_key,
+           tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
+           tuple(sorted(callee.dynamic)))
+    if key not in ctx.caches.callees:
+        ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body)
+    cached = ctx.caches.callees[key]
+    if cached is None or receiver is None:
+        return cached
+    inlined = cached.inlined
+    return InlinedBody(inlined.body, inlined.params, inlined.assigned, {cached.placeholder: receiver.term})
+
+
+def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement,
+                         outer_index: ModuleIndex, run_body: RunBody) -> CachedCallee | None:
+    receiver = callee.receiver
+    frame = (callee.function, id(receiver.value) if receiver is not None else None)
+    if frame in ctx.call_stack:
+        raise ctx.error(f"recursion ({callee.function.__qualname__} calls itself)", call_site,
+                        "unroll the recursion by hand or bound it with a loop")
+    parsed = parse_checked(ctx, callee.function)
+    mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound_names(parsed.definition))}
+    definition = rename(parsed.definition, mapping)
+    env = Env()
+    placeholder = None
+    index = outer_index
+    for name, static in callee.static.items():
+        if static is receiver:
+            placeholder = ctx.namespace.fresh("receiver")
+            static = Static(receiver.value, cst.Name(placeholder))
+            index = ModuleIndex(receiver.value, static.term, outer=outer_index)
+            # passes write the receiver's submodules as terms on the placeholder
+            # (``receiver.blocks[0]``); later passes must be able to evaluate them
+            env.bind(placeholder, static)
+        elif holds_container(static.value):  # the inlined call binds it to its parameter (Inline._bind_dynamic)
+            static = Static(static.value, cst.Name(mapping[name]))
+        env.bind(mapping[name], static)
+    ctx.call_stack.append(frame)
+    try:
+        body = run_body(parsed, definition, env, index)
+    finally:
+        ctx.call_stack.pop()
+    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+            converts(n) for stmt in body for n in descendants(stmt)):
+        return None
+    params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
+    inlined = InlinedBody(body, params)
+    return WithPlaceholder(inlined, placeholder) if receiver is not None else inlined
