@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
-from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.exits import Block
-from dycl.rewriter.flow import Env, StaticFlow, else_body
+from dycl.rewriter.flow import Env, Exits
+from dycl.rewriter.passes import FlowWalker, FunctionUnit
 
 # CPython's tokenizer refuses more than 100 indentation levels.
 MAX_NESTING = 90
@@ -15,30 +15,44 @@ class RewriteInvariantError(AssertionError):
     """The rewriter produced code that breaks its own guarantees (a dycl bug)."""
 
 
-def verify(ctx: RewriteContext, flow: StaticFlow, body: Block, env: Env) -> None:
+def verify(unit: FunctionUnit, body: Block) -> None:
     """Assert: no loop, ``break`` or ``continue``; no ``if`` whose test is static;
-    nesting shallow enough for Python to compile."""
+    nesting shallow enough for Python to compile (else ``UnsupportedError``)."""
+    _Verifier(unit).run(body)
 
-    def walk(stmts: Block, env: Env | None, depth: int) -> None:
-        if depth > MAX_NESTING:
-            raise ctx.error(f"control flow nested more than {MAX_NESTING} levels deep after unrolling",
-                            stmts[0] if stmts else None,
-                            "reduce the number of early exits or loop iterations that can break")
-        for stmt in stmts:
-            if env is None:
-                return
-            if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
-                raise RewriteInvariantError(f"{type(stmt).__name__} left in rewritten code")
-            if isinstance(stmt, cst.SimpleStatementLine) and any(
-                isinstance(s, (cst.Break, cst.Continue)) for s in stmt.body
-            ):
-                raise RewriteInvariantError("break/continue left in rewritten code")
-            if isinstance(stmt, cst.If):
-                if flow.evaluate(stmt.test, env) is not None:
-                    test = cst.Module([]).code_for_node(stmt.test)
-                    raise RewriteInvariantError(f"if with a static test left: {test}")
-                walk(list(stmt.body.body), env.copy(), depth + 1)
-                walk(else_body(stmt), env.copy(), depth + 1)
-            env = flow.step(stmt, env).fall if env is not None else None
 
-    walk(body, env.copy(), 1)
+class _Verifier(FlowWalker):
+    """Walks the rewritten body under the static facts, raising at the first broken guarantee."""
+
+    name = "verify"
+    description = "check the guarantees of the rewritten body"
+
+    def __init__(self, unit: FunctionUnit) -> None:
+        super().__init__(unit)
+        self.depth = 1
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        if self.depth > MAX_NESTING:
+            raise self.ctx.error(f"control flow nested more than {MAX_NESTING} levels deep after unrolling",
+                                 stmts[0] if stmts else None,
+                                 "reduce the number of early exits or loop iterations that can break")
+        return super().block(stmts, env)
+
+    def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
+        if isinstance(stmt, (cst.For, cst.While, cst.With, cst.Try)):
+            raise RewriteInvariantError(f"{type(stmt).__name__} left in rewritten code")
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(s, (cst.Break, cst.Continue)) for s in stmt.body
+        ):
+            raise RewriteInvariantError("break/continue left in rewritten code")
+        return super().statement(stmt, env)
+
+    def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
+        if self.flow.evaluate(stmt.test, env) is not None:
+            test = cst.Module([]).code_for_node(stmt.test)
+            raise RewriteInvariantError(f"if with a static test left: {test}")
+        self.depth += 1
+        try:
+            return super().branch(stmt, env)
+        finally:
+            self.depth -= 1

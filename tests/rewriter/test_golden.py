@@ -6,8 +6,14 @@ import textwrap
 
 import torch
 import torch.nn as nn
+from dycl.rewriter.constprop import ConstantPropagation
+from dycl.rewriter.inline import Inline
+from dycl.rewriter.normalize import Normalize
+from dycl.rewriter.structure import Structure
+from dycl.rewriter.unroll import Unroll
 
 from dycl import rewriter
+from dycl.testing import assert_equivalent
 
 
 def after(model: nn.Module, pass_name: str) -> str:
@@ -460,3 +466,191 @@ def test_structure_guards_the_rest_of_an_inlined_body_with_a_flag_after_a_nested
                 returned = True
         return result
     """)
+
+
+# -- every pass alone -------------------------------------------------------------------------------
+# Each pass runs by itself on a before-snippet (``rewrite(..., passes=(Pass,))``); the result is
+# still the model's function, so it is also run eagerly against the model on inputs taking
+# several paths.
+
+
+def alone(model: nn.Module, pass_: type, inputs: list, paths: int) -> str:
+    """The plain source after running only ``pass_`` on ``model.forward``, checked
+    against eager execution on ``inputs`` (which must take exactly ``paths`` paths)."""
+    result = rewriter.rewrite(model, passes=(pass_,), debug=True)
+    root = f"{type(model).__qualname__}.forward"
+    assert [name for name, qualname, _ in result.trace if qualname == root] == [pass_.name]
+    assert assert_equivalent(model, result.bind(model), inputs, min_paths=paths) == paths
+    return result.plain_source
+
+
+def seeded(cls: type, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return cls().eval()
+
+
+def signed_inputs(count: int = 12) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(2, 4, generator=generator) * 3 for _ in range(count)]
+
+
+class InferenceLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        '''Runs each layer without autograd.'''
+        for layer in self.layers:
+            with torch.inference_mode():
+                x = layer(x)
+        if x.sum() > 0:
+            with torch.no_grad():
+                x = -x
+        return x
+
+
+def test_normalize_alone_splices_with_bodies_inside_loops_and_ifs():
+    assert alone(seeded(InferenceLoop), Normalize, signed_inputs(), paths=2) == golden("""
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            if x.sum() > 0:
+                x = -x
+            return x
+    """)
+
+
+class SkipOne(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.skip = 1
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            if i == self.skip:
+                continue
+            x = layer(x)
+            if x.sum() > 0:
+                break
+        return x
+
+
+def test_unroll_alone_keeps_static_tests_for_constprop_and_flags_a_nested_break():
+    assert alone(seeded(SkipOne, seed=1), Unroll, signed_inputs(40), paths=3) == golden("""
+        def forward(self, x):
+            i = 0
+            layer = self.layers[0]
+            stopped = False
+            if i == self.skip:
+                pass
+            else:
+                x = layer(x)
+                if x.sum() > 0:
+                    stopped = True
+            if not stopped:
+                i = 1
+                layer = self.layers[1]
+                if i == self.skip:
+                    pass
+                i = 2
+                layer = self.layers[2]
+                if i == self.skip:
+                    pass
+                else:
+                    x = layer(x)
+                    if x.sum() > 0:
+                        pass
+            return x
+    """)
+
+
+class Router(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def route(self, h):
+        if h.sum() > 0:
+            return self.fc(h)
+        return -h
+
+    def forward(self, x):
+        y = self.route(x) + 1
+        return y * 2
+
+
+def test_inline_alone_hoists_a_nested_call_and_splices_the_structured_callee():
+    assert alone(seeded(Router), Inline, signed_inputs(), paths=2) == golden("""
+        def forward(self, x):
+            if x.sum() > 0:
+                out = self.fc(x)
+            else:
+                out = -x
+            y = out + 1
+            return y * 2
+    """)
+
+
+class Configured(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+        self.mode = "relu"
+
+    def forward(self, x):
+        k = self.scale * 2
+        if self.mode == "relu":
+            x = torch.relu(x) * k
+        else:
+            x = torch.tanh(x)
+        if x[0, 0] > k:
+            x = x - k
+        return x
+
+
+def test_constprop_alone_folds_config_and_drops_the_static_if():
+    assert alone(seeded(Configured), ConstantPropagation, signed_inputs(), paths=2) == golden("""
+        def forward(self, x):
+            x = torch.relu(x) * 4.0
+            if x[0, 0] > 4.0:
+                x = x - 4.0
+            return x
+    """)
+
+
+class GuardsAndDeadCode(nn.Module):
+    def forward(self, x):
+        s = x.sum()
+        if s > 10:
+            pass
+        if s > 1:
+            return x
+        elif s > -1:
+            return -x
+        return x * 2
+        x = x + 1  # unreachable
+
+
+def test_structure_alone_nests_elif_and_drops_empty_ifs_and_dead_code():
+    assert alone(seeded(GuardsAndDeadCode), Structure, signed_inputs(40), paths=4) == golden("""
+        def forward(self, x):
+            s = x.sum()
+            if s > 1:
+                return x
+            else:
+                if s > -1:
+                    return -x
+            return x * 2
+    """)
+
+
+def test_the_pipeline_runs_its_passes_in_order_and_traces_each_by_name():
+    from dycl.rewriter.pipeline import PIPELINE
+
+    names = [pass_.name for pass_ in PIPELINE]
+    assert names == ["normalize", "unroll", "inline", "constprop", "structure"]
+    assert all(pass_.description for pass_ in PIPELINE)
+    result = rewriter.rewrite(EarlyExit(), debug=True)
+    assert [name for name, qualname, _ in result.trace if qualname == "EarlyExit.forward"] == names
