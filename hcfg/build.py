@@ -32,15 +32,20 @@ from dycl.rewriter.exits import always_exits
 from dycl.rewriter.flow import else_body
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.vocabulary import (
+    CONTAINER_MUTATORS,
+    TENSOR_SHAPE_ATTRIBUTES,
+    TENSOR_SHAPE_METHODS,
+    TENSOR_TYPE_ATTRIBUTES,
+)
 from dycl.rewriter.walk import bound_names, descendants, map_children
 
-_MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
-             "discard", "sort", "reverse"}
+_MUTATING = CONTAINER_MUTATORS
 
 
 # Packing values into a tuple or list is host work; the elements are looked at one by one.
 _DISPLAYS = (cst.Tuple, cst.List)
-_METADATA = {"size", "shape", "dim", "ndim", "numel", "ndimension", "dtype", "device"}
+_METADATA = TENSOR_SHAPE_ATTRIBUTES | TENSOR_SHAPE_METHODS | TENSOR_TYPE_ATTRIBUTES
 _CONVERSIONS = {"int", "float", "bool"}
 _CONVERSION_METHODS = {"item", "tolist"}
 

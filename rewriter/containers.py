@@ -24,35 +24,30 @@ exact new value — computed on a copy, because environments share facts — or,
 where that value cannot be proved, drops them (a list of known length becomes
 a ``ListLength``). Mutating a container that outlives the call, or changing a
 container and reading it in one statement, raises ``UnsupportedError``.
+
+This module decides what each part of a statement does to a container
+(``Position``, ``ContainerEffects``); ``aliases`` applies the change to every
+fact that tracks it; ``vocabulary`` names the methods that change, keep or
+only read their receiver or arguments.
 """
 
 from __future__ import annotations
 
-import copy
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
-from dycl.rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
+from dycl.rewriter.aliases import FAILED, ContainerChange, Group, is_int, tracks
+from dycl.rewriter.values import CONTAINERS, ListLength, Static, reachable
+from dycl.rewriter.vocabulary import COPYING_METHODS, MUTATING_METHODS, READING_METHODS, STORING_METHODS
 from dycl.rewriter.walk import COMPREHENSIONS, children, descendants
 
 if TYPE_CHECKING:
     from dycl.rewriter.flow import Env, StaticFlow
 
-MUTATING_METHODS = frozenset({
-    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "setdefault",
-    "popitem", "add", "discard", "difference_update", "intersection_update", "symmetric_difference_update",
-    "__setitem__", "__delitem__", "__iadd__", "__imul__", "__ior__", "__iand__", "__isub__", "__ixor__",
-})
-# Methods whose receiver keeps the argument itself (not only its elements).
-_STORING_METHODS = frozenset({"append", "insert", "setdefault", "add", "__setitem__", "__iadd__"})
-_COPYING_METHODS = frozenset({"extend", "update"})
-_READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "index", "count", "__len__",
-                              "__contains__", "__getitem__", "union", "intersection", "difference",
-                              "symmetric_difference", "issubset", "issuperset", "isdisjoint"})
 # Builtins that neither keep nor change their arguments (their result may share elements with them).
 _COPYING_BUILTINS = frozenset({len, sum, sorted, list, tuple, set, frozenset, dict, any, all, isinstance,
                                enumerate, zip, reversed, str, repr, print, range, bool, int, float, abs,
@@ -75,46 +70,6 @@ class Position(Enum):
         return Position.READ if self is Position.READ else Position.ESCAPE
 
 
-def tracks(fact: Static | ListLength | None) -> bool:
-    return isinstance(fact, ListLength) or (isinstance(fact, Static) and holds_container(fact.value))
-
-
-class Group:
-    """Containers (by id) and dynamic lists (by token) whose facts change together."""
-
-    def __init__(self, ids: Iterable[int] = (), tokens: Iterable[object] = ()) -> None:
-        self.ids = set(ids)
-        self.tokens = set(tokens)
-
-    @classmethod
-    def of(cls, fact: Static | ListLength | None, include_self: bool = True) -> Group:
-        if isinstance(fact, ListLength):
-            return cls(tokens=[fact.token] if include_self else [])
-        if isinstance(fact, Static) and holds_container(fact.value):
-            return cls(ids=reachable(fact.value, include_self))
-        return cls()
-
-    def __bool__(self) -> bool:
-        return bool(self.ids or self.tokens)
-
-    def add(self, other: Group) -> None:
-        self.ids |= other.ids
-        self.tokens |= other.tokens
-
-    def touches(self, fact: Static | ListLength | None) -> bool:
-        if isinstance(fact, ListLength):
-            return fact.token in self.tokens
-        if self.ids and isinstance(fact, Static) and holds_container(fact.value):
-            return not self.ids.isdisjoint(reachable(fact.value))
-        return False
-
-    def drop(self, env: Env) -> None:
-        """Forget every fact that tracks a container of this group."""
-        if self:
-            for name in [n for n, fact in env.facts.items() if self.touches(fact)]:
-                env.kill(name)
-
-
 class ContainerEffects:
     """Applies to ``env`` what one statement does to containers (see the module docstring).
 
@@ -131,6 +86,7 @@ class ContainerEffects:
         self.anchor = anchor
         self.conditional = 0
         self.results: dict[int, Any] = {}  # what an exactly applied mutating call returned, by call node
+        self.change = ContainerChange(flow, env, anchor)
 
     # -- expressions ------------------------------------------------------------------------------
 
@@ -168,7 +124,7 @@ class ContainerEffects:
         arguments = self._argument_position(node, position)
         if method is None:
             self.visit(func, Position.READ)
-        elif method in _READING_METHODS:
+        elif method in READING_METHODS:
             self.visit(func.value, Position.READ if position is Position.READ else Position.COPIED)
         else:
             self.visit(func.value, Position.ESCAPE if arguments is Position.ESCAPE else Position.READ)
@@ -178,7 +134,7 @@ class ContainerEffects:
     def _argument_position(self, node: cst.Call, position: Position) -> Position:
         """Where a call puts its arguments: only library code is known not to keep them."""
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _READING_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in READING_METHODS:
             return position.inner()
         static = self.flow.evaluate(func, self.env)
         if static is None:
@@ -266,9 +222,9 @@ class ContainerEffects:
                        position: Position) -> bool:
         """Apply ``receiver.method(...)``; False when the receiver is not a container we know of."""
         self.visit(receiver, Position.READ)
-        target = self._resolve(receiver)
+        target = self.change.resolve(receiver)
         if target is None:
-            if not self._mutate_inside(receiver):
+            if not self.change.mutate_inside(receiver):
                 return False
             for arg in node.args:
                 self.visit(arg.value, Position.ESCAPE)
@@ -278,22 +234,22 @@ class ContainerEffects:
         exact = (not self.conditional and not isinstance(target, ListLength)
                  and not any(arg.star for arg in node.args) and all(a is not None for a in args))
         if not exact:
-            kept = Position.ESCAPE if method in _STORING_METHODS else (
-                Position.COPIED if method in _COPYING_METHODS else Position.READ)
+            kept = Position.ESCAPE if method in STORING_METHODS else (
+                Position.COPIED if method in COPYING_METHODS else Position.READ)
             for arg in node.args:
                 self.visit(arg.value, kept)
         if self.conditional:
-            self._drop(target)
+            self.change.drop(target)
         elif isinstance(target, ListLength):
-            self._set_length(target, _length_after(method, target.length, node, self))
+            self.change.set_length(target, _length_after(method, target.length, node, self))
         elif exact:
             positional = [a.value for a, arg in zip(args, node.args) if arg.keyword is None]
             keywords = {arg.keyword.value: a.value for a, arg in zip(args, node.args) if arg.keyword is not None}
-            returned = self._update(target, lambda new: getattr(new, method)(*positional, **keywords))
-            if returned is not _FAILED:
+            returned = self.change.update(target, lambda new: getattr(new, method)(*positional, **keywords))
+            if returned is not FAILED:
                 self.results[id(node)] = returned
         else:
-            self._degrade(target, _length_after(method, len(target), node, self)
+            self.change.degrade(target, _length_after(method, len(target), node, self)
                           if isinstance(target, list) else None)
         if position is not Position.READ and not isinstance(target, ListLength):
             Group(reachable(target, include_self=False)).drop(self.env)  # ``d.pop(k)`` returns an element
@@ -308,34 +264,34 @@ class ContainerEffects:
                 self.visit(value_node, Position.ESCAPE)
             return
         self.visit(target, Position.READ)
-        owner = self._resolve(target.value)
-        index = self._index(target) if owner is not None else None
+        owner = self.change.resolve(target.value)
+        index = self.change.index(target) if owner is not None else None
         exact = owner is not None and not isinstance(owner, ListLength) and value is not None and index is not None
         if value_node is not None and not exact:
             self.visit(value_node, Position.ESCAPE)
         if owner is None:
-            self._mutate_inside(target.value)
+            self.change.mutate_inside(target.value)
         elif isinstance(owner, ListLength):
-            self._set_length(owner, owner.length if _is_int(index) else None)
+            self.change.set_length(owner, owner.length if is_int(index) else None)
         elif value is not None and index is not None:
-            self._update(owner, lambda new: new.__setitem__(index, value.value))
+            self.change.update(owner, lambda new: new.__setitem__(index, value.value))
         else:
-            self._degrade(owner, len(owner) if isinstance(owner, list) and _is_int(index) else None)
+            self.change.degrade(owner, len(owner) if isinstance(owner, list) and is_int(index) else None)
 
     def delete(self, target: cst.Subscript) -> None:
         """``del target[key]``."""
         self.visit(target, Position.READ)
-        owner = self._resolve(target.value)
+        owner = self.change.resolve(target.value)
         if owner is None:
-            self._mutate_inside(target.value)
+            self.change.mutate_inside(target.value)
             return
-        index = self._index(target)
+        index = self.change.index(target)
         if isinstance(owner, ListLength):
-            self._set_length(owner, owner.length - 1 if _is_int(index) and owner.length > 0 else None)
+            self.change.set_length(owner, owner.length - 1 if is_int(index) and owner.length > 0 else None)
         elif index is not None:
-            self._update(owner, lambda new: new.__delitem__(index))
+            self.change.update(owner, lambda new: new.__delitem__(index))
         else:
-            self._degrade(owner, None)
+            self.change.degrade(owner, None)
 
     def in_place(self, node: cst.AugAssign) -> bool:
         """``a op= b`` on a container changes the object, so every alias sees it.
@@ -352,19 +308,19 @@ class ContainerEffects:
             self.visit(node.value, Position.COPIED)
             if apply is operator.imul:
                 times = other.value if other is not None and type(other.value) is int else None
-                self._set_length(fact, None if times is None else fact.length * max(times, 0))
+                self.change.set_length(fact, None if times is None else fact.length * max(times, 0))
             else:
                 added = self.flow.static_length(node.value, self.env) if apply is operator.iadd else None
-                self._set_length(fact, None if added is None else fact.length + added)
+                self.change.set_length(fact, None if added is None else fact.length + added)
             return True
         container = fact.value
-        self._require_fresh(container)
+        self.change.require_fresh(container)
         if other is not None:
-            self._update(container, lambda new: apply(new, other.value))
+            self.change.update(container, lambda new: apply(new, other.value))
             return True
         self.visit(node.value, Position.COPIED)
         added = self.flow.static_length(node.value, self.env) if apply is operator.iadd else None
-        self._degrade(container, len(container) + added if isinstance(container, list) and added is not None
+        self.change.degrade(container, len(container) + added if isinstance(container, list) and added is not None
                       else None)
         return True
 
@@ -373,8 +329,8 @@ class ContainerEffects:
         target = node.target
         item = self.flow.evaluate(target, self.env)
         if item is not None and isinstance(item.value, CONTAINERS):
-            self._require_fresh(item.value)
-            self._drop(item.value)
+            self.change.require_fresh(item.value)
+            self.change.drop(item.value)
             item = None
         combined = None
         if item is not None:
@@ -388,46 +344,6 @@ class ContainerEffects:
 
     # -- applying a change to every alias ----------------------------------------------------------
 
-    def _resolve(self, receiver: cst.BaseExpression) -> ListLength | Any | None:
-        """The container ``receiver`` denotes: a ``ListLength``, a static container, or None."""
-        if isinstance(receiver, cst.Name):
-            fact = self.env.get(receiver.value)
-            if isinstance(fact, ListLength):
-                return fact
-        static = self.flow.evaluate(receiver, self.env)
-        if static is not None and isinstance(static.value, CONTAINERS):
-            self._require_fresh(static.value)
-            return static.value
-        return None
-
-    def _require_fresh(self, container: Any) -> None:
-        if container not in self.flow.ctx.fresh:
-            raise self.flow.ctx.error(
-                f"a change to a {type(container).__name__} that outlives the call (it belongs to the model, "
-                "a global or a default argument)", self.anchor,
-                "copy it first (`d = dict(self.cfg)`, `xs = list(self.xs)`) and change the copy, or return "
-                "the new value")
-
-    def _mutate_inside(self, receiver: cst.BaseExpression) -> bool:
-        """A change to an object we cannot name, inside a known container
-        (``d[k].append(x)`` with ``k`` dynamic): drop every container it may be.
-        Returns whether such a container exists."""
-        base = receiver
-        while True:
-            if isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute):
-                base = base.func.value
-            elif isinstance(base, (cst.Subscript, cst.Attribute)):
-                base = base.value
-            else:
-                return False
-            static = self.flow.evaluate(base, self.env)
-            if static is not None:
-                inside = reachable(static.value, include_self=False)
-                for container in inside.values():
-                    self._require_fresh(container)
-                Group(inside).drop(self.env)
-                return bool(inside)
-
     def _refuse_reads_in_same_statement(self, target: ListLength | Any, call: cst.Call) -> None:
         """Constant propagation folds a statement against the facts before it, so
         a read after the change, in the same statement, would see the old value."""
@@ -440,108 +356,6 @@ class ContainerEffects:
             raise self.flow.ctx.error(
                 "a container changed and read in the same statement", self.anchor,
                 "change it on a line of its own (`v = xs.pop()`), then use the container")
-
-    def _drop(self, target: ListLength | Any) -> None:
-        if isinstance(target, ListLength):
-            Group(tokens=[target.token]).drop(self.env)
-        else:
-            Group(ids=[id(target)]).drop(self.env)
-
-    def _update(self, container: Any, change: Callable[[Any], Any]) -> Any:
-        """Every fact tracking ``container`` now sees ``change`` applied to a copy
-        of it; returns what ``change`` returned (``_FAILED`` if it raised)."""
-        new = copy.copy(container)
-        try:
-            returned = change(new)
-        except Exception:  # the program raises here at run time: keep it dynamic
-            self._drop(container)
-            return _FAILED
-        self.flow.ctx.fresh.add(new)
-        replaced = {id(container): new}
-        group = Group(ids=[id(container)])
-        for name, fact in list(self.env.facts.items()):
-            if group.touches(fact):
-                value = _replace(fact.value, replaced, self.flow.ctx.fresh)
-                if value is _FAILED:
-                    self.env.kill(name)
-                else:
-                    self.env.bind(name, Static(value, cst.Name(name)))
-        return returned
-
-    def _degrade(self, container: Any, length: int | None) -> None:
-        """``container`` changed to a value not known statically; a list of known
-        ``length`` becomes a ``ListLength``."""
-        fact = ListLength(length) if length is not None and length >= 0 and isinstance(container, list) else None
-        self._rebind(container, lambda name: fact)
-
-    def _rebind(self, container: Any, fact_for: Callable[[str], Static | ListLength | None]) -> None:
-        group = Group(ids=[id(container)])
-        for name, fact in list(self.env.facts.items()):
-            if isinstance(fact, Static) and fact.value is container:
-                new = fact_for(name)
-                if new is None:
-                    self.env.kill(name)
-                else:
-                    self.env.bind(name, new)
-            elif group.touches(fact):
-                self.env.kill(name)
-
-    def _set_length(self, target: ListLength, length: int | None) -> None:
-        new = ListLength(length, target.token) if length is not None and length >= 0 else None
-        for name, fact in list(self.env.facts.items()):
-            if isinstance(fact, ListLength) and fact.token is target.token:
-                if new is None:
-                    self.env.kill(name)
-                else:
-                    self.env.bind(name, new)
-
-    def _index(self, target: cst.Subscript) -> Any:
-        """The static key or slice of ``target``; None when it is not known."""
-        if len(target.slice) != 1:
-            return None
-        element = target.slice[0].slice
-        if isinstance(element, cst.Index):
-            static = self.flow.evaluate(element.value, self.env)
-            return None if static is None or isinstance(static.value, torch.Tensor) else static.value
-        parts = []
-        for part in (element.lower, element.upper, element.step):
-            static = self.flow.evaluate(part, self.env) if part is not None else Static(None, cst.Name("None"))
-            if static is None:
-                return None
-            parts.append(static.value)
-        return slice(*parts)
-
-
-_FAILED = object()
-
-
-def _replace(value: Any, replaced: dict[int, Any], fresh: FreshContainers) -> Any:
-    """``value`` with the containers in ``replaced`` (by id) swapped for their
-    new versions; only the lists, dicts and tuples on the way to them are
-    copied (and shared between facts through ``replaced``); ``_FAILED`` when
-    the way passes through something that cannot be copied (a view, a set)."""
-    key = id(value)
-    if key in replaced:
-        return replaced[key]
-    if not holds_container(value) or replaced.keys().isdisjoint(reachable(value)):
-        return value
-    new: Any = _FAILED
-    if type(value) in (list, tuple):
-        items = [_replace(item, replaced, fresh) for item in value]
-        if all(item is not _FAILED for item in items):
-            new = type(value)(items)
-    elif type(value) is dict:
-        entries = {k: _replace(v, replaced, fresh) for k, v in value.items()}
-        if all(v is not _FAILED for v in entries.values()):
-            new = entries
-    if new is not _FAILED:
-        fresh.add(new)
-    replaced[key] = new
-    return new
-
-
-def _is_int(index: Any) -> bool:
-    return type(index) is int
 
 
 def _length_after(method: str, length: int, node: cst.Call, effects: ContainerEffects) -> int | None:

@@ -20,8 +20,8 @@ no other object reaches, so its contents cannot affect the result.
 from __future__ import annotations
 
 import libcst as cst
-from dycl.rewriter.containers import MUTATING_METHODS
 from dycl.rewriter.exits import Block
+from dycl.rewriter.vocabulary import MUTATING_METHODS
 from dycl.rewriter.walk import descendants
 
 _DISPLAYS = (cst.List, cst.Dict, cst.Set, cst.Tuple)

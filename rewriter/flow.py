@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.containers import ContainerEffects, Group, Position, tracks
+from dycl.rewriter.aliases import Group, tracks
+from dycl.rewriter.containers import ContainerEffects, Position
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.static_eval import StaticEvaluator
 from dycl.rewriter.values import (

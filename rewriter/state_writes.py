@@ -39,6 +39,7 @@ import types
 import libcst as cst
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.locations import COMPOUND
+from dycl.rewriter.vocabulary import CONTAINER_MUTATORS, TENSOR_NAMESAKES
 from dycl.rewriter.walk import bound_names
 
 _VIEWS = frozenset({
@@ -52,8 +53,8 @@ _STATE_ACCESSORS = frozenset({
     "parameters", "buffers", "named_parameters", "named_buffers", "modules", "children", "named_modules",
     "named_children", "state_dict", "get_parameter", "get_buffer", "get_submodule",
 })
-_CONTAINER_WRITES = frozenset({"append", "extend", "insert", "remove", "clear", "update", "setdefault", "popitem",
-                               "discard", "pop", "reverse"})
+# ``self.w.add(1)`` on a tensor attribute makes a new tensor (``vocabulary.TENSOR_NAMESAKES``)
+_CONTAINER_WRITES = CONTAINER_MUTATORS - TENSOR_NAMESAKES
 _MODULE_WRITES = frozenset({"train", "eval", "register_buffer", "register_parameter", "register_module",
                             "add_module", "apply", "load_state_dict", "zero_grad", "to_empty", "share_memory",
                             "requires_grad_", "share_memory_"})

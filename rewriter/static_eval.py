@@ -27,6 +27,7 @@ from dycl.rewriter.values import (
     attribute_term,
     canonical_term,
 )
+from dycl.rewriter.vocabulary import CONTAINER_MUTATORS, TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
 
 _ALLOWED_BUILTIN_NAMES = (
     "len range enumerate zip reversed int float str bool tuple list dict min max abs sum sorted "
@@ -35,13 +36,9 @@ _ALLOWED_BUILTIN_NAMES = (
 _ALLOWED_BUILTINS = {getattr(builtins, name) for name in _ALLOWED_BUILTIN_NAMES.split()}
 _CONSTRUCTORS = frozenset({list, dict, set, sorted, bytearray})
 _PURE_RECEIVERS = (str, bytes, tuple, list, dict, int, float, range, frozenset, torch.Size, torch.dtype)
-_MUTATING_METHODS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
-                     "update", "setdefault", "popitem", "add", "discard"}
 _MODULE_METHODS = {"items", "keys", "values", "children", "named_children", "modules", "named_modules",
                    "parameters", "named_parameters", "buffers", "named_buffers", "__len__", "__contains__",
                    "get", "extra_repr"}
-_TENSOR_METADATA_ATTRS = {"shape", "ndim", "dtype", "device", "requires_grad", "is_cuda"}
-_TENSOR_METADATA_METHODS = {"size", "dim", "numel", "ndimension"}
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
@@ -81,14 +78,14 @@ def _allowed_call(func: Any) -> bool:
         return True
     receiver = getattr(func, "__self__", None)
     name = getattr(func, "__name__", "")
-    if receiver is None or name in _MUTATING_METHODS:
+    if receiver is None or name in CONTAINER_MUTATORS:
         return False
     if isinstance(receiver, _PURE_RECEIVERS):
         return True
     if isinstance(receiver, torch.nn.Module):
         return name in _MODULE_METHODS
     if _is_tensor(receiver):
-        return name in _TENSOR_METADATA_METHODS
+        return name in TENSOR_METADATA_METHODS
     return False
 
 
@@ -178,7 +175,7 @@ class StaticEvaluator:
     def _eval_Attribute(self, node: cst.Attribute) -> Any:
         base = self._value(node.value)
         name = node.attr.value
-        if _is_tensor(base) and name not in _TENSOR_METADATA_ATTRS:
+        if _is_tensor(base) and name not in TENSOR_METADATA_ATTRIBUTES:
             raise _Dynamic
         return getattr(base, name)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 import torch
-from dycl.rewriter.containers import tracks
+from dycl.rewriter.aliases import tracks
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location
