@@ -35,6 +35,7 @@ from dycl.rewriter.context import GlobalTable
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.values import Static, is_literal, literal_term
+from dycl.rewriter.vocabulary import READING_METHODS
 from dycl.rewriter.walk import bound_names, descendants
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -112,87 +113,100 @@ def flatten_parameters(definition: cst.FunctionDef, signature: inspect.Signature
     arguments as passed, by parameter name; None: every parameter without a literal
     default is passed) and the assignments that rebuild the others."""
     parameters = list(signature.parameters.values())
-    self_param = _all_params(definition)[0]
     if example is None:
         example = {p.name: _PASSED for p in parameters[1:]
                    if p.kind not in _VARIADIC and (p.default is inspect.Parameter.empty or not is_literal(p.default))}
-    flat = FlatParameters(definition)
-    inputs: list[cst.Param] = []
-    defaults: list[cst.Param] = []
-    prologue: list[str] = []
-    # *args/**kwargs -> the tuple/dict display of what was passed; a left-out default -> its global
-    displays: dict[str, str] = {}
+    flattener = _Flattener(FlatParameters(definition), namespace, globals_table)
     for param in parameters[1:]:
+        flattener.parameter(param, example)
+    return flattener.finish(definition, example)
+
+
+class _Flattener:
+    """Collects, parameter by parameter, the inputs, the specialized defaults and
+    the *displays* (``*args``/``**kwargs`` or a tensor sequence -> the display of
+    what was passed; a left-out non-literal default -> its global) of one call form."""
+
+    def __init__(self, flat: FlatParameters, namespace: Namespace, globals_table: GlobalTable) -> None:
+        self.flat = flat
+        self.namespace = namespace
+        self.globals_table = globals_table
+        self.inputs: list[cst.Param] = []
+        self.defaults: list[cst.Param] = []
+        self.displays: dict[str, str] = {}
+
+    def parameter(self, param: inspect.Parameter, example: dict[str, Any]) -> None:
         name = param.name
         if param.kind in _VARIADIC:
             passed = example.get(name, () if param.kind is inspect.Parameter.VAR_POSITIONAL else {})
-            items = list(enumerate(passed)) if isinstance(passed, tuple) else list(passed.items())
-            flat.variadic[name] = len(items) if isinstance(passed, tuple) else [k for k, _ in items]
-            terms = []
-            for key, value in items:
-                if is_literal(value):
-                    flat.fixed.append((name, key, value))
-                    terms.append(cst.Module([]).code_for_node(literal_term(value)))
-                    continue
-                fresh = namespace.fresh(f"{name}_{key}" if str(key).isidentifier() or isinstance(key, int)
-                                        else name)
-                flat.inputs.append(FlatInput(fresh, name, key))
-                inputs.append(cst.Param(cst.Name(fresh)))
-                terms.append(fresh)
-            if isinstance(passed, tuple):
-                displays[name] = f"({', '.join(terms)}{',' if len(terms) == 1 else ''})"
-            else:
-                displays[name] = f"{{{', '.join(f'{k!r}: {t}' for (k, _), t in zip(items, terms))}}}"
-            continue
-        if name in example:
+            self._variadic(name, passed)
+        elif name in example:
             value = example[name]
             if is_literal(value) and not isinstance(value, (list, dict)):
-                _specialize(flat, defaults, name, value)
+                _specialize(self.flat, self.defaults, name, value)
             elif _tensor_sequence(value):
-                # a tuple or list of tensors: one input per element, like *args
-                flat.variadic[name] = len(value)
-                terms = []
-                for key in range(len(value)):
-                    fresh = namespace.fresh(f"{name}_{key}")
-                    flat.inputs.append(FlatInput(fresh, name, key))
-                    inputs.append(cst.Param(cst.Name(fresh)))
-                    terms.append(fresh)
-                opening, closing = ("[", "]") if isinstance(value, list) else ("(", ",)" if len(terms) == 1 else ")")
-                displays[name] = opening + ", ".join(terms) + closing
+                self._sequence(name, value)
             else:
-                flat.inputs.append(FlatInput(name, name))
-                inputs.append(cst.Param(cst.Name(name)))
-            continue
-        default = param.default
-        if is_literal(default):
-            _specialize(flat, defaults, name, default)
-            continue
-        flat.absent.append(name)  # a default that is not a literal: a constant of the compiled model
-        displays[name] = globals_table.resolve(f"{name}_default", {f"{name}_default": default}).term.value
-    assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
-    # a dict changed in place must stay one object, not be substituted by its display
-    assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith(("{", "["))}
-    for name, display in displays.items():
-        if name in assigned:
-            prologue.insert(0, f"{name} = {display}")
-    substituted = {name: cst.parse_expression(d) for name, d in displays.items() if name not in assigned}
-    statements = list(definition.body.body)
-    if substituted:
-        statements = [s.visit(_Substitute(substituted)) for s in statements]
-    where = comment_of(definition)
-    lines = [set_location(cst.parse_statement(text), where) for text in prologue]
-    body = definition.body.with_changes(body=[*lines, *statements])
-    params = cst.Parameters(params=[self_param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT,
-                                                            annotation=None, comma=cst.MaybeSentinel.DEFAULT),
-                                    *inputs, *defaults])
-    flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized,
-                                           {f.name for f in flat.inputs
-                                            if f.key is None and isinstance(example[f.parameter], torch.Tensor)}
-                                           | {displays[name] for name in flat.absent})
-    return flat
+                self._input(FlatInput(name, name))
+        elif is_literal(param.default):
+            _specialize(self.flat, self.defaults, name, param.default)
+        else:
+            self.flat.absent.append(name)  # a default that is not a literal: a constant of the compiled model
+            self.displays[name] = self.globals_table.resolve(f"{name}_default",
+                                                             {f"{name}_default": param.default}).term.value
 
+    def _input(self, flat_input: FlatInput) -> str:
+        self.flat.inputs.append(flat_input)
+        self.inputs.append(cst.Param(cst.Name(flat_input.name)))
+        return flat_input.name
 
-_READING_METHODS = {"get", "keys", "items", "values", "copy", "count", "index"}
+    def _variadic(self, name: str, passed: tuple | dict) -> None:
+        items = list(enumerate(passed)) if isinstance(passed, tuple) else list(passed.items())
+        self.flat.variadic[name] = len(items) if isinstance(passed, tuple) else [k for k, _ in items]
+        terms = []
+        for key, value in items:
+            if is_literal(value):
+                self.flat.fixed.append((name, key, value))
+                terms.append(cst.Module([]).code_for_node(literal_term(value)))
+                continue
+            fresh = self.namespace.fresh(f"{name}_{key}" if str(key).isidentifier() or isinstance(key, int)
+                                         else name)
+            terms.append(self._input(FlatInput(fresh, name, key)))
+        if isinstance(passed, tuple):
+            self.displays[name] = f"({', '.join(terms)}{',' if len(terms) == 1 else ''})"
+        else:
+            self.displays[name] = f"{{{', '.join(f'{k!r}: {t}' for (k, _), t in zip(items, terms))}}}"
+
+    def _sequence(self, name: str, value: tuple | list) -> None:
+        """A tuple or list of tensors: one input per element, like ``*args``."""
+        self.flat.variadic[name] = len(value)
+        terms = [self._input(FlatInput(self.namespace.fresh(f"{name}_{key}"), name, key)) for key in range(len(value))]
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ",)" if len(terms) == 1 else ")")
+        self.displays[name] = opening + ", ".join(terms) + closing
+
+    def finish(self, definition: cst.FunctionDef, example: dict[str, Any]) -> FlatParameters:
+        """The flat definition: a display is substituted for its name where the body
+        never rebinds or changes it, else assigned first."""
+        flat, displays = self.flat, self.displays
+        assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
+        # a dict changed in place must stay one object, not be substituted by its display
+        assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith(("{", "["))}
+        prologue = [f"{name} = {display}" for name, display in reversed(displays.items()) if name in assigned]
+        substituted = {name: cst.parse_expression(d) for name, d in displays.items() if name not in assigned}
+        statements = list(definition.body.body)
+        if substituted:
+            statements = [s.visit(_Substitute(substituted)) for s in statements]
+        where = comment_of(definition)
+        lines = [set_location(cst.parse_statement(text), where) for text in prologue]
+        body = definition.body.with_changes(body=[*lines, *statements])
+        self_param = _all_params(definition)[0]
+        params = cst.Parameters(params=[self_param.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT,
+                                                                annotation=None, comma=cst.MaybeSentinel.DEFAULT),
+                                        *self.inputs, *self.defaults])
+        tensors = {f.name for f in flat.inputs if f.key is None and isinstance(example[f.parameter], torch.Tensor)}
+        flat.definition = prune_fixed_branches(definition.with_changes(params=params, body=body), flat.specialized,
+                                               tensors | {displays[name] for name in flat.absent})
+        return flat
 
 
 def _mutated(definition: cst.FunctionDef) -> set[str]:
@@ -201,7 +215,7 @@ def _mutated(definition: cst.FunctionDef) -> set[str]:
     names: set[str] = set()
     for node in descendants(definition.body):
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and (
-                node.attr.value not in _READING_METHODS):
+                node.attr.value not in READING_METHODS):
             names.add(node.value.value)
         targets = []
         if isinstance(node, cst.AssignTarget):

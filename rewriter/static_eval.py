@@ -24,7 +24,6 @@ from dycl.rewriter.values import (
     ListLength,
     ModuleIndex,
     Static,
-    attribute_term,
     canonical_term,
 )
 from dycl.rewriter.vocabulary import CONTAINER_MUTATORS, TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
@@ -294,9 +293,3 @@ class StaticEvaluator:
                 result[self._value(element.key)] = self._value(element.value)
         return self.fresh.add(result)
 
-
-def attribute_static(base: Static, name: str, index: ModuleIndex) -> Static:
-    """``base.name`` as a Static (used to bind a callee's ``self``)."""
-    value = getattr(base.value, name)
-    term = canonical_term(value, index)
-    return Static(value, attribute_term(base.term, name) if term is None else term)
