@@ -38,7 +38,7 @@ from dycl.rewriter.pipeline import PIPELINE, run_passes
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_writes import reject_state_writes
 from dycl.rewriter.values import ModuleIndex, Static
-from dycl.rewriter.walk import bound_names
+from dycl.rewriter.walk import all_names, bound_names
 
 __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PIPELINE", "FlatInput",
            "ReturnForm"]
@@ -122,7 +122,7 @@ def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: 
     params = definition.params.params or definition.params.posonly_params
     if not params:
         raise ctx.error(f"{method}() without a self parameter", None, location=parsed.location)
-    for name in sorted(_all_names(definition)):
+    for name in sorted(all_names(definition)):
         namespace.reserve(name)
     signature = signature_of(resolved, parsed.function, parsed.location)
     flat = flatten_parameters(definition, signature, example, namespace, globals_table)
@@ -132,7 +132,7 @@ def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: 
     reject_unsupported(ctx, parsed.definition)
     reject_state_writes(ctx, parsed.function, parsed.definition)
     ctx.caches.parsed[parsed.function] = parsed
-    names = _all_names(parsed.definition)
+    names = all_names(parsed.definition)
     for name in sorted(names):
         namespace.reserve(name)
     for name in sorted(names - bound_names(parsed.definition)):
@@ -148,13 +148,3 @@ def _signature_of(definition: cst.FunctionDef, specialized: dict[str, Any]) -> i
         inspect.Parameter(p.name.value, kind, default=specialized.get(p.name.value, inspect.Parameter.empty))
         for p in definition.params.params])
 
-
-def _all_names(node: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
-
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            names.add(name.value)
-
-    node.visit(Names())
-    return names

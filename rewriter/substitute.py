@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-from dycl.rewriter.walk import COMPREHENSIONS, descendants, map_children
+from dycl.rewriter.walk import COMPREHENSIONS, all_names, descendants, map_children
 
 _SCOPES = (cst.Lambda, *COMPREHENSIONS)
 
@@ -33,18 +33,8 @@ class NameReplacer(cst.CSTTransformer):
         if node.keyword is not None:
             self._skip.add(id(node.keyword))
 
-    def _bound_names(self, target: cst.CSTNode) -> set[str]:
-        names: set[str] = set()
-
-        class Collect(cst.CSTVisitor):
-            def visit_Name(self, name: cst.Name) -> None:
-                names.add(name.value)
-
-        target.visit(Collect())
-        return names
-
     def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._shadowed.append(self._bound_names(node.target))
+        self._shadowed.append(all_names(node.target))
 
     def leave_CompFor(self, original: cst.CompFor, updated: cst.CompFor) -> cst.CompFor:
         self._shadowed.pop()

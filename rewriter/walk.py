@@ -76,6 +76,11 @@ def descendants(node: cst.CSTNode, stop: tuple[type, ...] = ()) -> Iterator[cst.
         stack.extend(reversed(list(children(current))))
 
 
+def all_names(node: cst.CSTNode) -> set[str]:
+    """Every ``Name`` below ``node``, whatever its role (read, bound, attribute, keyword)."""
+    return {current.value for current in descendants(node) if type(current) is cst.Name}
+
+
 def target_names(target: cst.CSTNode) -> Iterator[str]:
     """Names bound by an assignment target (``a``, ``a, (b, *c)``)."""
     if isinstance(target, cst.Name):
