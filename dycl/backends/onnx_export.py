@@ -66,6 +66,7 @@ from torch.utils._pytree import tree_flatten
 
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.vocabulary import TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
 from dycl.subdnn import SubDNNModule, Variant
 
 EXPORTER_NOTE = (
@@ -78,12 +79,11 @@ _JIT_DIR = os.path.join(_TORCH_DIR, "jit") + os.sep
 _CONVERSION = "Converting a tensor to a Python"
 _SHAPE_READS = ("Iterating over a tensor", "Using len to get tensor shape")
 #: functions of a tensor that read only its metadata, never its values
-_METADATA = frozenset({"size", "dim", "ndimension", "numel", "nelement", "shape", "ndim", "dtype", "device",
-                       "layout", "is_floating_point", "is_complex", "is_contiguous", "stride", "element_size",
-                       "requires_grad", "is_cuda", "__len__", "zeros_like", "ones_like", "empty_like", "full_like",
-                       "rand_like", "randn_like", "new_zeros", "new_ones", "new_empty", "new_full",
-                       "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device",
-                       "new_tensor"})
+_METADATA = TENSOR_METADATA_ATTRIBUTES | TENSOR_METADATA_METHODS | frozenset({
+    "nelement", "layout", "is_floating_point", "is_complex", "is_contiguous", "stride", "element_size", "__len__",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "new_zeros", "new_ones",
+    "new_empty", "new_full", "is_sparse", "is_quantized", "names", "storage_offset", "is_nested", "get_device",
+    "new_tensor"})
 #: ``a.view_as(b)``: the values of ``a``, only the shape or dtype of ``b``
 _SHAPED_LIKE = frozenset({"expand_as", "view_as", "reshape_as", "type_as"})
 
