@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import torch
 import torch.nn as nn
 from dycl.rewriter.constprop import ConstantPropagation
@@ -654,3 +655,28 @@ def test_the_pipeline_runs_its_passes_in_order_and_traces_each_by_name():
     assert all(pass_.description for pass_ in PIPELINE)
     result = rewriter.rewrite(EarlyExit(), debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "EarlyExit.forward"] == names
+
+
+def test_a_new_flow_aware_pass_plugs_into_the_pipeline_and_sees_the_static_facts():
+    from dycl.rewriter.passes import FlowWalker
+    from dycl.rewriter.pipeline import PIPELINE
+
+    tests: list[tuple[str, bool]] = []
+
+    class RecordIfs(FlowWalker):
+        name = "record_ifs"
+        description = "record each reachable if's test and whether it is static (changes nothing)"
+
+        def branch(self, stmt, env):
+            tests.append((cst.Module([]).code_for_node(stmt.test), self.flow.evaluate(stmt.test, env) is not None))
+            return super().branch(stmt, env)
+
+    passes = (*PIPELINE[:2], RecordIfs, *PIPELINE[2:])
+    model = seeded(SkipOne, seed=1)
+    result = rewriter.rewrite(model, passes=passes, debug=True)
+    assert [name for name, qualname, _ in result.trace if qualname == "SkipOne.forward"] == [
+        "normalize", "unroll", "record_ifs", "inline", "constprop", "structure"]
+    # iteration 1 is skipped statically: its body's test is never reached
+    assert tests == [("i == self.skip", True), ("x.sum() > 0", False), ("not stopped", False),
+                     ("i == self.skip", True), ("i == self.skip", True), ("x.sum() > 0", False)]
+    assert result.plain_source == rewriter.rewrite(model).plain_source
