@@ -30,6 +30,7 @@ from torch.overrides import TorchFunctionMode
 
 from dycl.coverage import HostCoverage, user_code
 from dycl.paths import model_source_files, record_path
+from dycl.rewriter.arguments import positional_arguments
 from dycl.timing import Timing, interleaved
 
 EPSILON = 1e-10
@@ -220,7 +221,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
     pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
     ``repeat=0`` skips timing and reports NaN)."""
     post = postprocess or default_postprocess
-    arguments = [item if isinstance(item, tuple) else (item,) for item in inputs]
+    arguments = [positional_arguments(item) for item in inputs]
     files = model_source_files(model)
     baseline = None
     if traced:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from dycl.rewriter import RewrittenFunction
+from dycl.rewriter.arguments import positional_arguments
 from dycl.rewriter.forward import resolve_method, signature_of
 
 
@@ -27,7 +28,7 @@ def example_arguments(example_input: Any) -> tuple:
     """``example_input`` as a tuple of positional arguments (None: no positional ones)."""
     if example_input is None:
         return ()
-    return example_input if isinstance(example_input, tuple) else (example_input,)
+    return positional_arguments(example_input)
 
 
 def bind_example(model: torch.nn.Module, example_input: Any, kwargs: dict[str, Any] | None = None,

@@ -81,6 +81,12 @@ class ReturnForm:
     plain: Callable[[list[str]], str]
 
 
+def positional_arguments(item: Any) -> tuple:
+    """An example or test input as ``forward()``'s positional arguments: a tuple
+    is the arguments, anything else the one argument."""
+    return item if isinstance(item, tuple) else (item,)
+
+
 def flatten_returns(definition: cst.FunctionDef, form: ReturnForm, namespace: Namespace,
                     globals_table: GlobalTable) -> cst.FunctionDef:
     """``definition`` with every ``return`` of its own body written as ``form`` says."""
@@ -362,4 +368,5 @@ def _all_params(definition: cst.FunctionDef) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
-__all__ = ["FlatInput", "FlatParameters", "ReturnForm", "flatten_parameters", "flatten_returns"]
+__all__ = ["FlatInput", "FlatParameters", "ReturnForm", "flatten_parameters", "flatten_returns",
+           "positional_arguments"]
