@@ -29,6 +29,7 @@ from dycl.hostgen.artifact_check import CONSTANTS_MAGIC
 from dycl.hostgen.emit import CallSpec, HostCodegen
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
+from dycl.rewriter.vocabulary import dtype_name
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
 from dycl.subdnn import SubDNNModule, Variant, variants_of
 
@@ -237,7 +238,7 @@ def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple, sha
             shape = list(value.shape)
             if shapes is not None and name in (symbolic or {}):
                 shape = list(shapes.shape(symbolic[name]))
-            specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype).removeprefix("torch."),
+            specs.append({"name": name, "kind": "tensor", "dtype": dtype_name(value.dtype),
                           "shape": shape})
     return specs
 

@@ -25,6 +25,7 @@ from dycl.hcfg.graph import SubDNN
 from dycl.hcfg.trace import Examples
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.vocabulary import dtype_name
 from dycl.rewriter.walk import bound_names
 
 if TYPE_CHECKING:
@@ -76,10 +77,6 @@ class Variant:
 
 def _strip_comment(line: str) -> str:
     return line.split("  # ")[0].rstrip()
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _flat(name: str, value: Any, where: SubDNN) -> list[tuple[str, str, Any]]:
@@ -151,7 +148,7 @@ def _ports(flat_examples: list[list[tuple[str, str, Any]]], prefix: str, role: s
                 dims.append(agreed.pop() if len(agreed) == 1 and same else fresh)
             else:
                 dims.append(size if same else fresh)
-        ports.append(Port(name, kind, _dtype_name(tensor.dtype), tuple(dims)))
+        ports.append(Port(name, kind, dtype_name(tensor.dtype), tuple(dims)))
     return tuple(ports)
 
 

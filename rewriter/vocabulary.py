@@ -1,13 +1,15 @@
 """Method and attribute names that the rewriter, the HCFG builder and the
 backends classify the same way: which calls change a container, which reads
-of a tensor see only its metadata.
+of a tensor see only its metadata; and how a dtype is named.
 
-Guarantees: strings only — no torch, no libcst — so every package (hostgen
+Guarantees: strings only — no torch, no libcst imports — so every package (hostgen
 included) may import it. Each set is what Python or torch defines, not what
 one user of it needs; a user that needs less says so where it subtracts.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 # -- containers ------------------------------------------------------------------------------------
 
@@ -43,3 +45,11 @@ TENSOR_FLAG_ATTRIBUTES = frozenset({"requires_grad", "is_cuda"})
 TENSOR_METADATA_ATTRIBUTES = TENSOR_SHAPE_ATTRIBUTES | TENSOR_TYPE_ATTRIBUTES | TENSOR_FLAG_ATTRIBUTES
 #: Methods of a tensor whose result does not depend on its values.
 TENSOR_METADATA_METHODS = TENSOR_SHAPE_METHODS
+
+
+# -- dtypes ------------------------------------------------------------------------------------------
+
+
+def dtype_name(dtype: Any) -> str:
+    """A ``torch.dtype``'s name as manifests and ports write it (``float32``), without importing torch."""
+    return str(dtype).removeprefix("torch.")
