@@ -5,7 +5,7 @@ means trusting it. What this module guarantees is integrity, not authenticity:
 
 - ``verify(dir)`` reads only data files and runs nothing from the artifact; it
   applies the checks of ``hostgen.artifact_check`` (the same code the torch-free
-  host runs in its own ``load``) and returns the manifest.
+  host runs in its own ``load``) and returns the ``Manifest``.
 - ``load_host(dir)`` verifies first, then executes the *verified bytes* of
   ``host.py`` as a fresh module that is not registered in ``sys.modules`` (so any
   number of artifacts coexist), and builds the model from the verified files
@@ -27,19 +27,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dycl.hostgen.artifact_check import ArtifactError, verified_artifact
-
-#: the parsed ``manifest.json`` of a verified artifact
-Manifest = dict[str, Any]
-
-VERSION = "0.1.0"
+from dycl.hostgen.artifact_check import verified_artifact
+from dycl.hostgen.manifest import DYCL_VERSION, MANIFEST_FILE, ArtifactError, Manifest
 
 
 def verify(directory: str | Path) -> Manifest:
     """Check ``directory`` (schema, file names, checksums, no external data) without
     running anything in it; return its manifest. Raises ``ArtifactError`` (a
     ``ValueError``) or ``FileNotFoundError`` naming the file or field."""
-    manifest, _ = verified_artifact(os.fspath(directory), VERSION)
+    manifest, _ = verified_artifact(os.fspath(directory), DYCL_VERSION)
     return manifest
 
 
@@ -49,9 +45,9 @@ def load_host(directory: str | Path, **options: Any) -> tuple[Any, str]:
     ``shared_pool``)."""
     from dycl.compiler import load_host_module
 
-    manifest, files = verified_artifact(os.fspath(directory), VERSION)
-    source = files[manifest["host"]["file"]].decode("utf-8")
-    module = load_host_module(source, name=f"dycl_artifact_{manifest['host']['sha256'][:16]}")
+    manifest, files = verified_artifact(os.fspath(directory), DYCL_VERSION)
+    source = files[manifest.host.file].decode("utf-8")
+    module = load_host_module(source, name=f"dycl_artifact_{manifest.host.sha256[:16]}")
     return module.from_verified(manifest, files, **options), source
 
 
@@ -84,12 +80,12 @@ def _check_replaceable(target: Path) -> None:
     if not any(target.iterdir()):
         return
     try:
-        manifest = json.loads((target / "manifest.json").read_text())
+        manifest = json.loads((target / MANIFEST_FILE).read_text())
         is_artifact = isinstance(manifest, dict) and "dycl_version" in manifest
     except (OSError, ValueError, RecursionError):
         is_artifact = False
     if not is_artifact:
-        raise FileExistsError(f"{target} exists and is not a dycl artifact (no manifest.json written by dycl); "
+        raise FileExistsError(f"{target} exists and is not a dycl artifact (no {MANIFEST_FILE} written by dycl); "
                               "refusing to replace it: remove it or save somewhere else")
 
 
