@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from dycl.artifact import load_host, write_artifact
+from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
-from dycl.compiler import CompileResult, compile_model, load_host_module
+from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
@@ -163,14 +163,13 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
     ``options`` (``threads``, ``providers``, ``session_options``, ``shared_pool``)
     as for ``dycl.load``. A backend that saves artifacts runs them with the host's
     own runtime, so the in-process model behaves as the saved one does."""
-    host = load_host_module(result.host_source)
     executable = None
     if not result.backend.standalone:  # it runs the live sub-DNN modules in this process
 
         def executable(name: str, data: bytes, entry: Any) -> Any:
             return result.backend.executable(data, entry, result.modules[name])
 
-    model = host.from_verified(result.manifest, result.files, executable=executable, **options)
+    model = host_model(result.host_source, result.manifest, result.files, executable=executable, **options)
     return CompiledModel(model, result.host_source, result)
 
 

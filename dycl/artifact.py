@@ -9,7 +9,8 @@ means trusting it. What this module guarantees is integrity, not authenticity:
 - ``load_host(dir)`` verifies first, then executes the *verified bytes* of
   ``host.py`` as a fresh module that is not registered in ``sys.modules`` (so any
   number of artifacts coexist), and builds the model from the verified files
-  through the host's own ``from_verified``.
+  through the host's own ``from_verified`` (``host_model``, which ``dycl.compile``
+  uses too).
 - ``write_artifact(dir, files)`` writes into a new directory beside ``dir`` and
   swaps it into place, so that ``dir`` always holds the old model or the new one,
   never a mix or stale files; it refuses to replace a directory that is not a
@@ -43,12 +44,22 @@ def load_host(directory: str | Path, **options: Any) -> tuple[Any, str]:
     """``(host model, host source)`` of a verified artifact; ``options`` go to the
     host's ``runtime_options`` (``threads``, ``providers``, ``session_options``,
     ``shared_pool``)."""
-    from dycl.compiler import load_host_module
-
     manifest, files = verified_artifact(os.fspath(directory), DYCL_VERSION)
     source = files[manifest.host.file].decode("utf-8")
-    module = load_host_module(source, name=f"dycl_artifact_{manifest.host.sha256[:16]}")
-    return module.from_verified(manifest, files, **options), source
+    return host_model(source, manifest, files, name=f"dycl_artifact_{manifest.host.sha256[:16]}", **options), source
+
+
+def host_model(source: str, manifest: Manifest, files: dict[str, bytes], name: str = "dycl_host",
+               executable: Any = None, **options: Any) -> Any:
+    """The model that the host ``source`` builds with its own loader
+    (``from_verified``, what its ``load`` calls after verifying) from ``manifest``
+    and the ``files`` it lists: ``dycl.load`` and ``dycl.compile`` build their
+    models here, so both run what the saved ``host.py`` runs. ``executable``:
+    see the host's ``from_verified``."""
+    from dycl.compiler import load_host_module
+
+    module = load_host_module(source, name=name)
+    return module.from_verified(manifest, files, executable=executable, **options)
 
 
 def write_artifact(target: str | Path, files: dict[str, bytes]) -> Path:
@@ -108,4 +119,4 @@ def _exchange(new: Path, old: Path) -> Path:
     return aside
 
 
-__all__ = ["ArtifactError", "Manifest", "verify", "load_host", "write_artifact"]
+__all__ = ["ArtifactError", "Manifest", "verify", "load_host", "host_model", "write_artifact"]
