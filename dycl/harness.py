@@ -29,7 +29,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from dycl.coverage import HostCoverage, user_code
+from dycl.hostgen.names import FORWARD
 from dycl.paths import model_source_files, record_path
+from dycl.signature import positional
 from dycl.timing import Timing, interleaved
 
 EPSILON = 1e-10
@@ -220,7 +222,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
     pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
     ``repeat=0`` skips timing and reports NaN)."""
     post = postprocess or default_postprocess
-    arguments = [item if isinstance(item, tuple) else (item,) for item in inputs]
+    arguments = [positional(item) for item in inputs]
     files = model_source_files(model)
     baseline = None
     if traced:
@@ -281,6 +283,6 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
 def _recorder(compiled: Any) -> HostCoverage | None:
     """A coverage recorder for a ``dycl.CompiledModel``; None for any other callable."""
     host, source = getattr(compiled, "_host", None), getattr(compiled, "host_source", None)
-    if host is None or source is None or not hasattr(type(host), "_forward"):
+    if host is None or source is None or not hasattr(type(host), FORWARD):
         return None
     return HostCoverage(host, source, user_code(compiled))

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from dycl.signature import positional
+
 Path = tuple[tuple[str, int], ...]
 
 
@@ -67,7 +69,7 @@ def count_paths(model: torch.nn.Module, inputs: Iterable[Any]) -> int:
     seen: set[Path] = set()
     with torch.no_grad():
         for item in inputs:
-            args = item if isinstance(item, tuple) else (item,)
+            args = positional(item)
             _, path = record_path(model, *args, files=files)
             seen.add(path)
     return len(seen)

@@ -23,11 +23,17 @@ from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.forward import resolve_method, signature_of
 
 
+def positional(item: Any) -> tuple:
+    """An input as positional arguments: a tuple is the arguments, anything else the one
+    argument (how ``dycl.compile``, ``dycl.check`` and the test helpers read an input)."""
+    return item if isinstance(item, tuple) else (item,)
+
+
 def example_arguments(example_input: Any) -> tuple:
     """``example_input`` as a tuple of positional arguments (None: no positional ones)."""
     if example_input is None:
         return ()
-    return example_input if isinstance(example_input, tuple) else (example_input,)
+    return positional(example_input)
 
 
 def bind_example(model: torch.nn.Module, example_input: Any, kwargs: dict[str, Any] | None = None,
@@ -72,4 +78,4 @@ def manifest_call(description: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(description, default=repr))
 
 
-__all__ = ["bind_example", "call_description", "example_arguments", "flat_example", "manifest_call"]
+__all__ = ["bind_example", "call_description", "example_arguments", "flat_example", "manifest_call", "positional"]

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from dycl.paths import model_source_files, record_path
+from dycl.signature import positional
 
 
 def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
@@ -60,7 +61,7 @@ def assert_equivalent(model: torch.nn.Module, candidate: Callable[..., Any], inp
     paths = set()
     count = 0
     for i, item in enumerate(inputs):
-        args = item if isinstance(item, tuple) else (item,)
+        args = positional(item)
         with torch.no_grad():
             expected, path = record_path(model, *args, files=files)
             actual = candidate(*args)

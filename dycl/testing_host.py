@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from dycl.signature import positional
+
 _SCRIPT = r'''
 import importlib.util, json, pickle, sys
 sys.modules["torch"] = None   # any import of torch or dycl now fails
@@ -98,8 +100,7 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
     cases = []
     with torch.no_grad():
         for item in inputs:
-            args, kwargs = (item.args, item.kwargs) if isinstance(item, Call) else (
-                item if isinstance(item, tuple) else (item,), {})
+            args, kwargs = (item.args, item.kwargs) if isinstance(item, Call) else (positional(item), {})
             cases.append((tuple(to_numpy(a) for a in args), {k: to_numpy(v) for k, v in kwargs.items()},
                           to_numpy(model(*args, **kwargs))))
     with tempfile.TemporaryDirectory() as scratch:

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from dycl.signature import positional
+
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
@@ -59,7 +61,7 @@ def _check_example(example: Any) -> tuple[Any, ...]:
         raise TypeError(f"the example input is a dict: {hint} (keyword arguments go in kwargs=)")
     if not isinstance(example, (torch.Tensor, tuple)):
         raise TypeError(f"the example input is {type(example).__name__}: {hint}")
-    args = example if isinstance(example, tuple) else (example,)
+    args = positional(example)
     for position, value in enumerate(args):
         if isinstance(value, np.ndarray):
             raise TypeError(f"example argument {position} is a numpy array: pass torch.from_numpy(array)")
