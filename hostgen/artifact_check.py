@@ -70,7 +70,7 @@ def verified_artifact(directory, expected_version=None):
     every file it lists (host.py included), by file name."""
     manifest = read_manifest(directory, expected_version)
     files = {}
-    for where, entry in manifest.files():
+    for where, entry in manifest.file_entries():
         name = entry.file
         if name in files:
             data = files[name]

@@ -338,7 +338,7 @@ class Manifest:
         """The bytes of ``manifest.json``: sorted keys, so that equal manifests are equal files."""
         return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
 
-    def files(self):
+    def file_entries(self):
         """``[(where, FileEntry-like)]``: every file the manifest lists, host first,
         each with the manifest field that names it."""
         entries = [("host", self.host)] + [(f"sub_dnns.{name}", entry) for name, entry in self.sub_dnns.items()]
