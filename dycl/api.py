@@ -110,9 +110,8 @@ class CompiledModel:
 
 
 def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
-            optimize: bool | Levers = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True, kwargs: dict[str, Any] | None = None,
-            mode: str | None = None, threads: int | None = None,
+            optimize: bool | Levers = True, progress: bool | None = None, dynamic: DynamicSpec = True,
+            kwargs: dict[str, Any] | None = None, mode: str | None = None, threads: int | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
