@@ -118,7 +118,7 @@ class Port:
     name: str
     kind: str
     dtype: str
-    shape: tuple
+    shape: tuple[int | str, ...]
 
     @classmethod
     def from_json(cls, value, where):
@@ -157,8 +157,8 @@ class SubDNNEntry:
 
     file: str
     sha256: str
-    inputs: tuple
-    outputs: tuple
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
 
     @classmethod
     def from_json(cls, value, where):
@@ -178,7 +178,7 @@ class ConstantArray:
 
     offset: int
     dtype: str
-    shape: tuple
+    shape: tuple[int, ...]
 
     @classmethod
     def from_json(cls, value, where):
@@ -196,7 +196,7 @@ class Constants:
 
     file: str
     sha256: str
-    arrays: dict
+    arrays: dict[str, ConstantArray]
 
     @classmethod
     def from_json(cls, value, where):
@@ -218,7 +218,7 @@ class Output:
     name: str
     kind: str
     dtype: str | None = None
-    example_shape: tuple | None = None
+    example_shape: tuple[int, ...] | None = None
 
     @classmethod
     def from_json(cls, value, where):
@@ -269,12 +269,12 @@ class Manifest:
     dycl_version: str
     backend: str
     model: str
-    inputs: tuple
+    inputs: tuple[Port, ...]
     host: FileEntry
-    sub_dnns: dict
-    outputs: tuple = ()
+    sub_dnns: dict[str, SubDNNEntry]
+    outputs: tuple[Output, ...] = ()
     call: dict | None = None
-    dynamic_dims: dict = dataclasses.field(default_factory=dict)
+    dynamic_dims: dict[str, tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=dict)
     constants: Constants | None = None
     output: object = None
     schema: int = SCHEMA_VERSION
