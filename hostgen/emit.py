@@ -54,7 +54,6 @@ class HostCodegen:
     graph: HCFG
     calls: dict[int, CallSpec]
     runtime: str
-    manifest_inputs: list[dict] = field(default_factory=list)
     specialized: dict[str, object] = field(default_factory=dict)
     call: dict[str, Any] | None = None
     uses_constants: bool = False

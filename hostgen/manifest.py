@@ -13,6 +13,10 @@ name. ``to_json`` writes the same document back: ``Manifest.from_json(m.to_json(
 == m``. File *names* are only checked to be strings here; that they are plain
 names inside the artifact is checked where files are opened (``artifact_check``).
 
+A new field goes in four places: its dataclass, ``from_json``, ``to_json`` and
+(top level) ``_MANIFEST_OPTIONAL``; ``SCHEMA_VERSION`` goes up when a loader of
+the previous version would misread a manifest that has it.
+
 The source of this module is copied verbatim into every generated ``host.py``
 (which must not import dycl), ahead of ``artifact_check.py``, and dycl imports
 it: one implementation for both. Hence: standard library only, no
