@@ -32,6 +32,8 @@ import torch.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dycl.hostgen.manifest import Port, SubDNNEntry  # noqa: E402
+
 import dycl  # noqa: E402
 from dycl.backends.tvm import BuildJob, TvmBackend, TvmOptions, compile_onnx  # noqa: E402
 from dycl.harness import check  # noqa: E402
@@ -96,7 +98,8 @@ def bench_kernel(label: str, model: nn.Module, example: torch.Tensor, args) -> l
     x = example.numpy()
     with torch.no_grad():
         expected = model(example)[0].numpy()
-    entry = {"inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y:out"}]}
+    entry = SubDNNEntry("library.so", "0" * 64, (Port("x", "tensor", "float32", ()),),
+                        (Port("y:out", "tensor", "float32", ()),))
     runners, compile_s, notes = {}, {}, {}
     start = time.perf_counter()
     session = ort.InferenceSession(data, session_options(), providers=["CPUExecutionProvider"])

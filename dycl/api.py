@@ -10,11 +10,13 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from dycl.artifact import load_host, write_artifact
+from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
-from dycl.compiler import CompileResult, compile_model, load_host_module, manifest_bytes
+from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
 from dycl.hcfg.draw import layout_json, to_dot
+from dycl.hcfg.levers import Levers
+from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
 from dycl.staleness import WeightGuard
@@ -25,13 +27,6 @@ def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return value
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A view of a stored constant that nobody can write through (as in the saved host)."""
-    view = array.view()
-    view.setflags(write=False)
-    return view
 
 
 def _to_torch(value: Any) -> Any:
@@ -76,7 +71,8 @@ class CompiledModel:
         return self._result.graph if self._result else None
 
     @property
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
+        """What ``save`` writes as ``manifest.json`` (``manifest["inputs"]`` reads a field as JSON)."""
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -104,18 +100,18 @@ class CompiledModel:
         manifest = self._result.manifest
         files = dict(self._result.files)
         picture = layout_json(self._result.graph)
-        files["host.py"] = self.host_source.encode()
+        files[HOST_FILE] = self.host_source.encode()
         files["hcfg.dot"] = to_dot(picture).encode()
         files["hcfg.json"] = (json.dumps(picture, indent=1) + "\n").encode()
         files["README.md"] = readme(manifest).encode()
         files["requirements.txt"] = requirements_txt(manifest).encode()
-        files["manifest.json"] = manifest_bytes(manifest)
+        files[MANIFEST_FILE] = manifest.to_bytes()
         return write_artifact(directory, files)
 
 
-def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime", optimize: bool = True,
-            progress: bool | None = None, dynamic: DynamicSpec = True, kwargs: dict[str, Any] | None = None,
-            mode: str | None = None, threads: int | None = None,
+def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
+            optimize: bool | Levers = True, progress: bool | None = None, dynamic: DynamicSpec = True,
+            kwargs: dict[str, Any] | None = None, mode: str | None = None, threads: int | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
@@ -127,6 +123,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     (``dycl.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
     named dims, ``"all"`` makes every dim symbolic, ``False`` compiles the
     example's exact shapes. One artifact serves every size.
+
+    ``optimize``: the compile-time optimisations, all on (True), the graph's off
+    (False: the ablation of paper §5.4), or each one as a ``Levers``
+    (``dycl.hcfg.levers``).
 
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
@@ -145,8 +145,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     if training and mode is None:
         raise TrainingModeError(model, training)
     with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
-        result = compile_model(model, example_input, backend=backend, optimize=optimize, progress=progress,
-                               backend_options=backend_options, dynamic=dynamic, kwargs=kwargs)
+        levers = Levers.of(optimize)
+        result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
+                               progress=progress, backend_options=backend_options, dynamic=dynamic, kwargs=kwargs,
+                               levers=levers)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
@@ -155,23 +157,19 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
 
 def from_result(result: CompileResult, **options: Any) -> CompiledModel:
-    """The in-process model of a ``compile_model`` result; ``options`` (``threads``,
-    ``providers``, ``session_options``, ``shared_pool``) as for ``dycl.load``.
-    A backend that saves artifacts runs them with the host's own runtime, so the
-    in-process model behaves as the saved one does."""
-    chosen = result.backend
-    host = load_host_module(result.host_source)
-    runtime = host.runtime_options(**options) if chosen.standalone else None
-    by_file: dict[str, Any] = {}  # sub-DNNs that share a file share its executable, as in the saved host
-    executables = {}
-    for name, entry in result.manifest["sub_dnns"].items():
-        data = result.files[entry["file"]]
-        if entry["file"] not in by_file:
-            by_file[entry["file"]] = (host.load_executable(data, entry, runtime) if chosen.standalone
-                                      else chosen.executable(data, entry, result.modules[name]))
-        executables[name] = by_file[entry["file"]]
-    constants = {key: _read_only(value.numpy()) for key, value in result.constants.items()}
-    return CompiledModel(host.Model(executables, result.manifest, constants), result.host_source, result)
+    """The in-process model of a compile result, built by the host's own loader
+    (``from_verified``, as ``dycl.load`` and the saved ``host.py`` build it);
+    ``options`` (``threads``, ``providers``, ``session_options``, ``shared_pool``)
+    as for ``dycl.load``. A backend that saves artifacts runs them with the host's
+    own runtime, so the in-process model behaves as the saved one does."""
+    executable = None
+    if not result.backend.standalone:  # it runs the live sub-DNN modules in this process
+
+        def executable(name: str, data: bytes, entry: Any) -> Any:
+            return result.backend.executable(data, entry, result.modules[name])
+
+    model = host_model(result.host_source, result.manifest, result.files, executable=executable, **options)
+    return CompiledModel(model, result.host_source, result)
 
 
 def load(directory: str | Path, threads: int | None = None, providers: list[Any] | None = None,

@@ -5,11 +5,12 @@ means trusting it. What this module guarantees is integrity, not authenticity:
 
 - ``verify(dir)`` reads only data files and runs nothing from the artifact; it
   applies the checks of ``hostgen.artifact_check`` (the same code the torch-free
-  host runs in its own ``load``) and returns the manifest.
+  host runs in its own ``load``) and returns the ``Manifest``.
 - ``load_host(dir)`` verifies first, then executes the *verified bytes* of
   ``host.py`` as a fresh module that is not registered in ``sys.modules`` (so any
   number of artifacts coexist), and builds the model from the verified files
-  through the host's own ``from_verified``.
+  through the host's own ``from_verified`` (``host_model``, which ``dycl.compile``
+  uses too).
 - ``write_artifact(dir, files)`` writes into a new directory beside ``dir`` and
   swaps it into place, so that ``dir`` always holds the old model or the new one,
   never a mix or stale files; it refuses to replace a directory that is not a
@@ -27,19 +28,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dycl.hostgen.artifact_check import ArtifactError, verified_artifact
-
-#: the parsed ``manifest.json`` of a verified artifact
-Manifest = dict[str, Any]
-
-VERSION = "0.1.0"
+from dycl.hostgen.artifact_check import verified_artifact
+from dycl.hostgen.manifest import DYCL_VERSION, MANIFEST_FILE, ArtifactError, Manifest
 
 
 def verify(directory: str | Path) -> Manifest:
     """Check ``directory`` (schema, file names, checksums, no external data) without
     running anything in it; return its manifest. Raises ``ArtifactError`` (a
     ``ValueError``) or ``FileNotFoundError`` naming the file or field."""
-    manifest, _ = verified_artifact(os.fspath(directory), VERSION)
+    manifest, _ = verified_artifact(os.fspath(directory), DYCL_VERSION)
     return manifest
 
 
@@ -47,12 +44,22 @@ def load_host(directory: str | Path, **options: Any) -> tuple[Any, str]:
     """``(host model, host source)`` of a verified artifact; ``options`` go to the
     host's ``runtime_options`` (``threads``, ``providers``, ``session_options``,
     ``shared_pool``)."""
+    manifest, files = verified_artifact(os.fspath(directory), DYCL_VERSION)
+    source = files[manifest.host.file].decode("utf-8")
+    return host_model(source, manifest, files, name=f"dycl_artifact_{manifest.host.sha256[:16]}", **options), source
+
+
+def host_model(source: str, manifest: Manifest, files: dict[str, bytes], name: str = "dycl_host",
+               executable: Any = None, **options: Any) -> Any:
+    """The model that the host ``source`` builds with its own loader
+    (``from_verified``, what its ``load`` calls after verifying) from ``manifest``
+    and the ``files`` it lists: ``dycl.load`` and ``dycl.compile`` build their
+    models here, so both run what the saved ``host.py`` runs. ``executable``:
+    see the host's ``from_verified``."""
     from dycl.compiler import load_host_module
 
-    manifest, files = verified_artifact(os.fspath(directory), VERSION)
-    source = files[manifest["host"]["file"]].decode("utf-8")
-    module = load_host_module(source, name=f"dycl_artifact_{manifest['host']['sha256'][:16]}")
-    return module.from_verified(manifest, files, **options), source
+    module = load_host_module(source, name=name)
+    return module.from_verified(manifest, files, executable=executable, **options)
 
 
 def write_artifact(target: str | Path, files: dict[str, bytes]) -> Path:
@@ -84,12 +91,12 @@ def _check_replaceable(target: Path) -> None:
     if not any(target.iterdir()):
         return
     try:
-        manifest = json.loads((target / "manifest.json").read_text())
+        manifest = json.loads((target / MANIFEST_FILE).read_text())
         is_artifact = isinstance(manifest, dict) and "dycl_version" in manifest
     except (OSError, ValueError, RecursionError):
         is_artifact = False
     if not is_artifact:
-        raise FileExistsError(f"{target} exists and is not a dycl artifact (no manifest.json written by dycl); "
+        raise FileExistsError(f"{target} exists and is not a dycl artifact (no {MANIFEST_FILE} written by dycl); "
                               "refusing to replace it: remove it or save somewhere else")
 
 
@@ -112,4 +119,4 @@ def _exchange(new: Path, old: Path) -> Path:
     return aside
 
 
-__all__ = ["ArtifactError", "Manifest", "verify", "load_host", "write_artifact"]
+__all__ = ["ArtifactError", "Manifest", "verify", "load_host", "host_model", "write_artifact"]

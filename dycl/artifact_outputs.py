@@ -10,6 +10,7 @@ they are the example's), the shapes are the example's (``example_shape``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import libcst as cst
@@ -17,30 +18,31 @@ import numpy as np
 import torch
 
 from dycl.backends.torch import TorchBackend
+from dycl.hostgen.manifest import Manifest, Output
+from dycl.hostgen.names import FORWARD
 from dycl.subdnn import SubDNNModule, Variant
 
 
-def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, SubDNNModule],
-                 constants: dict[str, torch.Tensor], example_args: tuple,
-                 specialized: dict[str, Any]) -> list[dict[str, Any]]:
+def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, SubDNNModule],
+                 constants: Mapping[str, torch.Tensor], example_args: tuple,
+                 specialized: dict[str, Any]) -> tuple[Output, ...]:
     """The manifest's output table: one entry per array or Python value the model
     returns for the example, named as ``host.py`` names them in its ``.npz``."""
     from dycl.compiler import load_host_module
 
     host = load_host_module(host_source)
     eager = TorchBackend()
-    executables = {name: eager.executable(b"", entry, modules[name]) for name, entry in manifest["sub_dnns"].items()}
+    executables = {name: eager.executable(b"", entry, modules[name]) for name, entry in manifest.sub_dnns.items()}
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []
-    # _forward takes the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
-    for name, value in host.flat_outputs(model._forward(*args, **specialized)):
+    # the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
+    for name, value in host.flat_outputs(getattr(model, FORWARD)(*args, **specialized)):
         if isinstance(value, (np.ndarray, np.generic)):
-            specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype),
-                          "example_shape": list(np.shape(value))})
+            specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value))))
         else:
-            specs.append({"name": name, "kind": type(value).__name__})
-    return specs
+            specs.append(Output(name, type(value).__name__))
+    return tuple(specs)
 
 
 def provenance(variant: Variant, shared_by: list[str], model: str) -> tuple[str, str, dict[str, str]]:

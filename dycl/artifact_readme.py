@@ -1,7 +1,7 @@
 """The files that explain an artifact to whoever receives it: ``README.md`` and
 ``requirements.txt``, written from the manifest alone.
 
-Assumes a manifest as ``dycl.compiler`` writes it (outputs included). The
+Assumes a ``Manifest`` as ``dycl.manifest_build`` writes it (outputs included). The
 requirements are compatible ranges around the versions the artifact was built
 and tested with (which the README names): the host needs numpy and the backend
 runtime, never torch or dycl.
@@ -9,8 +9,10 @@ runtime, never torch or dycl.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
+
+from dycl.hostgen.manifest import Manifest
 
 
 def _version(package: str) -> str:
@@ -20,52 +22,52 @@ def _version(package: str) -> str:
         return "unknown"
 
 
-def requirements(manifest: dict[str, Any]) -> dict[str, str]:
+def requirements(manifest: Manifest) -> dict[str, str]:
     """``{requirement line: tested version}`` of the packages the host imports."""
     numpy = _version("numpy")
     lines = {f"numpy>={numpy.split('.')[0]}.0" if numpy != "unknown" else "numpy": numpy}
-    if manifest["backend"] == "onnxruntime":
+    if manifest.backend == "onnxruntime":
         ort = _version("onnxruntime")
         major, minor = (ort.split(".") + ["0"])[:2]
         # the model files use this runtime's ONNX IR version: older runtimes refuse them
         lines[f"onnxruntime>={major}.{minor},<{int(major) + 1}" if ort != "unknown" else "onnxruntime"] = ort
-    elif manifest["backend"] == "tvm":
+    elif manifest.backend == "tvm":
         tvm = _version("apache-tvm")
         lines[f"apache-tvm=={tvm}" if tvm != "unknown" else "apache-tvm"] = tvm  # native libraries: same build
     return lines
 
 
-def requirements_txt(manifest: dict[str, Any]) -> str:
+def requirements_txt(manifest: Manifest) -> str:
     tested = ", ".join(f"{line.split('>')[0].split('=')[0]}=={version}"
                        for line, version in requirements(manifest).items())
     lines = "\n".join(requirements(manifest))
     return f"# runtime packages of this dycl artifact (tested with {tested})\n{lines}\n"
 
 
-def _shape(shape: list[Any]) -> str:
+def _shape(shape: Sequence[int | str]) -> str:
     return "[" + ", ".join(str(dim) for dim in shape) + "]"
 
 
-def readme(manifest: dict[str, Any]) -> str:
+def readme(manifest: Manifest) -> str:
     """A short README: what the artifact is, its inputs and outputs, how to run it."""
-    inputs = "\n".join(f"| `{spec['name']}` | {spec['dtype']} | {_shape(spec['shape'])} |"
-                       for spec in manifest["inputs"]) or "| (none) | | |"
+    inputs = "\n".join(f"| `{port.name}` | {port.dtype} | {_shape(port.shape)} |"
+                       for port in manifest.inputs) or "| (none) | | |"
     outputs = "\n".join(
-        f"| `{spec['name']}` | {spec.get('dtype', spec['kind'])} | "
-        f"{_shape(spec['example_shape']) + ' at the example' if 'example_shape' in spec else '-'} |"
-        for spec in manifest.get("outputs", [])) or "| (unknown) | | |"
-    dims = ", ".join(f"`{name}`" for name in sorted(manifest.get("dynamic_dims", {})))
+        f"| `{spec.name}` | {spec.dtype or spec.kind} | "
+        f"{_shape(spec.example_shape) + ' at the example' if spec.example_shape is not None else '-'} |"
+        for spec in manifest.outputs) or "| (unknown) | | |"
+    dims = ", ".join(f"`{name}`" for name in sorted(manifest.dynamic_dims))
     tested = ", ".join(f"{line} (tested: {version})" for line, version in requirements(manifest).items())
     threads = ("`load(..., threads=N)` sets the intra-op threads of each ONNX Runtime session (default: every "
                "CPU); `providers=` and `session_options=` are passed to ONNX Runtime; `shared_pool=True` opts in "
                "to one process-wide ONNX Runtime thread pool (faster, but then every ONNX Runtime session in "
                "the process must use `use_per_session_threads=False`)."
-               if manifest["backend"] == "onnxruntime" else
+               if manifest.backend == "onnxruntime" else
                "TVM has one process-wide thread pool: set `TVM_NUM_THREADS` before the first load.")
-    return f"""# {manifest['model']} — a dycl artifact
+    return f"""# {manifest.model} — a dycl artifact
 
-The model `{manifest['model']}` compiled by dycl {manifest['dycl_version']} for **{manifest['backend']}**:
-{len(manifest['sub_dnns'])} control-flow-free sub-DNNs and `host.py`, a generated Python program that
+The model `{manifest.model}` compiled by dycl {manifest.dycl_version} for **{manifest.backend}**:
+{len(manifest.sub_dnns)} control-flow-free sub-DNNs and `host.py`, a generated Python program that
 runs them in the order the model's `forward()` would. It needs Python, numpy and the backend runtime
 only — no PyTorch, no dycl.
 

@@ -22,6 +22,7 @@ from typing import Any
 import dycl
 from dycl.artifact import verify
 from dycl.harness import check
+from dycl.hostgen.manifest import MANIFEST_FILE
 from dycl.rewriter.errors import UnsupportedError
 from dycl.zoo import resolve
 
@@ -195,8 +196,8 @@ def _check_output(directory: Path, force: bool) -> None:
         if not force:
             raise ValueError(f"--out {directory} is not empty: pass --force to replace the artifact there, or "
                              "choose an empty directory (old and new files would otherwise mix)")
-        if not (directory / "manifest.json").is_file():
-            raise ValueError(f"--out {directory} is not empty and holds no dycl artifact (no manifest.json): "
+        if not (directory / MANIFEST_FILE).is_file():
+            raise ValueError(f"--out {directory} is not empty and holds no dycl artifact (no {MANIFEST_FILE}): "
                              "--force replaces only an artifact; choose another directory")
     parent = next((p for p in [directory, *directory.parents] if p.exists()), Path("."))
     if not os.access(parent, os.W_OK):
@@ -242,13 +243,13 @@ def _show(args: argparse.Namespace) -> int:
     # Reads data files only, after checking them: host.py is code and is never run here.
     directory: Path = args.directory
     manifest = verify(directory)
-    files = sorted({entry["file"] for entry in manifest["sub_dnns"].values()})
-    print(f"model      {manifest['model']}")
-    print(f"backend    {manifest['backend']}   (dycl {manifest['dycl_version']})")
-    for spec in manifest["inputs"]:
-        shape = ", ".join(str(dim) for dim in spec["shape"])  # a symbolic dim by its name
-        print(f"input      {spec['name']}: {spec['dtype']} [{shape}]")
-    print(f"sub-DNNs   {len(manifest['sub_dnns'])} variants in {len(files)} files")
+    files = sorted({entry.file for entry in manifest.sub_dnns.values()})
+    print(f"model      {manifest.model}")
+    print(f"backend    {manifest.backend}   (dycl {manifest.dycl_version})")
+    for port in manifest.inputs:
+        shape = ", ".join(str(dim) for dim in port.shape)  # a symbolic dim by its name
+        print(f"input      {port.name}: {port.dtype} [{shape}]")
+    print(f"sub-DNNs   {len(manifest.sub_dnns)} variants in {len(files)} files")
     layout_file, dot_file = directory / "hcfg.json", directory / "hcfg.dot"
     if layout_file.is_file() or dot_file.is_file():
         from dycl.hcfg.draw import render_artifact

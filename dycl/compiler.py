@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import linecache
 import time
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
-from dycl import outputs, rewriter
-from dycl.artifact_outputs import output_specs, provenance
+from dycl import rewriter
+from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
@@ -25,15 +23,13 @@ from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import trace_examples
-from dycl.hostgen.artifact_check import CONSTANTS_MAGIC
 from dycl.hostgen.emit import CallSpec, HostCodegen
+from dycl.hostgen.manifest import Manifest
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
+from dycl.manifest_build import build_manifest
 from dycl.progress import Progress
-from dycl.rewriter.vocabulary import dtype_name
-from dycl.signature import bind_example, call_description, flat_example, manifest_call
+from dycl.signature import bind_example, call_description, flat_example
 from dycl.subdnn import SubDNNModule, Variant, variants_of
-
-VERSION = "0.1.0"
 
 
 @dataclass
@@ -44,7 +40,7 @@ class CompileResult:
     rewritten: rewriter.RewrittenFunction
     backend: Backend
     host_source: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     files: dict[str, bytes]
     modules: dict[str, SubDNNModule]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -140,42 +136,17 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
             shared = [v.name for v in variants if identity(v) == fingerprint]
             data = describe_onnx(data, *provenance(variant, shared, rewritten.qualname))
         files[file_of[fingerprint]] = data
-    entries: dict[str, dict[str, Any]] = {}
-    for variant in variants:
-        file_name = file_of[identity(variant)]
-        entries[variant.name] = {
-            "file": file_name,
-            "sha256": _sha256(files[file_name]),
-            "inputs": [p.to_json() for p in variant.inputs],
-            "outputs": [p.to_json() for p in variant.outputs],
-        }
     seconds["compile"] = time.perf_counter() - start
 
     start = time.perf_counter()
     calls = _call_specs(graph, variants)
-    inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                               call=call, globals=rewritten.globals,
                               locations=rewritten.locations,
                               uses_constants=bool(constants)).emit()
-    manifest = {
-        "dycl_version": VERSION,
-        "backend": chosen.name,
-        "model": rewritten.qualname,
-        "inputs": inputs,
-        "call": manifest_call(call),
-        "dynamic_dims": _dim_table(inputs),
-        "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
-        "sub_dnns": entries,
-    }
-    manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args,
-                                       dict(rewritten.specialized))
-    if output_spec is not None:
-        manifest["output"] = outputs.describe(output_spec)
-    if constants:
-        blob, table = pack_constants(constants)
-        files[CONSTANTS_FILE] = blob
-        manifest["constants"] = {"file": CONSTANTS_FILE, "sha256": _sha256(blob), "arrays": table}
+    manifest, files = build_manifest(chosen.name, rewritten, call, example_args, shapes, symbolic_initial, variants,
+                                     {v.name: file_of[identity(v)] for v in variants}, files, host_source, modules,
+                                     constants, output_spec)
     seconds["host"] = time.perf_counter() - start
     stats = {
         "sub_dnns": len(graph.sub_dnns),
@@ -184,32 +155,12 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "conditions": len(graph.conditions),
         "unique_compiled": len(distinct),
         "backend": dict(getattr(chosen, "last_stats", {})),
-        "dynamic_dims": sorted(_dim_table(inputs)),
+        "dynamic_dims": sorted(manifest.dynamic_dims),
         "symbolic_fallbacks": len(shapes.failures) if shapes else 0,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
     return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats,
                          output_spec)
-
-
-CONSTANTS_FILE = "constants.bin"
-
-
-def pack_constants(constants: dict[str, torch.Tensor]) -> tuple[bytes, dict[str, dict[str, Any]]]:
-    """All constant arrays in one file, 64-byte aligned; the table says where each one
-    is (offsets from the data section). The file starts with its own copy of the
-    table, so that the checksum covers it (``hostgen.artifact_check.constant_layout``)."""
-    data = bytearray()
-    table = {}
-    for key in sorted(constants):
-        array = np.ascontiguousarray(constants[key].numpy())
-        offset = (len(data) + 63) // 64 * 64
-        data.extend(b"\0" * (offset - len(data)))
-        data.extend(array.tobytes())
-        table[key] = {"offset": offset, "dtype": str(array.dtype), "shape": list(array.shape)}
-    header = CONSTANTS_MAGIC + json.dumps(table, sort_keys=True).encode() + b"\n"
-    header += b"\0" * (-len(header) % 64)
-    return header + bytes(data), table
 
 
 def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
@@ -227,43 +178,15 @@ def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
     return specs
 
 
-def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple, shapes: SymbolicShapes | None,
-                 symbolic: dict[str, torch.Tensor] | None) -> list[dict[str, Any]]:
-    """The manifest's input table: a symbolic dim by its name, or the number
-    shape propagation proved it to be."""
-    names = list(rewritten.signature.parameters)[1:]
-    specs = []
-    for name, value in zip(names, example_args):
-        if isinstance(value, torch.Tensor):
-            shape = list(value.shape)
-            if shapes is not None and name in (symbolic or {}):
-                shape = list(shapes.shape(symbolic[name]))
-            specs.append({"name": name, "kind": "tensor", "dtype": dtype_name(value.dtype),
-                          "shape": shape})
-    return specs
-
-
-def _dim_table(inputs: list[dict[str, Any]]) -> dict[str, list[list[Any]]]:
-    """Symbolic dim name -> the [input, axis] pairs that carry it."""
-    table: dict[str, list[list[Any]]] = {}
-    for spec in inputs:
-        for axis, dim in enumerate(spec["shape"]):
-            if isinstance(dim, str):
-                table.setdefault(dim, []).append([spec["name"], axis])
-    return table
-
-
 def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = f"<{name}-{_sha256(source.encode())[:12]}>"
     # tracebacks (and the host's own error messages) show the generated lines
     linecache.cache[module.__file__] = (len(source), None, source.splitlines(keepends=True), module.__file__)
-    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - our generated host
+    # dont_inherit: compiled as host.py is, without this module's __future__ flags (string annotations
+    # would send dataclasses looking for the module in sys.modules, where it is deliberately absent)
+    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - our host
     return module
 
 
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-
-
-__all__ = ["compile_model", "CompileResult", "load_host_module", "manifest_bytes"]
+__all__ = ["compile_model", "CompileResult", "load_host_module"]

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dycl.hostgen.names import FORWARD
+
 _IF = re.compile(r"^\s*if (?P<test>.*):(?:\s+# (?P<where>\S+))?\s*$")
 _CALL = re.compile(r"self\._call\[(\d+)\]|self\._variant\((\d+),")
 
@@ -96,11 +98,11 @@ class HostCoverage:
     def __init__(self, host_model: Any, host_source: str, code: Sequence[str] | None = None) -> None:
         """``code``: the user's source line of each condition in program order (the
         HCFG's ``conditions``), shown instead of the host's test when given."""
-        self._code = type(host_model)._forward.__code__
+        self._code = getattr(type(host_model), FORWARD).__code__
         lines = host_source.splitlines()
         first = self._code.co_firstlineno
-        if not lines[first - 1].lstrip().startswith("def _forward"):
-            raise ValueError("the host source does not match its _forward (was host.py edited?)")
+        if not lines[first - 1].lstrip().startswith(f"def {FORWARD}("):
+            raise ValueError(f"the host source does not match its {FORWARD} (was host.py edited?)")
         self.sites: list[ConditionSite] = []
         self._site_at: dict[int, ConditionSite] = {}
         self._call_at: dict[int, int] = {}

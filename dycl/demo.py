@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dycl
 from dycl.harness import check
+from dycl.hostgen.names import FORWARD
 from dycl.testing_host import run_host_without_torch
 from dycl.zoo import resolve
 
@@ -33,8 +34,8 @@ def main(argv: list[str] | None = None) -> None:
         artifact = compiled.save(out)
         print(f"# standalone artifact: {artifact} ({', '.join(sorted(p.name for p in artifact.iterdir())[:4])}, ...)")
 
-        host_start = compiled.host_source.index("    def _forward")
-        print("# the generated host (first lines of _forward):")
+        host_start = compiled.host_source.index(f"    def {FORWARD}(")
+        print(f"# the generated host (first lines of {FORWARD}):")
         print("\n".join(compiled.host_source[host_start:].splitlines()[:14]))
 
         inputs = [spec.sample(seed) for seed in range(args.n)]

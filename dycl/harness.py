@@ -29,6 +29,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from dycl.coverage import HostCoverage, user_code
+from dycl.hostgen.names import FORWARD
 from dycl.paths import model_source_files, record_path
 from dycl.rewriter.arguments import positional_arguments
 from dycl.timing import Timing, interleaved
@@ -282,6 +283,6 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
 def _recorder(compiled: Any) -> HostCoverage | None:
     """A coverage recorder for a ``dycl.CompiledModel``; None for any other callable."""
     host, source = getattr(compiled, "_host", None), getattr(compiled, "host_source", None)
-    if host is None or source is None or not hasattr(type(host), "_forward"):
+    if host is None or source is None or not hasattr(type(host), FORWARD):
         return None
     return HostCoverage(host, source, user_code(compiled))

@@ -1,6 +1,9 @@
-"""Switches for the compile-time optimisations, so that each one can be measured
-by turning it off (``benchmarks/ablation.py``). Everything is on by default; the
-generated host is correct with any combination."""
+"""The one options object for compile-time optimisations: every switch, so that
+each one can be measured by turning it off (``benchmarks/ablation.py``).
+Everything is on by default; the generated host is correct with any combination.
+
+``dycl.compile(optimize=...)`` takes a bool or a ``Levers``; ``Levers.of`` says
+what a bool means, so that no other code interprets ``optimize`` itself."""
 
 from __future__ import annotations
 
@@ -9,7 +12,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Levers:
-    """``conditions_in_producers``: the tensor part of an ``if`` test is computed by
+    """``optimize_graph``: the HCFG's graph optimisation (paper §5.4): outputs
+    that are an unchanged input or a constant leave their sub-DNN for the host
+    (``hcfg.optimize.hoist_constants``), and sub-DNNs merge into producers; off,
+    ``merge_into_producers`` is off too.
+    ``conditions_in_producers``: the tensor part of an ``if`` test is computed by
     the sub-DNN before it (off: by a sub-DNN of its own, which
     ``merge_into_producers`` folds back where nothing lies between them).
     ``merge_into_producers``: a sub-DNN moves into an earlier one across host
@@ -17,9 +24,20 @@ class Levers:
     ``reuse_identical``: identical sub-DNNs (code, weights and ports) are compiled
     once and share a file and a session."""
 
+    optimize_graph: bool = True
     conditions_in_producers: bool = True
     merge_into_producers: bool = True
     reuse_identical: bool = True
+
+    @classmethod
+    def of(cls, optimize: bool | Levers) -> Levers:
+        """The levers ``optimize`` asks for: True, all on; False, the graph
+        optimisation off (the §5.4 ablation); a ``Levers``, itself."""
+        if isinstance(optimize, Levers):
+            return optimize
+        if isinstance(optimize, bool):
+            return ALL_ON if optimize else cls(optimize_graph=False)
+        raise TypeError(f"optimize must be True, False or a dycl.hcfg.levers.Levers, got {type(optimize).__name__}")
 
 
 ALL_ON = Levers()

@@ -18,6 +18,7 @@ import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
 from dycl.hostgen.host_globals import check_host_names, host_prelude
+from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
 from dycl.hostgen.template import HOST_TEMPLATE
 from dycl.rewriter.locations import LocationTable, comment_of
 
@@ -53,7 +54,6 @@ class HostCodegen:
     graph: HCFG
     calls: dict[int, CallSpec]
     runtime: str
-    manifest_inputs: list[dict] = field(default_factory=list)
     specialized: dict[str, object] = field(default_factory=dict)
     call: dict[str, Any] | None = None
     uses_constants: bool = False
@@ -76,11 +76,11 @@ class HostCodegen:
     def _emit(self, prelude: list[str]) -> str:
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
-            body.insert(0, self.indent * 2 + "_constants = self.constants")
+            body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
         if not body or not _returns(self.graph.body):
             body.append(self.indent * 2 + "return None")
         params = ", ".join(self.graph.parameters)
-        forward = "\n".join([f"    def _forward(self, {params}):" if params else "    def _forward(self):", *body])
+        forward = "\n".join([f"    def {FORWARD}(self, {params}):" if params else f"    def {FORWARD}(self):", *body])
         runtime = textwrap.dedent(self.runtime).strip()
         if prelude:
             runtime += "\n\n# globals the model's host operations read\n" + "\n\n".join(prelude)

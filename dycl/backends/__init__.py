@@ -1,8 +1,9 @@
 """Backends compile a sub-DNN variant to bytes and run it on numpy arrays.
 
 Each backend provides: ``compile(module, variant) -> bytes``, the host runtime
-snippet that defines ``load_executable(data, entry)`` in the generated host,
-and ``executable(data, entry)`` for running in-process.
+snippet that defines ``load_executable(data, entry, options)`` in the generated
+host (``entry``: the manifest's ``SubDNNEntry``), and ``executable(data, entry,
+module)`` for running in-process.
 """
 
 from __future__ import annotations

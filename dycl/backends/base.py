@@ -5,20 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from dycl.hostgen.manifest import SubDNNEntry
 from dycl.subdnn import SubDNNModule, Variant
 
 
 class Backend(Protocol):
     name: str
     file_suffix: str
-    #: source defining ``load_executable(data: bytes, entry: dict)`` in the generated host
+    #: source defining ``runtime_options(...)`` and ``load_executable(data: bytes, entry: SubDNNEntry,
+    #: options)`` in the generated host (``entry``: the manifest's, read by attribute)
     runtime: str
     #: whether a saved artifact can run without torch
     standalone: bool
 
     def compile(self, module: SubDNNModule, variant: Variant) -> bytes: ...
 
-    def executable(self, data: bytes, entry: dict[str, Any], module: SubDNNModule): ...
+    def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule): ...
 
 
 def compile_all(backend: Backend, modules: Sequence[SubDNNModule], variants: Sequence[Variant],

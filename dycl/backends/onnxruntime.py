@@ -7,6 +7,7 @@ from typing import Any
 
 from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_runtime import RUNTIME
+from dycl.hostgen.manifest import SubDNNEntry
 from dycl.subdnn import SubDNNModule, Variant
 
 
@@ -28,7 +29,7 @@ class OnnxRuntimeBackend:
                 dynamic_axes[port.name] = symbolic
         return export_onnx(module, variant, dynamic_axes or None, self._shown_warnings)
 
-    def executable(self, data: bytes, entry: dict[str, Any], module: SubDNNModule):
+    def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):
         return _runtime()["load_executable"](data, entry)
 
 

@@ -87,9 +87,9 @@ class _Executable:
     def __init__(self, data, entry, options):
         self.session = _session(data, options)
         self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops unread inputs
-        self.inputs = [(position, port["name"], np.dtype(port["dtype"]))
-                       for position, port in enumerate(entry["inputs"]) if port["name"] in self.input_shapes]
-        self.outputs = [port["name"] for port in entry["outputs"]]
+        self.inputs = [(position, port.name, np.dtype(port.dtype))
+                       for position, port in enumerate(entry.inputs) if port.name in self.input_shapes]
+        self.outputs = [port.name for port in entry.outputs]
 
     def __call__(self, *args):
         feeds = {name: np.ascontiguousarray(args[position], dtype=dtype) for position, name, dtype in self.inputs}

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dycl.hostgen.manifest import SubDNNEntry
 from dycl.subdnn import SubDNNModule, Variant
 
 RUNTIME = '''
@@ -29,9 +30,9 @@ class TorchBackend:
     def compile(self, module: SubDNNModule, variant: Variant) -> bytes:
         return module.source.encode()
 
-    def executable(self, data: bytes, entry: dict[str, Any], module: SubDNNModule):
+    def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):
         def run(*args: Any) -> list[np.ndarray]:
-            tensors = [torch.as_tensor(np.asarray(a, dtype=p["dtype"])) for a, p in zip(args, entry["inputs"])]
+            tensors = [torch.as_tensor(np.asarray(a, dtype=p.dtype)) for a, p in zip(args, entry.inputs)]
             with torch.no_grad():
                 return [t.numpy() for t in module(*tensors)]
 

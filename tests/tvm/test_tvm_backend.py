@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from dycl.hostgen.manifest import Port, SubDNNEntry
 
 import dycl
 from dycl.backends import get_backend
@@ -150,9 +151,14 @@ def _onnx(model: nn.Module, example: torch.Tensor, outputs: tuple[str, ...] = ("
     return buffer.getvalue()
 
 
+def _entry(outputs: tuple[str, ...]) -> SubDNNEntry:
+    """The manifest entry of a library with one float32 input ``x`` (shapes are not read at run time)."""
+    return SubDNNEntry("library.so", "0" * 64, (Port("x", "tensor", "float32", ()),),
+                       tuple(Port(name, "tensor", "float32", ()) for name in outputs))
+
+
 def _run(library: bytes, *arrays: np.ndarray) -> list[np.ndarray]:
-    entry = {"inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "p:out"}, {"name": "m:out"}]}
-    return TvmBackend().executable(library, entry, None)(*arrays)
+    return TvmBackend().executable(library, _entry(("p:out", "m:out")), None)(*arrays)
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -235,7 +241,7 @@ def test_tuning_records_are_cached_and_reused(tmp_path):
     assert len(list((tmp_path / "tuning").glob("*.json"))) == 1
     (second,), stats = compile_onnx([job], options)
     assert stats["tuning"]["kernels"] == 0, stats  # nothing left to tune: the record was reused
-    entry = {"inputs": [{"name": "x", "dtype": "float32"}], "outputs": [{"name": "y:out"}]}
+    entry = _entry(("y:out",))
     with torch.no_grad():
         expected = model(x).numpy()
     for library in (first, second):

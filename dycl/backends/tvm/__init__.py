@@ -67,22 +67,7 @@ from dycl.backends.tvm.runtime import RUNTIME
 from dycl.backends.tvm.specialized import example_shapes, pack
 from dycl.backends.tvm.tuning import tuning_problems
 from dycl.backends.tvm.workers import BuildJob, compile_onnx
-
-#: set by ``dycl.compile(..., tune_trials=N)`` (see ``configure``) or by tests; None: the environment decides
-_SETTINGS: dict[str, Any] = {}
-
-
-def configure(**settings: Any) -> None:
-    """Process-wide defaults for ``TvmBackend()`` (``tune_trials``, ``target``,
-    ``schedule``, ``jobs``, ``cache_dir``, ``build_cache``, ``specialize``); None removes one."""
-    unknown = set(settings) - set(TvmOptions.__dataclass_fields__)
-    if unknown:
-        raise TypeError(f"unknown TVM backend settings {sorted(unknown)}")
-    for key, value in settings.items():
-        if value is None:
-            _SETTINGS.pop(key, None)
-        else:
-            _SETTINGS[key] = value
+from dycl.hostgen.manifest import SubDNNEntry
 
 
 class TvmBackend:
@@ -96,7 +81,7 @@ class TvmBackend:
                  specialize: bool | None = None) -> None:
         explicit = {"tune_trials": tune_trials, "target": target, "schedule": schedule, "jobs": jobs,
                     "cache_dir": cache_dir, "build_cache": build_cache, "specialize": specialize}
-        self.options = TvmOptions.from_env(**{**_SETTINGS, **{k: v for k, v in explicit.items() if v is not None}})
+        self.options = TvmOptions.from_env(**{k: v for k, v in explicit.items() if v is not None})
         #: what the last compile did: seconds per phase, tuning summary, cache hits
         self.last_stats: dict[str, Any] = {}
 
@@ -105,7 +90,7 @@ class TvmBackend:
     def compile(self, module, variant) -> bytes:
         return self.compile_many([module], [variant])[0]
 
-    def executable(self, data: bytes, entry: dict[str, Any], module):
+    def executable(self, data: bytes, entry: SubDNNEntry, module):
         return _runtime()["load_executable"](data, entry)
 
     def compile_many(self, modules: Sequence[Any], variants: Sequence[Any],
@@ -163,5 +148,4 @@ def _runtime() -> dict[str, Any]:
     return namespace
 
 
-__all__ = ["DEFAULT_CPU", "SCHEDULES", "BuildJob", "TvmBackend", "TvmOptions", "compile_onnx", "configure",
-           "tuning_problems"]
+__all__ = ["DEFAULT_CPU", "SCHEDULES", "BuildJob", "TvmBackend", "TvmOptions", "compile_onnx", "tuning_problems"]

@@ -124,8 +124,8 @@ class _Executable:
         names = [vm._get_function_param_name("main", i) for i in range(arity)]
         if not all(name.startswith("in") and name[2:].isdigit() for name in names):
             raise RuntimeError(f"unexpected parameters {names} in a dycl TVM library (rebuild the artifact)")
-        self.inputs = [(int(name[2:]), np.dtype(entry["inputs"][int(name[2:])]["dtype"])) for name in names]
-        self.single = len(entry["outputs"]) == 1
+        self.inputs = [(int(name[2:]), np.dtype(entry.inputs[int(name[2:])].dtype)) for name in names]
+        self.single = len(entry.outputs) == 1
 
     def _vm(self):
         main = getattr(self.local, "main", None)

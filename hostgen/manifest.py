@@ -1,0 +1,360 @@
+"""The manifest of a dycl artifact: one typed description that dycl writes and
+every loader (dycl's and each generated host's) reads.
+
+``Manifest.from_json`` assumes nothing about its input: it takes the parsed JSON
+of ``manifest.json`` and raises ``ArtifactError`` naming the first field that
+does not fit the schema and what was expected there (``manifest.json:
+sub_dnns.subdnn_1.sha256: expected 64 lowercase hex digits, got ...``); a
+manifest of another schema version is refused before any other field is read.
+Guarantees, for a ``Manifest`` it returns: every file entry is a string with a
+64-digit lowercase hex checksum, the host file is ``host.py``, every dtype is in
+``DTYPE_SIZES``, every dim is a non-negative integer or (in ports) a symbol
+name. ``to_json`` writes the same document back: ``Manifest.from_json(m.to_json())
+== m``. File *names* are only checked to be strings here; that they are plain
+names inside the artifact is checked where files are opened (``artifact_check``).
+
+A new field goes in four places: its dataclass, ``from_json``, ``to_json`` and
+(top level) ``_MANIFEST_OPTIONAL``; ``SCHEMA_VERSION`` goes up when a loader of
+the previous version would misread a manifest that has it.
+
+The source of this module is copied verbatim into every generated ``host.py``
+(which must not import dycl), ahead of ``artifact_check.py``, and dycl imports
+it: one implementation for both. Hence: standard library only, no
+``__future__`` import, and code that receives a manifest reads it by attribute,
+never with ``isinstance`` (the host's copy defines classes of its own).
+"""
+
+import dataclasses
+import json
+
+#: the version of dycl that writes manifests of this module's schema
+DYCL_VERSION = "0.1.0"
+#: the version of the manifest's layout; a manifest of another version is refused
+SCHEMA_VERSION = 2
+# the files of an artifact (sub-DNN files are named by their variant)
+MANIFEST_FILE = "manifest.json"
+HOST_FILE = "host.py"
+CONSTANTS_FILE = "constants.bin"
+CONSTANTS_MAGIC = b"DYCL-CONSTANTS\n"
+#: dtype -> item size in bytes; anything else in a manifest is refused
+DTYPE_SIZES = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+               "float16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
+
+
+class ArtifactError(ValueError):
+    """An artifact that fails a check; the message names the file or the manifest field."""
+
+
+# -- checks of parsed JSON: each returns the value or raises naming ``where`` --------------------
+
+def _json_fail(where, expected, value):
+    got = type(value).__name__ if not isinstance(value, (str, int, float)) else repr(value)[:60]
+    raise ArtifactError(f"manifest.json: {where}: expected {expected}, got {got}")
+
+
+def _json_object(value, where, required, optional=None):
+    """``value`` as an object with every ``required`` field; with ``optional`` given,
+    a field in neither is refused (a field this dycl does not know, it cannot honour)."""
+    if not isinstance(value, dict):
+        _json_fail(where, "an object", value)
+    for key in required:
+        if key not in value:
+            raise ArtifactError(f"manifest.json: {where}: missing field {key!r}")
+    if optional is not None:
+        for key in value:
+            if key not in required and key not in optional:
+                raise ArtifactError(f"manifest.json: {where}: unexpected field {key!r} (schema {SCHEMA_VERSION} "
+                                    f"has {', '.join(sorted((*required, *optional)))})")
+    return value
+
+
+def _json_string(value, where):
+    if not isinstance(value, str):
+        _json_fail(where, "a string", value)
+    return value
+
+
+def _json_count(value, where):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        _json_fail(where, "a non-negative integer", value)
+    return value
+
+
+def _json_list(value, where):
+    if not isinstance(value, list):
+        _json_fail(where, "a list", value)
+    return value
+
+
+def _json_dtype(value, where):
+    if value not in DTYPE_SIZES:
+        _json_fail(where, f"one of {sorted(DTYPE_SIZES)}", value)
+    return value
+
+
+def _json_shape(value, where, symbolic=True):
+    dims = []
+    for axis, dim in enumerate(_json_list(value, where)):
+        dims.append(dim if symbolic and isinstance(dim, str) else _json_count(dim, f"{where}[{axis}]"))
+    return tuple(dims)
+
+
+def _json_sha256(value, where):
+    digest = _json_string(value, where)
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        _json_fail(where, "64 lowercase hex digits", digest)
+    return digest
+
+
+def _json_table(value, where, read):
+    """An object of named entries, each read by ``read(entry, where_of_entry)``."""
+    return {name: read(entry, f"{where}.{name}") for name, entry in _json_object(value, where, ()).items()}
+
+
+# -- the manifest ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """One flat input or output of the model or of a sub-DNN: ``kind`` is "tensor"
+    or the Python scalar type it carries ("int", "float", "bool"); a symbolic dim
+    is its name."""
+
+    name: str
+    kind: str
+    dtype: str
+    shape: tuple[int | str, ...]
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("name", "kind", "dtype", "shape"), ())
+        return cls(_json_string(value["name"], f"{where}.name"), _json_string(value["kind"], f"{where}.kind"),
+                   _json_dtype(value["dtype"], f"{where}.dtype"), _json_shape(value["shape"], f"{where}.shape"))
+
+    def to_json(self):
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+def _json_ports(value, where):
+    return tuple(Port.from_json(port, f"{where}[{position}]") for position, port in enumerate(_json_list(value, where)))
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    """A file of the artifact and its sha256."""
+
+    file: str
+    sha256: str
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("file", "sha256"), ())
+        return cls(_json_string(value["file"], f"{where}.file"), _json_sha256(value["sha256"], f"{where}.sha256"))
+
+    def to_json(self):
+        return {"file": self.file, "sha256": self.sha256}
+
+
+@dataclasses.dataclass(frozen=True)
+class SubDNNEntry:
+    """One compiled sub-DNN variant: its file (variants that are identical share
+    one) and its input and output ports, in the order the host passes them."""
+
+    file: str
+    sha256: str
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ())
+        entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
+        return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
+                   _json_ports(value["outputs"], f"{where}.outputs"))
+
+    def to_json(self):
+        return {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
+                "outputs": [p.to_json() for p in self.outputs]}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantArray:
+    """Where one stored constant lies in the constants file (``offset`` from its data section)."""
+
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("offset", "dtype", "shape"), ())
+        return cls(_json_count(value["offset"], f"{where}.offset"), _json_dtype(value["dtype"], f"{where}.dtype"),
+                   _json_shape(value["shape"], f"{where}.shape", symbolic=False))
+
+    def to_json(self):
+        return {"offset": self.offset, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Constants:
+    """The constants file (``hcfg.optimize.hoist_constants``' values) and its table."""
+
+    file: str
+    sha256: str
+    arrays: dict[str, ConstantArray]
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("file", "sha256", "arrays"), ())
+        entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
+        return cls(entry.file, entry.sha256, _json_table(value["arrays"], f"{where}.arrays", ConstantArray.from_json))
+
+    def to_json(self):
+        return {"file": self.file, "sha256": self.sha256,
+                "arrays": {key: array.to_json() for key, array in self.arrays.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One array or Python value the model returns, named as ``host.py`` names it
+    in its ``.npz`` (``output_0``, ...); ``dtype`` and ``example_shape`` (the
+    shape at the example) for arrays only."""
+
+    name: str
+    kind: str
+    dtype: str | None = None
+    example_shape: tuple[int, ...] | None = None
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("name", "kind"), ("dtype", "example_shape"))
+        dtype = _json_dtype(value["dtype"], f"{where}.dtype") if "dtype" in value else None
+        shape = _json_shape(value["example_shape"], f"{where}.example_shape", symbolic=False) \
+            if "example_shape" in value else None
+        return cls(_json_string(value["name"], f"{where}.name"), _json_string(value["kind"], f"{where}.kind"),
+                   dtype, shape)
+
+    def to_json(self):
+        value = {"name": self.name, "kind": self.kind}
+        if self.dtype is not None:
+            value["dtype"] = self.dtype
+        if self.example_shape is not None:
+            value["example_shape"] = list(self.example_shape)
+        return value
+
+
+def _json_dim_uses(value, where):
+    uses = []
+    for position, use in enumerate(_json_list(value, where)):
+        here = f"{where}[{position}]"
+        if not isinstance(use, list) or len(use) != 2:
+            _json_fail(here, "[input name, axis]", use)
+        uses.append((_json_string(use[0], f"{here}[0]"), _json_count(use[1], f"{here}[1]")))
+    return tuple(uses)
+
+
+_MANIFEST_REQUIRED = ("schema", "dycl_version", "backend", "model", "inputs", "host", "sub_dnns")
+_MANIFEST_OPTIONAL = ("outputs", "call", "dynamic_dims", "constants", "output")
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """What an artifact holds and how to call it.
+
+    ``inputs``: the model's flat inputs; ``outputs``: what it returns for the
+    example; ``call``: forward()'s parameters and the form of the call compiled
+    for (the host's ``CALL``, as JSON); ``dynamic_dims``: symbol -> the
+    ``(input, axis)`` pairs that carry it; ``host``, ``sub_dnns``, ``constants``:
+    the files; ``output``: how ``dycl`` rebuilds a framework's output object
+    (``dycl.outputs.describe``), None for plain returns.
+
+    ``manifest["field"]`` reads a field as it is written in ``manifest.json``
+    (a fresh copy), for code written against the JSON document."""
+
+    dycl_version: str
+    backend: str
+    model: str
+    inputs: tuple[Port, ...]
+    host: FileEntry
+    sub_dnns: dict[str, SubDNNEntry]
+    outputs: tuple[Output, ...] = ()
+    call: dict | None = None
+    dynamic_dims: dict[str, tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=dict)
+    constants: Constants | None = None
+    output: object = None
+    schema: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_json(cls, value):
+        """The manifest of parsed JSON ``value``; ``ArtifactError`` naming the first field that does not fit."""
+        _json_object(value, "(top level)", ())
+        if "schema" not in value:
+            version = value.get("dycl_version")
+            raise ArtifactError(f"manifest.json: schema: missing: the artifact was written by an older dycl "
+                                f"({version if isinstance(version, str) else 'unknown version'}) whose manifest "
+                                f"this dycl (schema {SCHEMA_VERSION}) does not read: recompile the model")
+        if value["schema"] != SCHEMA_VERSION:
+            _json_fail("schema", f"manifest schema {SCHEMA_VERSION} (recompile the model with this dycl)",
+                       value["schema"])
+        _json_object(value, "(top level)", _MANIFEST_REQUIRED, _MANIFEST_OPTIONAL)
+        host = FileEntry.from_json(value["host"], "host")
+        if host.file != HOST_FILE:
+            _json_fail("host.file", repr(HOST_FILE), host.file)
+        call = value.get("call")
+        if call is not None:
+            _json_object(call, "call", ("parameters", "inputs", "fixed", "absent", "variadic"), ())
+        return cls(
+            dycl_version=_json_string(value["dycl_version"], "dycl_version"),
+            backend=_json_string(value["backend"], "backend"),
+            model=_json_string(value["model"], "model"),
+            inputs=_json_ports(value["inputs"], "inputs"),
+            host=host,
+            sub_dnns=_json_table(value["sub_dnns"], "sub_dnns", SubDNNEntry.from_json),
+            outputs=tuple(Output.from_json(output, f"outputs[{position}]")
+                          for position, output in enumerate(_json_list(value.get("outputs", []), "outputs"))),
+            call=call,
+            dynamic_dims=_json_table(value.get("dynamic_dims", {}), "dynamic_dims", _json_dim_uses),
+            constants=Constants.from_json(value["constants"], "constants") if "constants" in value else None,
+            output=value.get("output"),
+        )
+
+    def to_json(self):
+        """The JSON document (``manifest.json``) of this manifest."""
+        value = {
+            "schema": self.schema,
+            "dycl_version": self.dycl_version,
+            "backend": self.backend,
+            "model": self.model,
+            "inputs": [port.to_json() for port in self.inputs],
+            "outputs": [output.to_json() for output in self.outputs],
+            "dynamic_dims": {name: [list(use) for use in uses] for name, uses in self.dynamic_dims.items()},
+            "host": self.host.to_json(),
+            "sub_dnns": {name: entry.to_json() for name, entry in self.sub_dnns.items()},
+        }
+        if self.call is not None:
+            value["call"] = json.loads(json.dumps(self.call))
+        if self.constants is not None:
+            value["constants"] = self.constants.to_json()
+        if self.output is not None:
+            value["output"] = json.loads(json.dumps(self.output))
+        return value
+
+    def to_bytes(self):
+        """The bytes of ``manifest.json``: sorted keys, so that equal manifests are equal files."""
+        return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
+
+    def file_entries(self):
+        """``[(where, FileEntry-like)]``: every file the manifest lists, host first,
+        each with the manifest field that names it."""
+        entries = [("host", self.host)] + [(f"sub_dnns.{name}", entry) for name, entry in self.sub_dnns.items()]
+        if self.constants is not None:
+            entries.append(("constants", self.constants))
+        return entries
+
+    def __getitem__(self, key):
+        value = self.to_json()
+        if key not in value:
+            raise KeyError(key)
+        return value[key]
+
+    def __contains__(self, key):
+        return key in self.to_json()
