@@ -20,9 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
-from dycl.rewriter.locations import comment_of
+
+if TYPE_CHECKING:
+    from dycl.hcfg.liveness import Liveness
 
 
 def source_of(node: cst.CSTNode) -> str:
@@ -105,19 +109,21 @@ class HCFG:
     def with_body(self, body: Block) -> HCFG:
         return replace(self, body=body)
 
-    def check(self) -> None:
-        """Structural invariants: unique sub-DNN and condition indices, every variable
-        read by a node defined on every path before it, sub-DNN outputs defined
-        by their statements. Raises AssertionError naming the node."""
-        seen_sub, seen_cond = set(), set()
-        for node in walk(self.body):
-            if isinstance(node, SubDNN):
-                assert node.index not in seen_sub, f"sub-DNN {node.index} appears twice"
-                seen_sub.add(node.index)
-            if isinstance(node, Cond):
-                assert node.index not in seen_cond, f"condition {node.index} appears twice"
-                seen_cond.add(node.index)
-        _check_defined(self.body, set(self.parameters), self.locals)
+    @cached_property
+    def liveness(self) -> Liveness:
+        """Liveness of the body (``hcfg.liveness``), computed once per graph: every
+        pass returns a new graph, so the analysis is never stale."""
+        from dycl.hcfg.liveness import Liveness  # the analysis imports the graph's node types
+
+        return Liveness.of(self.body, self.locals)
+
+    def check(self, after: str | None = None) -> None:
+        """Raise ``HCFGInvariantError`` naming the node and the invariant if the graph
+        breaks one (the invariants are listed in ``hcfg.verify``); ``after`` names the
+        pass that made the graph, for the message."""
+        from dycl.hcfg.verify import verify  # the verifier imports liveness, which imports this module
+
+        verify(self, after)
 
     def to_dot(self) -> str:
         """Graphviz source: conditions are diamonds, sub-DNNs boxes (labelled with
@@ -164,29 +170,3 @@ def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> lis
         else:
             preds = [ident]
     return preds
-
-
-def _check_defined(block: Block, defined: set[str], locals_: frozenset[str]) -> set[str] | None:
-    from dycl.hcfg.liveness import reads_writes
-
-    for node in block:
-        if isinstance(node, Cond):
-            reads, _ = reads_writes(node, locals_)
-            missing = reads - defined
-            assert not missing, f"condition {node.index} reads {sorted(missing)} before assignment"
-            then = _check_defined(node.then, set(defined), locals_)
-            orelse = _check_defined(node.orelse, set(defined), locals_)
-            outs = [d for d in (then, orelse) if d is not None]
-            if not outs:
-                return None
-            defined = set.intersection(*outs)
-            continue
-        reads, writes = reads_writes(node, locals_)
-        missing = reads - defined
-        where = comment_of(node.statement if not isinstance(node, SubDNN) else node.statements[0])
-        assert not missing, f"{type(node).__name__} at {where.value if where else '?'} reads {sorted(missing)} " \
-                            "before assignment"
-        if isinstance(node, Return):
-            return None
-        defined |= writes
-    return defined

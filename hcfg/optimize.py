@@ -17,9 +17,12 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from dycl.hcfg.liveness import _statement_reads_writes, annotate, reads_writes
+from dycl.hcfg.liveness import annotate, reads_writes, statement_reads_writes
+from dycl.hcfg.passes import graph_pass
 from dycl.hcfg.trace import Examples
-from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.locations import LocationTable, comment_of, set_location
+from dycl.rewriter.walk import bound_names
 
 _RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_", "exponential")
 
@@ -28,7 +31,7 @@ def constant_outputs(sub: SubDNN, locals_: frozenset[str]) -> set[str]:
     """Outputs of ``sub`` computed without reading any of its inputs (nor randomness)."""
     dependent = set(sub.inputs)
     for stmt in sub.statements:
-        reads, writes = _statement_reads_writes(stmt, locals_)
+        reads, writes = statement_reads_writes(stmt, locals_)
         if reads & dependent or _is_random(stmt):
             dependent |= writes
     return set(sub.outputs) - dependent
@@ -42,11 +45,13 @@ def _is_random(stmt: cst.CSTNode) -> bool:
 CONSTANTS = "_constants"
 
 
+@graph_pass
 def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, dict[str, Any]]:
     """Move constant sub-DNN outputs to the host; return the new graph and the
     constants by key (``"<variable>@<sub-DNN index>"``). Host code reads them
     from the dict ``_constants``."""
-    assert CONSTANTS not in graph.locals, "the model uses dycl's reserved name _constants"
+    if CONSTANTS in graph.locals:
+        raise _reserved_name(graph)
     constants: dict[str, Any] = {}
 
     def block(nodes: Block) -> Block:
@@ -71,12 +76,21 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
     return new_graph, constants
 
 
+def _reserved_name(graph: HCFG) -> UnsupportedError:
+    statements = [s for n in walk(graph.body) if not isinstance(n, Cond)
+                  for s in (n.statements if isinstance(n, SubDNN) else (n.statement,))]
+    where = next((s for s in statements if CONSTANTS in bound_names(s)), None)
+    return UnsupportedError(f"a variable named {CONSTANTS!r}, a name the generated host uses for itself",
+                            LocationTable().resolve(where), f"rename the variable {CONSTANTS!r}")
+
+
 def _constant_assignment(name: str, key: str, like: cst.CSTNode) -> cst.SimpleStatementLine:
     value = cst.parse_expression(f"{CONSTANTS}[{key!r}]")
     line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
     return set_location(line, comment_of(like))
 
 
+@graph_pass
 def merge_into_producers(graph: HCFG) -> HCFG:
     """Fold a sub-DNN into an earlier sub-DNN of the same block when nothing in
     between can tell the difference, so the host makes fewer calls.
