@@ -80,6 +80,9 @@ def _where(stmt: object) -> str:
     return f" ({comment.value.lstrip('#').strip()})" if comment is not None else ""
 
 
+_KIND = {SubDNN: "sub-DNN", Cond: "condition"}
+
+
 def verify(graph: HCFG, after: str | None = None) -> None:
     """Check every invariant of the module docstring; raise ``HCFGInvariantError`` on the first broken."""
     _Verifier(graph, after).run()
@@ -115,7 +118,7 @@ class _Verifier:
             if isinstance(node, (SubDNN, Cond)):
                 taken = self.indices[type(node)]
                 if node.index in taken:
-                    raise self.fail("unique-index", node, f"another {type(node).__name__} has index {node.index}")
+                    raise self.fail("unique-index", node, f"another {_KIND[type(node)]} has index {node.index}")
                 taken.add(node.index)
             if isinstance(node, Cond):
                 self.shape(node.then)
