@@ -60,26 +60,29 @@ def graph(parameters: tuple[str, ...], *body: Node, name: str = "forward") -> HC
 GLOBALS = {"torch": torch, "math": math}
 
 
-def run(hcfg: HCFG, constants: dict[str, Any] | None = None, **arguments: Any) -> tuple[Any, list[str]]:
+def run(hcfg: HCFG, constants: dict[str, Any] | None = None, outputs: dict[int, list] | None = None,
+        **arguments: Any) -> tuple[Any, list[str]]:
     """Run ``hcfg`` as the host would (sub-DNN statements executed in place); returns
-    the value returned and the path: ``sub<i>``/``cond<i>:T|F``/``return`` in order."""
+    the value returned and the path: ``sub<i>``/``cond<i>:T|F``/``return`` in order.
+    ``outputs`` collects each sub-DNN's output values, by index."""
     state: dict[str, Any] = {**GLOBALS, "_constants": constants or {}, **arguments}
     path: list[str] = []
-    returned = _run_block(hcfg.body, state, path)
+    returned = _run_block(hcfg.body, state, path, {} if outputs is None else outputs)
     return (returned[0] if returned else None), path
 
 
-def _run_block(block: Block, state: dict[str, Any], path: list[str]) -> tuple[Any] | None:
+def _run_block(block: Block, state: dict[str, Any], path: list[str], outputs: dict[int, list]) -> tuple[Any] | None:
     for node in block:
         if isinstance(node, SubDNN):
             path.append(f"sub{node.index}")
             exec(cst.Module(list(node.statements)).code, state)  # noqa: S102 - the test's own statements
+            outputs.setdefault(node.index, []).append(tuple(state[name] for name in node.outputs))
         elif isinstance(node, HostOp):
             exec(cst.Module([node.statement]).code, state)  # noqa: S102
         elif isinstance(node, Cond):
             taken = bool(eval(cst.Module([]).code_for_node(node.test), state))  # noqa: S307
             path.append(f"cond{node.index}:{'T' if taken else 'F'}")
-            returned = _run_block(node.then if taken else node.orelse, state, path)
+            returned = _run_block(node.then if taken else node.orelse, state, path, outputs)
             if returned is not None:
                 return returned
         else:
