@@ -20,6 +20,7 @@ inline backend stays as it was).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -234,6 +235,47 @@ def _dot_node(node: dict[str, Any]) -> str:
     return f'{ident} [shape={shape}, style="{style}", fillcolor="{fill}", color="{edge}"{font}, label="{text}"];'
 
 
+def outline_dot(graph: HCFG) -> str:
+    """Graphviz source of ``graph`` without our layout: conditions are diamonds, sub-DNNs
+    boxes (labelled with their statements' first lines), host ops plain text, returns ovals."""
+    lines = ["digraph hcfg {", '  node [fontname="monospace", fontsize=10];', '  entry [shape=point];']
+    exits = _dot_block(graph.body, ["entry"], lines, itertools.count())
+    if exits:
+        lines.append('  end [shape=oval, label="return None"];')
+        lines += [f"  {e} -> end;" for e in exits]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> list[str]:
+    for node in block:
+        if not preds:
+            return []
+        ident = f"n{next(counter)}"
+        if isinstance(node, SubDNN):
+            first = [source_of(s.body[0]) for s in node.statements[:3]]
+            more = "\\l..." if len(node.statements) > 3 else ""
+            label = f"{node.name}\\l" + "\\l".join(_escape(t) for t in first) + more + "\\l"
+            lines.append(f'  {ident} [shape=box, style=filled, fillcolor="#dbe8fb", label="{label}"];')
+        elif isinstance(node, HostOp):
+            lines.append(f'  {ident} [shape=plaintext, label="{_escape(source_of(node.statement.body[0]))}"];')
+        elif isinstance(node, Return):
+            lines.append(f'  {ident} [shape=oval, label="return {_escape(source_of(node.value))}"];')
+        else:
+            lines.append(f'  {ident} [shape=diamond, style=filled, fillcolor="#fde9c9", '
+                         f'label="if {_escape(source_of(node.statement.test))}"];')
+        lines += [f"  {p} -> {ident};" for p in preds]
+        if isinstance(node, Return):
+            return []
+        if isinstance(node, Cond):
+            then_exits = _dot_block(node.then, [ident], lines, counter) if node.then else [ident]
+            else_exits = _dot_block(node.orelse, [ident], lines, counter) if node.orelse else [ident]
+            preds = then_exits + else_exits
+        else:
+            preds = [ident]
+    return preds
+
+
 def dot_program() -> str | None:
     """A Graphviz ``dot`` (or the ``graphviz-pure`` port) on the PATH or beside Python, else None."""
     if os.environ.get("DYCL_NO_GRAPHVIZ"):
@@ -261,7 +303,7 @@ def render(data: dict[str, Any], path: str | Path, engine: str | None = None) ->
         subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=to_dot(data).encode(), check=True,
                        capture_output=True, timeout=120)
         return "graphviz"
-    _draw_matplotlib(data, path)
+    figure(data).savefig(path, dpi=100)
     return "matplotlib"
 
 
@@ -318,9 +360,4 @@ def figure(data: dict[str, Any]):
     return fig
 
 
-def _draw_matplotlib(data: dict[str, Any], path: Path) -> None:
-    fig = figure(data)
-    fig.savefig(path, dpi=100)
-
-
-__all__ = ["draw", "dot_program", "figure", "layout_json", "render", "render_artifact", "to_dot"]
+__all__ = ["draw", "dot_program", "figure", "layout_json", "outline_dot", "render", "render_artifact", "to_dot"]

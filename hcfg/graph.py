@@ -13,7 +13,9 @@ Its HCFG has four kinds of nodes:
 
 A ``Block`` is a sequence of nodes run in order; a ``Cond`` holds two blocks and
 control continues after it (a join) unless both end in ``Return``. Nodes are
-frozen; analyses live on ``HCFG``.
+frozen, so a graph pass returns a new ``HCFG``; analyses are lazily computed
+properties of one graph (``HCFG.liveness``), and ``HCFG.check()`` verifies the
+invariants listed in ``hcfg.verify``.
 """
 
 from __future__ import annotations
@@ -126,47 +128,8 @@ class HCFG:
         verify(self, after)
 
     def to_dot(self) -> str:
-        """Graphviz source: conditions are diamonds, sub-DNNs boxes (labelled with
-        their statements' first lines), host ops plain text, returns ovals."""
-        lines = ["digraph hcfg {", '  node [fontname="monospace", fontsize=10];',
-                 '  entry [shape=point];']
-        counter = iter(range(1_000_000))
-        exits = _dot_block(self.body, ["entry"], lines, counter)
-        if exits:
-            lines.append('  end [shape=oval, label="return None"];')
-            lines += [f"  {e} -> end;" for e in exits]
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        """Graphviz source of the bare graph (``hcfg.draw.outline_dot``; ``hcfg.draw.draw``
+        makes the full picture)."""
+        from dycl.hcfg.draw import outline_dot  # drawing imports the graph, not the other way
 
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> list[str]:
-    for node in block:
-        if not preds:
-            return []
-        ident = f"n{next(counter)}"
-        if isinstance(node, SubDNN):
-            first = [source_of(s.body[0]) for s in node.statements[:3]]
-            more = "\\l..." if len(node.statements) > 3 else ""
-            label = f"{node.name}\\l" + "\\l".join(_escape(t) for t in first) + more + "\\l"
-            lines.append(f'  {ident} [shape=box, style=filled, fillcolor="#dbe8fb", label="{label}"];')
-        elif isinstance(node, HostOp):
-            lines.append(f'  {ident} [shape=plaintext, label="{_escape(source_of(node.statement.body[0]))}"];')
-        elif isinstance(node, Return):
-            lines.append(f'  {ident} [shape=oval, label="return {_escape(source_of(node.value))}"];')
-        else:
-            lines.append(f'  {ident} [shape=diamond, style=filled, fillcolor="#fde9c9", '
-                         f'label="if {_escape(source_of(node.statement.test))}"];')
-        lines += [f"  {p} -> {ident};" for p in preds]
-        if isinstance(node, Return):
-            return []
-        if isinstance(node, Cond):
-            then_exits = _dot_block(node.then, [ident], lines, counter) if node.then else [ident]
-            else_exits = _dot_block(node.orelse, [ident], lines, counter) if node.orelse else [ident]
-            preds = then_exits + else_exits
-        else:
-            preds = [ident]
-    return preds
+        return outline_dot(self)
