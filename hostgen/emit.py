@@ -17,6 +17,7 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from dycl.hcfg.optimize import CONSTANTS
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.template import HOST_TEMPLATE
 from dycl.rewriter.locations import LocationTable, comment_of
@@ -76,7 +77,7 @@ class HostCodegen:
     def _emit(self, prelude: list[str]) -> str:
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
-            body.insert(0, self.indent * 2 + "_constants = self.constants")
+            body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.constants")
         if not body or not always_returns(self.graph.body):
             body.append(self.indent * 2 + "return None")
         params = ", ".join(self.graph.parameters)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 from dycl.hcfg.liveness import annotate
+from dycl.hcfg.optimize import hoist_constants
+from dycl.hcfg.trace import Examples
 from dycl.hostgen.emit import CallSpec, HostCodegen
 from dycl.rewriter.errors import UnsupportedError
 
@@ -164,3 +166,17 @@ def test_list_inputs_pick_a_variant_by_length_and_scalar_outputs_become_python_n
     assert recorder.path == ["2", "3"]
     with pytest.raises(ValueError, match="compiled for list lengths"):
         model([np.ones(2)] * 4)
+
+
+def test_a_hoisted_constant_is_read_from_the_models_constants():
+    hcfg = annotate(graph(("x",), sub(0, "h = torch.ones(2) * 4", "y = x + h", at=2), ret("(y, h)", at=4)))
+    hoisted, constants = hoist_constants(hcfg, {0: Examples(outputs=[(torch.ones(2) * 4, None)])})
+    assert list(constants) == ["h@0"] and hoisted.sub_dnns[0].inputs == ("x",)
+    source = HostCodegen(hoisted, single_calls(hoisted), FAKE_RUNTIME, uses_constants=True).emit()
+    assert "h = _constants['h@0']  # model.py:2" in source
+    namespace: dict = {}
+    exec(compile(source, "host.py", "exec"), namespace)  # noqa: S102 - the emitted host under test
+    model = namespace["Model"]({"subdnn_0": lambda x: (x + 4,)}, {"inputs": []}, {"h@0": np.full(2, 4.0)})
+    y, h = model(np.ones(2))
+    np.testing.assert_allclose(y, np.full(2, 5.0))
+    np.testing.assert_allclose(h, np.full(2, 4.0))
