@@ -99,6 +99,9 @@ class HCFG:
     parameters: tuple[str, ...]
     body: Block
     locals: frozenset[str] = field(default_factory=frozenset)
+    # what each statement reads and writes, shared by every graph a pass makes from this one
+    # (``hcfg.liveness.statement_reads_writes``)
+    effects: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def sub_dnns(self) -> list[SubDNN]:
@@ -117,7 +120,7 @@ class HCFG:
         pass returns a new graph, so the analysis is never stale."""
         from dycl.hcfg.liveness import Liveness  # the analysis imports the graph's node types
 
-        return Liveness.of(self.body, self.locals)
+        return Liveness.of(self.body, self.locals, self.effects)
 
     def check(self, after: str | None = None) -> None:
         """Raise ``HCFGInvariantError`` naming the node and the invariant if the graph

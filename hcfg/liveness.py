@@ -36,35 +36,54 @@ from dycl.rewriter.walk import bound_names, read_names
 Names = frozenset[str]
 
 
-def statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
-    """What one statement reads and writes (see the module's terms)."""
-    reads = read_names(stmt) & locals_
+# statement id -> (the statement, kept so that its id is not reused; names it reads; names it writes)
+EffectsMemo = dict[int, tuple[cst.CSTNode, frozenset[str], frozenset[str]]]
+
+
+def _effects(stmt: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
+    reads = read_names(stmt)
     small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt
     if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
         reads.add(small.target.value)
     if isinstance(small, cst.Expr):  # lst.append(x) updates lst: it is read and written
-        return reads, set()
-    return reads, bound_names(stmt) & locals_
+        return frozenset(reads), frozenset()
+    return frozenset(reads), frozenset(bound_names(stmt))
 
 
-def statements_reads_writes(statements: Iterable[cst.CSTNode], locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+def statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str], memo: EffectsMemo | None = None
+                           ) -> tuple[set[str], set[str]]:
+    """What one statement reads and writes (see the module's terms). ``memo`` (``HCFG.effects``)
+    remembers each statement's names: passes keep statement objects, so one compilation
+    walks each statement once, however many graphs hold it."""
+    if memo is None:
+        reads, writes = _effects(stmt)
+    else:
+        known = memo.get(id(stmt))
+        if known is None:
+            known = memo[id(stmt)] = (stmt, *_effects(stmt))
+        reads, writes = known[1], known[2]
+    return set(reads & locals_), set(writes & locals_)
+
+
+def statements_reads_writes(statements: Iterable[cst.CSTNode], locals_: frozenset[str],
+                            memo: EffectsMemo | None = None) -> tuple[set[str], set[str]]:
     """What a run of statements reads before assigning, and what it assigns."""
     reads: set[str] = set()
     writes: set[str] = set()
     for stmt in statements:
-        r, w = statement_reads_writes(stmt, locals_)
+        r, w = statement_reads_writes(stmt, locals_, memo)
         reads |= r - writes
         writes |= w
     return reads, writes
 
 
-def reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+def reads_writes(node: Node, locals_: frozenset[str], memo: EffectsMemo | None = None) -> tuple[set[str], set[str]]:
     """Variables ``node`` reads before assigning them, and variables it assigns
     (for a Cond: its test only)."""
     if isinstance(node, SubDNN):
-        return statements_reads_writes(node.statements, locals_)
+        return statements_reads_writes(node.statements, locals_, memo)
     if isinstance(node, HostOp):
-        return statement_reads_writes(node.statement, locals_)
+        return statement_reads_writes(node.statement, locals_, memo)
     if isinstance(node, Cond):
         return read_names(node.test) & locals_, set()
     return read_names(node.value) & locals_, set()
@@ -76,19 +95,26 @@ class Liveness:
     its nodes alive, so the ids are stable while it exists).
 
     ``before``/``after``: the variables live just before / after each node;
-    ``kept``: each live sub-DNN's live statements; ``dead``: the dead nodes."""
+    ``kept``: each live sub-DNN's live statements; ``dead``: the dead nodes;
+    ``memo``: what each statement reads and writes (``statement_reads_writes``)."""
 
     locals: frozenset[str]
+    memo: EffectsMemo = field(default_factory=dict)
     before: dict[int, Names] = field(default_factory=dict)
     after: dict[int, Names] = field(default_factory=dict)
     kept: dict[int, tuple[cst.SimpleStatementLine, ...]] = field(default_factory=dict)
     dead: set[int] = field(default_factory=set)
+    _ports: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, body: Block, locals_: frozenset[str]) -> Liveness:
-        analysis = cls(frozenset(locals_))
+    def of(cls, body: Block, locals_: frozenset[str], memo: EffectsMemo | None = None) -> Liveness:
+        analysis = cls(frozenset(locals_), {} if memo is None else memo)
         analysis._block(body, frozenset())
         return analysis
+
+    def reads_writes(self, node: Node) -> tuple[set[str], set[str]]:
+        """``reads_writes(node)``, from the memo."""
+        return reads_writes(node, self.locals, self.memo)
 
     def is_dead(self, node: Node) -> bool:
         return id(node) in self.dead
@@ -101,8 +127,7 @@ class Liveness:
 
     def ports(self, sub: SubDNN) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(inputs, outputs) of a live sub-DNN, each sorted."""
-        reads, writes = statements_reads_writes(self.kept[id(sub)], self.locals)
-        return tuple(sorted(reads)), tuple(sorted(writes & self.after[id(sub)]))
+        return self._ports[id(sub)]
 
     def _block(self, block: Block, live: Names) -> Names:
         for node in reversed(block):
@@ -113,29 +138,31 @@ class Liveness:
 
     def _node(self, node: Node, live: Names) -> Names:
         if isinstance(node, Return):
-            return frozenset(reads_writes(node, self.locals)[0])
+            return frozenset(self.reads_writes(node)[0])
         if isinstance(node, Cond):
             live_then = self._block(node.then, live)
             live_else = self._block(node.orelse, live)
             if all(id(n) in self.dead for n in (*node.then, *node.orelse)):
                 self.dead.add(id(node))  # nothing depends on the test any more
                 return live
-            return live_then | live_else | reads_writes(node, self.locals)[0]
+            return live_then | live_else | self.reads_writes(node)[0]
         if isinstance(node, SubDNN):
             kept, live_in = self._statements(node.statements, live)
             if not kept:
                 self.dead.add(id(node))
             else:
                 self.kept[id(node)] = kept
+                reads, writes = statements_reads_writes(kept, self.locals, self.memo)
+                self._ports[id(node)] = tuple(sorted(reads)), tuple(sorted(writes & live))
             return live_in
-        reads, writes = reads_writes(node, self.locals)
+        reads, writes = self.reads_writes(node)
         return (live - writes) | reads
 
     def _statements(self, statements: tuple[cst.SimpleStatementLine, ...], live: Names
                     ) -> tuple[tuple[cst.SimpleStatementLine, ...], Names]:
         kept = []
         for stmt in reversed(statements):
-            reads, writes = statement_reads_writes(stmt, self.locals)
+            reads, writes = statement_reads_writes(stmt, self.locals, self.memo)
             if writes and not writes & live:
                 continue
             kept.append(stmt)
@@ -193,4 +220,4 @@ def _source_live_in(stmts, live: frozenset[str], locals_: frozenset[str], found:
 
 
 __all__ = ["Liveness", "annotate", "live_after_conditions", "live_after_ifs", "reads_writes",
-           "statement_reads_writes", "statements_reads_writes"]
+           "statement_reads_writes", "statements_reads_writes", "EffectsMemo"]

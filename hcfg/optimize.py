@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from dycl.hcfg.liveness import annotate, reads_writes, statement_reads_writes
+from dycl.hcfg.liveness import EffectsMemo, annotate, reads_writes, statement_reads_writes
 from dycl.hcfg.passes import graph_pass
 from dycl.hcfg.trace import Examples
 from dycl.rewriter.errors import UnsupportedError
@@ -27,11 +27,11 @@ from dycl.rewriter.walk import bound_names
 _RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_", "exponential")
 
 
-def constant_outputs(sub: SubDNN, locals_: frozenset[str]) -> set[str]:
+def constant_outputs(sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo | None = None) -> set[str]:
     """Outputs of ``sub`` computed without reading any of its inputs (nor randomness)."""
     dependent = set(sub.inputs)
     for stmt in sub.statements:
-        reads, writes = statement_reads_writes(stmt, locals_)
+        reads, writes = statement_reads_writes(stmt, locals_, memo)
         if reads & dependent or _is_random(stmt):
             dependent |= writes
     return set(sub.outputs) - dependent
@@ -63,7 +63,7 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
             out.append(node)
             if not isinstance(node, SubDNN):
                 continue
-            fixed = constant_outputs(node, graph.locals)
+            fixed = constant_outputs(node, graph.locals, graph.effects)
             values = examples[node.index].outputs[0]
             for name, value in zip(node.outputs, values):
                 if name in fixed and isinstance(value, torch.Tensor):
@@ -110,7 +110,7 @@ def merge_into_producers(graph: HCFG) -> HCFG:
             if isinstance(node, Cond):
                 node = replace(node, then=block(node.then), orelse=block(node.orelse))
             if isinstance(node, SubDNN):
-                target = _producer_index(out, node, graph.locals)
+                target = _producer_index(out, node, graph.locals, graph.effects)
                 if target is not None:
                     producer = out[target]
                     out[target] = replace(producer, statements=producer.statements + node.statements)
@@ -121,15 +121,15 @@ def merge_into_producers(graph: HCFG) -> HCFG:
     return annotate(graph.with_body(block(graph.body)))
 
 
-def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str]) -> int | None:
-    reads, writes = reads_writes(sub, locals_)
+def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo) -> int | None:
+    reads, writes = reads_writes(sub, locals_, memo)
     for index in range(len(nodes) - 1, -1, -1):
         node = nodes[index]
         if isinstance(node, SubDNN):
             return index
         if isinstance(node, Return) or (isinstance(node, Cond) and _may_return(node)):
             return None
-        node_reads, node_writes = _all_reads_writes(node, locals_)
+        node_reads, node_writes = _all_reads_writes(node, locals_, memo)
         if node_writes & (reads | writes) or node_reads & writes:
             return None
     return None
@@ -139,12 +139,12 @@ def _may_return(node: Cond) -> bool:
     return any(isinstance(n, Return) for n in walk((node,)))
 
 
-def _all_reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+def _all_reads_writes(node: Node, locals_: frozenset[str], memo: EffectsMemo) -> tuple[set[str], set[str]]:
     """What ``node`` (and its branches) reads and writes; ``lst.append(x)`` writes ``lst``."""
     reads: set[str] = set()
     writes: set[str] = set()
     for inner in walk((node,)):
-        r, w = reads_writes(inner, locals_)
+        r, w = reads_writes(inner, locals_, memo)
         reads |= r
         writes |= w
         if isinstance(inner, HostOp):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import libcst as cst
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, source_of
-from dycl.hcfg.liveness import Liveness, reads_writes
+from dycl.hcfg.liveness import Liveness
 from dycl.rewriter.locations import comment_of
 
 
@@ -144,7 +144,7 @@ class _Verifier:
         """``defined-before-use``: the variables assigned on every path through ``block``
         (None when every path returns)."""
         for node in block:
-            reads, writes = reads_writes(node, self.graph.locals)
+            reads, writes = self.graph.liveness.reads_writes(node)
             missing = reads - defined
             if missing:
                 raise self.fail("defined-before-use", node, f"reads {sorted(missing)}, which some path to it "
