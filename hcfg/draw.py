@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
-from dycl.rewriter.locations import comment_of
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, where
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank
@@ -47,11 +46,6 @@ STYLE = {  # kind -> (fill, edge colour)
     "join": ("#555555", "#555555"),
 }
 EDGE_COLOUR = {"T": "#2e7d32", "F": "#c62828", "": "#888888", "wrap": "#aaaaaa"}
-
-
-def _where(stmt: cst.CSTNode) -> str:
-    comment = comment_of(stmt)
-    return comment.value.lstrip("#").strip() if comment is not None else ""
 
 
 class _OpNames(cst.CSTVisitor):
@@ -117,21 +111,21 @@ class _Builder:
                 text = [source_of(h.statement.body[0]) for h in hosts]
                 shown = [line for t in text[:3] for line in _wrap(t, 1)] + ([f"… {len(text) - 3} more"]
                                                                             if len(text) > 3 else [])
-                ident = self.add("host", "", shown, _where(hosts[0].statement), x, y, preds)
+                ident = self.add("host", "", shown, where(hosts[0].statement), x, y, preds)
                 hosts, preds, y = [], [(ident, "")], y + 0.6 + 0.25 * len(shown)
             elif isinstance(node, SubDNN):
-                first, last = _where(node.statements[0]), _where(node.statements[-1])
+                first, last = where(node.statements[0]), where(node.statements[-1])
                 span = first if first == last or not last else f"{first}–{last.rsplit(':', 1)[-1]}"
                 lines = [_op_summary(node.statements), *_wrap(source_of(node.statements[0].body[0]), 1)]
                 ident = self.add("sub_dnn", node.name, lines, span, x, y, preds)
                 preds, y = [(ident, "")], y + 1.4
             elif isinstance(node, Return):
-                ident = self.add("return", "", _wrap(f"return {source_of(node.value)}"), _where(node.statement),
+                ident = self.add("return", "", _wrap(f"return {source_of(node.value)}"), where(node.statement),
                                  x, y, preds)
                 preds, y = [], y + 1.0
             elif isinstance(node, Cond):
                 ident = self.add("cond", "", _wrap(f"if {source_of(node.statement.test)}"),
-                                 _where(node.statement), x, y, preds)
+                                 where(node.statement), x, y, preds)
                 then_exits, then_width, then_y = self.block(node.then, x, y + 1.2, [(ident, "T")])
                 else_x = x + (then_width if node.then else 0.5)
                 else_exits, else_width, else_y = self.block(node.orelse, else_x, y + 1.2, [(ident, "F")])

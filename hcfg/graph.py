@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import libcst as cst
+from dycl.rewriter.locations import comment_of
 
 if TYPE_CHECKING:
     from dycl.hcfg.liveness import Liveness
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
 
 def source_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node).rstrip("\n")
+
+
+def where(stmt: object) -> str:
+    """The user's ``file.py:line`` of a statement, from its location comment ("" if none)."""
+    comment = comment_of(stmt) if isinstance(stmt, cst.CSTNode) else None
+    return comment.value.lstrip("#").strip() if comment is not None else ""
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,8 @@ the user's file:line) and the invariant:
 from __future__ import annotations
 
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, source_of
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, source_of, where
 from dycl.hcfg.liveness import Liveness
-from dycl.rewriter.locations import comment_of
 
 
 class HCFGInvariantError(Exception):
@@ -76,8 +75,8 @@ def _text(node: object) -> str:
 
 
 def _where(stmt: object) -> str:
-    comment = comment_of(stmt) if isinstance(stmt, cst.CSTNode) else None
-    return f" ({comment.value.lstrip('#').strip()})" if comment is not None else ""
+    line = where(stmt)
+    return f" ({line})" if line else ""
 
 
 _KIND = {SubDNN: "sub-DNN", Cond: "condition"}

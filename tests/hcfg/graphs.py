@@ -15,6 +15,7 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
+from dycl.hcfg.liveness import annotate
 from dycl.rewriter.locations import location_comment, set_location
 from dycl.rewriter.walk import bound_names
 
@@ -55,6 +56,15 @@ def graph(parameters: tuple[str, ...], *body: Node, name: str = "forward") -> HC
         for statement in statements:
             names |= bound_names(statement)
     return HCFG(name, tuple(parameters), tuple(body), frozenset(names))
+
+
+def diamond() -> HCFG:
+    """``a = x + 1; if n > 0: y = a * 3 else: y = x - 1; return y``, annotated, on lines 2-7."""
+    return annotate(graph(
+        ("x", "n"),
+        sub(0, "a = x + 1", at=2),
+        cond(0, "n > 0", then=(sub(1, "y = a * 3", at=4),), orelse=(sub(2, "y = x - 1", at=6),), at=3),
+        ret("y", at=7)))
 
 
 GLOBALS = {"torch": torch, "math": math}

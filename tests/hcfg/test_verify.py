@@ -11,15 +11,7 @@ from dycl.hcfg.liveness import annotate
 from dycl.hcfg.passes import checking, checks_enabled, graph_pass
 from dycl.hcfg.verify import HCFGInvariantError
 
-from tests.hcfg.graphs import cond, graph, host, ret, sub
-
-
-def diamond():
-    return annotate(graph(
-        ("x", "n"),
-        sub(0, "a = x + 1", at=2),
-        cond(0, "n > 0", then=(sub(1, "y = a * 3", at=4),), orelse=(sub(2, "y = x - 1", at=6),), at=3),
-        ret("y", at=7)))
+from tests.hcfg.graphs import cond, diamond, graph, host, ret, sub
 
 
 def broken(invariant: str, where: str, hcfg) -> HCFGInvariantError:

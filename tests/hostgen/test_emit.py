@@ -16,7 +16,7 @@ from dycl.hcfg.trace import Examples
 from dycl.hostgen.emit import CallSpec, HostCodegen
 from dycl.rewriter.errors import UnsupportedError
 
-from tests.hcfg.graphs import cond, graph, host, ret, sub
+from tests.hcfg.graphs import cond, diamond, graph, host, ret, sub
 
 # what a backend's runtime snippet defines; never called here
 FAKE_RUNTIME = """
@@ -51,14 +51,6 @@ class Recorder:
             return function(*inputs)
 
         return executable
-
-
-def diamond():
-    return annotate(graph(
-        ("x", "n"),
-        sub(0, "a = x + 1", at=2),
-        cond(0, "n > 0", then=(sub(1, "y = a * 3", at=4),), orelse=(sub(2, "y = x - 1", at=6),), at=3),
-        ret("y", at=7)))
 
 
 def test_a_diamond_becomes_an_if_around_two_calls():
