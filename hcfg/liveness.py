@@ -19,7 +19,14 @@ Terms (numba ``controlflow.py`` style; every set holds names of ``graph.locals``
 ``HCFG.liveness`` (a new graph is a new object, so a pass never sees a stale
 analysis). ``annotate`` is the graph pass that applies it: dead code leaves, and
 every sub-DNN's ``inputs``/``outputs`` are its ports (``hcfg.verify`` checks
-that they stay so after every pass).
+that they stay so after every pass). What each statement reads and writes is
+remembered for a whole compilation (``HCFG.effects``, shared by the graphs a
+pass derives): passes keep statement objects, so each is walked once.
+
+Assumes: ``locals`` holds every name the function assigns. Liveness is about
+names: an object changed in place (``lst.append(x)``) stays live through the
+later reads of its name; two names for one object are ``hcfg.aliasing``'s
+concern, not this module's.
 """
 
 from __future__ import annotations
