@@ -19,27 +19,22 @@ import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
 from dycl.hcfg.liveness import EffectsMemo, annotate, reads_writes, statement_reads_writes
 from dycl.hcfg.passes import graph_pass
+from dycl.hcfg.randomness import may_be_random
 from dycl.hcfg.trace import Examples
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.locations import LocationTable, comment_of, set_location
 from dycl.rewriter.walk import bound_names
 
-_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_", "exponential")
-
 
 def constant_outputs(sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo | None = None) -> set[str]:
-    """Outputs of ``sub`` computed without reading any of its inputs (nor randomness)."""
+    """Outputs of ``sub`` computed without reading any of its inputs, nor anything that
+    may draw random numbers (``hcfg.randomness``)."""
     dependent = set(sub.inputs)
     for stmt in sub.statements:
         reads, writes = statement_reads_writes(stmt, locals_, memo)
-        if reads & dependent or _is_random(stmt):
+        if reads & dependent or may_be_random(stmt, locals_):
             dependent |= writes
     return set(sub.outputs) - dependent
-
-
-def _is_random(stmt: cst.CSTNode) -> bool:
-    text = cst.Module([stmt]).code
-    return any(word in text for word in _RANDOM)
 
 
 CONSTANTS = "_constants"
