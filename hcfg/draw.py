@@ -20,6 +20,7 @@ inline backend stays as it was).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -33,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
-from dycl.rewriter.locations import comment_of
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, where
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank
@@ -46,11 +46,6 @@ STYLE = {  # kind -> (fill, edge colour)
     "join": ("#555555", "#555555"),
 }
 EDGE_COLOUR = {"T": "#2e7d32", "F": "#c62828", "": "#888888", "wrap": "#aaaaaa"}
-
-
-def _where(stmt: cst.CSTNode) -> str:
-    comment = comment_of(stmt)
-    return comment.value.lstrip("#").strip() if comment is not None else ""
 
 
 class _OpNames(cst.CSTVisitor):
@@ -116,21 +111,21 @@ class _Builder:
                 text = [source_of(h.statement.body[0]) for h in hosts]
                 shown = [line for t in text[:3] for line in _wrap(t, 1)] + ([f"… {len(text) - 3} more"]
                                                                             if len(text) > 3 else [])
-                ident = self.add("host", "", shown, _where(hosts[0].statement), x, y, preds)
+                ident = self.add("host", "", shown, where(hosts[0].statement), x, y, preds)
                 hosts, preds, y = [], [(ident, "")], y + 0.6 + 0.25 * len(shown)
             elif isinstance(node, SubDNN):
-                first, last = _where(node.statements[0]), _where(node.statements[-1])
+                first, last = where(node.statements[0]), where(node.statements[-1])
                 span = first if first == last or not last else f"{first}–{last.rsplit(':', 1)[-1]}"
                 lines = [_op_summary(node.statements), *_wrap(source_of(node.statements[0].body[0]), 1)]
                 ident = self.add("sub_dnn", node.name, lines, span, x, y, preds)
                 preds, y = [(ident, "")], y + 1.4
             elif isinstance(node, Return):
-                ident = self.add("return", "", _wrap(f"return {source_of(node.value)}"), _where(node.statement),
+                ident = self.add("return", "", _wrap(f"return {source_of(node.value)}"), where(node.statement),
                                  x, y, preds)
                 preds, y = [], y + 1.0
             elif isinstance(node, Cond):
                 ident = self.add("cond", "", _wrap(f"if {source_of(node.statement.test)}"),
-                                 _where(node.statement), x, y, preds)
+                                 where(node.statement), x, y, preds)
                 then_exits, then_width, then_y = self.block(node.then, x, y + 1.2, [(ident, "T")])
                 else_x = x + (then_width if node.then else 0.5)
                 else_exits, else_width, else_y = self.block(node.orelse, else_x, y + 1.2, [(ident, "F")])
@@ -234,6 +229,47 @@ def _dot_node(node: dict[str, Any]) -> str:
     return f'{ident} [shape={shape}, style="{style}", fillcolor="{fill}", color="{edge}"{font}, label="{text}"];'
 
 
+def outline_dot(graph: HCFG) -> str:
+    """Graphviz source of ``graph`` without our layout: conditions are diamonds, sub-DNNs
+    boxes (labelled with their statements' first lines), host ops plain text, returns ovals."""
+    lines = ["digraph hcfg {", '  node [fontname="monospace", fontsize=10];', '  entry [shape=point];']
+    exits = _dot_block(graph.body, ["entry"], lines, itertools.count())
+    if exits:
+        lines.append('  end [shape=oval, label="return None"];')
+        lines += [f"  {e} -> end;" for e in exits]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> list[str]:
+    for node in block:
+        if not preds:
+            return []
+        ident = f"n{next(counter)}"
+        if isinstance(node, SubDNN):
+            first = [source_of(s.body[0]) for s in node.statements[:3]]
+            more = "\\l..." if len(node.statements) > 3 else ""
+            label = f"{node.name}\\l" + "\\l".join(_escape(t) for t in first) + more + "\\l"
+            lines.append(f'  {ident} [shape=box, style=filled, fillcolor="#dbe8fb", label="{label}"];')
+        elif isinstance(node, HostOp):
+            lines.append(f'  {ident} [shape=plaintext, label="{_escape(source_of(node.statement.body[0]))}"];')
+        elif isinstance(node, Return):
+            lines.append(f'  {ident} [shape=oval, label="return {_escape(source_of(node.value))}"];')
+        else:
+            lines.append(f'  {ident} [shape=diamond, style=filled, fillcolor="#fde9c9", '
+                         f'label="if {_escape(source_of(node.statement.test))}"];')
+        lines += [f"  {p} -> {ident};" for p in preds]
+        if isinstance(node, Return):
+            return []
+        if isinstance(node, Cond):
+            then_exits = _dot_block(node.then, [ident], lines, counter) if node.then else [ident]
+            else_exits = _dot_block(node.orelse, [ident], lines, counter) if node.orelse else [ident]
+            preds = then_exits + else_exits
+        else:
+            preds = [ident]
+    return preds
+
+
 def dot_program() -> str | None:
     """A Graphviz ``dot`` (or the ``graphviz-pure`` port) on the PATH or beside Python, else None."""
     if os.environ.get("DYCL_NO_GRAPHVIZ"):
@@ -261,7 +297,7 @@ def render(data: dict[str, Any], path: str | Path, engine: str | None = None) ->
         subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=to_dot(data).encode(), check=True,
                        capture_output=True, timeout=120)
         return "graphviz"
-    _draw_matplotlib(data, path)
+    figure(data).savefig(path, dpi=100)
     return "matplotlib"
 
 
@@ -318,9 +354,4 @@ def figure(data: dict[str, Any]):
     return fig
 
 
-def _draw_matplotlib(data: dict[str, Any], path: Path) -> None:
-    fig = figure(data)
-    fig.savefig(path, dpi=100)
-
-
-__all__ = ["draw", "dot_program", "figure", "layout_json", "render", "render_artifact", "to_dot"]
+__all__ = ["draw", "dot_program", "figure", "layout_json", "outline_dot", "render", "render_artifact", "to_dot"]

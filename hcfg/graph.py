@@ -13,20 +13,33 @@ Its HCFG has four kinds of nodes:
 
 A ``Block`` is a sequence of nodes run in order; a ``Cond`` holds two blocks and
 control continues after it (a join) unless both end in ``Return``. Nodes are
-frozen; analyses live on ``HCFG``.
+frozen, so a graph pass returns a new ``HCFG``; analyses are lazily computed
+properties of one graph (``HCFG.liveness``), and ``HCFG.check()`` verifies the
+invariants listed in ``hcfg.verify``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from dycl.rewriter.locations import comment_of
 
+if TYPE_CHECKING:
+    from dycl.hcfg.liveness import Liveness
+
 
 def source_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node).rstrip("\n")
+
+
+def where(stmt: object) -> str:
+    """The user's ``file.py:line`` of a statement, from its location comment ("" if none)."""
+    comment = comment_of(stmt) if isinstance(stmt, cst.CSTNode) else None
+    return comment.value.lstrip("#").strip() if comment is not None else ""
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,9 @@ class HCFG:
     parameters: tuple[str, ...]
     body: Block
     locals: frozenset[str] = field(default_factory=frozenset)
+    # what each statement reads and writes, shared by every graph a pass makes from this one
+    # (``hcfg.liveness.statement_reads_writes``)
+    effects: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def sub_dnns(self) -> list[SubDNN]:
@@ -105,88 +121,25 @@ class HCFG:
     def with_body(self, body: Block) -> HCFG:
         return replace(self, body=body)
 
-    def check(self) -> None:
-        """Structural invariants: unique sub-DNN and condition indices, every variable
-        read by a node defined on every path before it, sub-DNN outputs defined
-        by their statements. Raises AssertionError naming the node."""
-        seen_sub, seen_cond = set(), set()
-        for node in walk(self.body):
-            if isinstance(node, SubDNN):
-                assert node.index not in seen_sub, f"sub-DNN {node.index} appears twice"
-                seen_sub.add(node.index)
-            if isinstance(node, Cond):
-                assert node.index not in seen_cond, f"condition {node.index} appears twice"
-                seen_cond.add(node.index)
-        _check_defined(self.body, set(self.parameters), self.locals)
+    @cached_property
+    def liveness(self) -> Liveness:
+        """Liveness of the body (``hcfg.liveness``), computed once per graph: every
+        pass returns a new graph, so the analysis is never stale."""
+        from dycl.hcfg.liveness import Liveness  # the analysis imports the graph's node types
+
+        return Liveness.of(self.body, self.locals, self.effects)
+
+    def check(self, after: str | None = None) -> None:
+        """Raise ``HCFGInvariantError`` naming the node and the invariant if the graph
+        breaks one (the invariants are listed in ``hcfg.verify``); ``after`` names the
+        pass that made the graph, for the message."""
+        from dycl.hcfg.verify import verify  # the verifier imports liveness, which imports this module
+
+        verify(self, after)
 
     def to_dot(self) -> str:
-        """Graphviz source: conditions are diamonds, sub-DNNs boxes (labelled with
-        their statements' first lines), host ops plain text, returns ovals."""
-        lines = ["digraph hcfg {", '  node [fontname="monospace", fontsize=10];',
-                 '  entry [shape=point];']
-        counter = iter(range(1_000_000))
-        exits = _dot_block(self.body, ["entry"], lines, counter)
-        if exits:
-            lines.append('  end [shape=oval, label="return None"];')
-            lines += [f"  {e} -> end;" for e in exits]
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        """Graphviz source of the bare graph (``hcfg.draw.outline_dot``; ``hcfg.draw.draw``
+        makes the full picture)."""
+        from dycl.hcfg.draw import outline_dot  # drawing imports the graph, not the other way
 
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _dot_block(block: Block, preds: list[str], lines: list[str], counter) -> list[str]:
-    for node in block:
-        if not preds:
-            return []
-        ident = f"n{next(counter)}"
-        if isinstance(node, SubDNN):
-            first = [source_of(s.body[0]) for s in node.statements[:3]]
-            more = "\\l..." if len(node.statements) > 3 else ""
-            label = f"{node.name}\\l" + "\\l".join(_escape(t) for t in first) + more + "\\l"
-            lines.append(f'  {ident} [shape=box, style=filled, fillcolor="#dbe8fb", label="{label}"];')
-        elif isinstance(node, HostOp):
-            lines.append(f'  {ident} [shape=plaintext, label="{_escape(source_of(node.statement.body[0]))}"];')
-        elif isinstance(node, Return):
-            lines.append(f'  {ident} [shape=oval, label="return {_escape(source_of(node.value))}"];')
-        else:
-            lines.append(f'  {ident} [shape=diamond, style=filled, fillcolor="#fde9c9", '
-                         f'label="if {_escape(source_of(node.statement.test))}"];')
-        lines += [f"  {p} -> {ident};" for p in preds]
-        if isinstance(node, Return):
-            return []
-        if isinstance(node, Cond):
-            then_exits = _dot_block(node.then, [ident], lines, counter) if node.then else [ident]
-            else_exits = _dot_block(node.orelse, [ident], lines, counter) if node.orelse else [ident]
-            preds = then_exits + else_exits
-        else:
-            preds = [ident]
-    return preds
-
-
-def _check_defined(block: Block, defined: set[str], locals_: frozenset[str]) -> set[str] | None:
-    from dycl.hcfg.liveness import reads_writes
-
-    for node in block:
-        if isinstance(node, Cond):
-            reads, _ = reads_writes(node, locals_)
-            missing = reads - defined
-            assert not missing, f"condition {node.index} reads {sorted(missing)} before assignment"
-            then = _check_defined(node.then, set(defined), locals_)
-            orelse = _check_defined(node.orelse, set(defined), locals_)
-            outs = [d for d in (then, orelse) if d is not None]
-            if not outs:
-                return None
-            defined = set.intersection(*outs)
-            continue
-        reads, writes = reads_writes(node, locals_)
-        missing = reads - defined
-        where = comment_of(node.statement if not isinstance(node, SubDNN) else node.statements[0])
-        assert not missing, f"{type(node).__name__} at {where.value if where else '?'} reads {sorted(missing)} " \
-                            "before assignment"
-        if isinstance(node, Return):
-            return None
-        defined |= writes
-    return defined
+        return outline_dot(self)

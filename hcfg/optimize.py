@@ -17,36 +17,36 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from dycl.hcfg.liveness import _statement_reads_writes, annotate, reads_writes
+from dycl.hcfg.liveness import EffectsMemo, annotate, reads_writes, statement_reads_writes
+from dycl.hcfg.passes import graph_pass
+from dycl.hcfg.randomness import may_be_random
 from dycl.hcfg.trace import Examples
-from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.locations import LocationTable, comment_of, set_location
+from dycl.rewriter.walk import bound_names
 
-_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_", "exponential")
 
-
-def constant_outputs(sub: SubDNN, locals_: frozenset[str]) -> set[str]:
-    """Outputs of ``sub`` computed without reading any of its inputs (nor randomness)."""
+def constant_outputs(sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo | None = None) -> set[str]:
+    """Outputs of ``sub`` computed without reading any of its inputs, nor anything that
+    may draw random numbers (``hcfg.randomness``)."""
     dependent = set(sub.inputs)
     for stmt in sub.statements:
-        reads, writes = _statement_reads_writes(stmt, locals_)
-        if reads & dependent or _is_random(stmt):
+        reads, writes = statement_reads_writes(stmt, locals_, memo)
+        if reads & dependent or may_be_random(stmt, locals_):
             dependent |= writes
     return set(sub.outputs) - dependent
-
-
-def _is_random(stmt: cst.CSTNode) -> bool:
-    text = cst.Module([stmt]).code
-    return any(word in text for word in _RANDOM)
 
 
 CONSTANTS = "_constants"
 
 
+@graph_pass
 def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, dict[str, Any]]:
     """Move constant sub-DNN outputs to the host; return the new graph and the
     constants by key (``"<variable>@<sub-DNN index>"``). Host code reads them
     from the dict ``_constants``."""
-    assert CONSTANTS not in graph.locals, "the model uses dycl's reserved name _constants"
+    if CONSTANTS in graph.locals:
+        raise _reserved_name(graph)
     constants: dict[str, Any] = {}
 
     def block(nodes: Block) -> Block:
@@ -58,7 +58,7 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
             out.append(node)
             if not isinstance(node, SubDNN):
                 continue
-            fixed = constant_outputs(node, graph.locals)
+            fixed = constant_outputs(node, graph.locals, graph.effects)
             values = examples[node.index].outputs[0]
             for name, value in zip(node.outputs, values):
                 if name in fixed and isinstance(value, torch.Tensor):
@@ -71,12 +71,21 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
     return new_graph, constants
 
 
+def _reserved_name(graph: HCFG) -> UnsupportedError:
+    statements = [s for n in walk(graph.body) if not isinstance(n, Cond)
+                  for s in (n.statements if isinstance(n, SubDNN) else (n.statement,))]
+    where = next((s for s in statements if CONSTANTS in bound_names(s)), None)
+    return UnsupportedError(f"a variable named {CONSTANTS!r}, a name the generated host uses for itself",
+                            LocationTable().resolve(where), f"rename the variable {CONSTANTS!r}")
+
+
 def _constant_assignment(name: str, key: str, like: cst.CSTNode) -> cst.SimpleStatementLine:
     value = cst.parse_expression(f"{CONSTANTS}[{key!r}]")
     line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
     return set_location(line, comment_of(like))
 
 
+@graph_pass
 def merge_into_producers(graph: HCFG) -> HCFG:
     """Fold a sub-DNN into an earlier sub-DNN of the same block when nothing in
     between can tell the difference, so the host makes fewer calls.
@@ -96,7 +105,7 @@ def merge_into_producers(graph: HCFG) -> HCFG:
             if isinstance(node, Cond):
                 node = replace(node, then=block(node.then), orelse=block(node.orelse))
             if isinstance(node, SubDNN):
-                target = _producer_index(out, node, graph.locals)
+                target = _producer_index(out, node, graph.locals, graph.effects)
                 if target is not None:
                     producer = out[target]
                     out[target] = replace(producer, statements=producer.statements + node.statements)
@@ -107,15 +116,15 @@ def merge_into_producers(graph: HCFG) -> HCFG:
     return annotate(graph.with_body(block(graph.body)))
 
 
-def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str]) -> int | None:
-    reads, writes = reads_writes(sub, locals_)
+def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo) -> int | None:
+    reads, writes = reads_writes(sub, locals_, memo)
     for index in range(len(nodes) - 1, -1, -1):
         node = nodes[index]
         if isinstance(node, SubDNN):
             return index
         if isinstance(node, Return) or (isinstance(node, Cond) and _may_return(node)):
             return None
-        node_reads, node_writes = _all_reads_writes(node, locals_)
+        node_reads, node_writes = _all_reads_writes(node, locals_, memo)
         if node_writes & (reads | writes) or node_reads & writes:
             return None
     return None
@@ -125,12 +134,12 @@ def _may_return(node: Cond) -> bool:
     return any(isinstance(n, Return) for n in walk((node,)))
 
 
-def _all_reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
+def _all_reads_writes(node: Node, locals_: frozenset[str], memo: EffectsMemo) -> tuple[set[str], set[str]]:
     """What ``node`` (and its branches) reads and writes; ``lst.append(x)`` writes ``lst``."""
     reads: set[str] = set()
     writes: set[str] = set()
     for inner in walk((node,)):
-        r, w = reads_writes(inner, locals_)
+        r, w = reads_writes(inner, locals_, memo)
         reads |= r
         writes |= w
         if isinstance(inner, HostOp):

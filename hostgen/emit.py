@@ -77,7 +77,7 @@ class HostCodegen:
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
             body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
-        if not body or not _returns(self.graph.body):
+        if not body or not always_returns(self.graph.body):
             body.append(self.indent * 2 + "return None")
         params = ", ".join(self.graph.parameters)
         forward = "\n".join([f"    def {FORWARD}(self, {params}):" if params else f"    def {FORWARD}(self):", *body])
@@ -212,7 +212,3 @@ def _expr(node: cst.BaseExpression) -> str:
 def _location(stmt: cst.CSTNode) -> str:
     comment = comment_of(stmt)
     return f"  {comment.value}" if comment is not None else ""
-
-
-def _returns(block: Block) -> bool:
-    return always_returns(block)
