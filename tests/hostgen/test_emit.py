@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -35,8 +36,9 @@ def single_calls(hcfg) -> dict[int, CallSpec]:
 
 def host_model(source: str, executables: dict):
     namespace: dict = {"__name__": "host"}
-    exec(compile(source, "host.py", "exec"), namespace)  # noqa: S102 - the emitted host under test
-    return namespace["Model"](executables, {"inputs": []})
+    exec(compile(source, "host.py", "exec", dont_inherit=True), namespace)  # noqa: S102 - the emitted host under test
+    # the emitter under test reads only the manifest's inputs; a full Manifest is tests/manifest's
+    return namespace["Model"](executables, SimpleNamespace(inputs=()))
 
 
 class Recorder:
@@ -167,8 +169,8 @@ def test_a_hoisted_constant_is_read_from_the_models_constants():
     source = HostCodegen(hoisted, single_calls(hoisted), FAKE_RUNTIME, uses_constants=True).emit()
     assert "h = _constants['h@0']  # model.py:2" in source
     namespace: dict = {}
-    exec(compile(source, "host.py", "exec"), namespace)  # noqa: S102 - the emitted host under test
-    model = namespace["Model"]({"subdnn_0": lambda x: (x + 4,)}, {"inputs": []}, {"h@0": np.full(2, 4.0)})
+    exec(compile(source, "host.py", "exec", dont_inherit=True), namespace)  # noqa: S102 - the emitted host under test
+    model = namespace["Model"]({"subdnn_0": lambda x: (x + 4,)}, SimpleNamespace(inputs=()), {"h@0": np.full(2, 4.0)})
     y, h = model(np.ones(2))
     np.testing.assert_allclose(y, np.full(2, 5.0))
     np.testing.assert_allclose(h, np.full(2, 4.0))
