@@ -66,6 +66,8 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
     """Whether the rewritten forward is straight-line code: every decision in it was
     static for this call form, so tracing the original makes no decision the rewrite
     would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
+    if rewritten.higher_order:  # torch.cond/map: the TorchScript tracer cannot run the original
+        return False
     module = cst.parse_module(rewritten.source)
     guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}
     return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) and not _is_guard(node)

@@ -91,7 +91,7 @@ def _syntax_facts(ctx: RewriteContext, function):
     branching = any(isinstance(n, _BRANCHING) or _converts(n) for n in nodes)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
-    if not branching and not early_return:
+    if not branching and not early_return and not parsed.higher_order:
         facts = (parsed, [n for n in nodes if isinstance(n, cst.Call)], local_names(parsed.definition))
     ctx.syntax_facts[function] = facts
     return facts
@@ -208,7 +208,7 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     finally:
         ctx.call_stack.pop()
         ctx.index = outer_index
-    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+    if not parsed.higher_order and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
             _converts(n) for stmt in body for n in descendants(stmt)):
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
