@@ -73,7 +73,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         if decides_nothing(rewritten):
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
-            model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
+            if library is not None:  # else a Python number in the output: the rewrite computes it per call
+                model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
             rewritten = None
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
