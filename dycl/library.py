@@ -47,6 +47,7 @@ from dycl.rewriter.forward import resolve_method, signature_of
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import descendants
+from dycl.size_numbers import has_size_calls
 
 _P = inspect.Parameter
 
@@ -68,6 +69,8 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
     if rewritten.higher_order:  # torch.cond/map: the TorchScript tracer cannot run the original
         return False
     module = cst.parse_module(rewritten.source)
+    if has_size_calls(module, rewritten.globals):  # round(x.shape[0] / 2): exact only in rewritten code
+        return False
     guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}
     return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) and not _is_guard(node)
                    and id(node) not in guards for node in descendants(module))

@@ -199,6 +199,13 @@ def size_calls(statement: cst.SimpleStatementLine, namespace: dict[str, Any], lo
     return new
 
 
+def has_size_calls(node: cst.CSTNode, namespace: dict[str, Any]) -> bool:
+    """Whether ``node`` calls one of the replaced functions on a size (syntactically)."""
+    functions = _functions()
+    return any(isinstance(n, cst.Call) and id(_static(n.func, namespace, set())) in functions
+               and _reads_size(n, set()) for n in descendants(node))
+
+
 def exact_size_statements(statements: tuple[cst.SimpleStatementLine, ...], namespace: dict[str, Any],
                           local: set[str], numbers: set[str], locate: Any) -> list[cst.SimpleStatementLine]:
     """A sub-DNN's ``statements`` with ``size_calls`` applied; each statement that needs
@@ -216,4 +223,4 @@ def exact_size_statements(statements: tuple[cst.SimpleStatementLine, ...], names
     return out
 
 
-__all__ = ["SizeNumbers", "exact_size_statements", "size_calls"]
+__all__ = ["SizeNumbers", "exact_size_statements", "has_size_calls", "size_calls"]
