@@ -7,12 +7,12 @@ import textwrap
 
 import pytest
 import torch
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.source import parse_function
 from functorch.experimental.control_flow import map as control_flow_map
 from torch import nn
 
 import dycl
-from dycl.rewriter.locations import LocationTable
-from dycl.rewriter.source import parse_function
 
 
 def desugared(model_class: type) -> str:
