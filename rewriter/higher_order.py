@@ -89,6 +89,7 @@ class _Desugar:
         self.locals = bound_names(definition) | {n.name.value for n in descendants(definition)
                                                  if isinstance(n, cst.FunctionDef)}
         self.stack: list[str] = []
+        self.removed: set[str] = set()
         self.current: cst.CSTNode = definition
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -140,6 +141,20 @@ class _Desugar:
         body = self.block(list(definition.body.body), dict(functions))
         return definition.with_changes(body=definition.body.with_changes(body=body))
 
+    def refuse_leftovers(self, definition: cst.FunctionDef) -> None:
+        """A removed nested function still named somewhere was used outside the block
+        that defines it (``def f`` inside an ``if``, called after it)."""
+        for stmt in descendants(definition.body):
+            if not isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+                continue
+            heads = [stmt] if isinstance(stmt, cst.SimpleStatementLine) else [
+                getattr(stmt, field) for field in ("test", "iter") if getattr(stmt, field, None) is not None]
+            for head in heads:
+                for name in descendants(head, stop=(cst.Attribute,)):
+                    if isinstance(name, cst.Name) and name.value in self.removed:
+                        raise self.error(f"the nested function {name.value} used outside the block that defines it",
+                                         stmt, "define it at the top of forward()")
+
     def block(self, stmts: Block, functions: dict[str, _Function]) -> Block:
         """Desugar ``stmts``; ``functions`` are the nested functions visible there.
 
@@ -154,6 +169,7 @@ class _Desugar:
             defined = self.definition(stmt, functions)
             if defined is not None:
                 functions[defined.name] = defined
+                self.removed.add(defined.name)
                 continue
             out += self.statement(stmt, functions)
         return out
@@ -530,7 +546,9 @@ def desugar_higher_order(definition: cst.FunctionDef, fn_globals: dict[str, Any]
     if not any(isinstance(n, (cst.FunctionDef, cst.Lambda)) or isinstance(n, cst.Call) and desugar.kind(n.func, {})
                for n in descendants(definition.body)):
         return definition
-    return desugar.function(definition, {})
+    result = desugar.function(definition, {})
+    desugar.refuse_leftovers(result)
+    return result
 
 
 __all__ = ["calls_higher_order", "desugar_higher_order"]

@@ -218,3 +218,17 @@ def test_refused_forms_name_the_construct_and_the_line(model_class, construct):
     assert construct in str(info.value)
     assert info.value.location is not None
     assert "MARK" in info.value.location.source_line()
+
+
+class DefinedInBranch(nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 1:
+            def helper(t):
+                return t + 1
+        return helper(x)  # MARK
+
+
+def test_a_nested_function_used_outside_its_block_is_refused():
+    with pytest.raises(dycl.UnsupportedError, match="nested function helper used outside the block") as info:
+        dycl.compile(DefinedInBranch().eval(), torch.randn(3, 2))
+    assert "MARK" in info.value.location.source_line()
