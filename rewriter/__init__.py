@@ -2,7 +2,8 @@
 constant-folded, so that every sub-DNN between two data-dependent branches is a
 fixed computation.
 
-The passes, in order (``rewriter.pipeline.PASSES``):
+Parsing a function first desugars ``torch.cond``/``map``, nested functions and lambdas
+into plain code (``rewriter.higher_order``). The passes, in order (``rewriter.pipeline.PASSES``):
 
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. unroll     — unroll loops with static trip counts; break/continue become if/else

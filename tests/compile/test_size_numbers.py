@@ -90,3 +90,28 @@ def test_what_cannot_stay_exact_is_refused_at_its_line(model_class):
     with pytest.raises(dycl.UnsupportedError) as info:
         dycl.compile(model_class().eval(), torch.randn(6, 4))
     assert info.value.location is not None and "MARK" in info.value.location.source_line()
+
+
+def test_integer_forms_match_python_on_a_grid():
+    """What the exported graph computes from integer tensors equals Python's result."""
+    from dycl.size_numbers import SizeNumbers
+
+    ops = SizeNumbers(None)
+    checked = 0
+    for a in range(-25, 26):
+        for b in (1, 2, 3, 4, 5, 7, -2, -3):
+            ta, tb = torch.tensor(a), torch.tensor(b)
+            for got_a in (ta, a):
+                for got_b in (tb, b):
+                    if not isinstance(got_a, torch.Tensor) and not isinstance(got_b, torch.Tensor):
+                        continue
+                    assert int(ops.round_div(got_a, got_b)) == round(a / b), (a, b)
+                    assert int(ops.floor_div(got_a, got_b)) == math.floor(a / b), (a, b)
+                    assert int(ops.ceil_div(got_a, got_b)) == math.ceil(a / b), (a, b)
+                    assert int(ops.trunc_div(got_a, got_b)) == int(a / b), (a, b)
+                    checked += 1
+            assert int(ops.min(ta, b, 3)) == min(a, b, 3) and int(ops.max(ta, b)) == max(a, b)
+            assert ops.round_div(a, b) == round(a / b)  # Python numbers: the builtin itself
+    assert checked == 51 * 8 * 3
+    with pytest.raises(dycl.UnsupportedError):
+        ops.round(torch.tensor(2.5))
