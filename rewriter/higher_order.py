@@ -292,11 +292,12 @@ class _Desugar:
     def hoist_arguments(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, _Function]
                         ) -> tuple[Block, cst.Call]:
         kind = self.kind(call.func, functions)
-        skip = 3 if kind == "cond" else 1 if kind == "map" else 0
+        # the function arguments of cond (true_fn, false_fn) and map (f) are inlined, not evaluated
+        positions, keywords = {"cond": ({1, 2}, {"true_fn", "false_fn"}), "map": ({0}, {"f"})}.get(kind, (set(), set()))
         hoisted: Block = []
         args = []
         for position, arg in enumerate(call.args):
-            if position < skip and arg.keyword is None:
+            if (position in positions if arg.keyword is None else arg.keyword.value in keywords):
                 args.append(arg)
                 continue
             more, value = self.hoist(arg.value, stmt, functions)

@@ -232,3 +232,24 @@ def test_a_nested_function_used_outside_its_block_is_refused():
     with pytest.raises(dycl.UnsupportedError, match="nested function helper used outside the block") as info:
         dycl.compile(DefinedInBranch().eval(), torch.randn(3, 2))
     assert "MARK" in info.value.location.source_line()
+
+
+class CondKeywordsAndHelperPredicate(nn.Module):
+    def forward(self, x):
+        def is_big(t):
+            return t.abs().max() > 2
+
+        def shrink(t):
+            return t / 2
+
+        return torch.cond(pred=is_big(x), true_fn=shrink, false_fn=lambda t: t, operands=(x,))
+
+
+def test_cond_by_keyword_with_a_nested_function_in_the_predicate():
+    assert desugared(CondKeywordsAndHelperPredicate) == golden("""
+        out_1 = x.abs().max() > 2
+        if out_1:
+            return x / 2
+        else:
+            return x
+    """)
