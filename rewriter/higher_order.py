@@ -34,18 +34,13 @@ from __future__ import annotations
 import builtins
 import functools
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.locations import LocationTable, comment_of, set_location
-from dycl.rewriter.substitute import rename, replace_names
+from dycl.rewriter.nested_functions import Block, FunctionInliner, NestedFunction, Writer, writer_for
+from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.walk import COMPREHENSIONS, bound_names, descendants, map_children
-
-Block = list[cst.BaseStatement]
-Writer = Callable[[cst.BaseExpression], cst.BaseSmallStatement | None]
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,49 +62,16 @@ def _higher_order_ops() -> tuple[frozenset[int], frozenset[int]]:
     return (frozenset(id(c) for c in conds if c is not None), frozenset(id(m) for m in maps if m is not None))
 
 
-@dataclass(frozen=True)
-class _Function:
-    """A nested ``def`` (``body`` its statements) or a lambda (``body`` its expression)."""
-
-    name: str
-    params: cst.Parameters
-    body: Block | cst.BaseExpression
-    where: cst.CSTNode
-
-    @property
-    def is_lambda(self) -> bool:
-        return isinstance(self.body, cst.BaseExpression)
-
-
-class _Desugar:
+class _Desugar(FunctionInliner):
     def __init__(self, definition: cst.FunctionDef, fn_globals: dict[str, Any], locations: LocationTable) -> None:
+        super().__init__(definition, locations)
         self.globals = fn_globals
-        self.locations = locations
-        self.taken = {n.value for n in descendants(definition) if isinstance(n, cst.Name)}
         self.locals = bound_names(definition) | {n.name.value for n in descendants(definition)
                                                  if isinstance(n, cst.FunctionDef)}
         self.stack: list[str] = []
         self.removed: set[str] = set()
-        self.current: cst.CSTNode = definition
 
-    # -- helpers ---------------------------------------------------------------------------------
-
-    def fresh(self, base: str) -> str:
-        base = base.lstrip("_") or "v"
-        suffix = 1
-        while f"{base}_{suffix}" in self.taken:
-            suffix += 1
-        name = f"{base}_{suffix}"
-        self.taken.add(name)
-        return name
-
-    def error(self, construct: str, where: cst.CSTNode | None, hint: str = "") -> UnsupportedError:
-        return UnsupportedError(construct, self.locations.resolve(where if where is not None else self.current), hint)
-
-    def line(self, small: cst.BaseSmallStatement, where: cst.CSTNode) -> cst.SimpleStatementLine:
-        return set_location(cst.SimpleStatementLine([small]), comment_of(where))
-
-    def kind(self, func: cst.BaseExpression, functions: dict[str, _Function]) -> str | None:
+    def kind(self, func: cst.BaseExpression, functions: dict[str, NestedFunction]) -> str | None:
         """"local", "lambda", "cond", "map" or None for a call's ``func``."""
         if isinstance(func, cst.Lambda):
             return "lambda"
@@ -137,7 +99,7 @@ class _Desugar:
 
     # -- functions and blocks --------------------------------------------------------------------
 
-    def function(self, definition: cst.FunctionDef, functions: dict[str, _Function]) -> cst.FunctionDef:
+    def function(self, definition: cst.FunctionDef, functions: dict[str, NestedFunction]) -> cst.FunctionDef:
         body = self.block(list(definition.body.body), dict(functions))
         return definition.with_changes(body=definition.body.with_changes(body=body))
 
@@ -155,7 +117,7 @@ class _Desugar:
                         raise self.error(f"the nested function {name.value} used outside the block that defines it",
                                          stmt, "define it at the top of forward()")
 
-    def block(self, stmts: Block, functions: dict[str, _Function]) -> Block:
+    def block(self, stmts: Block, functions: dict[str, NestedFunction]) -> Block:
         """Desugar ``stmts``; ``functions`` are the nested functions visible there.
 
         Note: hygiene. A nested function's own body is desugared with none of the
@@ -174,31 +136,23 @@ class _Desugar:
             out += self.statement(stmt, functions)
         return out
 
-    def definition(self, stmt: cst.BaseStatement, functions: dict[str, _Function]) -> _Function | None:
+    def definition(self, stmt: cst.BaseStatement, functions: dict[str, NestedFunction]) -> NestedFunction | None:
         """The nested function ``stmt`` defines (its own nested functions desugared), if any."""
         if isinstance(stmt, cst.FunctionDef):
             if stmt.decorators or stmt.asynchronous is not None:
                 raise self.error("a decorated or async nested function", stmt, "define it at module level")
             self.check_parameters(stmt.params, stmt)
             inner = self.function(stmt, {})  # see the note on hygiene in ``block``
-            return _Function(stmt.name.value, stmt.params, list(inner.body.body), stmt)
+            return NestedFunction(stmt.name.value, stmt.params, list(inner.body.body), stmt)
         if (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
                 and isinstance(stmt.body[0].value, cst.Lambda) and len(stmt.body[0].targets) == 1
                 and isinstance(stmt.body[0].targets[0].target, cst.Name)):
             value = stmt.body[0].value
             self.check_parameters(value.params, stmt)
-            return _Function(stmt.body[0].targets[0].target.value, value.params, value.body, stmt)
+            return NestedFunction(stmt.body[0].targets[0].target.value, value.params, value.body, stmt)
         return None
 
-    def check_parameters(self, params: cst.Parameters, where: cst.CSTNode) -> None:
-        if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
-            raise self.error("a nested function or lambda with *args/**kwargs", where, "list its parameters")
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.default is not None and not _is_literal(param.default):
-                raise self.error("a nested function or lambda whose default is not a literal", where,
-                                 "pass the value at the call")
-
-    def statement(self, stmt: cst.BaseStatement, functions: dict[str, _Function]) -> Block:
+    def statement(self, stmt: cst.BaseStatement, functions: dict[str, NestedFunction]) -> Block:
         if isinstance(stmt, cst.If):
             hoisted, test = self.hoist(stmt.test, stmt, functions)
             body = stmt.body.with_changes(body=self.block(list(stmt.body.body), dict(functions)))
@@ -239,12 +193,12 @@ class _Desugar:
         if isinstance(small, (cst.Assign, cst.Return, cst.Expr)) and isinstance(value, cst.Call) and self.kind(
                 value.func, functions) is not None:
             hoisted, call = self.hoist_arguments(value, stmt, functions)
-            return hoisted + self.expand(call, _writer(small), stmt, functions)
+            return hoisted + self.expand(call, writer_for(small), stmt, functions)
         hoisted, new_small = self.hoist(small, stmt, functions)
         return hoisted + [stmt.with_changes(body=[new_small])]
 
     def refuse_rebinding(self, small: cst.BaseSmallStatement, stmt: cst.CSTNode,
-                         functions: dict[str, _Function]) -> None:
+                         functions: dict[str, NestedFunction]) -> None:
         for current in descendants(small, stop=(cst.Lambda, *COMPREHENSIONS)):
             if isinstance(current, (cst.AssignTarget, cst.AugAssign)):
                 names = {n.value for n in descendants(current.target) if isinstance(n, cst.Name)}
@@ -252,7 +206,7 @@ class _Desugar:
                     raise self.error("an assignment to the name of a nested function", stmt,
                                      "give the value another name")
 
-    def refuse_calls(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, _Function],
+    def refuse_calls(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, NestedFunction],
                      construct: str) -> None:
         for current in descendants(node):
             if isinstance(current, cst.Call) and self.kind(current.func, functions) is not None:
@@ -264,7 +218,7 @@ class _Desugar:
 
     # -- hoisting calls out of expressions ---------------------------------------------------------
 
-    def hoist(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, _Function]
+    def hoist(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, NestedFunction]
               ) -> tuple[Block, cst.CSTNode]:
         """Move every call of a nested function, lambda, cond or map in ``node`` into a fresh
         temporary computed before ``stmt``; refuse any other use of a nested function."""
@@ -280,7 +234,7 @@ class _Desugar:
                 hoisted.extend(more)
                 temp = self.fresh("out")
                 target = cst.Assign([cst.AssignTarget(cst.Name(temp))], call)
-                hoisted.extend(self.expand(call, _writer(target), stmt, functions))
+                hoisted.extend(self.expand(call, writer_for(target), stmt, functions))
                 return cst.Name(temp)
             if isinstance(current, cst.Name) and current.value in functions:
                 raise self.error(f"the nested function {current.value} used as a value", stmt,
@@ -289,7 +243,7 @@ class _Desugar:
 
         return hoisted, visit(node)
 
-    def hoist_arguments(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, _Function]
+    def hoist_arguments(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, NestedFunction]
                         ) -> tuple[Block, cst.Call]:
         kind = self.kind(call.func, functions)
         # the function arguments of cond (true_fn, false_fn) and map (f) are inlined, not evaluated
@@ -307,13 +261,13 @@ class _Desugar:
 
     # -- expanding one call ------------------------------------------------------------------------
 
-    def expand(self, call: cst.Call, write: Writer, stmt: cst.CSTNode, functions: dict[str, _Function]) -> Block:
+    def expand(self, call: cst.Call, write: Writer, stmt: cst.CSTNode, functions: dict[str, NestedFunction]) -> Block:
         kind = self.kind(call.func, functions)
         if kind == "cond":
             return self.cond(call, write, stmt, functions)
         if kind == "map":
             return [self.line(write(self.map(call, stmt, functions)), stmt)]
-        function = functions[call.func.value] if kind == "local" else _Function(
+        function = functions[call.func.value] if kind == "local" else NestedFunction(
             "<lambda>", call.func.params, call.func.body, stmt)
         name = function.name
         if name in self.stack:
@@ -326,7 +280,7 @@ class _Desugar:
         finally:
             self.stack.pop()
 
-    def cond(self, call: cst.Call, write: Writer, stmt: cst.CSTNode, functions: dict[str, _Function]) -> Block:
+    def cond(self, call: cst.Call, write: Writer, stmt: cst.CSTNode, functions: dict[str, NestedFunction]) -> Block:
         args = _arguments(call, ("pred", "true_fn", "false_fn", "operands"))
         if args is None or not {"pred", "true_fn", "false_fn"} <= args.keys():
             raise self.error("torch.cond called with arguments other than (pred, true_fn, false_fn, operands)", stmt)
@@ -353,7 +307,7 @@ class _Desugar:
         branch_if = set_location(cst.If(test, cst.IndentedBlock(branches[0]), orelse), comment_of(stmt))
         return self.block(prologue, functions) + [branch_if]
 
-    def map(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, _Function]) -> cst.BaseExpression:
+    def map(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, NestedFunction]) -> cst.BaseExpression:
         if any(a.keyword is not None or a.star for a in call.args) or len(call.args) < 2:
             raise self.error("map called with arguments other than (f, xs, *args)", stmt)
         torch_name = next((name for name, value in self.globals.items()
@@ -373,11 +327,11 @@ class _Desugar:
         return cst.Call(stack, [cst.Arg(cst.ListComp(body, loop))])
 
     def expression(self, func: cst.BaseExpression, args: list[cst.BaseExpression], stmt: cst.CSTNode,
-                   functions: dict[str, _Function]) -> cst.BaseExpression:
+                   functions: dict[str, NestedFunction]) -> cst.BaseExpression:
         """The body of ``func`` (a lambda, or a nested function that only returns one
         expression) with its parameters replaced by ``args`` (pure expressions)."""
         if isinstance(func, cst.Lambda):
-            function = _Function("<lambda>", func.params, func.body, stmt)
+            function = NestedFunction("<lambda>", func.params, func.body, stmt)
         elif isinstance(func, cst.Name) and func.value in functions:
             function = functions[func.value]
         else:
@@ -395,98 +349,6 @@ class _Desugar:
             raise self.error("map of a function that calls a nested function, lambda or cond", function.where)
         return replace_names(body, lambda name: bound.get(name))
 
-    def bind(self, function: _Function, args: list[cst.Arg], stmt: cst.CSTNode) -> dict[str, cst.BaseExpression]:
-        """Parameter name -> argument expression, with literal defaults; refuse what Python would."""
-        params = function.params
-        positional = [*params.posonly_params, *params.params]
-        by_name = {p.name.value: p for p in (*positional, *params.kwonly_params)}
-        bound: dict[str, cst.BaseExpression] = {}
-        for position, arg in enumerate(args):
-            if arg.star:
-                raise self.error("a call with *args or **kwargs of a nested function or lambda", stmt)
-            if arg.keyword is None:
-                if position >= len(positional):
-                    raise self.error(f"a call of {function.name} with too many arguments", stmt)
-                bound[positional[position].name.value] = arg.value
-            elif arg.keyword.value in by_name and arg.keyword.value not in bound:
-                bound[arg.keyword.value] = arg.value
-            else:
-                raise self.error(f"a call of {function.name} with an unexpected argument {arg.keyword.value}", stmt)
-        for name, param in by_name.items():
-            if name not in bound:
-                if param.default is None:
-                    raise self.error(f"a call of {function.name} without its argument {name}", stmt)
-                bound[name] = param.default
-        return bound
-
-    def inline(self, function: _Function, call: cst.Call, write: Writer, stmt: cst.CSTNode) -> Block:
-        """``function``'s body at ``stmt``: parameters bound, locals renamed, ``return v``
-        written by ``write`` (see the module note)."""
-        bound = self.bind(function, list(call.args), stmt)
-        if function.is_lambda:
-            body: Block = [self.line(cst.Return(function.body), stmt)]
-        else:
-            body = function.body
-        nonlocals = {n.name.value for s in body for node in descendants(s) if isinstance(node, cst.Nonlocal)
-                     for n in node.names}
-        assigned = set().union(*(bound_names(s) for s in body)) - nonlocals if body else set()
-        mapping = {name: self.fresh(name) for name in sorted(assigned | bound.keys())}
-        body = [rename(s, mapping) for s in body]
-        body = [s for s in body if not (isinstance(s, cst.SimpleStatementLine)
-                                        and isinstance(s.body[0], cst.Nonlocal))]
-        prologue: Block = []
-        substitutions: dict[str, cst.BaseExpression] = {}
-        for name, value in bound.items():
-            fresh = mapping[name]
-            plain = isinstance(value, cst.Name) and value.value not in nonlocals or _is_literal(value)
-            if plain and not _assigns(body, fresh):
-                substitutions[fresh] = value
-            else:
-                prologue.append(self.line(cst.Assign([cst.AssignTarget(cst.Name(fresh))], value), stmt))
-        if substitutions:
-            body = [replace_names(s, substitutions.get) for s in body]
-        if nonlocals and not isinstance(stmt, cst.SimpleStatementLine):
-            raise self.error("a nested function that assigns an enclosing variable, called in a test", stmt)
-        return prologue + self.returns(body, write, stmt)
-
-    def returns(self, body: Block, write: Writer, stmt: cst.CSTNode) -> Block:
-        """``body`` with each ``return v`` in tail position written by ``write``; a body that
-        falls off its end writes ``None``."""
-        out: Block = []
-        for position, current in enumerate(body):
-            rest = body[position + 1:]
-            if isinstance(current, cst.SimpleStatementLine) and isinstance(current.body[0], cst.Return):
-                value = current.body[0].value or cst.Name("None")
-                written = write(value)
-                return out + ([current.with_changes(body=[written])] if written is not None else [])
-            if _has_return(current):
-                if not isinstance(current, cst.If):
-                    raise self.error("a return inside a loop or with block of a nested function", current,
-                                     "collect the result in a variable and return it at the end")
-                then = self.returns(list(current.body.body) + rest, write, stmt)
-                orelse_body = _else_body(current) + rest
-                orelse = self.returns(orelse_body, write, stmt)
-                new_if = current.with_changes(body=current.body.with_changes(body=then),
-                                              orelse=cst.Else(cst.IndentedBlock(orelse)) if orelse else None)
-                return out + [new_if]
-            out.append(current)
-        written = write(cst.Name("None"))
-        return out + ([self.line(written, stmt)] if written is not None else [])
-
-
-def _writer(small: cst.BaseSmallStatement) -> Writer:
-    """How the value of the call in ``small`` (``T = call``, ``return call``, ``call``) is written."""
-    def write(value: cst.BaseExpression) -> cst.BaseSmallStatement | None:
-        if isinstance(small, cst.Assign):
-            return cst.Assign(small.targets, value)
-        if isinstance(small, cst.Return):
-            return cst.Return(value)
-        if isinstance(value, (cst.Name, cst.BaseNumber, cst.BaseString)):
-            return None
-        return cst.Expr(value)
-    return write
-
-
 def _with_value(write: Writer, value: cst.BaseExpression) -> cst.BaseSmallStatement:
     written = write(value)
     return written if written is not None else cst.Expr(value)
@@ -502,34 +364,6 @@ def _arguments(call: cst.Call, names: tuple[str, ...]) -> dict[str, cst.BaseExpr
             return None
         out[key] = arg.value
     return out
-
-
-def _has_return(stmt: cst.BaseStatement) -> bool:
-    return any(isinstance(n, cst.Return) for n in descendants(stmt, stop=(cst.FunctionDef, cst.Lambda)))
-
-
-def _else_body(stmt: cst.If) -> Block:
-    if stmt.orelse is None:
-        return []
-    if isinstance(stmt.orelse, cst.If):
-        return [stmt.orelse]
-    return list(stmt.orelse.body.body)
-
-
-def _assigns(body: Block, name: str) -> bool:
-    return any(name in bound_names(s) for s in body)
-
-
-def _is_literal(node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)):
-        return True
-    if isinstance(node, cst.Name):
-        return node.value in ("None", "True", "False")
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        return _is_literal(node.expression)
-    if isinstance(node, cst.Tuple):
-        return all(_is_literal(e.value) for e in node.elements)
-    return False
 
 
 def calls_higher_order(definition: cst.FunctionDef, fn_globals: dict[str, Any]) -> bool:
