@@ -17,8 +17,9 @@ This pass runs on a parsed function before any other rewriting:
   to ``cond``) is replaced by its body, inlined at the call site with fresh names
   for its parameters and locals; its free names are the enclosing function's, read
   at the call, as Python's late binding reads them. ``nonlocal`` writes therefore
-  write the enclosing variable, as in Python. A call nested in an expression is
-  first hoisted into a fresh temporary.
+  write the enclosing variable, as in Python (``rewriter.nested_functions``). A call
+  nested in an expression is first hoisted into a fresh temporary (see the note on
+  evaluation order in ``_Desugar.hoist``).
 
 Assumes: ``definition`` is annotated with location comments.
 Guarantees: every nested ``def``/lambda it removes was only ever called (or passed
@@ -218,10 +219,17 @@ class _Desugar(FunctionInliner):
 
     # -- hoisting calls out of expressions ---------------------------------------------------------
 
-    def hoist(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, NestedFunction]
-              ) -> tuple[Block, cst.CSTNode]:
+    def hoist(self, node: cst.CSTNode, stmt: cst.CSTNode, functions: dict[str, NestedFunction],
+              written: set[str] | None = None) -> tuple[Block, cst.CSTNode]:
         """Move every call of a nested function, lambda, cond or map in ``node`` into a fresh
-        temporary computed before ``stmt``; refuse any other use of a nested function."""
+        temporary computed before ``stmt``; refuse any other use of a nested function.
+
+        Note: evaluation order. What stays in ``node`` is evaluated after every hoisted
+        body, though Python may evaluate some of it first (``x + f()``): where a hoisted
+        function rebinds a name (``nonlocal``) that the rest reads, that is refused.
+        ``written`` collects those names for a caller that checks a larger expression."""
+        checked_here = written is None
+        written = set() if written is None else written
         hoisted: Block = []
 
         def visit(current: cst.CSTNode) -> cst.CSTNode:
@@ -232,6 +240,7 @@ class _Desugar(FunctionInliner):
             if isinstance(current, cst.Call) and self.kind(current.func, functions) is not None:
                 more, call = self.hoist_arguments(current, stmt, functions)
                 hoisted.extend(more)
+                written.update(self.rebinds(call, functions))
                 temp = self.fresh("out")
                 target = cst.Assign([cst.AssignTarget(cst.Name(temp))], call)
                 hoisted.extend(self.expand(call, writer_for(target), stmt, functions))
@@ -241,7 +250,24 @@ class _Desugar(FunctionInliner):
                                  "dycl inlines nested functions where they are called; call it directly")
             return map_children(current, visit)
 
-        return hoisted, visit(node)
+        new = visit(node)
+        if checked_here:
+            self.refuse_reordering(new, written, stmt)
+        return hoisted, new
+
+    def rebinds(self, call: cst.Call, functions: dict[str, NestedFunction]) -> set[str]:
+        """The enclosing names the nested functions ``call`` runs declare ``nonlocal``."""
+        names = [a.value.value for a in call.args if isinstance(a.value, cst.Name)] + (
+            [call.func.value] if isinstance(call.func, cst.Name) else [])
+        return {n.name.value for name in names if name in functions and not functions[name].is_lambda
+                for stmt in functions[name].body for node in descendants(stmt) if isinstance(node, cst.Nonlocal)
+                for n in node.names}
+
+    def refuse_reordering(self, node: cst.CSTNode, written: set[str], stmt: cst.CSTNode) -> None:
+        read = {n.value for n in descendants(node) if isinstance(n, cst.Name)} & written
+        if read:
+            raise self.error(f"a nested function that rebinds {', '.join(sorted(read))} (nonlocal), called in an "
+                             "expression that also reads it", stmt, "call the function on a line of its own")
 
     def hoist_arguments(self, call: cst.Call, stmt: cst.CSTNode, functions: dict[str, NestedFunction]
                         ) -> tuple[Block, cst.Call]:
@@ -250,13 +276,15 @@ class _Desugar(FunctionInliner):
         positions, keywords = {"cond": ({1, 2}, {"true_fn", "false_fn"}), "map": ({0}, {"f"})}.get(kind, (set(), set()))
         hoisted: Block = []
         args = []
+        written: set[str] = set()
         for position, arg in enumerate(call.args):
             if (position in positions if arg.keyword is None else arg.keyword.value in keywords):
                 args.append(arg)
                 continue
-            more, value = self.hoist(arg.value, stmt, functions)
+            more, value = self.hoist(arg.value, stmt, functions, written)
             hoisted += more
             args.append(arg.with_changes(value=value))
+        self.refuse_reordering(cst.Tuple([cst.Element(a.value) for a in args]), written, stmt)
         return hoisted, call.with_changes(args=args)
 
     # -- expanding one call ------------------------------------------------------------------------

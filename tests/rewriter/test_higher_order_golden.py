@@ -253,3 +253,22 @@ def test_cond_by_keyword_with_a_nested_function_in_the_predicate():
         else:
             return x
     """)
+
+
+class RebindsWhatTheExpressionReads(nn.Module):
+    def forward(self, x):
+        k = 1
+
+        def bump():
+            nonlocal k
+            k = k + 1
+            return k
+
+        return x * k + bump()  # MARK
+
+
+def test_a_nonlocal_rebinding_that_would_reorder_reads_is_refused():
+    # Python reads k (1) before bump() rebinds it: hoisting bump() would read 2
+    with pytest.raises(dycl.UnsupportedError, match="rebinds k") as info:
+        dycl.compile(RebindsWhatTheExpressionReads().eval(), torch.randn(3, 2))
+    assert "MARK" in info.value.location.source_line()
