@@ -13,6 +13,7 @@ from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
 from dycl.rewriter.locations import LocationTable, annotate_locations
+from dycl.rewriter.null_context import splice_null_contexts
 
 
 @dataclass(frozen=True)
@@ -67,4 +68,5 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
     annotated = annotate_locations(module.with_changes(body=definitions), label, first_line)
     higher_order = calls_higher_order(annotated.body[0], function.__globals__)
     definition = desugar_higher_order(annotated.body[0], function.__globals__, locations)
+    definition = splice_null_contexts(definition, function.__globals__)
     return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order)

@@ -3,6 +3,7 @@ functions and lambdas desugared into plain code, and the forms it refuses."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 
 import pytest
@@ -271,4 +272,35 @@ def test_a_nonlocal_rebinding_that_would_reorder_reads_is_refused():
     # Python reads k (1) before bump() rebinds it: hoisting bump() would read 2
     with pytest.raises(dycl.UnsupportedError, match="rebinds k") as info:
         dycl.compile(RebindsWhatTheExpressionReads().eval(), torch.randn(3, 2))
+    assert "MARK" in info.value.location.source_line()
+
+
+class NullContexts(nn.Module):
+    def forward(self, x):
+        ctx = contextlib.nullcontext()
+        with ctx:
+            y = x.sin()
+        with contextlib.nullcontext():
+            return y + x.cos()
+
+
+class ContextUsedElsewhere(nn.Module):
+    def forward(self, x):
+        ctx = contextlib.nullcontext()
+        with ctx:  # MARK
+            y = x.sin()
+        print(ctx)
+        return y
+
+
+def test_null_contexts_are_spliced():
+    assert desugared(NullContexts) == golden("""
+        y = x.sin()
+        return y + x.cos()
+    """)
+
+
+def test_a_null_context_also_used_as_a_value_is_left_to_normalize_and_refused():
+    with pytest.raises(dycl.UnsupportedError, match="with statement") as info:
+        dycl.compile(ContextUsedElsewhere().eval(), torch.randn(3, 2))
     assert "MARK" in info.value.location.source_line()
