@@ -70,7 +70,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         if decides_nothing(rewritten):
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
-            model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
+            if library is not None:  # else a Python number in the output: the rewrite computes it per call
+                model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
             rewritten = None
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
@@ -173,7 +174,7 @@ def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
         first = own[0]
         if first.output_lengths:
             raise rewriter.UnsupportedError(f"a sub-DNN returning a list ({sorted(first.output_lengths)})", None)
-        scalars = tuple(p.name for p in first.outputs if p.kind != "tensor")
+        scalars = tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
         specs[sub.index] = CallSpec({v.key: v.name for v in own}, tuple(first.list_lengths), scalars)
     return specs
 

@@ -43,11 +43,11 @@ from torch.utils import _pytree as pytree
 
 from dycl import outputs
 from dycl.rewriter import ReturnForm, RewrittenFunction
-from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.forward import resolve_method, signature_of
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import descendants
+from dycl.size_numbers import has_size_calls
 
 _P = inspect.Parameter
 
@@ -66,7 +66,11 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
     """Whether the rewritten forward is straight-line code: every decision in it was
     static for this call form, so tracing the original makes no decision the rewrite
     would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
+    if rewritten.higher_order:  # torch.cond/map: the TorchScript tracer cannot run the original
+        return False
     module = cst.parse_module(rewritten.source)
+    if has_size_calls(module, rewritten.globals):  # round(x.shape[0] / 2): exact only in rewritten code
+        return False
     guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}
     return not any(isinstance(node, (cst.If, cst.IfExp, cst.BooleanOperation)) and not _is_guard(node)
                    and id(node) not in guards for node in descendants(module))
@@ -116,9 +120,10 @@ def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
     return tuple(leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor))
 
 
-def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
+def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall | None:
     """The wrapper that calls ``model`` as the example ``passed`` (forward()'s
-    arguments by parameter name) did."""
+    arguments by parameter name) did; None when the output holds a Python number
+    (traced as one graph it would be frozen; the rewritten forward computes it per call)."""
     resolved = resolve_method(model)
     function = inspect.unwrap(resolved.function)
     signature = signature_of(resolved, function)
@@ -127,14 +132,8 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall:
     with torch.no_grad():
         output = model(*bound.args, **bound.kwargs)
     leaves, spec = outputs.flatten(output)
-    where = SourceLocation(function.__code__.co_filename, function.__code__.co_firstlineno)
-    for leaf in leaves:
-        # a Python number may come from a shape that differs from call to call: never frozen
-        if not isinstance(leaf, torch.Tensor):
-            raise UnsupportedError(f"an output of type {type(leaf).__name__} in what "
-                                   f"{type(model).__qualname__}.forward() returns", where,
-                                   "return tensors (a number as torch.tensor(n)); configure the model so that "
-                                   "it returns tensors (e.g. use_cache=False)")
+    if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None  # a Python number may come from a shape that differs from call to call: never frozen
 
     names: set[str] = {"self"}
     inputs: dict[str, Any] = {}

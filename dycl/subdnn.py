@@ -27,6 +27,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.vocabulary import dtype_name
 from dycl.rewriter.walk import bound_names
+from dycl.size_numbers import exact_size_statements
 
 if TYPE_CHECKING:
     from dycl.hcfg.symbolic import SymbolicShapes
@@ -161,13 +162,17 @@ class SubDNNModule(torch.nn.Module):
         super().__init__()
         self.model = model
         self.variant = variant
-        source, self._line_of_statement = _function_source(variant, self_name)
-        self.filename = f"<dycl-{variant.name}>"
+        self._locations = locations or LocationTable()
         namespace: dict[str, Any] = dict(globals_)
+        local = {n for s in variant.sub.statements for n in bound_names(s)} | set(variant.sub.inputs) | {self_name}
+        numbers = {p.name for p in variant.inputs if p.kind != "tensor"}
+        statements = exact_size_statements(variant.sub.statements, namespace, local, numbers,
+                                           self._locations.resolve)  # sizes as Python numbers, exact in the trace
+        source, self._line_of_statement = _function_source(variant, self_name, statements)
+        self.filename = f"<dycl-{variant.name}>"
         exec(compile(source, self.filename, "exec"), namespace)  # noqa: S102 - generated
         self.function = namespace["_subdnn"]
         self.source = source
-        self._locations = locations or LocationTable()
 
     def statement_at(self, line: int) -> cst.SimpleStatementLine:
         """The statement on ``line`` of ``source`` (the last one for the closing ``return``)."""
@@ -204,7 +209,8 @@ class SubDNNModule(torch.nn.Module):
         return tuple(flat)
 
 
-def _function_source(variant: Variant, self_name: str) -> tuple[str, list[int]]:
+def _function_source(variant: Variant, self_name: str, statements: list[cst.SimpleStatementLine] | None = None
+                     ) -> tuple[str, list[int]]:
     """The sub-DNN as ``def _subdnn(self, *flat_inputs)``, and the first line of each statement in it."""
     sub = variant.sub
     params = [self_name]
@@ -219,7 +225,7 @@ def _function_source(variant: Variant, self_name: str) -> tuple[str, list[int]]:
             prologue.append(f"    {name} = [{', '.join(parts)}]")
     lines = [f"def _subdnn({', '.join(params)}):", *prologue]
     first_lines = []
-    for statement in sub.statements:
+    for statement in statements if statements is not None else sub.statements:
         first_lines.append(len(lines) + 1)
         lines += ["    " + line for line in cst.Module([statement]).code.splitlines()]
     returned = ", ".join(sub.outputs) + ("," if len(sub.outputs) == 1 else "")

@@ -2,8 +2,9 @@
 constant-folded, so that every sub-DNN between two data-dependent branches is a
 fixed computation.
 
-The passes, in order (``rewriter.pipeline.PIPELINE``; the shape of a pass is
-``rewriter.passes.Pass``):
+Parsing a function first desugars ``torch.cond``/``map``, nested functions and lambdas
+into plain code (``rewriter.higher_order``). The passes, in order
+(``rewriter.pipeline.PIPELINE``; the shape of a pass is ``rewriter.passes.Pass``):
 
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. unroll     — unroll loops with static trip counts; break/continue become if/else
@@ -108,6 +109,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         absent=tuple(flat.absent),
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
+        higher_order=any(p.higher_order for p in ctx.parsed.values()),
     )
 
 

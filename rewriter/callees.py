@@ -90,7 +90,7 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     branching = any(isinstance(n, _BRANCHING) or converts(n) for n in nodes)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
-    if not branching and not early_return:
+    if not branching and not early_return and not parsed.higher_order:
         facts = SyntaxFacts(parsed, [n for n in nodes if isinstance(n, cst.Call)], bound_names(parsed.definition))
     ctx.caches.syntax_facts[function] = facts
     return facts
@@ -209,7 +209,7 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         body = run_body(parsed, definition, env, index)
     finally:
         ctx.call_stack.pop()
-    if not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+    if not parsed.higher_order and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
             converts(n) for stmt in body for n in descendants(stmt)):
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}

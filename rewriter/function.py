@@ -42,6 +42,7 @@ class RewrittenFunction:
     absent: tuple[str, ...] = ()
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
     original_signature: inspect.Signature | None = None
+    higher_order: bool = False  # the source called torch.cond/map: the original must never be traced
 
     @property
     def plain_source(self) -> str:

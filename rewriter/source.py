@@ -11,7 +11,9 @@ from typing import Any
 import libcst as cst
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
 from dycl.rewriter.locations import LocationTable, annotate_locations
+from dycl.rewriter.null_context import splice_null_contexts
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class ParsedFunction:
     function: types.FunctionType
     definition: cst.FunctionDef
     location: SourceLocation
+    higher_order: bool = False  # it called torch.cond/map (``rewriter.higher_order``)
 
     @property
     def globals(self) -> dict[str, Any]:
@@ -63,4 +66,7 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
     label = locations.label_for(path)
     annotated = annotate_locations(module.with_changes(body=definitions), label, first_line)
-    return ParsedFunction(function, annotated.body[0], SourceLocation(path, first_line))
+    higher_order = calls_higher_order(annotated.body[0], function.__globals__)
+    definition = desugar_higher_order(annotated.body[0], function.__globals__, locations)
+    definition = splice_null_contexts(definition, function.__globals__)
+    return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order)

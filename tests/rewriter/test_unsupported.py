@@ -60,19 +60,17 @@ class GlobalStatement(nn.Module):
         return x
 
 
-class NonlocalStatement(nn.Module):
+class EscapingNestedFunction(nn.Module):
     def forward(self, x):
-        def inner():  # MARK
-            nonlocal x
-            x = x + 1
-        inner()
-        return x
+        def inner(t):
+            return t + 1
+        helpers = [inner]  # MARK
+        return helpers[0](x)
 
 
-class LambdaInForward(nn.Module):
+class LambdaPassedToPython(nn.Module):
     def forward(self, x):
-        act = lambda t: t * 2  # noqa: E731  MARK
-        return act(x)
+        return max([x, -x], key=lambda t: t.sum())  # MARK
 
 
 class AttributeAssignment(nn.Module):
@@ -124,8 +122,8 @@ CASES = [
     (Generator, "yield"),
     (TryBlock, "try statement"),
     (GlobalStatement, "global statement"),
-    (NonlocalStatement, "nested function definition"),
-    (LambdaInForward, "lambda"),
+    (EscapingNestedFunction, "nested function inner used as a value"),
+    (LambdaPassedToPython, "lambda"),
     (AttributeAssignment, "assignment to a model attribute"),
     (OpenFile, "with statement other than torch.no_grad()"),
     (SuperCall, "super()"),
