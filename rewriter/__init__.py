@@ -109,7 +109,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         absent=tuple(flat.absent),
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
-        higher_order=any(p.higher_order for p in ctx.parsed.values()),
+        higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
     )
 
 
