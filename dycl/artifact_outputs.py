@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from dycl.backends.torch import TorchBackend
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.hcfg.ports import Variant
+from dycl.subdnn import SubDNNModule
 
 
 def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, SubDNNModule],

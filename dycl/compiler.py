@@ -23,14 +23,16 @@ from dycl.hcfg.build import build_hcfg
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
+from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import trace_examples
+from dycl.hcfg.variants import variants_of
 from dycl.hostgen.artifact_check import CONSTANTS_MAGIC
-from dycl.hostgen.emit import CallSpec, HostCodegen
+from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
-from dycl.subdnn import SubDNNModule, Variant, variants_of
+from dycl.subdnn import SubDNNModule
 
 VERSION = "0.1.0"
 
@@ -117,7 +119,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     for sub in graph.sub_dnns:
         if not examples[sub.index].inputs:
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
-        variants += variants_of(sub, examples[sub.index], shapes)
+        variants += variants_of(sub, examples[sub.index], shapes, rewritten.locations)
     modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name, rewritten.locations).eval()
                for variant in variants}
 
@@ -151,7 +153,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds["compile"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    calls = _call_specs(graph, variants)
+    calls = call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                               call=call, globals=rewritten.globals,
@@ -209,21 +211,6 @@ def pack_constants(constants: dict[str, torch.Tensor]) -> tuple[bytes, dict[str,
     header = CONSTANTS_MAGIC + json.dumps(table, sort_keys=True).encode() + b"\n"
     header += b"\0" * (-len(header) % 64)
     return header + bytes(data), table
-
-
-def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
-    by_sub: dict[int, list[Variant]] = {}
-    for variant in variants:
-        by_sub.setdefault(variant.sub.index, []).append(variant)
-    specs = {}
-    for sub in graph.sub_dnns:
-        own = by_sub[sub.index]
-        first = own[0]
-        if first.output_lengths:
-            raise rewriter.UnsupportedError(f"a sub-DNN returning a list ({sorted(first.output_lengths)})", None)
-        scalars = tuple(p.name for p in first.outputs if p.kind != "tensor")
-        specs[sub.index] = CallSpec({v.key: v.name for v in own}, tuple(first.list_lengths), scalars)
-    return specs
 
 
 def _input_specs(rewritten: rewriter.RewrittenFunction, example_args: tuple, shapes: SymbolicShapes | None,

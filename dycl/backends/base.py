@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.hcfg.ports import Variant
+from dycl.subdnn import SubDNNModule
 
 
 class Backend(Protocol):

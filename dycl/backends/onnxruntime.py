@@ -7,7 +7,8 @@ from typing import Any
 
 from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_runtime import RUNTIME
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.hcfg.ports import Variant
+from dycl.subdnn import SubDNNModule
 
 
 class OnnxRuntimeBackend:

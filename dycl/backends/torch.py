@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.hcfg.ports import Variant
+from dycl.subdnn import SubDNNModule
 
 RUNTIME = '''
 def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
