@@ -120,8 +120,8 @@ def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout,
     name = next(n for n, x, y in zip(names, a, b) if x.signature() != y.signature())
     index = names.index(name)
     return UnsupportedError(
-        f"`{name}` with a different structure on two paths that reach "
-        f"`{where.code(name, role)}` ({_shape_of(a[index])} on one, {_shape_of(b[index])} on another)",
+        f"`{name}` with a different structure on two paths that reach this line "
+        f"({_shape_of(a[index])} on one, {_shape_of(b[index])} on another)",
         where.location(name, role),
         "give the value one structure on every path (the same list length, dict keys and fields; the same "
         "device, dtype or string), or keep the changing part in a tensor")
@@ -168,7 +168,8 @@ def _flat_shapes(values: tuple[Any, ...], layouts: tuple[Layout, ...], shapes: S
             flat += [shapes.shape(leaf) for leaf in leaf_values(value, layout)]
     except (ValueError, TypeError, AttributeError):
         return [None] * count
-    return flat if len(flat) == count else [None] * count
+    named = all(shape is None or all(isinstance(d, int | str) for d in shape) for shape in flat)
+    return flat if named and len(flat) == count else [None] * count
 
 
 def _ports(names: list[str], flat_examples: list[list[tuple[str, Any]]], prefix: str, role: str,

@@ -22,7 +22,7 @@ KNOWN_PASS = {
     "autograd_function", "class_method",
     "constrain_as_value_example", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
     "dynamic_shape_if_guard", "dynamic_shape_slicing", "dynamic_shape_view", "fn_with_kwargs", "list_unpack",
-    "optional_input", "static_if",
+    "optional_input", "pytree_flatten", "static_for_loop", "static_if",
 }
 
 
