@@ -10,6 +10,8 @@ they are the example's), the shapes are the example's (``example_shape``).
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any
 
 import libcst as cst
@@ -18,14 +20,17 @@ import torch
 
 from dycl.backends.torch import TorchBackend
 from dycl.hcfg.ports import Variant
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.locations import LocationTable, set_location
 from dycl.subdnn import SubDNNModule
 
 
 def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, SubDNNModule],
                  constants: dict[str, torch.Tensor], example_args: tuple,
-                 specialized: dict[str, Any]) -> list[dict[str, Any]]:
+                 specialized: dict[str, Any], locations: LocationTable | None = None) -> list[dict[str, Any]]:
     """The manifest's output table: one entry per array or Python value the model
-    returns for the example, named as ``host.py`` names them in its ``.npz``."""
+    returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
+    ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)."""
     from dycl.compiler import load_host_module
 
     host = load_host_module(host_source)
@@ -35,13 +40,37 @@ def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, 
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []
     # _forward takes the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
-    for name, value in host.flat_outputs(model._forward(*args, **specialized)):
+    returned = model._forward(*args, **specialized)
+    _check_plain(returned, host, locations or LocationTable())
+    for name, value in host.flat_outputs(returned):
         if isinstance(value, (np.ndarray, np.generic)):
             specs.append({"name": name, "kind": "tensor", "dtype": str(value.dtype),
                           "example_shape": list(np.shape(value))})
         else:
             specs.append({"name": name, "kind": type(value).__name__})
     return specs
+
+
+def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:
+    """Refuse an output the host holds as a stand-in (a dataclass or namedtuple that crossed
+    a compiled part with Python numbers in it, ``hostgen.port_trees`` and ``hostgen.stand_ins``):
+    returned as it is, the caller would get another type than the model's, silently."""
+    if isinstance(value, types.SimpleNamespace) or type(value).__module__ == host.__name__:
+        returns = [line for line in inspect.getsource(host.Model._forward).splitlines()
+                   if line.strip().startswith("return ") and "  # " in line]
+        # the first return of forward(): the host does not say which one the example took
+        comment = cst.Comment("# " + returns[0].rsplit("  # ", 1)[1].strip()) if returns else None
+        where = locations.resolve(set_location(cst.SimpleStatementLine([cst.Pass()]), comment))
+        raise UnsupportedError(
+            f"returning a {type(value).__name__} object from forward() that holds Python numbers or values "
+            "the host computed", where,
+            "return its fields (tensors and numbers) instead, or an object whose fields are all tensors")
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_plain(item, host, locations)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_plain(item, host, locations)
 
 
 def provenance(variant: Variant, shared_by: list[str], model: str) -> tuple[str, str, dict[str, str]]:

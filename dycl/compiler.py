@@ -170,7 +170,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "sub_dnns": entries,
     }
     manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args,
-                                       dict(rewritten.specialized))
+                                       dict(rewritten.specialized), rewritten.locations)
     if output_spec is not None:
         manifest["output"] = outputs.describe(output_spec)
     if constants:

@@ -221,3 +221,25 @@ def test_a_structure_that_differs_between_paths_is_refused_at_the_users_line(cls
         dycl.compile(model, _inputs()[0])
     assert "test_pytree_ports.py:" in str(error.value)
     assert error.value.location is not None and error.value.location.path.endswith("test_pytree_ports.py")
+
+
+class ReturnsState(nn.Module):
+    """Returns the dataclass itself: the host holds only a stand-in of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.Linear(6, 6)
+
+    def forward(self, x):
+        state = DecoderState(self.cell(x))
+        if state.hidden.sum() > 0:
+            state = DecoderState(state.hidden * 2, state.steps + 1)
+        return state
+
+
+def test_returning_an_object_the_host_holds_as_a_stand_in_is_refused_not_retyped():
+    torch.manual_seed(0)
+    with pytest.raises(dycl.UnsupportedError, match="returning a DecoderState object") as error:
+        dycl.compile(ReturnsState().eval(), _inputs()[0])
+    assert error.value.location is not None and error.value.location.path.endswith("test_pytree_ports.py")
+    assert "return state" in str(error.value)
