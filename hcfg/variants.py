@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from dycl.hcfg.graph import SubDNN, source_of
+from dycl.hcfg.graph import SubDNN
 from dycl.hcfg.ports import Layout, Port, Record, Variant
 from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
 from dycl.hcfg.trace import Examples
@@ -87,9 +87,6 @@ class _Where:
     def location(self, name: str, role: str) -> SourceLocation | None:
         return self.locations.resolve(self.statement(name, role))
 
-    def code(self, name: str, role: str) -> str:
-        return source_of(self.statement(name, role).body[0])
-
 
 def _layouts(names: tuple[str, ...], values: tuple[Any, ...], where: _Where, role: str) -> tuple[Layout, ...]:
     layouts = []
@@ -99,9 +96,8 @@ def _layouts(names: tuple[str, ...], values: tuple[Any, ...], where: _Where, rol
         except NotAPortValue as error:
             inner = "" if error.value is value else f" (inside a {type(value).__name__})"
             raise UnsupportedError(
-                f"a value of type {type(error.value).__name__}{inner} in `{name}`, {role} by "
-                f"`{where.code(name, role)}`, that the compiled graph would have to take or give",
-                where.location(name, role), _HINT) from None
+                f"a value of type {type(error.value).__name__}{inner} in `{name}`, passed between compiled "
+                "parts of forward()", where.location(name, role), _HINT) from None
     return tuple(layouts)
 
 

@@ -209,3 +209,12 @@ def test_a_plain_dataclass_gets_a_stand_in_and_others_do_not():
         assert record_stand_in(cls.__name__, cls) is None, cls
     assert isinstance(layout_of(Cache(torch.ones(1), 1, torch.device("cpu"))).leaves[0], Record)
     assert isinstance(layout_of(None).leaves[0], Static)
+
+
+def test_the_port_ir_module_needs_no_torch():
+    from dycl.hcfg import ports
+
+    tree = ast.parse(Path(ports.__file__).read_text())
+    imported = {alias.name if isinstance(node, ast.Import) else node.module
+                for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+    assert not any(name.split(".")[0] == "torch" for name in imported), imported
