@@ -62,9 +62,9 @@ def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:
         comment = cst.Comment("# " + returns[0].rsplit("  # ", 1)[1].strip()) if returns else None
         where = locations.resolve(set_location(cst.SimpleStatementLine([cst.Pass()]), comment))
         raise UnsupportedError(
-            f"returning a {type(value).__name__} object from forward() that holds Python numbers or values "
-            "the host computed", where,
-            "return its fields (tensors and numbers) instead, or an object whose fields are all tensors")
+            f"returning a value that the compiled model holds only as a stand-in ({type(value).__name__}: a "
+            "device, dtype, dataclass or namedtuple that crossed between compiled parts of forward())", where,
+            "return tensors and numbers (the object's fields), or an object whose fields are all tensors")
     if isinstance(value, list | tuple):
         for item in value:
             _check_plain(item, host, locations)

@@ -16,8 +16,8 @@ A ``Layout`` records one variable's tree: ``spec`` (a pytree ``TreeSpec``, or
 None for a bare leaf) and its leaves in ``tree_flatten`` order. ``describe``
 turns a layout into the JSON-able structure description the generated host
 walks (the host cannot import torch, so it cannot use pytree): a leaf is its
-port kind or ``["static", value]``; a node is ``[kind, keys, children]`` with
-kind ``"list"``, ``"tuple"``, ``"dict"``, ``"namedtuple"`` or ``"record"`` (a
+port kind or ``["static", value]`` (``["device", "cpu"]``, ``["dtype", "float32"]``);
+a node is ``[kind, keys, children]`` with kind ``"list"``, ``"tuple"``, ``"dict"``, ``"namedtuple"`` or ``"record"`` (a
 dataclass). What the host holds for each is listed in ``hostgen.port_trees``.
 
 Assumed: every example reaching a sub-DNN has the same layout except for the
@@ -133,7 +133,9 @@ def describe(layout: Layout) -> Any:
 
 def _describe_leaf(leaf: Leaf) -> Any:
     if isinstance(leaf, Static):
-        return ["static", host_value(leaf.value)]
+        kind = type(leaf.value)
+        torch_type = kind.__name__ if kind.__module__ == "torch" and kind.__name__ in ("device", "dtype") else None
+        return [torch_type or "static", host_value(leaf.value)]
     if isinstance(leaf, Record):
         children = describe(leaf.layout)[2]
         return ["record", [leaf.cls.__name__, *leaf.fields], children]

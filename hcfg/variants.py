@@ -69,6 +69,12 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
         variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout))
     if len({v.output_layouts for v in variants}) > 1:
         raise _disagree(where, sub.outputs, [v.output_layouts for v in variants], "written")
+    # the host walks every input but the tensor lists with one description (hostgen.emit.call_specs)
+    walked = [tuple(layout for layout in v.input_layouts if not layout.is_tensor_list) for v in variants]
+    names = tuple(name for name, layout in zip(sub.inputs, variants[0].input_layouts) if not layout.is_tensor_list)
+    for other in walked[1:]:
+        if [layout.signature() for layout in other] != [layout.signature() for layout in walked[0]]:
+            raise _disagree(where, names, [walked[0], other], "read")
     return variants
 
 
@@ -113,7 +119,7 @@ def _agreed(names: tuple[str, ...], layouts: list[tuple[Layout, ...]], where: _W
 def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout, ...]],
               role: str) -> UnsupportedError:
     a, b = layouts[0], layouts[1]
-    name = next(n for n, x, y in zip(names, a, b) if x.signature() != y.signature())
+    name = next((n for n, x, y in zip(names, a, b) if x.signature() != y.signature()), names[0])
     index = names.index(name)
     return UnsupportedError(
         f"`{name}` with a different structure on two paths that reach this line "

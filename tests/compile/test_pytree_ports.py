@@ -172,11 +172,11 @@ def test_a_sub_dnn_returns_a_list_and_a_dict_the_host_rebuilds():
         assert f"['{kind}'," in compiled.host_source
 
 
-def test_a_device_is_compiled_in_and_held_by_the_host_as_a_string():
+def test_a_device_is_compiled_in_and_held_by_the_host_by_its_name():
     torch.manual_seed(0)
     compiled = dycl.compile(DeviceAndDtype().eval(), _inputs()[0])
-    assert "['static', 'cpu']" in compiled.host_source
-    assert "['static', 'float32']" in compiled.host_source
+    assert "['device', 'cpu']" in compiled.host_source
+    assert "['dtype', 'float32']" in compiled.host_source
     # statics have no port: every compiled input is a tensor
     assert all(p["kind"] == "tensor" for e in compiled.manifest["sub_dnns"].values() for p in e["inputs"])
 
@@ -239,7 +239,27 @@ class ReturnsState(nn.Module):
 
 def test_returning_an_object_the_host_holds_as_a_stand_in_is_refused_not_retyped():
     torch.manual_seed(0)
-    with pytest.raises(dycl.UnsupportedError, match="returning a DecoderState object") as error:
+    with pytest.raises(dycl.UnsupportedError, match=r"stand-in \(DecoderState") as error:
         dycl.compile(ReturnsState().eval(), _inputs()[0])
     assert error.value.location is not None and error.value.location.path.endswith("test_pytree_ports.py")
     assert "return state" in str(error.value)
+
+
+class ReturnsDevice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        device = x.device
+        h = self.fc(x)
+        if h.sum() > 0:
+            h = h + torch.ones(6, device=device)
+        return h, device
+
+
+def test_returning_a_device_the_host_holds_by_name_is_refused():
+    torch.manual_seed(0)
+    with pytest.raises(dycl.UnsupportedError, match=r"stand-in \(HostDevice") as error:
+        dycl.compile(ReturnsDevice().eval(), _inputs()[0])
+    assert error.value.location is not None and error.value.location.path.endswith("test_pytree_ports.py")

@@ -96,8 +96,8 @@ def test_describe_is_json_and_keeps_statics_as_host_values():
     tree = describe(layout_of(_value()))
     assert tree[0] == "dict" and tree[1] == ["views", "pair", "cache", "meta", "flag"]
     assert tree[2][1][0] == "namedtuple" and tree[2][1][1] == ["Pair", "left", "right"]
-    assert tree[2][2] == ["record", ["Cache", "key", "length", "device"], ["tensor", "int", ["static", "cpu"]]]
-    assert tree[2][3] == ["tuple", [], [["static", "float16"], ["static", None], ["static", "mean"],
+    assert tree[2][2] == ["record", ["Cache", "key", "length", "device"], ["tensor", "int", ["device", "cpu"]]]
+    assert tree[2][3] == ["tuple", [], [["dtype", "float16"], ["static", None], ["static", "mean"],
                                         ["tuple", [], ["int", "int"]]]]
     assert describe(layout_of(torch.ones(1))) == "tensor"
     assert describe(layout_of(OrderedDict(a=torch.ones(1)))) == ["dict", ["a"], ["tensor"]]
@@ -113,7 +113,9 @@ def test_the_host_walker_round_trips_arrays_and_holds_plain_stand_ins():
     assert isinstance(held["views"], list) and isinstance(held["meta"], tuple)
     assert type(held["pair"]).__name__ == "Pair" and held["pair"].right[1] == 3  # a number, via .item()
     assert isinstance(held["cache"], types.SimpleNamespace) and held["cache"].device == "cpu"
+    assert type(held["cache"].device).__name__ == "HostDevice" and held["cache"].device.type == "cpu"
     assert held["meta"][:3] == ("float16", None, "mean") and held["flag"] is True
+    assert port_trees.HostDevice("cuda:1").index == 1 and port_trees.HostDevice("cpu").index is None
     leaves = port_trees.port_leaves(held, tree)
     assert len(leaves) == len(arrays) and all(np.array_equal(a, b) for a, b in zip(leaves, arrays))
 
@@ -160,6 +162,14 @@ def test_variants_refuse_a_structure_that_differs_between_paths_at_its_line():
     with pytest.raises(UnsupportedError, match="a dict of 1 on one, a dict of 2 on another") as error:
         variants_of(sub, examples)
     assert str(error.value.location) == "net.py:11"  # the line that reads it
+
+
+def test_variants_by_list_length_must_agree_on_every_other_structure():
+    sub = _sub("h = torch.stack(tokens).sum(0) + feats['bias']", inputs=("feats", "tokens"), outputs=("h",))
+    t = torch.ones(3)
+    examples = _examples([({"bias": t}, [t, t]), ({"bias": t, "scale": t}, [t, t, t])], [(t,), (t,)])
+    with pytest.raises(UnsupportedError, match="`feats` with a different structure"):
+        variants_of(sub, examples)
 
 
 def test_variants_name_a_value_no_port_can_carry_and_its_line():
