@@ -29,8 +29,8 @@ and raises ``ValueError`` rather than pass misplaced arrays. This module imports
 only the standard library: its source is copied into every host that needs it.
 """
 
-import collections
-import types
+import collections as _collections
+import types as _types
 
 _STAND_INS = {}
 _STATICS = ("static", "device", "dtype")
@@ -94,8 +94,8 @@ def _build(position, tree):
     if kind == "dict":
         return dict(zip(keys, items))
     if kind == "record":
-        return types.SimpleNamespace(**dict(zip(keys[1:], items)))
+        return _types.SimpleNamespace(**dict(zip(keys[1:], items)))
     name, fields = keys[0], tuple(keys[1:])
     if (name, fields) not in _STAND_INS:
-        _STAND_INS[name, fields] = collections.namedtuple(name, fields)
+        _STAND_INS[name, fields] = _collections.namedtuple(name, fields)
     return _STAND_INS[name, fields](*items)
