@@ -67,8 +67,10 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
                         for p in _ports(out_names, flat_outputs, prefix, "out", named_outputs))
         examples_flat = tuple(tuple(t for _, t in flat) for flat in flat_inputs)
         variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout))
-    if len({v.output_layouts for v in variants}) > 1:
-        raise _disagree(where, sub.outputs, [v.output_layouts for v in variants], "written")
+    for variant in variants[1:]:
+        if [layout.signature() for layout in variant.output_layouts] != [
+                layout.signature() for layout in variants[0].output_layouts]:
+            raise _disagree(where, sub.outputs, [variants[0].output_layouts, variant.output_layouts], "written")
     # the host walks every input but the tensor lists with one description (hostgen.emit.call_specs)
     walked = [tuple(layout for layout in v.input_layouts if not layout.is_tensor_list) for v in variants]
     names = tuple(name for name, layout in zip(sub.inputs, variants[0].input_layouts) if not layout.is_tensor_list)

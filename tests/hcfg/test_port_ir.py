@@ -172,6 +172,15 @@ def test_variants_by_list_length_must_agree_on_every_other_structure():
         variants_of(sub, examples)
 
 
+def test_variants_by_list_length_must_return_one_structure():
+    sub = _sub("doubled = [t * 2 for t in tokens]", inputs=("tokens",), outputs=("doubled",))
+    t = torch.ones(3)
+    examples = _examples([([t, t],), ([t, t, t],)], [([t, t],), ([t, t, t],)])
+    with pytest.raises(UnsupportedError, match="a list of 2 on one, a list of 3 on another") as error:
+        variants_of(sub, examples)
+    assert str(error.value.location) == "net.py:10"
+
+
 def test_variants_name_a_value_no_port_can_carry_and_its_line():
     sub = _sub("h = x * 2", "handle = object()", inputs=("x",), outputs=("h", "handle"))
     t = torch.ones(3)
