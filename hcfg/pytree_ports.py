@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,18 +33,36 @@ _STATIC_TYPES = (torch.device, torch.dtype, str, type(None))
 
 
 class NotAPortValue(TypeError):
-    """A leaf that is neither a tensor, a number, a static nor a dataclass; ``value`` is it."""
+    """A leaf that is neither a tensor, a number, a static nor a dataclass (``value`` is it),
+    or a container the host has no faithful form for; ``kind`` names its type."""
 
-    def __init__(self, value: Any) -> None:
-        super().__init__(type(value).__name__)
+    def __init__(self, value: Any, kind: type | None = None) -> None:
+        self.kind = kind or type(value)
+        super().__init__(self.kind.__name__)
         self.value = value
+
+
+# containers the host holds faithfully (``hostgen.port_trees``); a registered subclass such as a
+# ``ModelOutput`` would lose its attributes there, so it is refused (Python's namedtuple and
+# torch.Size nodes are kept: the host has a namedtuple stand-in, and a Size is a tuple)
+_PLAIN_NODES = (list, tuple, dict, OrderedDict, defaultdict, torch.Size, namedtuple, type(None))
 
 
 def layout_of(value: Any) -> Layout:
     """The layout of ``value``; raises ``NotAPortValue`` for a leaf no port can carry."""
     leaves, spec = pytree.tree_flatten(value)
+    _check_nodes(spec, value)
     kinds = tuple(_leaf(leaf) for leaf in leaves)
     return Layout(None if spec.is_leaf() else spec, kinds)
+
+
+def _check_nodes(spec: pytree.TreeSpec, value: Any) -> None:
+    if spec.is_leaf():
+        return
+    if spec.type not in _PLAIN_NODES:
+        raise NotAPortValue(value, spec.type)
+    for child in spec.children():
+        _check_nodes(child, value)
 
 
 def _leaf(value: Any) -> Leaf:

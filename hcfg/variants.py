@@ -102,9 +102,9 @@ def _layouts(names: tuple[str, ...], values: tuple[Any, ...], where: _Where, rol
         try:
             layouts.append(layout_of(value))
         except NotAPortValue as error:
-            inner = "" if error.value is value else f" (inside a {type(value).__name__})"
+            inner = "" if error.value is value and error.kind is type(value) else f" (inside a {type(value).__name__})"
             raise UnsupportedError(
-                f"a value of type {type(error.value).__name__}{inner} in `{name}`, passed between compiled "
+                f"a value of type {error.kind.__name__}{inner} in `{name}`, passed between compiled "
                 "parts of forward()", where.location(name, role), _HINT) from None
     return tuple(layouts)
 

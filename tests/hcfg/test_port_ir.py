@@ -68,6 +68,18 @@ def test_leaves_no_port_can_carry_are_named():
     with pytest.raises(NotAPortValue):
         layout_of(np.float32(1.0))  # numpy scalars are not Python numbers
 
+    class Output(OrderedDict):  # a registered dict subclass with attributes, like a ModelOutput
+        pass
+
+    torch.utils._pytree.register_pytree_node(
+        Output, lambda d: (list(d.values()), list(d)), lambda values, keys: Output(zip(keys, values)))
+    try:
+        with pytest.raises(NotAPortValue) as error:
+            layout_of([Output(a=torch.ones(1))])
+        assert error.value.kind is Output
+    finally:
+        torch.utils._pytree._deregister_pytree_node(Output)
+
 
 def test_port_values_and_rebuild_round_trip_with_the_original_classes():
     value = _value()
