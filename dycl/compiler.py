@@ -21,15 +21,17 @@ from dycl.hcfg.build import build_hcfg
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
+from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import trace_examples
-from dycl.hostgen.emit import CallSpec, HostCodegen
+from dycl.hcfg.variants import variants_of
+from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.manifest import Manifest
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.manifest_build import build_manifest
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example
-from dycl.subdnn import SubDNNModule, Variant, variants_of
+from dycl.subdnn import SubDNNModule
 
 
 @dataclass
@@ -115,7 +117,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     for sub in graph.sub_dnns:
         if not examples[sub.index].inputs:
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
-        variants += variants_of(sub, examples[sub.index], shapes)
+        variants += variants_of(sub, examples[sub.index], shapes, rewritten.locations)
     modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name, rewritten.locations).eval()
                for variant in variants}
 
@@ -140,7 +142,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     seconds["compile"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    calls = _call_specs(graph, variants)
+    calls = call_specs(graph, variants)
     host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                               call=call, globals=rewritten.globals,
                               locations=rewritten.locations,
@@ -162,21 +164,6 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     }
     return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats,
                          output_spec)
-
-
-def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
-    by_sub: dict[int, list[Variant]] = {}
-    for variant in variants:
-        by_sub.setdefault(variant.sub.index, []).append(variant)
-    specs = {}
-    for sub in graph.sub_dnns:
-        own = by_sub[sub.index]
-        first = own[0]
-        if first.output_lengths:
-            raise rewriter.UnsupportedError(f"a sub-DNN returning a list ({sorted(first.output_lengths)})", None)
-        scalars = tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
-        specs[sub.index] = CallSpec({v.key: v.name for v in own}, tuple(first.list_lengths), scalars)
-    return specs
 
 
 def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:

@@ -77,7 +77,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         constants=stored,
         output=outputs.describe(output_spec) if output_spec is not None else None,
     )
-    returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized))
+    returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
+                            rewritten.locations)
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files

@@ -53,6 +53,8 @@ _CONVERSION_METHODS = {"item", "tolist"}
 def is_tensor_value(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         return True
+    if isinstance(value, dict):  # a helper's dict of features: compiled, and returned as a structure (hcfg.ports)
+        return bool(value) and all(is_tensor_value(v) for v in value.values())
     return isinstance(value, (tuple, list)) and bool(value) and all(is_tensor_value(v) for v in value)
 
 

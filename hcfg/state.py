@@ -10,6 +10,7 @@ states stays at the number of structurally different ways to reach a point.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -36,6 +37,8 @@ def signature(value: Any) -> Any:
         return type(value).__name__
     if value is None or isinstance(value, str):
         return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a record of its fields (hcfg.ports)
+        return (type(value), tuple(signature(getattr(value, f.name)) for f in dataclasses.fields(value)))
     return ("object", id(value))
 
 

@@ -22,6 +22,7 @@ import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.liveness import live_after_conditions, reads_writes
+from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
@@ -102,9 +103,8 @@ class _Tracer:
                 code = self.code(node.index, node.statements)
                 examples = self.examples[node.index]
                 for state in states:
-                    # copy lists: host operations later append to the same list objects
-                    values = tuple(list(state[name]) if isinstance(state[name], list) else state[name]
-                                   for name in node.inputs)
+                    # copy containers: host operations later write into the same lists, dicts and objects
+                    values = tuple(snapshot(state[name]) for name in node.inputs)
                     symbolic = self.symbolic_values(state, node.inputs)
                     fresh = examples.add(values, symbolic)
                     with DecisionRecorder() as recorder:
@@ -113,7 +113,7 @@ class _Tracer:
                         raise self.frozen_decision(node, recorder.decisions[0])
                     self.run_symbolic(node, code, state, symbolic)
                     if fresh:
-                        examples.outputs.append(tuple(state[name] for name in node.outputs))
+                        examples.outputs.append(tuple(snapshot(state[name]) for name in node.outputs))
                         if symbolic is not None:
                             examples.symbolic_outputs.append(self.symbolic_values(state, node.outputs))
             elif isinstance(node, HostOp):
@@ -165,8 +165,7 @@ class _Tracer:
         if self.shapes is None:
             return None
         mirror = state[SYMBOLIC]
-        return tuple(list(mirror[name]) if isinstance(mirror.get(name), list) else mirror.get(name, state[name])
-                     for name in names)
+        return tuple(snapshot(mirror.get(name, state[name])) for name in names)
 
     def run_symbolic(self, node: SubDNN | HostOp, code: Any, state: State, inputs: tuple[Any, ...] | None) -> None:
         """Run ``node`` on the symbolic mirror of ``state`` (which has run it concretely);

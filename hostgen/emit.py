@@ -12,15 +12,19 @@ import builtins
 import json
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from dycl.hcfg.ports import Variant, describe
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
 from dycl.hostgen.template import HOST_TEMPLATE
 from dycl.rewriter.locations import LocationTable, comment_of
+
+_PORT_TREES = Path(__file__).with_name("port_trees.py").read_text().split('"""', 2)[2].strip()
 
 # torch's run-time checks -> (index of the condition argument, the exception the host raises);
 # the host cannot call torch, so it checks the same condition itself
@@ -40,11 +44,35 @@ _TORCH_CHECKS = {
 @dataclass(frozen=True)
 class CallSpec:
     """How the host calls one sub-DNN: its variants (by list lengths), which of
-    its inputs are lists, and which outputs are Python scalars."""
+    its inputs are lists of tensors (passed as ``*name``), which outputs are Python
+    scalars, and the structure descriptions (``hostgen.port_trees``) of its
+    structured inputs (by name) and of all its outputs when any is structured."""
 
     variants: dict[tuple[int, ...], str]
     list_inputs: tuple[str, ...] = ()
     scalar_outputs: tuple[str, ...] = ()
+    input_trees: dict[str, Any] = field(default_factory=dict)
+    output_trees: tuple[Any, ...] = ()
+
+
+def call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
+    """The call of every sub-DNN of ``graph`` from its variants (``hcfg.variants``
+    proved that they share one structure apart from the lengths of list inputs)."""
+    by_sub: dict[int, list[Variant]] = {}
+    for variant in variants:
+        by_sub.setdefault(variant.sub.index, []).append(variant)
+    specs = {}
+    for sub in graph.sub_dnns:
+        own = by_sub[sub.index]
+        first = own[0]
+        inputs = list(zip(sub.inputs, first.input_layouts))
+        lists = tuple(name for name, layout in inputs if layout.is_tensor_list)
+        trees = {name: describe(layout) for name, layout in inputs if not layout.is_port and name not in lists}
+        structured = any(not layout.is_port for layout in first.output_layouts)
+        outputs = tuple(describe(layout) for layout in first.output_layouts) if structured else ()
+        scalars = () if structured else tuple(p.name for p in first.outputs if p.kind != "tensor")
+        specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs)
+    return specs
 
 
 @dataclass
@@ -82,6 +110,11 @@ class HostCodegen:
         params = ", ".join(self.graph.parameters)
         forward = "\n".join([f"    def {FORWARD}(self, {params}):" if params else f"    def {FORWARD}(self):", *body])
         runtime = textwrap.dedent(self.runtime).strip()
+        trees = self.port_tree_table()
+        if trees:
+            runtime += "\n\n# structured values between sub-DNNs (dycl's hostgen/port_trees.py, copied)\n" + _PORT_TREES
+            runtime += ("\n\n# sub-DNN index -> (structure of inputs by name, structure of outputs)\n"
+                        f"PORT_TREES = {trees}")
         if prelude:
             runtime += "\n\n# globals the model's host operations read\n" + "\n\n".join(prelude)
         return HOST_TEMPLATE.format(
@@ -99,6 +132,11 @@ class HostCodegen:
             spec = self.calls[index]
             lines.append(f"    {index}: {spec.variants!r},")
         return "{\n" + "\n".join(lines) + "\n}" if lines else "{}"
+
+    def port_tree_table(self) -> str:
+        lines = [f"    {index}: ({spec.input_trees!r}, {spec.output_trees!r}),"
+                 for index, spec in sorted(self.calls.items()) if spec.input_trees or spec.output_trees]
+        return "{\n" + "\n".join(lines) + "\n}" if lines else ""
 
     # -- hooks ------------------------------------------------------------------------------------
 
@@ -158,7 +196,9 @@ class HostCodegen:
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]
         pad = self.indent * depth
-        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else name for name in node.inputs)
+        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else
+                              f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
+                              if name in spec.input_trees else name for name in node.inputs)
         if len(spec.variants) == 1:
             callee = f"self._call[{node.index}]"
         else:
@@ -167,7 +207,10 @@ class HostCodegen:
         where = _location(node.statements[0])
         if node.outputs:
             targets = ", ".join(node.outputs) + ("," if len(node.outputs) == 1 else "")
-            lines = [f"{pad}{targets} = {callee}({arguments}){where}"]
+            call = f"{callee}({arguments})"
+            if spec.output_trees:
+                call = f"build_values({call}, PORT_TREES[{node.index}][1])"
+            lines = [f"{pad}{targets} = {call}{where}"]
         else:
             lines = [f"{pad}{callee}({arguments}){where}"]
         lines += [f"{pad}{name} = {name}.item()" for name in spec.scalar_outputs]

@@ -18,6 +18,7 @@ a plain Python function             its source, when it reads only such globals
                                     itself, has no closure, decorators or attribute
                                     reads (so it only does arithmetic on what it gets)
 ``functools.partial`` of the above  ``f = functools.partial(g, 2)`` (literal args)
+a plain dataclass (a record)        a stand-in class (``hostgen.stand_ins``)
 ==================================  =================================================
 
 Anything else (``torch``, a class, a tensor, a helper that calls torch) raises
@@ -49,6 +50,7 @@ from typing import Any
 
 import libcst as cst
 import numpy as np
+from dycl.hostgen.stand_ins import record_stand_in
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable, set_location
 from dycl.rewriter.values import is_literal
@@ -166,6 +168,8 @@ class _Prelude:
             return self.partial(name, value, where)
         if isinstance(value, types.FunctionType) and value.__module__.split(".")[0] not in _STDLIB:
             return self.copied_function(name, value, where)
+        if (stand_in := record_stand_in(name, value)) is not None:
+            return stand_in
         module = getattr(value, "__module__", None) or ""
         qualname = getattr(value, "__qualname__", "")
         if module.split(".")[0] in _STDLIB and qualname.isidentifier():

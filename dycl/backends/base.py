@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import SubDNNEntry
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.subdnn import SubDNNModule
 
 
 class Backend(Protocol):

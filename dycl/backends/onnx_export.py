@@ -65,9 +65,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.hcfg.decisions import DecisionRecorder
+from dycl.hcfg.ports import Variant
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.vocabulary import TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.subdnn import SubDNNModule
 
 EXPORTER_NOTE = (
     "dycl exports sub-DNNs with the TorchScript-based torch.onnx exporter (dynamo=False), which PyTorch "

@@ -7,8 +7,9 @@ from typing import Any
 
 from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_runtime import RUNTIME
+from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import SubDNNEntry
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.subdnn import SubDNNModule
 
 
 class OnnxRuntimeBackend:

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import SubDNNEntry
-from dycl.subdnn import SubDNNModule, Variant
+from dycl.subdnn import SubDNNModule
 
 RUNTIME = '''
 def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):

@@ -1,0 +1,201 @@
+"""The compilable forms (variants) of a sub-DNN, from the examples tracing recorded.
+
+Every variable a sub-DNN reads or writes gets a ``Layout`` (``hcfg.ports``).
+Lists of tensors of different lengths reach the same sub-DNN on different paths
+(``torch.stack(tokens)`` after a decoding loop), so a sub-DNN has one variant
+per tuple of the lengths of its top-level tensor-list inputs; the host picks
+the variant from ``len()`` of those lists. Any other structure — nested
+containers, dict keys, dataclass fields, statics such as a device — must be
+the same on every path that reaches the sub-DNN: where two paths disagree (a
+list of two on one branch and of three on the other, read as ``h, *rest``),
+``variants_of`` raises ``UnsupportedError`` at the user's line.
+
+Within a variant a dimension is symbolic when the symbolic shape propagation
+(``hcfg.symbolic``) says so — named by its expression over the user's dynamic
+dims, so equal dims share a name across sub-DNNs — or when it differs between
+examples (the predecessors of a join disagree): then it gets a fresh name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+from dycl.hcfg.graph import SubDNN
+from dycl.hcfg.ports import Layout, Port, Record, Variant
+from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
+from dycl.hcfg.trace import Examples
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.vocabulary import dtype_name
+from dycl.rewriter.walk import bound_names, read_names
+
+if TYPE_CHECKING:
+    from dycl.hcfg.symbolic import SymbolicShapes
+
+_HINT = ("values that cross between compiled parts of forward() are tensors, Python numbers, devices, dtypes, "
+         "None, strings, and lists, tuples, dicts, namedtuples and dataclasses of them, with one structure on "
+         "every path")
+
+
+def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None = None,
+                locations: LocationTable | None = None) -> list[Variant]:
+    """The variants of ``sub`` (see the module note)."""
+    where = _Where(sub, locations or LocationTable())
+    in_layouts = [_layouts(sub.inputs, values, where, "read") for values in examples.inputs]
+    out_layouts = [_layouts(sub.outputs, values, where, "written") for values in examples.outputs]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, layouts in enumerate(in_layouts):
+        key = tuple(len(layout.leaves) for layout in layouts if layout.is_tensor_list)
+        groups.setdefault(key, []).append(i)
+    variants = []
+    for key, members in sorted(groups.items()):
+        inputs_layout = _agreed(sub.inputs, [in_layouts[i] for i in members], where, "read")
+        outputs_layout = _agreed(sub.outputs, [out_layouts[i] for i in members], where, "written")
+        flat_inputs = [_flat(examples.inputs[i], inputs_layout) for i in members]
+        flat_outputs = [_flat(examples.outputs[i], outputs_layout) for i in members]
+        named_inputs = named_outputs = None
+        if shapes is not None and examples.symbolic_inputs:
+            named_inputs = [_flat_shapes(examples.symbolic_inputs[i], inputs_layout, shapes) for i in members]
+            named_outputs = [_flat_shapes(examples.symbolic_outputs[i], outputs_layout, shapes) for i in members]
+        prefix = sub.name + ("_" + "_".join(map(str, key)) if key else "")
+        in_names = _port_names(sub.inputs, inputs_layout)
+        out_names = _port_names(sub.outputs, outputs_layout)
+        inputs = _ports(in_names, flat_inputs, prefix, "in", named_inputs)
+        # ONNX names every value once: an output may not share its input's name.
+        outputs = tuple(replace(p, name=f"{p.name}:out")
+                        for p in _ports(out_names, flat_outputs, prefix, "out", named_outputs))
+        examples_flat = tuple(tuple(t for _, t in flat) for flat in flat_inputs)
+        variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout))
+    for variant in variants[1:]:
+        if [layout.signature() for layout in variant.output_layouts] != [
+                layout.signature() for layout in variants[0].output_layouts]:
+            raise _disagree(where, sub.outputs, [variants[0].output_layouts, variant.output_layouts], "written")
+    # the host walks every input but the tensor lists with one description (hostgen.emit.call_specs)
+    walked = [tuple(layout for layout in v.input_layouts if not layout.is_tensor_list) for v in variants]
+    names = tuple(name for name, layout in zip(sub.inputs, variants[0].input_layouts) if not layout.is_tensor_list)
+    for other in walked[1:]:
+        if [layout.signature() for layout in other] != [layout.signature() for layout in walked[0]]:
+            raise _disagree(where, names, [walked[0], other], "read")
+    return variants
+
+
+class _Where:
+    """The user's line of the statement of ``sub`` that reads or writes a variable."""
+
+    def __init__(self, sub: SubDNN, locations: LocationTable) -> None:
+        self.sub = sub
+        self.locations = locations
+
+    def statement(self, name: str, role: str) -> cst.SimpleStatementLine:
+        statements = self.sub.statements if role == "read" else tuple(reversed(self.sub.statements))
+        names = read_names if role == "read" else bound_names
+        return next((s for s in statements if name in names(s)), self.sub.statements[0])
+
+    def location(self, name: str, role: str) -> SourceLocation | None:
+        return self.locations.resolve(self.statement(name, role))
+
+
+def _layouts(names: tuple[str, ...], values: tuple[Any, ...], where: _Where, role: str) -> tuple[Layout, ...]:
+    layouts = []
+    for name, value in zip(names, values):
+        try:
+            layouts.append(layout_of(value))
+        except NotAPortValue as error:
+            inner = "" if error.value is value and error.kind is type(value) else f" (inside a {type(value).__name__})"
+            raise UnsupportedError(
+                f"a value of type {error.kind.__name__}{inner} in `{name}`, passed between compiled "
+                "parts of forward()", where.location(name, role), _HINT) from None
+    return tuple(layouts)
+
+
+def _agreed(names: tuple[str, ...], layouts: list[tuple[Layout, ...]], where: _Where,
+            role: str) -> tuple[Layout, ...]:
+    first = layouts[0]
+    for other in layouts[1:]:
+        if [layout.signature() for layout in other] != [layout.signature() for layout in first]:
+            raise _disagree(where, names, [first, other], role)
+    return first
+
+
+def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout, ...]],
+              role: str) -> UnsupportedError:
+    a, b = layouts[0], layouts[1]
+    name = next((n for n, x, y in zip(names, a, b) if x.signature() != y.signature()), names[0])
+    index = names.index(name)
+    return UnsupportedError(
+        f"`{name}` with a different structure on two paths that reach this line "
+        f"({_shape_of(a[index])} on one, {_shape_of(b[index])} on another)",
+        where.location(name, role),
+        "give the value one structure on every path (the same list length, dict keys and fields; the same "
+        "device, dtype or string), or keep the changing part in a tensor")
+
+
+def _shape_of(layout: Layout) -> str:
+    if layout.spec is None:
+        return f"a {layout.leaves[0]}" if isinstance(layout.leaves[0], str) else "a static value"
+    return f"a {layout.spec.type.__name__} of {layout.spec.num_children}"
+
+
+def _flat(values: tuple[Any, ...], layouts: tuple[Layout, ...]) -> list[tuple[str, Any]]:
+    """(port kind, tensor) of every port of ``values``."""
+    flat = []
+    for value, layout in zip(values, layouts):
+        flat += list(zip(_port_kinds(layout), port_values(value, layout)))
+    return flat
+
+
+def _port_kinds(layout: Layout) -> list[str]:
+    kinds: list[str] = []
+    for leaf in layout.leaves:
+        if isinstance(leaf, str):
+            kinds.append(leaf)
+        elif isinstance(leaf, Record):
+            kinds += _port_kinds(leaf.layout)
+    return kinds
+
+
+def _port_names(names: tuple[str, ...], layouts: tuple[Layout, ...]) -> list[str]:
+    ports = []
+    for name, layout in zip(names, layouts):
+        ports += [name] if layout.is_port else [f"{name}_{i}" for i in range(layout.port_count)]
+    return ports
+
+
+def _flat_shapes(values: tuple[Any, ...], layouts: tuple[Layout, ...], shapes: SymbolicShapes) -> list[tuple | None]:
+    """The named symbolic shape of every port of ``values`` (None for a scalar, or for all
+    when the symbolic values do not have the concrete ones' layout)."""
+    count = sum(layout.port_count for layout in layouts)
+    flat: list[tuple | None] = []
+    try:
+        for value, layout in zip(values, layouts):
+            flat += [shapes.shape(leaf) for leaf in leaf_values(value, layout)]
+    except (ValueError, TypeError, AttributeError):
+        return [None] * count
+    named = all(shape is None or all(isinstance(d, int | str) for d in shape) for shape in flat)
+    return flat if named and len(flat) == count else [None] * count
+
+
+def _ports(names: list[str], flat_examples: list[list[tuple[str, Any]]], prefix: str, role: str,
+           named: list[list[tuple | None]] | None = None) -> tuple[Port, ...]:
+    first = flat_examples[0]
+    ports = []
+    for position, (name, (kind, tensor)) in enumerate(zip(names, first)):
+        shapes = [tuple(example[position][1].shape) for example in flat_examples]
+        symbolic = [example[position] for example in named] if named else []
+        dims: list[int | str] = []
+        for axis, size in enumerate(shapes[0]):
+            same = all(len(s) == len(shapes[0]) and s[axis] == size for s in shapes)
+            fresh = f"{prefix}_{role}{position}_d{axis}"
+            if symbolic and all(s is not None and len(s) == len(shapes[0]) for s in symbolic):
+                # one expression on every path: its name; predecessors that disagree: a fresh name
+                agreed = {s[axis] for s in symbolic}
+                dims.append(agreed.pop() if len(agreed) == 1 and same else fresh)
+            else:
+                dims.append(size if same else fresh)
+        ports.append(Port(name, kind, dtype_name(tensor.dtype), tuple(dims)))
+    return tuple(ports)
+
+
+__all__ = ["variants_of"]

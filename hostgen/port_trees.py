@@ -1,0 +1,101 @@
+"""The host's side of structured ports: values to flat arrays and back.
+
+A compiled sub-DNN takes and returns flat arrays; a variable that is a list,
+tuple, dict, namedtuple or dataclass of arrays and numbers is walked with its
+*structure description* (``hcfg.ports.describe``, written into the host as the
+``PORT_TREES`` table): a leaf is a port kind (``"tensor"``, ``"int"``,
+``"float"``, ``"bool"``) or a compiled-in value (``["static", value]``,
+``["device", "cpu"]``, ``["dtype", "float32"]``); a node is ``[kind, keys, children]``.
+
+What the host holds where the model had a Python object:
+
+=====================  ============================================================
+the model had          the host holds
+=====================  ============================================================
+list, tuple, dict      the same (a ``torch.Size`` as a tuple, an ``OrderedDict`` as a dict)
+namedtuple             a ``collections.namedtuple`` of the same name and fields
+dataclass              a ``types.SimpleNamespace`` with the same fields
+``torch.device``       a ``HostDevice``: its string (``"cpu"``), with ``.type`` and ``.index``
+``torch.dtype``        a ``HostDtype``: its name (``"float32"``)
+=====================  ============================================================
+
+The stand-ins are classes of the host module, so the compiler can tell them
+from the model's own values and refuse to hand one back as an output
+(``dycl.artifact_outputs``).
+
+Assumed: a value has the structure its description says (the compiler proved
+one structure on every path); ``port_leaves`` checks lengths and keys anyway
+and raises ``ValueError`` rather than pass misplaced arrays. This module imports
+only the standard library: its source is copied into every host that needs it.
+"""
+
+import collections as _collections
+import types as _types
+
+_STAND_INS = {}
+_STATICS = ("static", "device", "dtype")
+
+
+class HostDevice(str):
+    """A ``torch.device`` as the host holds it: its string, with ``.type`` and ``.index``."""
+
+    @property
+    def type(self):
+        return self.partition(":")[0]
+
+    @property
+    def index(self):
+        index = self.partition(":")[2]
+        return int(index) if index else None
+
+
+class HostDtype(str):
+    """A ``torch.dtype`` as the host holds it: its name (``"float32"``)."""
+
+
+def port_leaves(value, tree):
+    """The arrays and numbers of ``value`` in port order."""
+    if isinstance(tree, str):
+        return [value]
+    if tree[0] in _STATICS:
+        return []
+    kind, keys, children = tree
+    if kind == "dict":
+        if len(value) != len(keys) or any(key not in value for key in keys):
+            raise ValueError(f"a dict with keys {sorted(value, key=repr)} where the model was compiled for {keys}")
+        items = [value[key] for key in keys]
+    elif kind in ("namedtuple", "record"):
+        items = [getattr(value, field) for field in keys[1:]]
+    else:
+        items = list(value)
+        if len(items) != len(children):
+            raise ValueError(f"a {kind} of {len(items)} where the model was compiled for {len(children)}")
+    return [leaf for item, child in zip(items, children) for leaf in port_leaves(item, child)]
+
+
+def build_values(arrays, trees):
+    """The values of ``trees`` (one per variable) from a sub-DNN's flat outputs."""
+    position = iter(arrays)
+    return tuple(_build(position, tree) for tree in trees)
+
+
+def _build(position, tree):
+    if isinstance(tree, str):
+        value = next(position)
+        return value if tree == "tensor" else value.item()
+    if tree[0] in _STATICS:
+        return HostDevice(tree[1]) if tree[0] == "device" else HostDtype(tree[1]) if tree[0] == "dtype" else tree[1]
+    kind, keys, children = tree
+    items = [_build(position, child) for child in children]
+    if kind == "list":
+        return items
+    if kind == "tuple":
+        return tuple(items)
+    if kind == "dict":
+        return dict(zip(keys, items))
+    if kind == "record":
+        return _types.SimpleNamespace(**dict(zip(keys[1:], items)))
+    name, fields = keys[0], tuple(keys[1:])
+    if (name, fields) not in _STAND_INS:
+        _STAND_INS[name, fields] = _collections.namedtuple(name, fields)
+    return _STAND_INS[name, fields](*items)
