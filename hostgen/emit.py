@@ -70,7 +70,7 @@ def call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
         trees = {name: describe(layout) for name, layout in inputs if not layout.is_port and name not in lists}
         structured = any(not layout.is_port for layout in first.output_layouts)
         outputs = tuple(describe(layout) for layout in first.output_layouts) if structured else ()
-        scalars = () if structured else tuple(p.name for p in first.outputs if p.kind != "tensor")
+        scalars = () if structured else tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
         specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs)
     return specs
 
