@@ -221,7 +221,7 @@ def _call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
         first = own[0]
         if first.output_lengths:
             raise rewriter.UnsupportedError(f"a sub-DNN returning a list ({sorted(first.output_lengths)})", None)
-        scalars = tuple(p.name for p in first.outputs if p.kind != "tensor")
+        scalars = tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
         specs[sub.index] = CallSpec({v.key: v.name for v in own}, tuple(first.list_lengths), scalars)
     return specs
 

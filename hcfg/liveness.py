@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import libcst as cst
+from dycl.hcfg.aliasing import updated_in_place
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
 from dycl.rewriter.flow import else_body
 from dycl.rewriter.walk import bound_names, read_names
@@ -22,9 +23,11 @@ def _statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str]) -> tuple
     small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt
     if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
         reads.add(small.target.value)
+    # out.index_add_(0, i, v) (also as `t = out.index_add_(...)`) updates out: it is read and written
+    updated = set(updated_in_place(stmt)) & locals_
     if isinstance(small, cst.Expr):  # lst.append(x) updates lst: it is read and written
-        return reads, set()
-    return reads, bound_names(stmt) & locals_
+        return reads, updated
+    return reads, (bound_names(stmt) & locals_) | updated
 
 
 def reads_writes(node: Node, locals_: frozenset[str]) -> tuple[set[str], set[str]]:
