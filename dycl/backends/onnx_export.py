@@ -64,6 +64,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.subdnn import SubDNNModule, Variant
@@ -112,9 +114,12 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                                         dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
         else:
-            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder:
-                torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
-                                  do_constant_folding=True, **names)
+            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder, local_symbolics():
+                try:
+                    torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
+                                      do_constant_folding=True, **names)
+                except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
+                    raise exporter_error(error, module, variant) from error
     symbolic = bool(dynamic_axes)
     # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
     # input is a 0-d tensor here, so any read of one freezes a value the host computes.

@@ -119,7 +119,7 @@ def package_cases() -> list[Case]:
         pass
     else:
         cases.append(Case("mixture_of_experts.MoE", "moe", _build(lambda: mixture_of_experts.MoE(
-            DIM, num_experts=4, hidden_dim=24, second_policy_eval="threshold")), hidden_calls(), {"inputs": dims}))
+            DIM, num_experts=4, hidden_dim=24, second_policy_eval="all")), hidden_calls(), {"inputs": dims}))
     try:
         import soft_moe_pytorch
     except Exception:  # noqa: BLE001
