@@ -16,7 +16,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.template import HOST_TEMPLATE
 from dycl.rewriter.locations import LocationTable, comment_of
@@ -87,6 +87,7 @@ class HostCodegen:
         return HOST_TEMPLATE.format(
             runtime=runtime,
             sub_dnns=self.sub_dnn_table(),
+            source_lines=repr(self.source_lines()),
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
             call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
@@ -99,6 +100,15 @@ class HostCodegen:
             spec = self.calls[index]
             lines.append(f"    {index}: {spec.variants!r},")
         return "{\n" + "\n".join(lines) + "\n}" if lines else "{}"
+
+    def source_lines(self) -> dict[int, list[str]]:
+        """For each sub-DNN, the distinct model lines (``file:line``) of its statements."""
+        table: dict[int, list[str]] = {}
+        for node in walk(self.graph.body):
+            if isinstance(node, SubDNN):
+                lines = [_location(statement).strip().removeprefix("# ") for statement in node.statements]
+                table[node.index] = list(dict.fromkeys(line for line in lines if line))
+        return table
 
     # -- hooks ------------------------------------------------------------------------------------
 

@@ -1,13 +1,18 @@
-"""ONNX translations dycl adds for the duration of one export: operators the
-TorchScript exporter (opset 17) has none for.
+"""ONNX translations dycl uses for the duration of one export: operators the
+TorchScript exporter (opset 17) has none for, or a wrong one.
 
 - ``aten::diff`` (``torch.diff``; transformers computes it for every call without
   an attention mask): ``n == 1`` along ``dim``, with ``prepend``/``append``, as
   ``Slice(x, 1:) - Slice(x, :-1)`` of their concatenation (``Xor`` for bool).
+- ``aten::index_add`` (``out.index_add_(0, token_idx, expert_out)``, how MoE layers
+  combine expert outputs): torch's translation is a ``ScatterElements`` without
+  reduction, so a token index that occurs twice keeps one of its rows instead of
+  their sum (torch only warns). Here: ``ScatterElements(reduction="add")`` with the
+  index broadcast to the source's shape, which sums duplicates as eager does.
 
-Guarantees: ``local_symbolics()`` registers only operators that have no
-translation registered when it is entered (by torch or by the user) and removes
-exactly those on exit, so nothing outlives the export.
+Guarantees: ``local_symbolics()`` installs a translation only where the user has
+registered none of their own (theirs wins), as a custom override that it removes
+on exit, so torch's own translations are back and nothing outlives the export.
 """
 
 from __future__ import annotations
@@ -41,7 +46,20 @@ def _diff(g, self, n, dim, prepend, append):
     return g.op("Sub", later, earlier)
 
 
-_SYMBOLICS = {"aten::diff": _diff}
+@symbolic_helper.parse_args("v", "i", "v", "v", "v")
+def _index_add(g, self, dim, index, source, alpha):
+    if not symbolic_helper._is_none(alpha) and symbolic_helper._maybe_get_const(alpha, "f") != 1:
+        return symbolic_helper._unimplemented("index_add", "alpha other than 1", self)
+    rank = symbolic_helper._get_tensor_rank(self)
+    if rank is None or symbolic_helper._get_tensor_rank(source) != rank:
+        return symbolic_helper._unimplemented("index_add", "a source of another rank or an unknown rank", self)
+    dim = dim % rank if rank else 0
+    along = _constant(g, [-1 if axis == dim else 1 for axis in range(rank)])
+    index = g.op("Expand", g.op("Reshape", index, along), g.op("Shape", source))
+    return g.op("ScatterElements", self, index, source, axis_i=dim, reduction_s="add")
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add}
 
 
 @contextlib.contextmanager
@@ -49,7 +67,11 @@ def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
     from torch.onnx._internal.torchscript_exporter import registration
 
-    added = [name for name in _SYMBOLICS if not registration.registry.is_registered_op(name, _OPSET)]
+    added = []
+    for name in _SYMBOLICS:
+        group = registration.registry.get_function_group(name)
+        if group is None or not any(group._functions.overridden(version) for version in group._functions):
+            added.append(name)
     for name in added:
         torch.onnx.register_custom_op_symbolic(name, _SYMBOLICS[name], _OPSET)
     try:
