@@ -10,6 +10,10 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   their sum (torch only warns). Here: ``ScatterElements(reduction="add")`` with the
   index broadcast to the source's shape, which sums duplicates as eager does.
 
+- ``aten::cumsum`` of bool or small integers (transformers' packed-sequence
+  detection, ``(diff != 1).cumsum(-1)``): eager sums them as int64; torch's
+  translation gives ONNX Runtime a ``CumSum`` of bool, an invalid model. Cast first.
+
 Guarantees: ``local_symbolics()`` installs a translation only where the user has
 registered none of their own (theirs wins), as a custom override that it removes
 on exit, so torch's own translations are back and nothing outlives the export.
@@ -59,7 +63,17 @@ def _index_add(g, self, dim, index, source, alpha):
     return g.op("ScatterElements", self, index, source, axis_i=dim, reduction_s="add")
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add}
+def _cumsum(g, self, dim, dtype=None):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
+
+    types = symbolic_helper._type_utils.JitScalarType
+    small = (types.BOOL, types.UINT8, types.INT8, types.INT16, types.INT)
+    if types.from_value(self, types.UNDEFINED) in small and (dtype is None or symbolic_helper._is_none(dtype)):
+        self = g.op("Cast", self, to_i=types.INT64.onnx_type())
+    return symbolic_opset11.cumsum(g, self, dim, dtype)
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum}
 
 
 @contextlib.contextmanager
