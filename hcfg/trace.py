@@ -144,9 +144,10 @@ class _Tracer:
             where = None
         if where is None:
             where = self.location_of(statement)
+        caller = self.location_of(statement)  # None: dycl's own call of a library model
+        called = f", called from `{source_of(statement.body[0])}` ({caller})" if caller is not None else ""
         return UnsupportedError(
-            f"{decision.what} of a tensor inside code that is exported as one graph, called from "
-            f"`{source_of(statement.body[0])}` ({self.location_of(statement) or 'generated code'}): "
+            f"{decision.what} of a tensor inside code that is exported as one graph{called}: "
             "the exported graph would keep the example's value for every input", where,
             "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
