@@ -17,6 +17,7 @@ classifiers) and ``exportdb`` (the examples shipped with the installed torch und
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +57,8 @@ class Outcome:
 
 def _first_line(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
-    return text.splitlines()[0][:200]
+    # an installed package's file by its path inside site-packages (short, the same on every machine)
+    return re.sub(r"\S*/site-packages/", "", text.splitlines()[0])[:240]
 
 
 def _clone(value: Any) -> Any:
