@@ -23,6 +23,7 @@ from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.liveness import live_after_conditions, reads_writes
 from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
@@ -109,8 +110,10 @@ class _Tracer:
                     fresh = examples.add(values, symbolic)
                     with DecisionRecorder() as recorder:
                         exec(code, state)  # noqa: S102 - the rewritten function's own statements
-                    if recorder.decisions:
-                        raise self.frozen_decision(node, recorder.decisions[0])
+                    # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
+                    decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
+                    if decisions:
+                        raise self.frozen_decision(node, decisions[0])
                     self.run_symbolic(node, code, state, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(state[name] for name in node.outputs))
