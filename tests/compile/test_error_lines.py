@@ -123,3 +123,23 @@ def test_index_add_sums_rows_of_a_repeated_index_as_eager_does():
                             dynamic={"index": {0: "n"}, "rows": {0: "n"}})
     inputs = [(torch.randn(5, 3), torch.tensor(i), torch.randn(len(i), 3)) for i in ([1, 1, 1], [4, 0, 4], [2])]
     assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-6)
+
+
+class Lookup(nn.Module):
+    def forward(self, x):
+        scales = [1.0, 2.0, 4.0]
+        level = int(x.abs().sum().item())
+        scale = scales[level]
+        return x * scale
+
+
+def test_a_host_operation_failing_keeps_its_exception_and_gains_the_line():
+    model = Lookup().eval()
+    compiled = dycl.compile(model, torch.full((1, 2), 0.2))
+    for value in (0.2, 0.6, 1.2):
+        x = torch.full((1, 2), value)
+        assert torch.equal(compiled(x), model(x))
+    with pytest.raises(IndexError) as caught:  # eager raises IndexError too
+        compiled(torch.full((1, 2), 5.0))
+    notes = " ".join(getattr(caught.value, "__notes__", []))
+    assert f"{HERE}:{_line_of(Lookup, 'scales[level]')}" in notes
