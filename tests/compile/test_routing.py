@@ -125,3 +125,14 @@ def test_an_in_place_index_add_on_a_routing_buffer_is_kept():
     compiled = dycl.compile(model, (torch.randn(6, 3), torch.tensor([1, 4])), dynamic={"index": {0: "n"}})
     inputs = [(torch.randn(6, 3), torch.tensor(i, dtype=torch.long)) for i in ([0], [2, 3, 5], [], [1, 1])]
     assert assert_equivalent(model, compiled, inputs, min_paths=2) == 2
+
+
+def test_host_metadata_reads_are_written_so_numpy_answers_them():
+    """``idx.numel() == 0`` on the host (an expert with no tokens) became ``len(idx.reshape(-1))``;
+    building it crashed (libcst has no negative Integer)."""
+    import libcst as cst
+    from dycl.hcfg.portable import portable_metadata
+
+    test = cst.parse_expression("idx.numel() == 0 and x.size(1) > x.dim()")
+    rewritten = cst.Module([]).code_for_node(portable_metadata(test, lambda receiver: True))
+    assert rewritten == "len(idx.reshape(-1)) == 0 and x.shape[1] > x.ndim"
