@@ -27,7 +27,7 @@ from dycl.hcfg.trace import trace_examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.manifest import Manifest
-from dycl.library import decides_nothing, is_library_model, library_call, object_output
+from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.manifest_build import build_manifest
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example
@@ -68,8 +68,10 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     start = time.perf_counter()
     call, output_spec, returns, rewritten = None, None, None, None
     if is_library_model(model):
-        rewritten = rewriter.rewrite(model, example=passed)
-        if decides_nothing(rewritten):
+        # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
+        # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
+        rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed)
+        if rewritten is None or decides_nothing(rewritten):
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
             if library is not None:  # else a Python number in the output: the rewrite computes it per call

@@ -43,6 +43,8 @@ from torch.utils import _pytree as pytree
 
 from dycl import outputs
 from dycl.rewriter import ReturnForm, RewrittenFunction
+from dycl.rewriter.decorators import undecorate
+from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.forward import resolve_method, signature_of
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.values import is_literal
@@ -85,6 +87,16 @@ def _is_guard(node: cst.CSTNode) -> bool:
 
 def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:
     return not is_user_code(inspect.unwrap(getattr(type(model), method)))
+
+
+def wraps_forward(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s forward is a decorator's wrapper that may change its result
+    (``rewriter.decorators``): rewriting the wrapped source would drop the wrapper."""
+    try:
+        undecorate(resolve_method(model).function)
+    except UnsupportedError:
+        return True
+    return False
 
 
 def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm | None:
@@ -212,4 +224,4 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall 
     return LibraryCall(wrapper, inputs, call_description, spec)
 
 
-__all__ = ["LibraryCall", "is_library_model", "library_call", "object_output"]
+__all__ = ["LibraryCall", "is_library_model", "library_call", "object_output", "wraps_forward"]

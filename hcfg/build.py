@@ -197,12 +197,18 @@ class HCFGBuilder:
 
     def evaluate(self, node: cst.BaseExpression, state: State) -> Any:
         if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _MUTATING
-               for n in descendants(node)):
+               and self._may_be_container(n.func.value, state) for n in descendants(node)):
             return _Unknown
         try:
             return eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
         except Exception:
             return _Unknown
+
+    def _may_be_container(self, receiver: cst.BaseExpression, state: State) -> bool:
+        """Whether ``receiver.sort()``/``.add()``/... may mutate a Python container; a
+        module (``torch.sort``) or a tensor (``x.add(y)``: not in place) does not."""
+        value = self.evaluate(receiver, state)
+        return not isinstance(value, (torch.Tensor, type(torch)))
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
         location = self.rewritten.locations.resolve(stmt)

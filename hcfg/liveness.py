@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
+from dycl.hcfg.aliasing import updated_in_place
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
 from dycl.hcfg.passes import graph_pass
 from dycl.rewriter.flow import else_body
@@ -52,9 +53,11 @@ def _effects(stmt: cst.CSTNode) -> tuple[frozenset[str], frozenset[str]]:
     small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else stmt
     if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
         reads.add(small.target.value)
+    # out.index_add_(0, i, v) (also as `t = out.index_add_(...)`) updates out: it is read and written
+    updated = frozenset(updated_in_place(stmt))
     if isinstance(small, cst.Expr):  # lst.append(x) updates lst: it is read and written
-        return frozenset(reads), frozenset()
-    return frozenset(reads), frozenset(bound_names(stmt))
+        return frozenset(reads), updated
+    return frozenset(reads), frozenset(bound_names(stmt)) | updated
 
 
 def statement_reads_writes(stmt: cst.CSTNode, locals_: frozenset[str], memo: EffectsMemo | None = None

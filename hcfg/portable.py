@@ -47,7 +47,8 @@ def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression
             return current
         if method in _RANK:
             return cst.Attribute(receiver, cst.Name("ndim"))
-        flat = cst.Call(cst.Attribute(receiver, cst.Name("reshape")), [cst.Arg(cst.Integer("-1"))])
+        minus_one = cst.UnaryOperation(cst.Minus(), cst.Integer("1"))
+        flat = cst.Call(cst.Attribute(receiver, cst.Name("reshape")), [cst.Arg(minus_one)])
         return cst.Call(cst.Name("len"), [cst.Arg(flat)])
 
     return visit(node)

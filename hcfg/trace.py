@@ -24,6 +24,7 @@ from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
 from dycl.hcfg.liveness import live_after_conditions, reads_writes
 from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
@@ -109,8 +110,10 @@ class _Tracer:
                     fresh = examples.add(values, symbolic)
                     with DecisionRecorder() as recorder:
                         exec(code, state)  # noqa: S102 - the rewritten function's own statements
-                    if recorder.decisions:
-                        raise self.frozen_decision(node, recorder.decisions[0])
+                    # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
+                    decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
+                    if decisions:
+                        raise self.frozen_decision(node, decisions[0])
                     self.run_symbolic(node, code, state, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(snapshot(state[name]) for name in node.outputs))
@@ -144,9 +147,10 @@ class _Tracer:
             where = None
         if where is None:
             where = self.location_of(statement)
+        caller = self.location_of(statement)  # None: dycl's own call of a library model
+        called = f", called from `{source_of(statement.body[0])}` ({caller})" if caller is not None else ""
         return UnsupportedError(
-            f"{decision.what} of a tensor inside code that is exported as one graph, called from "
-            f"`{source_of(statement.body[0])}` ({self.location_of(statement) or 'generated code'}): "
+            f"{decision.what} of a tensor inside code that is exported as one graph{called}: "
             "the exported graph would keep the example's value for every input", where,
             "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "

@@ -17,7 +17,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Variant, describe
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
@@ -120,6 +120,7 @@ class HostCodegen:
         return HOST_TEMPLATE.format(
             runtime=runtime,
             sub_dnns=self.sub_dnn_table(),
+            source_lines=repr(self.source_lines()),
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
             call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
@@ -137,6 +138,15 @@ class HostCodegen:
         lines = [f"    {index}: ({spec.input_trees!r}, {spec.output_trees!r}),"
                  for index, spec in sorted(self.calls.items()) if spec.input_trees or spec.output_trees]
         return "{\n" + "\n".join(lines) + "\n}" if lines else ""
+
+    def source_lines(self) -> dict[int, list[str]]:
+        """For each sub-DNN, the distinct model lines (``file:line``) of its statements."""
+        table: dict[int, list[str]] = {}
+        for node in walk(self.graph.body):
+            if isinstance(node, SubDNN):
+                lines = [_location(statement).strip().removeprefix("# ") for statement in node.statements]
+                table[node.index] = list(dict.fromkeys(line for line in lines if line))
+        return table
 
     # -- hooks ------------------------------------------------------------------------------------
 

@@ -43,6 +43,8 @@ import numpy as np
 
 # sub-DNN index -> {{list lengths of its list inputs: compiled variant}}
 SUB_DNNS = {sub_dnns}
+# sub-DNN index -> the model's lines it computes (named in run-time errors)
+SOURCE_LINES = {source_lines}
 PARAMETERS = {parameters}
 SPECIALIZED = {specialized}
 # forward()'s parameters and the form of the call the model was compiled for (see _bind)
@@ -79,11 +81,21 @@ class Model:
             _check_input(spec, arguments[spec.name], dims)
         try:
             return self.@FORWARD@(**arguments)
-        except ValueError as error:
-            message = _ambiguous_condition(error)
-            if message is None:
+        except Exception as error:
+            message = _ambiguous_condition(error) if isinstance(error, ValueError) else None
+            if message is not None:
+                raise ValueError(message) from None
+            failed = _failed_line(error)
+            if failed is None:
                 raise
-            raise ValueError(message) from None
+            index, where = failed
+            if index is None:  # a host operation: the same exception, with the model's line added
+                error.add_note(f"(raised by the host code of {{where}})")
+                raise
+            lines = ", ".join(SOURCE_LINES.get(index, [where]))
+            first = (str(error).strip().splitlines() or [""])[0][:300]
+            kind = type(error).__name__
+            raise RuntimeError(f"the compiled code of {{lines}} failed ({{kind}}: {{first}})") from error
 
 {forward}
 
@@ -158,6 +170,33 @@ def _ambiguous_condition(error):
             f"so its truth value is ambiguous (eager PyTorch raises too). dycl takes one branch per call, not "
             f"one per sample: reduce the condition over the batch (.any(), .all()) or call with a batch of one "
             f"(host: `{{text}}`)")
+
+
+def _failed_line(error):
+    """``(sub-DNN index or None, "file:line")`` of the line of ``@FORWARD@`` that raised
+    ``error`` (its trailing comment names the model's line), else None. An error of
+    the sub-DNN dispatch itself (``_variant``) is the host's, not the sub-DNN's."""
+    frames = []
+    trace = error.__traceback__
+    while trace is not None:
+        frames.append(trace)
+        trace = trace.tb_next
+    for position in range(len(frames) - 1, -1, -1):
+        frame = frames[position]
+        if frame.tb_frame.f_code.co_name != "@FORWARD@" or frame.tb_frame.f_globals is not globals():
+            continue
+        text = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+        code, _, where = text.partition("  # ")
+        if not where.strip():
+            return None
+        inner = frames[position + 1].tb_frame.f_code.co_name if position + 1 < len(frames) else None
+        index = None
+        for marker in ("self._call[", "self._variant("):
+            if marker in code and inner != "_variant":
+                digits = code.split(marker, 1)[1]
+                index = int(digits[:len(digits) - len(digits.lstrip("0123456789"))])
+        return index, where.strip()
+    return None
 
 
 def _check_input(spec, value, dims):

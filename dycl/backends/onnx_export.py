@@ -64,6 +64,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.ports import Variant
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
@@ -113,9 +115,12 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                                         dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
         else:
-            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder:
-                torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
-                                  do_constant_folding=True, **names)
+            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder, local_symbolics():
+                try:
+                    torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
+                                      do_constant_folding=True, **names)
+                except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
+                    raise exporter_error(error, module, variant) from error
     symbolic = bool(dynamic_axes)
     # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
     # input is a 0-d tensor here, so any read of one freezes a value the host computes.
@@ -166,11 +171,15 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
 
 
 def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule) -> UnsupportedError:
+    first = module.variant.sub.statements[0]
     if where is not None and where.path == module.filename:
-        where = module.location_of(module.statement_at(where.line))
+        first = module.statement_at(where.line)
+        where = module.location_of(first)
+    # no jargon: the graph is named by the model statement it starts with
     return UnsupportedError(
-        f"a data-dependent Python value in code exported as one graph ({what}; sub-DNN "
-        f"{module.variant.name}): the exported graph would keep the example's value", where,
+        f"a data-dependent Python value in code exported as one graph ({what}, in the graph that computes "
+        f"`{_code(first)[:80]}`): the exported graph would keep the example's value",
+        where or module.location_of(first),
         "keep the computation in tensors (torch.where, tensor shapes instead of Python ints), or compute the "
         "Python value in forward() where dycl can keep it on the host")
 
@@ -188,7 +197,7 @@ def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant) -> None:
             statement = module.writer_of(position)
             raise UnsupportedError(
                 f"a value the exported graph computes without its input ({', '.join(lost)}; "
-                f"`{_code(statement)}` in sub-DNN {variant.name}): the graph would keep the example's value",
+                f"`{_code(statement)}`): the graph would keep the example's value",
                 module.location_of(statement),
                 "the exporter did not record how this value is computed from its input (e.g. through .numpy(), "
                 "a Python number or a custom C++ op); compute it with tensor operations")

@@ -92,7 +92,8 @@ class _Executable:
         self.outputs = [port.name for port in entry.outputs]
 
     def __call__(self, *args):
-        feeds = {name: np.ascontiguousarray(args[position], dtype=dtype) for position, name, dtype in self.inputs}
+        # asarray, not ascontiguousarray: that one turns a 0-d scalar input into shape (1,)
+        feeds = {name: np.asarray(args[position], dtype=dtype, order="C") for position, name, dtype in self.inputs}
         return self.session.run(self.outputs, feeds)
 
 
@@ -136,7 +137,7 @@ class _BoundExecutable(_Executable):
         elif self.data_dependent:
             self._bind_outputs(binding)
         for position, name, dtype in self.inputs:
-            binding.bind_cpu_input(name, np.ascontiguousarray(args[position], dtype=dtype))
+            binding.bind_cpu_input(name, np.asarray(args[position], dtype=dtype, order="C"))
         self.session.run_with_iobinding(binding)
         return binding.copy_outputs_to_cpu()
 

@@ -1,0 +1,83 @@
+"""An ONNX exporter failure as ``UnsupportedError`` at the user's (or library's) line.
+
+The TorchScript exporter refuses an operator it has no ONNX translation for
+(``UnsupportedOperatorError: Exporting the operator 'aten::diff' ...``) or a value
+it cannot translate (``SymbolicValueError``) with no hint of which statement of
+the model computes it. ``exporter_error`` re-runs the sub-DNN on its example
+under a ``TorchFunctionMode`` that watches for a call of the named operator and
+keeps the stack of the first one: the sub-DNN statement that made it (mapped to
+the user's file:line) and the innermost frame outside torch (library code such as
+transformers' ``masking_utils.py``).
+
+Assumes the sub-DNN runs eagerly on its first example (it did, to be traced).
+Guarantees: the error names the operator, the statement and its line whenever
+the operator is found; otherwise the sub-DNN's first statement.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+import libcst as cst
+import torch
+from torch.overrides import TorchFunctionMode
+
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.subdnn import SubDNNModule, Variant
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OPERATOR = re.compile(r"operator '(?:aten::)?(?P<name>[\w.]+)'")
+
+
+def exporter_error(error: Exception, module: SubDNNModule, variant: Variant) -> UnsupportedError:
+    """``UnsupportedError`` for ``error``, raised by ``torch.onnx.export`` on ``module``."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    match = _OPERATOR.search(message)
+    operator = match.group("name") if match else None
+    statement, called_at = _first_call(module, variant, operator) if operator else (None, None)
+    statement = statement if statement is not None else variant.sub.statements[0]
+    code = cst.Module([]).code_for_node(statement.body[0]).strip()
+    what = f"the operator {operator}" if operator else "a value"
+    inside = f", called at {called_at.path}:{called_at.line}" if called_at is not None else ""
+    return UnsupportedError(
+        f"{what} that the ONNX exporter cannot translate ({message[:160]}){inside}, in `{code[:120]}`",
+        module.location_of(statement),
+        "compute this value with other tensor operations (the exporter's supported operators), or compile "
+        "with backend='torch' to run it eagerly in-process")
+
+
+def _first_call(module: SubDNNModule, variant: Variant, operator: str) -> tuple[cst.CSTNode | None,
+                                                                                 SourceLocation | None]:
+    """(the sub-DNN statement, the innermost non-torch frame) of the first call of ``operator``."""
+    watcher = _Watch(operator)
+    try:
+        with torch.no_grad(), watcher:
+            module(*[t.clone() for t in variant.examples[0]])
+    except Exception:  # noqa: BLE001 - only the stack of the first call is wanted
+        pass
+    if watcher.stack is None:
+        return None, None
+    statement, called_at = None, None
+    for frame in watcher.stack:
+        if frame.filename == module.filename:
+            statement, called_at = module.statement_at(frame.lineno), None
+        elif statement is not None and not frame.filename.startswith(_TORCH_DIR) and frame.filename != __file__:
+            called_at = SourceLocation(frame.filename, frame.lineno)
+    return statement, called_at
+
+
+class _Watch(TorchFunctionMode):
+    def __init__(self, operator: str) -> None:
+        super().__init__()
+        self.operator = operator
+        self.stack: traceback.StackSummary | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.stack is None and getattr(func, "__name__", None) == self.operator:
+            self.stack = traceback.extract_stack()
+        return func(*args, **(kwargs or {}))
+
+
+__all__ = ["exporter_error"]

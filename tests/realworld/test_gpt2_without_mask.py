@@ -1,0 +1,44 @@
+"""GPT-2 called without an attention mask (issue 15): transformers then detects packed
+sequences with ``torch.diff`` and ``(diff != 1).cumsum(-1)`` behind ``not is_tracing(...)``.
+At the example's shapes it compiles and agrees with eager, in-process and as a torch-free
+host; with a symbolic batch and sequence length the library compares shapes in Python,
+which is refused at transformers' line (never a crash, never a frozen value)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dycl
+from dycl.testing_host import Call
+from tests.realworld.corpus import Case, run_case
+
+tf = pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")
+
+
+def _gpt2():
+    return tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=99, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                            use_cache=False))
+
+
+def _calls(model, args, kwargs):
+    generator = torch.Generator().manual_seed(8)
+    return [Call((), {"input_ids": torch.randint(0, 99, (2, 7), generator=generator)}) for _ in range(4)]
+
+
+@pytest.mark.slow
+def test_gpt2_without_a_mask_agrees_at_the_example_shapes(tmp_path):
+    case = Case("GPT2LMHeadModel static", "transformers",
+                lambda: (_gpt2(), (), {"input_ids": torch.randint(0, 99, (2, 7))}), _calls, dynamic=False)
+    outcome = run_case(case, tmp_path)
+    assert outcome.status == "pass", outcome.detail
+    assert outcome.checked == 4 and outcome.host_checked == 4
+
+
+@pytest.mark.slow
+def test_gpt2_without_a_mask_and_symbolic_shapes_is_refused_at_the_library_line():
+    model = _gpt2().eval()
+    with pytest.raises(dycl.UnsupportedError) as caught:
+        dycl.compile(model, kwargs={"input_ids": torch.randint(0, 99, (2, 7))},
+                     dynamic={"input_ids": {0: "batch", 1: "seq"}})
+    assert "masking_utils.py:" in str(caught.value)
