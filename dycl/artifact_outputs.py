@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from dycl.backends.torch import TorchBackend
+from dycl.per_sample import over_group
 from dycl.subdnn import SubDNNModule, Variant
 
 
@@ -30,6 +31,8 @@ def output_specs(host_source: str, manifest: dict[str, Any], modules: dict[str, 
     host = load_host_module(host_source)
     eager = TorchBackend()
     executables = {name: eager.executable(b"", entry, modules[name]) for name, entry in manifest["sub_dnns"].items()}
+    if manifest.get("per_sample"):  # the host calls each sub-DNN on a group of samples
+        executables = {name: over_group(executable) for name, executable in executables.items()}
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []

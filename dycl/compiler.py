@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from dycl import outputs, rewriter
+from dycl import per_sample as per_sample_mode
 from dycl.artifact_outputs import output_specs, provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
@@ -27,6 +28,7 @@ from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import trace_examples
 from dycl.hostgen.artifact_check import CONSTANTS_MAGIC
 from dycl.hostgen.emit import CallSpec, HostCodegen
+from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.library import decides_nothing, is_library_model, library_call, object_output
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example, manifest_call
@@ -58,10 +60,12 @@ def _sha256(data: bytes) -> str:
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None,
                   backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
-                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None) -> CompileResult:
+                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None,
+                  per_sample: bool = False) -> CompileResult:
     """Compile ``model`` for the example call ``model(*example_input, **kwargs)``; the
     input dims ``dynamic`` names (``dycl.dynamic``) are symbolic in every sub-DNN
-    that depends on them. ``levers`` turns single optimisations off (for measuring them)."""
+    that depends on them. ``levers`` turns single optimisations off (for measuring them).
+    ``per_sample`` compiles per-sample batched execution (``dycl.per_sample``)."""
     chosen = get_backend(backend, **(backend_options or {}))
     passed = bind_example(model, example_input, kwargs)
     seconds: dict[str, float] = {}
@@ -95,6 +99,10 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     self_name = next(iter(rewritten.signature.parameters))
     initial = dict(bound.arguments)
     declared = dynamic_dims(dynamic, list(rewritten.signature.parameters)[1:], example_args)
+    if per_sample:
+        per_sample_mode.check_request(chosen.name, example_args, list(rewritten.signature.parameters)[1:])
+        per_sample_mode.check_outputs(output_spec)
+        declared = per_sample_mode.without_batch(declared)
     shapes = SymbolicShapes() if declared else None
     symbolic_initial = None
     if shapes is not None:
@@ -137,6 +145,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
         if chosen.file_suffix == ".onnx":
             shared = [v.name for v in variants if identity(v) == fingerprint]
+            data = per_sample_mode.group_file(data, chosen.file_suffix) if per_sample else data
             data = describe_onnx(data, *provenance(variant, shared, rewritten.qualname))
         files[file_of[fingerprint]] = data
     entries: dict[str, dict[str, Any]] = {}
@@ -153,10 +162,14 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     start = time.perf_counter()
     calls = _call_specs(graph, variants)
     inputs = _input_specs(rewritten, example_args, shapes, symbolic_initial)
-    host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                              call=call, globals=rewritten.globals,
-                              locations=rewritten.locations,
-                              uses_constants=bool(constants)).emit()
+    codegen, options = HostCodegen, {}
+    if per_sample:
+        inputs = per_sample_mode.sample_inputs(inputs)
+        codegen, options = BatchedHostCodegen, {"sample_inputs": tuple(spec["name"] for spec in inputs)}
+    host_source = codegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                          call=call, globals=rewritten.globals,
+                          locations=rewritten.locations,
+                          uses_constants=bool(constants), **options).emit()
     manifest = {
         "dycl_version": VERSION,
         "backend": chosen.name,
@@ -167,6 +180,8 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         "host": {"file": "host.py", "sha256": _sha256(host_source.encode())},
         "sub_dnns": entries,
     }
+    if per_sample:
+        manifest["per_sample"] = True
     manifest["outputs"] = output_specs(host_source, manifest, modules, constants, example_args,
                                        dict(rewritten.specialized))
     if output_spec is not None:
