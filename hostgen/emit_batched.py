@@ -173,7 +173,7 @@ class BatchedHostCodegen(HostCodegen):
         spec = self.calls[node.index]
         pad = self.indent * depth
         arguments = ", ".join(f"*{name}" if name in spec.list_inputs else name for name in node.inputs)
-        arguments += "," if len(node.inputs) == 1 and not spec.list_inputs else ""
+        arguments += "," if node.inputs else ""  # a tuple, also of one (starred) argument
         key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
         request = f"(yield ({node.index}, ({key}), ({arguments})))"
         where = _location(node.statements[0])
