@@ -53,10 +53,11 @@ class PerSampleEager(torch.nn.Module):
 
 
 def assert_per_sample(model: torch.nn.Module, compiled: Callable[..., Any], samples: Sequence[Any],
-                      min_paths: int = 1, atol: float = 0.0) -> int:
+                      min_paths: int = 1, atol: float = 0.0, paths: Sequence[Any] | None = None) -> int:
     """Assert ``compiled(batch)`` equals per-sample eager on ``samples`` batched, and that the
-    samples take at least ``min_paths`` distinct eager paths; returns that count."""
-    count = len(set(paths_of(model, samples)))
+    samples take at least ``min_paths`` distinct eager paths (``paths``: theirs, if known);
+    returns that count."""
+    count = len(set(paths_of(model, samples) if paths is None else paths))
     assert count >= min_paths, f"the batch takes {count} distinct path(s); need {min_paths}"
     batch = batch_of(samples)
     problem = outputs_match(PerSampleEager(model)(*batch), compiled(*batch), atol)
@@ -64,24 +65,17 @@ def assert_per_sample(model: torch.nn.Module, compiled: Callable[..., Any], samp
     return count
 
 
-def diverse(model: torch.nn.Module, candidates: Sequence[Any], size: int) -> list[Any]:
-    """``size`` of ``candidates``: one of each path first (as many paths as they have), then the rest in order."""
-    paths = paths_of(model, candidates)
-    firsts, seen = [], set()
-    for sample, path in zip(candidates, paths):
-        if path not in seen:
-            seen.add(path)
-            firsts.append(sample)
-    chosen = firsts[:size]
-    rest = [s for s in candidates if not any(s is c for c in chosen)]
-    return chosen + rest[:size - len(chosen)]
+def diverse(paths: Sequence[Any], size: int) -> list[int]:
+    """``size`` indices into ``paths``: the first sample of each path first (as many
+    paths as there are), then the others in order."""
+    firsts = [i for i, path in enumerate(paths) if path not in paths[:i]][:size]
+    return firsts + [i for i in range(len(paths)) if i not in firsts][:size - len(firsts)]
 
 
-def one_path(model: torch.nn.Module, candidates: Sequence[Any], size: int) -> list[Any]:
-    """``size`` samples that all take the most common path of ``candidates`` (repeated when fewer)."""
-    paths = paths_of(model, candidates)
-    common = max(set(paths), key=paths.count)
-    same = [sample for sample, path in zip(candidates, paths) if path == common]
+def one_path(paths: Sequence[Any], size: int) -> list[int]:
+    """``size`` indices into ``paths`` that all have the most common path (repeated when fewer)."""
+    common = max(set(paths), key=list(paths).count)
+    same = [i for i, path in enumerate(paths) if path == common]
     return [same[i % len(same)] for i in range(size)]
 
 

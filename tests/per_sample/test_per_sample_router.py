@@ -21,6 +21,16 @@ ATOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 
+def _mixed(model, samples, size):
+    """``size`` of ``samples``, over as many eager paths as they take."""
+    return [samples[i] for i in diverse(paths_of(model, samples), size)]
+
+
+def _same(model, samples, size):
+    """``size`` of ``samples`` that all take one eager path."""
+    return [samples[i] for i in one_path(paths_of(model, samples), size)]
+
+
 def _samples(shape, count, scale=1.0, offset=0):
     return [scale * torch.randn(*shape, generator=torch.Generator().manual_seed(offset + s)) for s in range(count)]
 
@@ -34,12 +44,12 @@ def early_exit():
 
 def test_a_batch_of_16_over_three_paths_equals_eager_per_sample(early_exit):
     model, compiled, samples = early_exit
-    assert assert_per_sample(model, compiled, diverse(model, samples, 16), min_paths=3, atol=ATOL) == 3
+    assert assert_per_sample(model, compiled, _mixed(model, samples, 16), min_paths=3, atol=ATOL) == 3
 
 
 def test_a_batch_on_one_path_and_a_batch_of_one(early_exit):
     model, compiled, samples = early_exit
-    assert assert_per_sample(model, compiled, one_path(model, samples, 16), atol=ATOL) == 1
+    assert assert_per_sample(model, compiled, _same(model, samples, 16), atol=ATOL) == 1
     for sample in samples[:6]:  # batch 1, over all three paths
         assert_per_sample(model, compiled, [sample], atol=ATOL)
     assert len(set(paths_of(model, samples[:6]))) == 3
@@ -47,7 +57,7 @@ def test_a_batch_on_one_path_and_a_batch_of_one(early_exit):
 
 def test_each_sub_dnn_runs_once_per_group(early_exit):
     model, compiled, samples = early_exit
-    chosen = diverse(model, samples, 16)
+    chosen = _mixed(model, samples, 16)
     _, groups = compiled._host.route(batch_of(chosen)[0].numpy())
     with torch.no_grad():
         hidden = [model.stem(x) for x in chosen]
@@ -77,7 +87,7 @@ def test_a_loop_with_break_keeps_host_counters_per_sample():
     model = nets.GatedRefine().eval()
     samples = _samples((1, 6), 24, scale=2.0)
     compiled = dycl.compile(model, samples[0], per_sample=True, progress=False)
-    chosen = diverse(model, samples, 16)
+    chosen = _mixed(model, samples, 16)
     assert assert_per_sample(model, compiled, chosen, min_paths=3, atol=ATOL) >= 3
     hidden, steps = compiled(batch_of(chosen)[0])
     assert hidden.shape == (16, 6) and len(set(steps)) >= 3  # stacked tensor; per-sample Python ints
@@ -101,7 +111,7 @@ def test_the_saved_host_runs_batches_without_torch(early_exit, tmp_path):
     model, compiled, samples = early_exit
     artifact = compiled.save(tmp_path / "early_exit")
     assert json.loads((artifact / "manifest.json").read_text())["per_sample"] is True
-    batches = [batch_of(diverse(model, samples, 16))[0], batch_of(one_path(model, samples, 8))[0], samples[0]]
+    batches = [batch_of(_mixed(model, samples, 16))[0], batch_of(_same(model, samples, 8))[0], samples[0]]
     report = run_host_without_torch(artifact, PerSampleEager(model), batches, atol=ATOL)
     assert report == {"checked": 3, "problems": [], "torch_loaded": False}
     loaded = dycl.load(artifact)
