@@ -16,7 +16,8 @@ differ per batch), the contenders take turns on each batch:
 Reported per contender: samples/s over all batches, p50/p99 latency per batch
 (ms), and for ``dycl_batched`` how the batch split (sub-DNN runs per batch and
 mean group size) and mismatches against eager per sample (must be 0; float
-outputs within 1e-4). The first batch of each size is a warm-up and not timed.
+outputs within 1e-4). Every path is run once before timing (sessions are created
+lazily), and the first batch of each size is a warm-up, not timed.
 Writes ``DIR/batch.md`` and ``DIR/batch.json`` (default: this folder).
 Do not run the full configuration on a shared machine.
 """
@@ -95,6 +96,10 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
     longest = max(range(len(candidates)), key=lambda i: len(paths[i]))
     static, static_names = static_network(model, candidates[longest])
     reference = PerSampleEager(model)
+    with torch.no_grad():  # every path once: sessions are created lazily, on a branch's first call
+        batched(*batch_of(candidates))
+        for sample in candidates:
+            single(*_args(sample))
     for size in sizes:
         times = {contender: [] for contender in CONTENDERS}
         runs, groups_mean, batch_paths, mismatches = [], [], [], 0
