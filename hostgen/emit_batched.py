@@ -84,6 +84,8 @@ def _route(model, arguments, record=None):
     per group of samples that reach it with the same variant and argument shapes.
     ``record`` (a list) receives ``(sub-DNN index, group size)`` per run."""
     count = _samples(arguments)
+    if count == 1 and record is None:
+        return _join([_alone(model, arguments)])
     results = [None] * count
     pending = {{}}
 
@@ -116,6 +118,21 @@ def _route(model, arguments, record=None):
         for row, (sample, generator, _) in enumerate(members):
             advance(sample, generator, tuple(output[row] for output in outputs))
     return _join(results)
+
+
+def _alone(model, arguments):
+    """One sample: its requests served as they come (no grouping to do)."""
+    generator = model._sample(**arguments)
+    if not inspect.isgenerator(generator):
+        return generator
+    value = None
+    while True:
+        try:
+            index, key, args = generator.send(value)
+        except StopIteration as stop:
+            return stop.value
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        value = tuple(output[0] for output in callee(*[np.expand_dims(arg, 0) for arg in args]))
 
 
 def _join(outputs):
