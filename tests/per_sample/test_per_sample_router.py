@@ -148,3 +148,22 @@ def test_the_group_file_is_exact_per_row():
         np.testing.assert_allclose(centred[row], x[row] - x[row].mean(), atol=1e-6)
         assert flag[row] == (x[row].max() > 0.5)
     np.testing.assert_array_equal(same, x)
+
+
+def test_the_sample_program_is_the_single_sample_host_with_requests(early_exit):
+    """Golden: each sub-DNN call of the one-sample host becomes a request to the router."""
+    _, compiled, _ = early_exit
+    source = compiled.host_source
+    start = source.index("    def _sample(self, x):")
+    assert source[start:source.index("\n\n", start)] == '''\
+    def _sample(self, x):
+        h, logits, t = (yield (0, (), (x,)))  # nets.py:23
+        if t:  # nets.py:25
+            return logits  # nets.py:26
+        h, t_1 = (yield (1, (), (h,)))  # nets.py:27
+        if t_1:  # nets.py:28
+            t_2, = (yield (2, (), (h,)))  # nets.py:29
+            return t_2  # nets.py:29
+        t_3, = (yield (3, (), (h,)))  # nets.py:30
+        return t_3  # nets.py:30'''
+    assert "ORDER = {0: 0, 1: 1, 2: 2, 3: 3}" in source and "SAMPLE_INPUTS = ['x']" in source
