@@ -184,7 +184,11 @@ class BatchedHostCodegen(HostCodegen):
             raise AssertionError("the host template's _forward changed (hostgen/emit_batched.py)")
         source = header.sub(_METHODS.replace("\\", "\\\\") + "    def _sample(self", source, count=1)
         router = ROUTER.format(order=program_order(self.graph.body), sample_inputs=list(self.sample_inputs))
-        return source.rstrip("\n") + "\n" + router
+        # before the script entry point, which runs as soon as it is reached
+        main = source.rfind('\nif __name__ == "__main__":')
+        if main < 0:
+            return source.rstrip("\n") + "\n" + router
+        return source[:main].rstrip("\n") + "\n" + router + "\n" + source[main:]
 
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]

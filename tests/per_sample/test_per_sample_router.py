@@ -5,6 +5,8 @@ that reduce over the whole tensor per sample, and validates the batch."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -116,6 +118,11 @@ def test_the_saved_host_runs_batches_without_torch(early_exit, tmp_path):
     assert report == {"checked": 3, "problems": [], "torch_loaded": False}
     loaded = dycl.load(artifact)
     assert outputs_match(PerSampleEager(model)(batches[0]), loaded(batches[0]), ATOL) is None
+    np.save(tmp_path / "x.npy", batches[0].numpy())  # and from a shell
+    subprocess.run([sys.executable, str(artifact / "host.py"), str(tmp_path / "x.npy"), "--out",
+                    str(tmp_path / "out.npz")], check=True, capture_output=True, timeout=120)
+    expected = PerSampleEager(model)(batches[0]).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["output"], expected, atol=ATOL, rtol=0)
 
 
 def test_what_per_sample_refuses():
