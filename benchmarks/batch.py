@@ -58,6 +58,8 @@ def static_network(model: torch.nn.Module, sample) -> tuple:
     """(ORT session, input names) of the trace of ``sample``'s path with a dynamic batch dim."""
     import onnxruntime as ort
 
+    from dycl.backends.onnxruntime import session_options
+
     class Flat(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -74,7 +76,8 @@ def static_network(model: torch.nn.Module, sample) -> tuple:
         warnings.simplefilter("ignore")
         torch.onnx.export(Flat().eval(), args, buffer, dynamo=False, opset_version=17, input_names=names,
                           dynamic_axes={name: {0: "batch"} for name in names})
-    return ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"]), names
+    # dycl's session options (no spinning): a spinning pool would slow the contender that runs next
+    return ort.InferenceSession(buffer.getvalue(), session_options(), providers=["CPUExecutionProvider"]), names
 
 
 def _timed(function) -> float:
