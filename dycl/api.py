@@ -112,6 +112,7 @@ class CompiledModel:
 def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
             optimize: bool | Levers = True, progress: bool | None = None, dynamic: DynamicSpec = True,
             kwargs: dict[str, Any] | None = None, mode: str | None = None, threads: int | None = None,
+            per_sample: bool = False,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
@@ -137,7 +138,12 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     Compiling never changes ``model`` (its state is restored after tracing); a
     ``forward`` that writes module state is refused. The weights are compiled as
     they are now: calling the result after changing them raises
-    ``dycl.staleness.StaleWeightsError``."""
+    ``dycl.staleness.StaleWeightsError``.
+
+    ``per_sample=True`` compiles a model written for one sample (the example has a
+    batch dim of 1) to take a batch and return, per sample, what eager returns for it
+    alone: each sub-DNN runs once per group of samples that take its branch
+    (``dycl.per_sample``, which also says how the outputs are joined)."""
     validate(model, example_input, kwargs)
     if mode not in (None, "eval"):
         raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
@@ -148,7 +154,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
         levers = Levers.of(optimize)
         result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
                                progress=progress, backend_options=backend_options, dynamic=dynamic, kwargs=kwargs,
-                               levers=levers)
+                               levers=levers, per_sample=per_sample)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags

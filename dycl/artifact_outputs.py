@@ -23,6 +23,7 @@ from dycl.backends.torch import TorchBackend
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import Manifest, Output
 from dycl.hostgen.names import FORWARD
+from dycl.per_sample import over_group
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.locations import LocationTable, set_location
 from dycl.subdnn import SubDNNModule
@@ -39,6 +40,8 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     host = load_host_module(host_source)
     eager = TorchBackend()
     executables = {name: eager.executable(b"", entry, modules[name]) for name, entry in manifest.sub_dnns.items()}
+    if manifest.per_sample:  # the host calls each sub-DNN on a group of samples
+        executables = {name: over_group(executable) for name, executable in executables.items()}
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from dycl import per_sample as per_sample_mode
 from dycl import rewriter
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
@@ -26,9 +27,10 @@ from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import trace_examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import HostCodegen, call_specs
+from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.manifest import Manifest
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
-from dycl.manifest_build import build_manifest
+from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
 from dycl.signature import bind_example, call_description, flat_example
 from dycl.subdnn import SubDNNModule
@@ -57,10 +59,12 @@ def _sha256(data: bytes) -> str:
 def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
                   optimize: bool = True, progress: bool | None = None,
                   backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
-                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None) -> CompileResult:
+                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None,
+                  per_sample: bool = False) -> CompileResult:
     """Compile ``model`` for the example call ``model(*example_input, **kwargs)``; the
     input dims ``dynamic`` names (``dycl.dynamic``) are symbolic in every sub-DNN
-    that depends on them. ``levers`` turns single optimisations off (for measuring them)."""
+    that depends on them. ``levers`` turns single optimisations off (for measuring them).
+    ``per_sample`` compiles per-sample batched execution (``dycl.per_sample``)."""
     chosen = get_backend(backend, **(backend_options or {}))
     passed = bind_example(model, example_input, kwargs)
     seconds: dict[str, float] = {}
@@ -97,6 +101,10 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
     self_name = next(iter(rewritten.signature.parameters))
     initial = dict(bound.arguments)
     declared = dynamic_dims(dynamic, list(rewritten.signature.parameters)[1:], example_args)
+    if per_sample:
+        per_sample_mode.check_request(chosen.name, example_args, list(rewritten.signature.parameters)[1:])
+        per_sample_mode.check_outputs(output_spec)
+        declared = per_sample_mode.without_batch(declared)
     shapes = SymbolicShapes() if declared else None
     symbolic_initial = None
     if shapes is not None:
@@ -139,19 +147,24 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
         if chosen.file_suffix == ".onnx":
             shared = [v.name for v in variants if identity(v) == fingerprint]
+            data = per_sample_mode.group_file(data, chosen.file_suffix) if per_sample else data
             data = describe_onnx(data, *provenance(variant, shared, rewritten.qualname))
         files[file_of[fingerprint]] = data
     seconds["compile"] = time.perf_counter() - start
 
     start = time.perf_counter()
     calls = call_specs(graph, variants)
-    host_source = HostCodegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                              call=call, globals=rewritten.globals,
-                              locations=rewritten.locations,
-                              uses_constants=bool(constants)).emit()
+    codegen, options = HostCodegen, {}
+    if per_sample:
+        names = tuple(p.name for p in input_ports(rewritten, example_args, shapes, symbolic_initial))
+        codegen, options = BatchedHostCodegen, {"sample_inputs": names}
+    host_source = codegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                          call=call, globals=rewritten.globals,
+                          locations=rewritten.locations,
+                          uses_constants=bool(constants), **options).emit()
     manifest, files = build_manifest(chosen.name, rewritten, call, example_args, shapes, symbolic_initial, variants,
                                      {v.name: file_of[identity(v)] for v in variants}, files, host_source, modules,
-                                     constants, output_spec)
+                                     constants, output_spec, per_sample=per_sample)
     seconds["host"] = time.perf_counter() - start
     stats = {
         "sub_dnns": len(graph.sub_dnns),

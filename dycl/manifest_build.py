@@ -36,6 +36,7 @@ from dycl.hostgen.manifest import (
     Port,
     SubDNNEntry,
 )
+from dycl.per_sample import sample_inputs
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.vocabulary import dtype_name
 from dycl.signature import manifest_call
@@ -50,12 +51,13 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    shapes: SymbolicShapes | None, symbolic: dict[str, torch.Tensor] | None,
                    variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
                    host_source: str, modules: Mapping[str, SubDNNModule], constants: Mapping[str, torch.Tensor],
-                   output_spec: Any = None) -> tuple[Manifest, dict[str, bytes]]:
+                   output_spec: Any = None, per_sample: bool = False) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
     inputs ``shapes`` declared, by name; ``output_spec``: the framework's output
-    tree (``dycl.outputs``), None for plain returns."""
+    tree (``dycl.outputs``), None for plain returns; ``per_sample``: the host takes a batch
+    of samples, each run as the example's one (``dycl.per_sample``)."""
     files = dict(files)
     stored = None
     if constants:
@@ -63,6 +65,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         files[CONSTANTS_FILE] = blob
         stored = Constants(CONSTANTS_FILE, sha256(blob), table)
     inputs = input_ports(rewritten, example_args, shapes, symbolic)
+    if per_sample:
+        inputs = sample_inputs(inputs)
     manifest = Manifest(
         dycl_version=DYCL_VERSION,
         backend=backend,
@@ -76,6 +80,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         dynamic_dims=dim_table(inputs),
         constants=stored,
         output=outputs.describe(output_spec) if output_spec is not None else None,
+        per_sample=per_sample,
     )
     returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
                             rewritten.locations)

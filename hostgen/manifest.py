@@ -74,6 +74,12 @@ def _json_string(value, where):
     return value
 
 
+def _json_flag(value, where):
+    if not isinstance(value, bool):
+        _json_fail(where, "true or false", value)
+    return value
+
+
 def _json_count(value, where):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         _json_fail(where, "a non-negative integer", value)
@@ -253,7 +259,7 @@ def _json_dim_uses(value, where):
 
 
 _MANIFEST_REQUIRED = ("schema", "dycl_version", "backend", "model", "inputs", "host", "sub_dnns")
-_MANIFEST_OPTIONAL = ("outputs", "call", "dynamic_dims", "constants", "output")
+_MANIFEST_OPTIONAL = ("outputs", "call", "dynamic_dims", "constants", "output", "per_sample")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +287,7 @@ class Manifest:
     dynamic_dims: dict[str, tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=dict)
     constants: Constants | None = None
     output: object = None
+    per_sample: bool = False
     schema: int = SCHEMA_VERSION
 
     @classmethod
@@ -315,6 +322,7 @@ class Manifest:
             dynamic_dims=_json_table(value.get("dynamic_dims", {}), "dynamic_dims", _json_dim_uses),
             constants=Constants.from_json(value["constants"], "constants") if "constants" in value else None,
             output=value.get("output"),
+            per_sample=_json_flag(value.get("per_sample", False), "per_sample"),
         )
 
     def to_json(self):
@@ -336,6 +344,8 @@ class Manifest:
             value["constants"] = self.constants.to_json()
         if self.output is not None:
             value["output"] = json.loads(json.dumps(self.output))
+        if self.per_sample:
+            value["per_sample"] = True
         return value
 
     def to_bytes(self):

@@ -1,0 +1,206 @@
+"""Per-sample batched serving (issue 19): throughput and latency per batch size, side by side in one run.
+
+    python benchmarks/batch.py [--models sdn_vgg19,skipnet_ff] [--sizes 1,8,32,128] [--batches 5] [--out DIR]
+
+For each zoo model and batch size B, on the same batches of B samples (seeds
+differ per batch), the contenders take turns on each batch:
+
+- ``eager_1``: eager PyTorch, one sample at a time (the batch's latency is the sum);
+- ``dycl_1``: dycl (ONNX Runtime, default compile), one sample at a time;
+- ``dycl_batched``: ``dycl.compile(..., per_sample=True)``, the whole batch in one call;
+- ``static``: the *static* whole network on ONNX Runtime at batch B, every branch
+  taken (no early exit, no skipped block): the eager trace of the sample with the
+  longest path among the candidates, exported with a dynamic batch dim — what a
+  user runs today to batch. Its outputs are not per-sample eager's (that is the point).
+
+Reported per contender: samples/s over all batches, p50/p99 latency per batch
+(ms), and for ``dycl_batched`` how the batch split (sub-DNN runs per batch and
+mean group size) and mismatches against eager per sample (must be 0; float
+outputs within 1e-4). Every path is run once before timing (sessions are created
+lazily), and the first batch of each size is a warm-up, not timed.
+Writes ``DIR/batch.md`` and ``DIR/batch.json`` (default: this folder).
+Do not run the full configuration on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dycl  # noqa: E402
+from dycl.per_sample_testing import PerSampleEager, batch_of, paths_of  # noqa: E402
+from dycl.testing import outputs_match  # noqa: E402
+from models import ZOO  # noqa: E402
+
+CONTENDERS = ("eager_1", "dycl_1", "dycl_batched", "static")
+
+
+def _args(sample):
+    return sample if isinstance(sample, tuple) else (sample,)
+
+
+def static_network(model: torch.nn.Module, sample) -> tuple:
+    """(ORT session, input names) of the trace of ``sample``'s path with a dynamic batch dim."""
+    import onnxruntime as ort
+
+    from dycl.backends.onnxruntime import session_options
+
+    class Flat(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            out = self.model(*args)
+            return tuple(t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor))
+
+    args = _args(sample)
+    names = [f"input_{i}" for i in range(len(args))]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Flat().eval(), args, buffer, dynamo=False, opset_version=17, input_names=names,
+                          dynamic_axes={name: {0: "batch"} for name in names})
+    # dycl's session options (no spinning): a spinning pool would slow the contender that runs next
+    return ort.InferenceSession(buffer.getvalue(), session_options(), providers=["CPUExecutionProvider"]), names
+
+
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return (time.perf_counter() - start) * 1000.0
+
+
+def bench_model(name: str, sizes: list[int], batches: int) -> dict:
+    zoo = importlib.import_module(f"models.{name}")
+    model, example = zoo.build()
+    row: dict = {"name": name, "sizes": {}}
+    start = time.perf_counter()
+    batched = dycl.compile(model, example, per_sample=True, progress=False)
+    row["compile_per_sample_s"] = time.perf_counter() - start
+    single = dycl.compile(model, example, progress=False)
+    candidates = [zoo.sample(seed) for seed in range(64)]
+    paths = paths_of(model, candidates)
+    longest = max(range(len(candidates)), key=lambda i: len(paths[i]))
+    static, static_names = static_network(model, candidates[longest])
+    reference = PerSampleEager(model)
+    with torch.no_grad():  # every path once: sessions are created lazily, on a branch's first call
+        batched(*batch_of(candidates))
+        for sample in candidates:
+            single(*_args(sample))
+    for size in sizes:
+        times = {contender: [] for contender in CONTENDERS}
+        runs, groups_mean, batch_paths, mismatches = [], [], [], 0
+        for index in range(batches + 1):  # batch 0 warms up
+            samples = [zoo.sample(10_000 + index * size + i) for i in range(size)]
+            batch = batch_of(samples)
+            numpy_batch = [a.numpy() if isinstance(a, torch.Tensor) else a for a in batch]
+            feeds = dict(zip(static_names, numpy_batch))
+            with torch.no_grad():
+                measured = {
+                    "eager_1": _timed(lambda samples=samples: [model(*_args(s)) for s in samples]),
+                    "dycl_1": _timed(lambda samples=samples: [single(*_args(s)) for s in samples]),
+                    "dycl_batched": _timed(lambda batch=batch: batched(*batch)),
+                    "static": _timed(lambda feeds=feeds: static.run(None, feeds)),
+                }
+            if index == 0:
+                continue
+            for contender, ms in measured.items():
+                times[contender].append(ms)
+            _, groups = batched._host.route(*numpy_batch)
+            runs.append(len(groups))
+            groups_mean.append(statistics.fmean(size_ for _, size_ in groups))
+            batch_paths.append(len(set(paths_of(model, samples))))
+            mismatches += outputs_match(reference(*batch), batched(*batch), 1e-4) is not None
+        row["sizes"][str(size)] = {
+            contender: {"samples_per_s": size * len(ms) / (sum(ms) / 1000.0), "p50_ms": _percentile(ms, 50),
+                        "p99_ms": _percentile(ms, 99)}
+            for contender, ms in times.items()}
+        row["sizes"][str(size)]["split"] = {"sub_dnn_runs": statistics.fmean(runs),
+                                            "mean_group": statistics.fmean(groups_mean),
+                                            "paths_in_batch": statistics.fmean(batch_paths),
+                                            "mismatched_batches": mismatches}
+    return row
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def write_results(rows: list[dict], args, out: Path) -> None:
+    sizes = [str(s) for s in args.sizes]
+    lines = [
+        "# Per-sample batched serving (issue 19)", "",
+        f"Command: `python benchmarks/batch.py --sizes {','.join(sizes)} --batches {args.batches}"
+        + (f" --models {args.models}" if args.models else "") + "`",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
+        f"{torch.get_num_threads()} intra-op threads.", "",
+        "Throughput in samples/s over all timed batches; latency per batch p50/p99 in ms. *eager 1* and "
+        "*dycl 1*: one sample at a time; *batched*: `per_sample=True`, one call per batch; *static*: the whole "
+        "network (longest path, every branch taken) on ONNX Runtime at the batch size. *split*: sub-DNN runs per "
+        "batch / mean group size / distinct eager paths in the batch; *bad*: batches whose outputs differ from "
+        "eager per sample (must be 0).", "",
+        "| model | B | eager 1 | dycl 1 | batched | static | batched p50/p99 | static p50/p99 | split | bad |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        for size in sizes:
+            r = row["sizes"][size]
+            split = r["split"]
+            lines.append(
+                f"| {row['name']} | {size} | " + " | ".join(f"{r[c]['samples_per_s']:.0f}" for c in CONTENDERS)
+                + f" | {r['dycl_batched']['p50_ms']:.1f}/{r['dycl_batched']['p99_ms']:.1f}"
+                f" | {r['static']['p50_ms']:.1f}/{r['static']['p99_ms']:.1f}"
+                f" | {split['sub_dnn_runs']:.0f} / {split['mean_group']:.1f} / {split['paths_in_batch']:.1f}"
+                f" | {split['mismatched_batches']} |")
+    lines += ["", "Geometric mean over models of batched throughput divided by each contender's:", "",
+              "| B | / eager 1 | / dycl 1 | / static |", "|---|---|---|---|"]
+    for size in sizes:
+        ratios = [geomean(row["sizes"][size]["dycl_batched"]["samples_per_s"] / row["sizes"][size][c]["samples_per_s"]
+                          for row in rows) for c in ("eager_1", "dycl_1", "static")]
+        lines.append(f"| {size} | " + " | ".join(f"{v:.2f}x" for v in ratios) + " |")
+    (out / "batch.md").write_text("\n".join(lines) + "\n")
+    (out / "batch.json").write_text(json.dumps({"rows": rows, "command": vars(args) | {"out": str(args.out)}},
+                                               indent=1) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
+    parser.add_argument("--sizes", default="1,8,32,128", type=lambda s: [int(v) for v in s.split(",")])
+    parser.add_argument("--batches", type=int, default=5, help="timed batches per size (after one warm-up)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    names = args.models.split(",") if args.models else [name.removeprefix("models.") for name in ZOO]
+    rows = []
+    for name in names:
+        rows.append(bench_model(name, args.sizes, args.batches))
+        print(f"{name}: done", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_results(rows, args, args.out)
+    print((args.out / "batch.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

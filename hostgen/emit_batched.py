@@ -1,0 +1,210 @@
+"""Emit the per-sample batched host (``dycl.compile(..., per_sample=True)``).
+
+The host of one sample is the ordinary one (``hostgen.emit``) with each sub-DNN
+call turned into a ``yield`` of a request: ``_sample`` is a generator that runs
+one sample's control flow and host operations as written, and asks the router
+for every sub-DNN it needs. The router (``ROUTER``, in the host) starts one
+such generator per sample of the batch, gathers the pending requests of the
+same sub-DNN (same compiled variant, same argument shapes and dtypes), runs
+that sub-DNN *once* on the stacked group, and hands each sample its row back.
+Conditions therefore partition the samples implicitly: each sample goes on
+down its own branch and meets the others that took it at the next sub-DNN;
+a sample that returns (early exit, ``break`` out of an unrolled loop then
+return) leaves the active set. Host operations (counters, list appends,
+``.item()`` values) run per sample on that sample's own values, as in the
+single-sample host; tensor work never does.
+
+Why this shape: it keeps the single-sample host's code (and its soundness
+work) unchanged instead of re-deriving per-group semantics for every host
+construct, and it groups optimally: the router always serves the pending
+sub-DNN that comes first in program order (``ORDER``, a pre-order rank of the
+HCFG tree, which increases along every path), so every sample that will ever
+reach a sub-DNN is waiting at it when it runs.
+
+Assumes: each compiled sub-DNN takes its inputs with a leading group dim and
+returns its outputs with one (``dycl.per_sample_onnx``); the example (and every
+sample) gives each tensor input a leading batch dim of 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dycl.hcfg.graph import Block, Cond, SubDNN
+from dycl.hostgen.emit import HostCodegen, _location
+
+
+def program_order(block: Block, order: dict[int, int] | None = None) -> dict[int, int]:
+    """Sub-DNN index -> its pre-order rank in the HCFG tree (increases along every path)."""
+    order = {} if order is None else order
+    for node in block:
+        if isinstance(node, SubDNN):
+            order[node.index] = len(order)
+        elif isinstance(node, Cond):
+            program_order(node.then, order)
+            program_order(node.orelse, order)
+    return order
+
+
+ROUTER = '''
+
+# -- per-sample batched execution (dycl's hostgen/emit_batched.py) --------------------------------
+PER_SAMPLE = True
+# sub-DNN index -> its rank in program order; the router serves the first pending one
+ORDER = {order}
+# forward()'s flat inputs that carry one sample per row of their leading dim
+SAMPLE_INPUTS = {sample_inputs}
+
+
+def _samples(arguments):
+    """The batch size, checked: every per-sample input has the same leading dim."""
+    count, first = None, None
+    for name in SAMPLE_INPUTS:
+        value = arguments[name]
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            raise ValueError(f"per-sample model: input {{name!r}} must be an array whose leading dim is the "
+                             f"batch of samples, got {{type(value).__name__}} {{np.shape(value)}}")
+        if count is None:
+            count, first = value.shape[0], name
+        elif value.shape[0] != count:
+            raise ValueError(f"per-sample model: input {{name!r}} has {{value.shape[0]}} samples (leading dim), "
+                             f"expected {{count}} as {{first!r}} has")
+    if count == 0:
+        raise ValueError("per-sample model: the batch has no samples")
+    return 1 if count is None else count
+
+
+def _signature_of(value):
+    return np.shape(value), str(np.asarray(value).dtype)
+
+
+def _route(model, arguments, record=None):
+    """Run every sample of the batch through ``model._sample``; each sub-DNN runs once
+    per group of samples that reach it with the same variant and argument shapes.
+    ``record`` (a list) receives ``(sub-DNN index, group size)`` per run."""
+    count = _samples(arguments)
+    if count == 1 and record is None:
+        return _join([_alone(model, arguments)])
+    results = [None] * count
+    pending = {{}}
+
+    def advance(sample, generator, value):
+        try:
+            index, key, args = generator.send(value)
+        except StopIteration as stop:
+            results[sample] = stop.value
+            return
+        group = (ORDER[index], index, key, tuple(_signature_of(a) for a in args))
+        pending.setdefault(group, []).append((sample, generator, args))
+
+    for sample in range(count):
+        own = {{name: value[sample:sample + 1] if name in SAMPLE_INPUTS else value
+               for name, value in arguments.items()}}
+        generator = model._sample(**own)
+        if not inspect.isgenerator(generator):  # a model with no sub-DNN
+            results[sample] = generator
+            continue
+        advance(sample, generator, None)
+    while pending:
+        group = min(pending)
+        members = pending.pop(group)
+        _, index, key, _ = group
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        width = len(members[0][2])
+        outputs = callee(*[np.stack([args[position] for _, _, args in members]) for position in range(width)])
+        if record is not None:
+            record.append((index, len(members)))
+        for row, (sample, generator, _) in enumerate(members):
+            advance(sample, generator, tuple(output[row] for output in outputs))
+    return _join(results)
+
+
+def _alone(model, arguments):
+    """One sample: its requests served as they come (no grouping to do)."""
+    generator = model._sample(**arguments)
+    if not inspect.isgenerator(generator):
+        return generator
+    value = None
+    while True:
+        try:
+            index, key, args = generator.send(value)
+        except StopIteration as stop:
+            return stop.value
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        value = tuple(output[0] for output in callee(*[np.expand_dims(arg, 0) for arg in args]))
+
+
+def _join(outputs):
+    """The batch's output: tuples and dicts joined position by position; arrays whose
+    leading dim is 1 and that have the same shape and dtype in every sample are
+    concatenated along it (as torch.cat of the per-sample outputs); anything else
+    (lists, Python values, arrays that differ in shape) is a list with one entry per sample."""
+    first = outputs[0]
+    if type(first) is tuple and all(type(o) is tuple and len(o) == len(first) for o in outputs):
+        return tuple(_join([o[i] for o in outputs]) for i in range(len(first)))
+    if isinstance(first, dict) and all(isinstance(o, dict) and list(o) == list(first) for o in outputs):
+        return {{key: _join([o[key] for o in outputs]) for key in first}}
+    if (isinstance(first, np.ndarray) and first.ndim >= 1 and first.shape[0] == 1
+            and all(isinstance(o, np.ndarray) and o.shape == first.shape and o.dtype == first.dtype
+                    for o in outputs)):
+        return np.concatenate(outputs)
+    return list(outputs)
+'''
+
+_METHODS = '''\
+    def _forward(self, *args, **kwargs):
+        arguments = dict(zip(PARAMETERS, args))
+        arguments.update(kwargs)
+        return _route(self, arguments)
+
+    def route(self, *args, **kwargs):
+        """``(outputs, groups)``: what ``model(*args)`` returns, and ``(sub-DNN index,
+        group size)`` for every sub-DNN run, in order (how the batch split)."""
+        arguments = _bind(args, kwargs)
+        dims = {}
+        for spec in self._inputs:
+            _check_input(spec, arguments[spec.name], dims)
+        groups = []
+        return _route(self, arguments, groups), groups
+
+'''
+
+
+@dataclass
+class BatchedHostCodegen(HostCodegen):
+    """``HostCodegen`` whose ``_forward`` is the router and whose ``_sample`` runs one sample."""
+
+    sample_inputs: tuple[str, ...] = ()
+
+    def _emit(self, prelude: list[str]) -> str:
+        source = super()._emit(prelude)
+        header = re.compile(r"^    def _forward\(self", re.MULTILINE)
+        if len(header.findall(source)) != 1:
+            raise AssertionError("the host template's _forward changed (hostgen/emit_batched.py)")
+        source = header.sub(_METHODS.replace("\\", "\\\\") + "    def _sample(self", source, count=1)
+        router = ROUTER.format(order=program_order(self.graph.body), sample_inputs=list(self.sample_inputs))
+        # before the script entry point, which runs as soon as it is reached
+        main = source.rfind('\nif __name__ == "__main__":')
+        if main < 0:
+            return source.rstrip("\n") + "\n" + router
+        return source[:main].rstrip("\n") + "\n" + router + "\n" + source[main:]
+
+    def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
+        spec = self.calls[node.index]
+        pad = self.indent * depth
+        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else name for name in node.inputs)
+        arguments += "," if node.inputs else ""  # a tuple, also of one (starred) argument
+        key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
+        request = f"(yield ({node.index}, ({key}), ({arguments})))"
+        where = _location(node.statements[0])
+        if node.outputs:
+            targets = ", ".join(node.outputs) + ("," if len(node.outputs) == 1 else "")
+            lines = [f"{pad}{targets} = {request}{where}"]
+        else:
+            lines = [f"{pad}{request}{where}"]
+        lines += [f"{pad}{name} = {name}.item()" for name in spec.scalar_outputs]
+        return lines
+
+
+__all__ = ["BatchedHostCodegen", "ROUTER", "program_order"]
