@@ -1,4 +1,4 @@
-"""``examples/per_sample_batch.py`` runs as documented (slow: it compiles a zoo model)."""
+"""``notebooks/per_sample_batch.py`` runs as documented (slow: it compiles a zoo model)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "per_sample_batch.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "notebooks" / "per_sample_batch.py"
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Serve a dynamic network in batches: compile it per sample, save it, and run batches
 through the torch-free host, showing how each batch split into sub-batches.
 
-    python examples/per_sample_batch.py [OUT_DIR]
+    python notebooks/per_sample_batch.py [OUT_DIR]
 
 The model (the zoo's SDN-VGG19, early exits on softmax confidence) is written for one
 sample; eager PyTorch cannot run it on a batch (its exit tests would be ambiguous).
