@@ -22,7 +22,7 @@ import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.liveness import live_after_conditions, reads_writes
-from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
@@ -65,11 +65,10 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
     (``hcfg.decisions``): its export would freeze that value. ``locations`` turns
     the statements' location comments into full paths for that error."""
     tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations)
-    start = {**tracer.globals, **initial}
-    if shapes is not None:
-        start[SYMBOLIC] = {**tracer.globals, **initial, **(symbolic_initial or {})}
+    mirror = None if shapes is None else {**tracer.globals, **initial, **(symbolic_initial or {})}
+    start = PathState({**tracer.globals, **initial}, mirror)
     with torch.no_grad():
-        tracer.block(graph.body, [fork(start)])
+        tracer.block(graph.body, [start.fork()])
     return tracer.examples
 
 
@@ -94,33 +93,34 @@ class _Tracer:
             self._code[key] = compile(cst.Module(list(statements)).code, self.code_name(key), "exec")
         return self._code[key]
 
-    def block(self, block: Block, states: list[State]) -> list[State]:
+    def block(self, block: Block, states: list[PathState]) -> list[PathState]:
         for node in block:
             if not states:
                 return []
             if isinstance(node, SubDNN):
                 code = self.code(node.index, node.statements)
                 examples = self.examples[node.index]
-                for state in states:
+                for path in states:
+                    state = path.concrete
                     # copy lists: host operations later append to the same list objects
                     values = tuple(list(state[name]) if isinstance(state[name], list) else state[name]
                                    for name in node.inputs)
-                    symbolic = self.symbolic_values(state, node.inputs)
+                    symbolic = self.symbolic_values(path, node.inputs)
                     fresh = examples.add(values, symbolic)
                     with DecisionRecorder() as recorder:
                         exec(code, state)  # noqa: S102 - the rewritten function's own statements
                     if recorder.decisions:
                         raise self.frozen_decision(node, recorder.decisions[0])
-                    self.run_symbolic(node, code, state, symbolic)
+                    self.run_symbolic(node, code, path, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(state[name] for name in node.outputs))
                         if symbolic is not None:
-                            examples.symbolic_outputs.append(self.symbolic_values(state, node.outputs))
+                            examples.symbolic_outputs.append(self.symbolic_values(path, node.outputs))
             elif isinstance(node, HostOp):
                 code = self.code(-1 - id(node), [node.statement])
-                for state in states:
-                    exec(code, state)  # noqa: S102
-                    self.run_symbolic(node, code, state, None)
+                for path in states:
+                    exec(code, path.concrete)  # noqa: S102
+                    self.run_symbolic(node, code, path, None)
             elif isinstance(node, Cond):
                 then_in, else_in = self.flags.split(node.test, states)
                 then = self.branch(node.then, then_in)
@@ -130,10 +130,10 @@ class _Tracer:
                 return []
         return states
 
-    def branch(self, block: Block, states: list[State]) -> list[State]:
+    def branch(self, block: Block, states: list[PathState]) -> list[PathState]:
         if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
             self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
-        return self.block(block, [fork(s) for s in states])
+        return self.block(block, [s.fork() for s in states])
 
     def frozen_decision(self, sub: SubDNN, decision: Decision) -> UnsupportedError:
         """The error for a tensor value read by Python inside ``sub``'s code."""
@@ -161,19 +161,19 @@ class _Tracer:
 
     # -- the symbolic mirror ----------------------------------------------------------------------
 
-    def symbolic_values(self, state: State, names: tuple[str, ...]) -> tuple[Any, ...] | None:
-        if self.shapes is None:
+    def symbolic_values(self, path: PathState, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+        if self.shapes is None or path.symbolic is None:
             return None
-        mirror = state[SYMBOLIC]
-        return tuple(list(mirror[name]) if isinstance(mirror.get(name), list) else mirror.get(name, state[name])
+        mirror = path.symbolic
+        return tuple(list(mirror[name]) if isinstance(mirror.get(name), list) else mirror.get(name, path.concrete[name])
                      for name in names)
 
-    def run_symbolic(self, node: SubDNN | HostOp, code: Any, state: State, inputs: tuple[Any, ...] | None) -> None:
-        """Run ``node`` on the symbolic mirror of ``state`` (which has run it concretely);
+    def run_symbolic(self, node: SubDNN | HostOp, code: Any, path: PathState, inputs: tuple[Any, ...] | None) -> None:
+        """Run ``node`` on the symbolic mirror of ``path`` (which has run it concretely);
         where it cannot run symbolically, mirror the concrete values it wrote."""
-        if self.shapes is None:
+        if self.shapes is None or path.symbolic is None:
             return
-        mirror = state[SYMBOLIC]
+        state, mirror = path.concrete, path.symbolic
         reads, writes = reads_writes(node, self.names)
         if isinstance(node, SubDNN):
             done = (self.shapes.run_tensor_code(code, mirror, reads, writes)
