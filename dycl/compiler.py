@@ -201,7 +201,8 @@ def explore(stage: Graph) -> Explored:
                     for name, value in initial.items() if isinstance(value, torch.Tensor)}
     if stage.constants:
         initial[CONSTANTS] = stage.constants
-    examples = trace_examples(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations)
+    examples = trace_examples(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations,
+                              stage.built.observations)
     front.job.bar.step("explored")
     return Explored(stage, examples, shapes, symbolic)
 

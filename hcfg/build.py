@@ -23,9 +23,11 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.aliasing import check_inplace_aliasing, updated_in_place
+from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import annotate, live_after_ifs
+from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.trace import Examples
@@ -82,8 +84,10 @@ class HCFGBuilder:
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
         self.flags = PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters)
         self._code: dict[int, Any] = {}
-        # (id of an expression, id of a state) -> (both, the tensor it evaluated to there) until a state changes
-        self._evaluated: dict[tuple[int, int], tuple[cst.CSTNode, State, Any]] = {}
+        # (id of an expression, id of a state) -> (both, the tensor it evaluated to there, whether that made
+        # a data-dependent decision) until a state changes
+        self._evaluated: dict[tuple[int, int], tuple[cst.CSTNode, State, Any, bool]] = {}
+        self.observations = Observations(self.locals)
         # sub-DNN index -> what its statements wrote on the first state that ran them
         self.produced: dict[int, dict[str, Any]] = {}
         self._sub_count = 0
@@ -119,7 +123,7 @@ class HCFGBuilder:
                 break
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
-                self.run_all(hoisted, states)
+                self.run_all(hoisted, states, tensor=True)
                 if not self.levers.conditions_in_producers:
                     flush()
                 pending += hoisted
@@ -137,7 +141,7 @@ class HCFGBuilder:
             if isinstance(small, cst.Return):
                 value = small.value or cst.Name("None")
                 hoisted, value = self.hoist(value, stmt, states[0].concrete)
-                self.run_all(hoisted, states)
+                self.run_all(hoisted, states, tensor=True)
                 pending += hoisted
                 flush()
                 nodes.append(Return(stmt, self.portable(value, states[0].concrete)))
@@ -149,16 +153,16 @@ class HCFGBuilder:
                 if not conversions:
                     self._carry_evaluated(before, stmt, states[0].concrete)
                 if conversions:
-                    self.run_all(tensor_parts, states)
+                    self.run_all(tensor_parts, states, tensor=True)
                     pending += tensor_parts
                     flush()
                     nodes += [HostOp(c) for c in conversions]
                     self.run_all(conversions, states)
                 pending.append(stmt)
-                self.run_all([stmt], states)
+                self.run_all([stmt], states, tensor=True)
                 continue
             hoisted, new_small = self.hoist(small, stmt, states[0].concrete)
-            self.run_all(hoisted, states)
+            self.run_all(hoisted, states, tensor=True)
             pending += hoisted
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
@@ -188,7 +192,9 @@ class HCFGBuilder:
 
     # -- executing on the example ------------------------------------------------------------------
 
-    def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[PathState]) -> None:
+    def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[PathState], tensor: bool = False) -> None:
+        """Run ``stmts`` on every state; ``tensor``: they go to a sub-DNN, and what they
+        compute is kept for the explore walk (``hcfg.observations``)."""
         for stmt in stmts:
             code = self._compiled(stmt)
             inplace = updated_in_place(stmt)
@@ -196,12 +202,17 @@ class HCFGBuilder:
                 if inplace:
                     check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
                                            ignore=self.temporaries)
-                if not inplace and self._bind_evaluated(stmt, state):
-                    continue
-                try:
-                    exec(code, state)  # noqa: S102 - the rewritten function's own statement, explicit namespace
-                except Exception as exc:
-                    raise self._trace_error(stmt, exc) from exc
+                reads = self.observations.reads(stmt, state) if tensor else None
+                decided = None if inplace else self._bind_evaluated(stmt, state)
+                if decided is None:
+                    try:
+                        with DecisionRecorder() as recorder:
+                            exec(code, state)  # noqa: S102 - the rewritten function's own statement
+                    except Exception as exc:
+                        raise self._trace_error(stmt, exc) from exc
+                    decided = bool(recorder.decisions)
+                if tensor:
+                    self.observations.record(stmt, reads, state, decided)
         self._evaluated.clear()  # the states changed: what was evaluated before may differ now
 
     def _carry_evaluated(self, before: cst.SimpleStatementLine, after: cst.SimpleStatementLine, state: State) -> None:
@@ -211,22 +222,23 @@ class HCFGBuilder:
         if isinstance(old, cst.Assign) and isinstance(new, cst.Assign):
             entry = self._evaluated.get((id(old.value), id(state)))
             if entry is not None and entry[0] is old.value and entry[1] is state:
-                self._evaluated[(id(new.value), id(state))] = (new.value, state, entry[2])
+                self._evaluated[(id(new.value), id(state))] = (new.value, state, *entry[2:])
 
-    def _bind_evaluated(self, stmt: cst.SimpleStatementLine, state: State) -> bool:
+    def _bind_evaluated(self, stmt: cst.SimpleStatementLine, state: State) -> bool | None:
         """Run ``name = value`` by binding the tensor ``evaluate`` computed for ``value`` on
         this very state since it last changed (placing the statement needed it): the same
-        value, without running the tensor code twice."""
+        value, without running the tensor code twice. Whether computing it made a
+        data-dependent decision; None where nothing was bound."""
         small = stmt.body[0]
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1
                 and isinstance(small.targets[0].target, cst.Name)):
-            return False
-        node, seen_in, value = self._evaluated.get((id(small.value), id(state)), (None, None, None))
+            return None
+        node, seen_in, value, decided = self._evaluated.get((id(small.value), id(state)), (None, None, None, None))
         if node is not small.value or seen_in is not state or any(
                 isinstance(n, cst.NamedExpr) for n in descendants(small.value)):
-            return False
+            return None
         state[small.targets[0].target.value] = value
-        return True
+        return decided
 
     def _compiled(self, node: cst.CSTNode, mode: str = "exec"):
         key = (id(node), mode)
@@ -240,11 +252,12 @@ class HCFGBuilder:
                for n in descendants(node)):
             return _Unknown
         try:
-            value = eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
+            with DecisionRecorder() as recorder:
+                value = eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
         except Exception:
             return _Unknown
         if is_tensor_value(value):
-            self._evaluated[(id(node), id(state))] = (node, state, value)
+            self._evaluated[(id(node), id(state))] = (node, state, value, bool(recorder.decisions))
         return value
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
@@ -395,14 +408,17 @@ def _tests(stmts: list[cst.BaseStatement]) -> list[cst.BaseExpression]:
 @dataclass(frozen=True)
 class Built:
     """The annotated HCFG and what building it observed: for each sub-DNN, the values
-    its statements wrote on the first path that ran them."""
+    its statements wrote on the first path that ran them; for each tensor statement,
+    what it computed from what (``hcfg.observations``)."""
 
     graph: HCFG
     produced: dict[int, dict[str, Any]]
+    observations: Observations
 
     def output_examples(self) -> dict[int, Examples]:
         """One example of every sub-DNN's outputs (what ``hcfg.optimize.hoist_constants``
-        reads: a constant output has the same value on every path)."""
+        reads: a constant output has the same value on every path). A value never seen
+        is not a tensor: that output stays in its sub-DNN."""
         return {sub.index: Examples(outputs=[tuple(self.produced.get(sub.index, {}).get(name) for name in sub.outputs)])
                 for sub in self.graph.sub_dnns}
 
@@ -411,7 +427,7 @@ def build(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tu
           optimize: bool = True, levers: Levers = ALL_ON) -> Built:
     """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
     builder = HCFGBuilder(rewritten, model, example_args, optimize, levers)
-    return Built(builder.build(), builder.produced)
+    return Built(builder.build(), builder.produced, builder.observations)
 
 
 def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,

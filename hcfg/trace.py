@@ -27,6 +27,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
 if TYPE_CHECKING:
+    from dycl.hcfg.observations import Observations
     from dycl.hcfg.symbolic import SymbolicShapes
 
 
@@ -54,8 +55,8 @@ class Examples:
 
 
 def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
-                   symbolic_initial: State | None = None, locations: LocationTable | None = None
-                   ) -> dict[int, Examples]:
+                   symbolic_initial: State | None = None, locations: LocationTable | None = None,
+                   observations: Observations | None = None) -> dict[int, Examples]:
     """Run ``graph`` along every branch from ``initial`` (a state holding the
     parameters); return the examples of each sub-DNN by index. With ``shapes``,
     ``symbolic_initial`` mirrors ``initial`` (fake tensors with symbolic dims)
@@ -63,8 +64,12 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
 
     Raises ``UnsupportedError`` when a sub-DNN reads a tensor's value into Python
     (``hcfg.decisions``): its export would freeze that value. ``locations`` turns
-    the statements' location comments into full paths for that error."""
-    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations)
+    the statements' location comments into full paths for that error.
+
+    ``observations`` (from the build walk over the same example objects) stand in
+    for running a sub-DNN's statements concretely where they saw exactly these
+    inputs (``hcfg.observations``); the symbolic run is made all the same."""
+    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations, observations)
     mirror = None if shapes is None else {**tracer.globals, **initial, **(symbolic_initial or {})}
     start = PathState({**tracer.globals, **initial}, mirror)
     with torch.no_grad():
@@ -74,8 +79,9 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
 
 class _Tracer:
     def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None,
-                 locations: LocationTable | None = None) -> None:
+                 locations: LocationTable | None = None, observations: Observations | None = None) -> None:
         self.graph = graph
+        self.observations = observations
         self.locations = locations
         self.globals = globals_
         self.shapes = shapes
@@ -107,10 +113,11 @@ class _Tracer:
                                    for name in node.inputs)
                     symbolic = self.symbolic_values(path, node.inputs)
                     fresh = examples.add(values, symbolic)
-                    with DecisionRecorder() as recorder:
-                        exec(code, state)  # noqa: S102 - the rewritten function's own statements
-                    if recorder.decisions:
-                        raise self.frozen_decision(node, recorder.decisions[0])
+                    if self.observations is None or not self.observations.replay(node.statements, state):
+                        with DecisionRecorder() as recorder:
+                            exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                        if recorder.decisions:
+                            raise self.frozen_decision(node, recorder.decisions[0])
                     self.run_symbolic(node, code, path, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(state[name] for name in node.outputs))
