@@ -12,6 +12,13 @@ is known where it is used. Each statement is then placed:
   on Python or 0-d boolean values.
 
 Consecutive tensor statements form one ``SubDNN``.
+
+The walk keeps what it observed (``Built``): the values each sub-DNN wrote on
+its first path (constant outputs for ``hcfg.optimize``) and each tensor
+statement's run (``hcfg.observations``, reused by the explore walk of
+``hcfg.trace``), so that the model's tensor code runs once per path in all.
+A statement's value that placing it needed (``evaluate``) is bound, not computed
+again, when the statement runs on that same state.
 """
 
 from __future__ import annotations

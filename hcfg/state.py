@@ -5,6 +5,10 @@ branches of every ``if``; at a join the states of the incoming branches are
 kept side by side unless they have the same ``signature`` (same types, list
 lengths, tensor shapes and dtypes — values do not count), so the number of
 states stays at the number of structurally different ways to reach a point.
+
+A ``PathState`` is one such way: the namespace the statements run in and, when
+some input dims are symbolic, its symbolic mirror (``hcfg.symbolic``) — two
+layers of one typed record, forked and merged together.
 """
 
 from __future__ import annotations

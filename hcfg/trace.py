@@ -8,7 +8,10 @@ dimension that differs between two of them becomes symbolic.
 
 Given a ``SymbolicShapes`` and the symbolic mirror of the initial state, the
 same walk also runs every statement symbolically (``hcfg.symbolic``), and each
-example records the symbolic shapes of its inputs and outputs.
+example records the symbolic shapes of its inputs and outputs: each path is one
+``hcfg.state.PathState`` carrying both layers. Where the build walk already ran a
+sub-DNN's statements on exactly these objects (``hcfg.observations``), their
+results are taken from it instead of running the tensor code again.
 """
 
 from __future__ import annotations
