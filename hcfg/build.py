@@ -24,6 +24,7 @@ again, when the statement runs on that same state.
 from __future__ import annotations
 
 import builtins
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,12 +213,13 @@ class HCFGBuilder:
                 reads = self.observations.reads(stmt, state) if tensor else None
                 decided = None if inplace else self._bind_evaluated(stmt, state)
                 if decided is None:
+                    recorder = DecisionRecorder() if tensor else contextlib.nullcontext()
                     try:
-                        with DecisionRecorder() as recorder:
+                        with recorder:
                             exec(code, state)  # noqa: S102 - the rewritten function's own statement
                     except Exception as exc:
                         raise self._trace_error(stmt, exc) from exc
-                    decided = bool(recorder.decisions)
+                    decided = bool(recorder.decisions) if tensor else True
                 if tensor:
                     self.observations.record(stmt, reads, state, decided)
         self._evaluated.clear()  # the states changed: what was evaluated before may differ now
