@@ -1,12 +1,34 @@
-"""``dycl.compile``: rewrite → HCFG → compile every sub-DNN → generate the host."""
+"""``dycl.compile`` as a list of stages, each a function of the previous stage's typed result:
+
+    rewrite → build → optimize → explore → ports → compile → emit
+
+- *rewrite*: the model's ``forward`` (and what it calls) as one flat function (``dycl.rewriter``);
+- *build*: its HCFG, from one run of the statements over every path on the example (``hcfg.build``),
+  which also observes what each sub-DNN wrote;
+- *optimize*: constant outputs to the host (from *build*'s observations), sub-DNNs merged into
+  their producers (``hcfg.optimize``);
+- *explore*: the final graph run over every path once, concrete and symbolic layers together
+  (``hcfg.trace``): each sub-DNN's example inputs and outputs and their symbolic shapes;
+- *ports*: each sub-DNN's compilable variants and their ports (``hcfg.variants``);
+- *compile*: every distinct variant through the backend, once;
+- *emit*: the host program, the manifest and the constants (``dycl.manifest_build``).
+
+``run`` times every stage (``stats["stages"]``; ``stats["seconds"]`` keeps the four phases the
+benchmarks report) and, with ``DYCL_DUMP=dir`` in the environment, writes each stage's result
+as text to ``dir/<n>-<stage>.txt``.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import linecache
+import os
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,13 +40,13 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.hcfg.build import build_hcfg
+from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
-from dycl.hcfg.trace import trace_examples
+from dycl.hcfg.trace import Examples, trace_examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.emit_batched import BatchedHostCodegen
@@ -52,25 +74,86 @@ class CompileResult:
     output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "onnxruntime",
-                  optimize: bool = True, progress: bool | None = None,
-                  backend_options: dict[str, Any] | None = None, dynamic: DynamicSpec = True,
-                  levers: Levers = ALL_ON, kwargs: dict[str, Any] | None = None,
-                  per_sample: bool = False) -> CompileResult:
-    """Compile ``model`` for the example call ``model(*example_input, **kwargs)``; the
-    input dims ``dynamic`` names (``dycl.dynamic``) are symbolic in every sub-DNN
-    that depends on them. ``levers`` turns single optimisations off (for measuring them).
+@dataclass(frozen=True)
+class Options:
+    """How to compile (see ``dycl.compile``); ``levers`` turns single optimisations off;
     ``per_sample`` compiles per-sample batched execution (``dycl.per_sample``)."""
-    chosen = get_backend(backend, **(backend_options or {}))
-    passed = bind_example(model, example_input, kwargs)
-    seconds: dict[str, float] = {}
 
-    start = time.perf_counter()
-    call, output_spec, returns, rewritten = None, None, None, None
+    backend: str = "onnxruntime"
+    optimize: bool = True
+    progress: bool | None = None
+    backend_options: dict[str, Any] | None = None
+    dynamic: DynamicSpec = True
+    levers: Levers = ALL_ON
+    kwargs: dict[str, Any] | None = None
+    per_sample: bool = False
+
+
+@dataclass
+class Job:
+    """The input of the first stage: ``model(*example_input, **options.kwargs)``."""
+
+    model: torch.nn.Module
+    example_input: Any
+    options: Options
+    backend: Backend
+    bar: Progress
+
+
+@dataclass
+class Frontend:
+    """*rewrite*: the function to compile, its flat example arguments, and the call form the host accepts."""
+
+    job: Job
+    model: torch.nn.Module  # the model, or the wrapper calling a library model (dycl.library)
+    rewritten: rewriter.RewrittenFunction
+    example_args: tuple
+    call: Any
+    output_spec: Any
+
+
+@dataclass
+class Graph:
+    """*build* and *optimize*: the HCFG, what building it observed, and the hoisted constants."""
+
+    front: Frontend
+    built: Built
+    graph: HCFG
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class Explored:
+    """*explore*: every sub-DNN's examples (by index) and the symbolic shapes of the inputs."""
+
+    stage: Graph
+    examples: dict[int, Examples]
+    shapes: SymbolicShapes | None
+    symbolic_inputs: dict[str, Any] | None
+
+
+@dataclass
+class Ported:
+    """*ports*: the compilable variants of every sub-DNN and the distinct ones among them."""
+
+    explored: Explored
+    variants: list[Variant]
+    modules: dict[str, SubDNNModule]
+    distinct: dict[str, Variant]  # identity -> the variant compiled for it
+
+
+@dataclass
+class Compiled:
+    """*compile*: the backend's files, and the file of every variant (by name)."""
+
+    ported: Ported
+    files: dict[str, bytes]
+    file_of: dict[str, str]
+
+
+def rewrite(job: Job) -> Frontend:
+    model, passed = job.model, bind_example(job.model, job.example_input, job.options.kwargs)
+    call, output_spec, rewritten = None, None, None
     if is_library_model(model):
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
@@ -88,97 +171,192 @@ def compile_model(model: torch.nn.Module, example_input: Any, backend: str = "on
         if returns is not None:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns)
-    example_args = flat_example(rewritten, passed)
-    call = call or call_description(rewritten)
-    seconds["rewrite"] = time.perf_counter() - start
-    stages = Progress("rewrite and HCFG", 3 if optimize else 2, progress)
-    stages.step("rewritten")
-
-    start = time.perf_counter()
-    graph = build_hcfg(rewritten, model, example_args, optimize=optimize, levers=levers)
-    bound = rewritten.signature.bind(model, *example_args)
-    bound.apply_defaults()
-    self_name = next(iter(rewritten.signature.parameters))
-    initial = dict(bound.arguments)
-    declared = dynamic_dims(dynamic, list(rewritten.signature.parameters)[1:], example_args)
-    if per_sample:
-        per_sample_mode.check_request(chosen.name, example_args, list(rewritten.signature.parameters)[1:])
+    front = Frontend(job, model, rewritten, flat_example(rewritten, passed), call or call_description(rewritten),
+                     output_spec)
+    if job.options.per_sample:
+        per_sample_mode.check_request(job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
         per_sample_mode.check_outputs(output_spec)
+    job.bar.step("rewritten")
+    return front
+
+
+def build_graph(front: Frontend) -> Graph:
+    options = front.job.options
+    built = build(front.rewritten, front.model, front.example_args, optimize=options.optimize, levers=options.levers)
+    front.job.bar.step(f"{len(built.graph.sub_dnns)} sub-DNNs")
+    return Graph(front, built, built.graph)
+
+
+def optimize(stage: Graph) -> Graph:
+    options = stage.front.job.options
+    if not options.optimize:
+        return stage
+    graph, constants = hoist_constants(stage.graph, stage.built.output_examples())
+    if options.levers.merge_into_producers:
+        graph = merge_into_producers(graph)
+    return Graph(stage.front, stage.built, graph, constants)
+
+
+def explore(stage: Graph) -> Explored:
+    front = stage.front
+    rewritten = front.rewritten
+    bound = rewritten.signature.bind(front.model, *front.example_args)
+    bound.apply_defaults()
+    initial = dict(bound.arguments)
+    declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:], front.example_args)
+    if front.job.options.per_sample:
         declared = per_sample_mode.without_batch(declared)
     shapes = SymbolicShapes() if declared else None
-    symbolic_initial = None
+    symbolic = None
     if shapes is not None:
-        symbolic_initial = {name: shapes.declare(value, declared.get(name, {}))
-                            for name, value in initial.items() if isinstance(value, torch.Tensor)}
-    constants: dict[str, torch.Tensor] = {}
-    stages.step(f"{len(graph.sub_dnns)} sub-DNNs")
-    if optimize:
-        examples = trace_examples(graph, rewritten.globals, initial, locations=rewritten.locations)
-        graph, constants = hoist_constants(graph, examples)
-        if levers.merge_into_producers:
-            graph = merge_into_producers(graph)
-        initial = {**initial, CONSTANTS: constants}
-        stages.step("optimized")
-    examples = trace_examples(graph, rewritten.globals, initial, shapes, symbolic_initial, rewritten.locations)
-    seconds["hcfg"] = time.perf_counter() - start
+        symbolic = {name: shapes.declare(value, declared.get(name, {}))
+                    for name, value in initial.items() if isinstance(value, torch.Tensor)}
+    if stage.constants:
+        initial[CONSTANTS] = stage.constants
+    examples = trace_examples(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations,
+                              stage.built.observations)
+    front.job.bar.step("explored")
+    return Explored(stage, examples, shapes, symbolic)
 
-    start = time.perf_counter()
+
+def ports(explored: Explored) -> Ported:
+    stage, front = explored.stage, explored.stage.front
+    self_name = next(iter(front.rewritten.signature.parameters))
     variants: list[Variant] = []
-    for sub in graph.sub_dnns:
-        if not examples[sub.index].inputs:
+    for sub in stage.graph.sub_dnns:
+        if not explored.examples[sub.index].inputs:
             raise AssertionError(f"{sub.name} was never reached while tracing the example (a dycl bug)")
-        variants += variants_of(sub, examples[sub.index], shapes, rewritten.locations)
-    modules = {variant.name: SubDNNModule(model, variant, rewritten.globals, self_name, rewritten.locations).eval()
+        variants += variants_of(sub, explored.examples[sub.index], explored.shapes, front.rewritten.locations)
+    modules = {variant.name: SubDNNModule(front.model, variant, front.rewritten.globals, self_name,
+                                          front.rewritten.locations).eval()
                for variant in variants}
-
-    def identity(variant: Variant) -> str:
-        return variant.fingerprint() if levers.reuse_identical else variant.name
-
     # identical sub-DNNs (same code, weights and ports) are compiled once and share a file
     distinct: dict[str, Variant] = {}
     for variant in variants:
-        distinct.setdefault(identity(variant), variant)
-    bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({backend})", len(distinct), progress)
+        distinct.setdefault(_identity(front.job, variant), variant)
+    return Ported(explored, variants, modules, distinct)
+
+
+def compile_variants(ported: Ported) -> Compiled:
+    job = ported.explored.stage.front.job
+    chosen, distinct = job.backend, ported.distinct
+    bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({job.options.backend})", len(distinct),
+                   job.options.progress)
     with bar.active():
-        compiled = compile_all(chosen, [modules[v.name] for v in distinct.values()], list(distinct.values()), bar.step)
+        compiled = compile_all(chosen, [ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
+                               bar.step)
     files: dict[str, bytes] = {}
     file_of: dict[str, str] = {}
     for (fingerprint, variant), data in zip(distinct.items(), compiled):
         file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
         if chosen.file_suffix == ".onnx":
-            shared = [v.name for v in variants if identity(v) == fingerprint]
-            data = per_sample_mode.group_file(data, chosen.file_suffix) if per_sample else data
-            data = describe_onnx(data, *provenance(variant, shared, rewritten.qualname))
+            shared = [v.name for v in ported.variants if _identity(job, v) == fingerprint]
+            data = per_sample_mode.group_file(data, chosen.file_suffix) if job.options.per_sample else data
+            data = describe_onnx(data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname))
         files[file_of[fingerprint]] = data
-    seconds["compile"] = time.perf_counter() - start
+    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants})
 
-    start = time.perf_counter()
-    calls = call_specs(graph, variants)
-    codegen, options = HostCodegen, {}
-    if per_sample:
-        names = tuple(p.name for p in input_ports(rewritten, example_args, shapes, symbolic_initial))
-        codegen, options = BatchedHostCodegen, {"sample_inputs": names}
-    host_source = codegen(graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                          call=call, globals=rewritten.globals,
-                          locations=rewritten.locations,
-                          uses_constants=bool(constants), **options).emit()
-    manifest, files = build_manifest(chosen.name, rewritten, call, example_args, shapes, symbolic_initial, variants,
-                                     {v.name: file_of[identity(v)] for v in variants}, files, host_source, modules,
-                                     constants, output_spec, per_sample=per_sample)
-    seconds["host"] = time.perf_counter() - start
+
+def emit(compiled: Compiled) -> CompileResult:
+    ported = compiled.ported
+    explored = ported.explored
+    stage = explored.stage
+    front = stage.front
+    rewritten, chosen, constants, files = front.rewritten, front.job.backend, stage.constants, compiled.files
+    calls = call_specs(stage.graph, ported.variants)
+    codegen, extra = HostCodegen, {}
+    if front.job.options.per_sample:
+        names = tuple(p.name for p in input_ports(rewritten, front.example_args, explored.shapes,
+                                                   explored.symbolic_inputs))
+        codegen, extra = BatchedHostCodegen, {"sample_inputs": names}
+    host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                          call=front.call, globals=rewritten.globals, locations=rewritten.locations,
+                          uses_constants=bool(constants), **extra).emit()
+    manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
+                                     explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
+                                     host_source, ported.modules, constants, front.output_spec,
+                                     per_sample=front.job.options.per_sample)
     stats = {
-        "sub_dnns": len(graph.sub_dnns),
+        "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
-        "variants": len(variants),
-        "conditions": len(graph.conditions),
-        "unique_compiled": len(distinct),
+        "variants": len(ported.variants),
+        "conditions": len(stage.graph.conditions),
+        "unique_compiled": len(ported.distinct),
         "backend": dict(getattr(chosen, "last_stats", {})),
         "dynamic_dims": sorted(manifest.dynamic_dims),
-        "symbolic_fallbacks": len(shapes.failures) if shapes else 0,
-        "seconds": {k: round(v, 4) for k, v in seconds.items()},
+        "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
-    return CompileResult(graph, rewritten, chosen, host_source, manifest, files, modules, constants, stats,
-                         output_spec)
+    return CompileResult(stage.graph, rewritten, chosen, host_source, manifest, files, ported.modules, constants,
+                         stats, front.output_spec)
+
+
+#: the compiler, in order; each stage takes the previous one's result
+STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("rewrite", rewrite), ("build", build_graph), ("optimize", optimize), ("explore", explore),
+    ("ports", ports), ("compile", compile_variants), ("emit", emit))
+#: the phases ``stats["seconds"]`` reports (benchmarks/results.md): which stages each one sums
+PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile"),
+          "host": ("emit",)}
+
+
+def run(model: torch.nn.Module, example_input: Any, options: Options = Options()) -> CompileResult:
+    """Compile ``model`` for the example call ``model(*example_input, **options.kwargs)`` by
+    running ``STAGES`` in order; the input dims ``options.dynamic`` names (``dycl.dynamic``)
+    are symbolic in every sub-DNN that depends on them."""
+    job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})),
+              Progress("rewrite and HCFG", 3, options.progress))
+    dump = os.environ.get("DYCL_DUMP")
+    value: Any = job
+    seconds: dict[str, float] = {}
+    for number, (name, stage) in enumerate(STAGES):
+        start = time.perf_counter()
+        value = stage(value)
+        seconds[name] = time.perf_counter() - start
+        if dump:
+            _dump(Path(dump) / f"{number}-{name}.txt", value)
+    value.stats["stages"] = {name: round(spent, 4) for name, spent in seconds.items()}
+    value.stats["seconds"] = {phase: round(sum(seconds[s] for s in stages), 4) for phase, stages in PHASES.items()}
+    return value
+
+
+def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) -> CompileResult:
+    """``run`` with the options as keyword arguments (``Options``)."""
+    return run(model, example_input, Options(**options))
+
+
+def _identity(job: Job, variant: Variant) -> str:
+    return variant.fingerprint() if job.options.levers.reuse_identical else variant.name
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _dump(path: Path, value: Any) -> None:
+    """A stage's result as text, for reading what the compiler did (``DYCL_DUMP``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(value, Frontend):
+        text = value.rewritten.source
+    elif isinstance(value, Graph):
+        text = value.graph.to_dot() + "".join(f"\nconstant {key}: {tuple(v.shape)}" for key, v in
+                                              value.constants.items())
+    elif isinstance(value, Explored):
+        text = "\n".join(f"subdnn_{index}: {len(ex.inputs)} examples, inputs "
+                         f"{[_shapes(v, value.shapes) for v in (ex.symbolic_inputs or ex.inputs)]}"
+                         for index, ex in sorted(value.examples.items()))
+    elif isinstance(value, Ported):
+        text = "\n".join(f"{v.name}: {[p.to_json() for p in v.inputs]} -> {[p.to_json() for p in v.outputs]}"
+                         for v in value.variants)
+    elif isinstance(value, Compiled):
+        text = json.dumps(value.file_of, indent=2, sort_keys=True)
+    else:
+        text = value.host_source
+    path.write_text(text + "\n")
+
+
+def _shapes(values: tuple[Any, ...], shapes: SymbolicShapes | None) -> list[Any]:
+    return [shapes.shape(v) if shapes is not None else tuple(getattr(v, "shape", ())) or type(v).__name__
+            for v in values]
 
 
 def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
@@ -192,4 +370,4 @@ def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
     return module
 
 
-__all__ = ["compile_model", "CompileResult", "load_host_module"]
+__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "load_host_module", "run"]

@@ -12,21 +12,33 @@ is known where it is used. Each statement is then placed:
   on Python or 0-d boolean values.
 
 Consecutive tensor statements form one ``SubDNN``.
+
+The walk keeps what it observed (``Built``): the values each sub-DNN wrote on
+its first path (constant outputs for ``hcfg.optimize``) and each tensor
+statement's run (``hcfg.observations``, reused by the explore walk of
+``hcfg.trace``), so that the model's tensor code runs once per path in all.
+A statement's value that placing it needed (``evaluate``) is bound, not computed
+again, when the statement runs on that same state.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 import torch
 from dycl.hcfg.aliasing import check_inplace_aliasing, updated_in_place
+from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import annotate, live_after_ifs
+from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
-from dycl.hcfg.state import PathFlags, State, fork
+from dycl.hcfg.state import PathFlags, PathState, State
+from dycl.hcfg.trace import Examples
 from dycl.rewriter import RewrittenFunction, UnsupportedError
 from dycl.rewriter.exits import always_exits
 from dycl.rewriter.flow import else_body
@@ -87,6 +99,12 @@ class HCFGBuilder:
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
         self.flags = PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters)
         self._code: dict[int, Any] = {}
+        # (id of an expression, id of a state) -> (both, the tensor it evaluated to there, whether that made
+        # a data-dependent decision) until a state changes
+        self._evaluated: dict[tuple[int, int], tuple[cst.CSTNode, State, Any, bool]] = {}
+        self.observations = Observations(self.locals)
+        # sub-DNN index -> what its statements wrote on the first state that ran them
+        self.produced: dict[int, dict[str, Any]] = {}
         self._sub_count = 0
         self._cond_count = 0
 
@@ -95,33 +113,37 @@ class HCFGBuilder:
     def build(self) -> HCFG:
         self.live_after = live_after_ifs(list(self.definition.body.body), frozenset(self.locals))
         with torch.no_grad():
-            body, _ = self.block(list(self.definition.body.body), [fork(self.initial)])
+            body, _ = self.block(list(self.definition.body.body), [PathState(self.initial).fork()])
         graph = HCFG(self.definition.name.value, self.parameters, body, frozenset(self.locals))
         graph = annotate(graph)
         graph.check()
         return graph
 
-    def block(self, stmts: list[cst.BaseStatement], states: list[State]) -> tuple[tuple[Node, ...], list[State]]:
+    def block(self, stmts: list[cst.BaseStatement], states: list[PathState]
+              ) -> tuple[tuple[Node, ...], list[PathState]]:
         nodes: list[Node] = []
         pending: list[cst.SimpleStatementLine] = []
 
         def flush() -> None:
             if pending:
+                if states:
+                    self._observe(self._sub_count, pending, states[0].concrete)
                 nodes.append(SubDNN(self._sub_count, tuple(pending)))
                 self._sub_count += 1
                 pending.clear()
 
         for stmt in stmts:
+            self._evaluated.clear()
             if not states:
                 break
             if isinstance(stmt, cst.If):
-                hoisted, test = self.hoist(stmt.test, stmt, states[0])
-                self.run_all(hoisted, states)
+                hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
+                self.run_all(hoisted, states, tensor=True)
                 if not self.levers.conditions_in_producers:
                     flush()
                 pending += hoisted
                 flush()
-                test = self.portable(test, states[0])
+                test = self.portable(test, states[0].concrete)
                 then_in, else_in = self.flags.split(stmt.test, states)
                 then, then_states = self.branch(list(stmt.body.body), then_in)
                 orelse, else_states = self.branch(else_body(stmt), else_in)
@@ -133,29 +155,32 @@ class HCFGBuilder:
                 continue
             if isinstance(small, cst.Return):
                 value = small.value or cst.Name("None")
-                hoisted, value = self.hoist(value, stmt, states[0])
-                self.run_all(hoisted, states)
+                hoisted, value = self.hoist(value, stmt, states[0].concrete)
+                self.run_all(hoisted, states, tensor=True)
                 pending += hoisted
                 flush()
-                nodes.append(Return(stmt, self.portable(value, states[0])))
+                nodes.append(Return(stmt, self.portable(value, states[0].concrete)))
                 states = []
                 continue
-            if self.is_tensor_statement(small, states[0]):
-                tensor_parts, conversions, stmt = self.split_conversions(stmt, states[0])
+            if self.is_tensor_statement(small, states[0].concrete):
+                before = stmt
+                tensor_parts, conversions, stmt = self.split_conversions(stmt, states[0].concrete)
+                if not conversions:
+                    self._carry_evaluated(before, stmt, states[0].concrete)
                 if conversions:
-                    self.run_all(tensor_parts, states)
+                    self.run_all(tensor_parts, states, tensor=True)
                     pending += tensor_parts
                     flush()
                     nodes += [HostOp(c) for c in conversions]
                     self.run_all(conversions, states)
                 pending.append(stmt)
-                self.run_all([stmt], states)
+                self.run_all([stmt], states, tensor=True)
                 continue
-            hoisted, new_small = self.hoist(small, stmt, states[0])
-            self.run_all(hoisted, states)
+            hoisted, new_small = self.hoist(small, stmt, states[0].concrete)
+            self.run_all(hoisted, states, tensor=True)
             pending += hoisted
             flush()
-            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0])])
+            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
             nodes.append(HostOp(new_stmt))
             self.run_all([new_stmt], states)
@@ -164,10 +189,17 @@ class HCFGBuilder:
         flush()
         return tuple(nodes), states
 
-    def branch(self, stmts: list[cst.BaseStatement], states: list[State]) -> tuple[tuple[Node, ...], list[State]]:
+    def _observe(self, index: int, statements: list[cst.SimpleStatementLine], state: State) -> None:
+        """Keep what a sub-DNN's statements wrote (they have just run on ``state``): a value
+        computed from no input of the sub-DNN is the same on every state (``hcfg.optimize``)."""
+        written = set().union(*(bound_names(s) for s in statements)) & self.locals
+        self.produced[index] = {name: state[name] for name in written if name in state}
+
+    def branch(self, stmts: list[cst.BaseStatement], states: list[PathState]
+               ) -> tuple[tuple[Node, ...], list[PathState]]:
         if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
             self.flags.skip(_tests(stmts))
-        return self.block(stmts, [fork(s) for s in states])
+        return self.block(stmts, [s.fork() for s in states])
 
     def _next_cond(self) -> int:
         self._cond_count += 1
@@ -175,18 +207,54 @@ class HCFGBuilder:
 
     # -- executing on the example ------------------------------------------------------------------
 
-    def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[State]) -> None:
+    def run_all(self, stmts: list[cst.SimpleStatementLine], states: list[PathState], tensor: bool = False) -> None:
+        """Run ``stmts`` on every state; ``tensor``: they go to a sub-DNN, and what they
+        compute is kept for the explore walk (``hcfg.observations``)."""
         for stmt in stmts:
             code = self._compiled(stmt)
             inplace = updated_in_place(stmt)
-            for state in states:
+            for state in (s.concrete for s in states):
                 if inplace:
                     check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
                                            ignore=self.temporaries)
-                try:
-                    exec(code, state)  # noqa: S102 - the rewritten function's own statement, explicit namespace
-                except Exception as exc:
-                    raise self._trace_error(stmt, exc) from exc
+                reads = self.observations.reads(stmt, state) if tensor else None
+                decided = None if inplace else self._bind_evaluated(stmt, state)
+                if decided is None:
+                    recorder = DecisionRecorder() if tensor else contextlib.nullcontext()
+                    try:
+                        with recorder:
+                            exec(code, state)  # noqa: S102 - the rewritten function's own statement
+                    except Exception as exc:
+                        raise self._trace_error(stmt, exc) from exc
+                    decided = bool(recorder.decisions) if tensor else True
+                if tensor:
+                    self.observations.record(stmt, reads, state, decided)
+        self._evaluated.clear()  # the states changed: what was evaluated before may differ now
+
+    def _carry_evaluated(self, before: cst.SimpleStatementLine, after: cst.SimpleStatementLine, state: State) -> None:
+        """``after`` computes what ``before`` does (rebuilt, nothing split off): its value has
+        the tensor ``before``'s value was evaluated to, if it was."""
+        old, new = before.body[0], after.body[0]
+        if isinstance(old, cst.Assign) and isinstance(new, cst.Assign):
+            entry = self._evaluated.get((id(old.value), id(state)))
+            if entry is not None and entry[0] is old.value and entry[1] is state:
+                self._evaluated[(id(new.value), id(state))] = (new.value, state, *entry[2:])
+
+    def _bind_evaluated(self, stmt: cst.SimpleStatementLine, state: State) -> bool | None:
+        """Run ``name = value`` by binding the tensor ``evaluate`` computed for ``value`` on
+        this very state since it last changed (placing the statement needed it): the same
+        value, without running the tensor code twice. Whether computing it made a
+        data-dependent decision; None where nothing was bound."""
+        small = stmt.body[0]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        node, seen_in, value, decided = self._evaluated.get((id(small.value), id(state)), (None, None, None, None))
+        if node is not small.value or seen_in is not state or any(
+                isinstance(n, cst.NamedExpr) for n in descendants(small.value)):
+            return None
+        state[small.targets[0].target.value] = value
+        return decided
 
     def _compiled(self, node: cst.CSTNode, mode: str = "exec"):
         key = (id(node), mode)
@@ -200,9 +268,13 @@ class HCFGBuilder:
                and self._may_be_container(n.func.value, state) for n in descendants(node)):
             return _Unknown
         try:
-            return eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
+            with DecisionRecorder() as recorder:
+                value = eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
         except Exception:
             return _Unknown
+        if is_tensor_value(value):
+            self._evaluated[(id(node), id(state))] = (node, state, value, bool(recorder.decisions))
+        return value
 
     def _may_be_container(self, receiver: cst.BaseExpression, state: State) -> bool:
         """Whether ``receiver.sort()``/``.add()``/... may mutate a Python container; a
@@ -355,10 +427,35 @@ def _tests(stmts: list[cst.BaseStatement]) -> list[cst.BaseExpression]:
     return [n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If)]
 
 
+@dataclass(frozen=True)
+class Built:
+    """The annotated HCFG and what building it observed: for each sub-DNN, the values
+    its statements wrote on the first path that ran them; for each tensor statement,
+    what it computed from what (``hcfg.observations``)."""
+
+    graph: HCFG
+    produced: dict[int, dict[str, Any]]
+    observations: Observations
+
+    def output_examples(self) -> dict[int, Examples]:
+        """One example of every sub-DNN's outputs (what ``hcfg.optimize.hoist_constants``
+        reads: a constant output has the same value on every path). A value never seen
+        is not a tensor: that output stays in its sub-DNN."""
+        return {sub.index: Examples(outputs=[tuple(self.produced.get(sub.index, {}).get(name) for name in sub.outputs)])
+                for sub in self.graph.sub_dnns}
+
+
+def build(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
+          optimize: bool = True, levers: Levers = ALL_ON) -> Built:
+    """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
+    builder = HCFGBuilder(rewritten, model, example_args, optimize, levers)
+    return Built(builder.build(), builder.produced, builder.observations)
+
+
 def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
                optimize: bool = True, levers: Levers = ALL_ON) -> HCFG:
-    """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
-    return HCFGBuilder(rewritten, model, example_args, optimize, levers).build()
+    """``build``'s graph alone."""
+    return build(rewritten, model, example_args, optimize, levers).graph
 
 
-__all__ = ["build_hcfg", "HCFGBuilder", "is_tensor_value"]
+__all__ = ["build", "build_hcfg", "Built", "HCFGBuilder", "is_tensor_value"]

@@ -5,6 +5,10 @@ branches of every ``if``; at a join the states of the incoming branches are
 kept side by side unless they have the same ``signature`` (same types, list
 lengths, tensor shapes and dtypes — values do not count), so the number of
 states stays at the number of structurally different ways to reach a point.
+
+A ``PathState`` is one such way: the namespace the statements run in and, when
+some input dims are symbolic, its symbolic mirror (``hcfg.symbolic``) — two
+layers of one typed record, forked and merged together.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import copy
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -20,9 +25,6 @@ import torch
 from dycl.rewriter.walk import descendants, target_names
 
 State = dict[str, Any]
-
-# The key under which a state carries its symbolic mirror (``hcfg.symbolic``), if any.
-SYMBOLIC = "__dycl_symbolic__"
 
 
 def signature(value: Any) -> Any:
@@ -53,31 +55,40 @@ def symbolic_signature(value: Any) -> Any:
     return type(value).__name__
 
 
-def state_signature(state: State, names: frozenset[str]) -> tuple:
-    """The signature of ``names`` in ``state``, and of their symbolic mirrors when it has them:
-    two states with equal example shapes but different symbolic dims are kept apart."""
-    concrete = tuple(sorted((name, signature(state[name])) for name in names if name in state))
-    mirror = state.get(SYMBOLIC)
-    if mirror is None:
-        return concrete
-    return concrete + tuple(sorted((name, symbolic_signature(mirror[name])) for name in names if name in mirror))
+def _copy_containers(namespace: State) -> State:
+    return {name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in namespace.items()}
 
 
-def fork(state: State) -> State:
-    """A copy whose lists can be appended to without touching the original (nor
-    the lists of its symbolic mirror)."""
-    copied = {name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in state.items()}
-    if SYMBOLIC in state:
-        copied[SYMBOLIC] = fork(state[SYMBOLIC])
-    return copied
+@dataclass
+class PathState:
+    """One explored way to reach a program point: the namespace the statements run in
+    (concrete values) and, when some input dims are symbolic, its symbolic mirror
+    (``hcfg.symbolic``: the same names bound to symbolic shapes and numbers)."""
+
+    concrete: State
+    symbolic: State | None = None
+
+    def fork(self) -> PathState:
+        """A copy whose lists can be appended to without touching this one (in either layer)."""
+        return PathState(_copy_containers(self.concrete),
+                         None if self.symbolic is None else _copy_containers(self.symbolic))
+
+    def signature(self, names: frozenset[str]) -> tuple:
+        """The signature of ``names``, and of their symbolic mirrors when there are: two
+        states with equal example shapes but different symbolic dims are kept apart."""
+        concrete = tuple(sorted((name, signature(self.concrete[name])) for name in names if name in self.concrete))
+        if self.symbolic is None:
+            return concrete
+        mirror = self.symbolic
+        return concrete + tuple(sorted((name, symbolic_signature(mirror[name])) for name in names if name in mirror))
 
 
-def merge(states: list[State], names: frozenset[str]) -> list[State]:
+def merge(states: list[PathState], names: frozenset[str]) -> list[PathState]:
     """``states`` without duplicates by signature over ``names`` (first one wins)."""
     seen: set[tuple] = set()
     kept = []
     for state in states:
-        key = state_signature(state, names)
+        key = state.signature(names)
         if key not in seen:
             seen.add(key)
             kept.append(state)
@@ -128,7 +139,7 @@ class PathFlags:
             return test.value
         return None
 
-    def split(self, test: cst.BaseExpression, states: list[State]) -> tuple[list[State], list[State]]:
+    def split(self, test: cst.BaseExpression, states: list[PathState]) -> tuple[list[PathState], list[PathState]]:
         """The states that enter the then-branch and the else-branch of ``if test``."""
         flag = self.tested(test)
         if flag is None:
@@ -137,7 +148,7 @@ class PathFlags:
         negated = isinstance(test, cst.UnaryOperation)
         then, orelse = [], []
         for state in states:
-            value = state.get(flag)
+            value = state.concrete.get(flag)
             if not isinstance(value, bool):  # unbound here: Python would raise; keep both
                 then.append(state)
                 orelse.append(state)
@@ -154,12 +165,12 @@ class PathFlags:
             if flag is not None:
                 self.pending[flag] -= 1
 
-    def merge(self, states: list[State], names: frozenset[str]) -> list[State]:
+    def merge(self, states: list[PathState], names: frozenset[str]) -> list[PathState]:
         """``merge``, keeping states apart whose flags still to be tested differ."""
         live = sorted(flag for flag in self.names if self.pending[flag] > 0)
         if not live:
             return merge(states, names)
-        groups: dict[tuple, list[State]] = {}
+        groups: dict[tuple, list[PathState]] = {}
         for state in states:
-            groups.setdefault(tuple(state.get(flag) for flag in live), []).append(state)
+            groups.setdefault(tuple(state.concrete.get(flag) for flag in live), []).append(state)
         return [kept for group in groups.values() for kept in merge(group, names)]

@@ -8,7 +8,10 @@ dimension that differs between two of them becomes symbolic.
 
 Given a ``SymbolicShapes`` and the symbolic mirror of the initial state, the
 same walk also runs every statement symbolically (``hcfg.symbolic``), and each
-example records the symbolic shapes of its inputs and outputs.
+example records the symbolic shapes of its inputs and outputs: each path is one
+``hcfg.state.PathState`` carrying both layers. Where the build walk already ran a
+sub-DNN's statements on exactly these objects (``hcfg.observations``), their
+results are taken from it instead of running the tensor code again.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.liveness import live_after_conditions, reads_writes
 from dycl.hcfg.pytree_ports import snapshot
-from dycl.hcfg.state import SYMBOLIC, PathFlags, State, fork, signature, symbolic_signature
+from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
 if TYPE_CHECKING:
+    from dycl.hcfg.observations import Observations
     from dycl.hcfg.symbolic import SymbolicShapes
 
 
@@ -56,8 +60,8 @@ class Examples:
 
 
 def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
-                   symbolic_initial: State | None = None, locations: LocationTable | None = None
-                   ) -> dict[int, Examples]:
+                   symbolic_initial: State | None = None, locations: LocationTable | None = None,
+                   observations: Observations | None = None) -> dict[int, Examples]:
     """Run ``graph`` along every branch from ``initial`` (a state holding the
     parameters); return the examples of each sub-DNN by index. With ``shapes``,
     ``symbolic_initial`` mirrors ``initial`` (fake tensors with symbolic dims)
@@ -65,20 +69,24 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
 
     Raises ``UnsupportedError`` when a sub-DNN reads a tensor's value into Python
     (``hcfg.decisions``): its export would freeze that value. ``locations`` turns
-    the statements' location comments into full paths for that error."""
-    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations)
-    start = {**tracer.globals, **initial}
-    if shapes is not None:
-        start[SYMBOLIC] = {**tracer.globals, **initial, **(symbolic_initial or {})}
+    the statements' location comments into full paths for that error.
+
+    ``observations`` (from the build walk over the same example objects) stand in
+    for running a sub-DNN's statements concretely where they saw exactly these
+    inputs (``hcfg.observations``); the symbolic run is made all the same."""
+    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations, observations)
+    mirror = None if shapes is None else {**tracer.globals, **initial, **(symbolic_initial or {})}
+    start = PathState({**tracer.globals, **initial}, mirror)
     with torch.no_grad():
-        tracer.block(graph.body, [fork(start)])
+        tracer.block(graph.body, [start.fork()])
     return tracer.examples
 
 
 class _Tracer:
     def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None,
-                 locations: LocationTable | None = None) -> None:
+                 locations: LocationTable | None = None, observations: Observations | None = None) -> None:
         self.graph = graph
+        self.observations = observations
         self.locations = locations
         self.globals = globals_
         self.shapes = shapes
@@ -96,34 +104,36 @@ class _Tracer:
             self._code[key] = compile(cst.Module(list(statements)).code, self.code_name(key), "exec")
         return self._code[key]
 
-    def block(self, block: Block, states: list[State]) -> list[State]:
+    def block(self, block: Block, states: list[PathState]) -> list[PathState]:
         for node in block:
             if not states:
                 return []
             if isinstance(node, SubDNN):
                 code = self.code(node.index, node.statements)
                 examples = self.examples[node.index]
-                for state in states:
+                for path in states:
+                    state = path.concrete
                     # copy containers: host operations later write into the same lists, dicts and objects
                     values = tuple(snapshot(state[name]) for name in node.inputs)
-                    symbolic = self.symbolic_values(state, node.inputs)
+                    symbolic = self.symbolic_values(path, node.inputs)
                     fresh = examples.add(values, symbolic)
-                    with DecisionRecorder() as recorder:
-                        exec(code, state)  # noqa: S102 - the rewritten function's own statements
-                    # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
-                    decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
-                    if decisions:
-                        raise self.frozen_decision(node, decisions[0])
-                    self.run_symbolic(node, code, state, symbolic)
+                    if self.observations is None or not self.observations.replay(node.statements, state):
+                        with DecisionRecorder() as recorder:
+                            exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                        # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
+                        decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
+                        if decisions:
+                            raise self.frozen_decision(node, decisions[0])
+                    self.run_symbolic(node, code, path, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(snapshot(state[name]) for name in node.outputs))
                         if symbolic is not None:
-                            examples.symbolic_outputs.append(self.symbolic_values(state, node.outputs))
+                            examples.symbolic_outputs.append(self.symbolic_values(path, node.outputs))
             elif isinstance(node, HostOp):
                 code = self.code(-1 - id(node), [node.statement])
-                for state in states:
-                    exec(code, state)  # noqa: S102
-                    self.run_symbolic(node, code, state, None)
+                for path in states:
+                    exec(code, path.concrete)  # noqa: S102
+                    self.run_symbolic(node, code, path, None)
             elif isinstance(node, Cond):
                 then_in, else_in = self.flags.split(node.test, states)
                 then = self.branch(node.then, then_in)
@@ -133,10 +143,10 @@ class _Tracer:
                 return []
         return states
 
-    def branch(self, block: Block, states: list[State]) -> list[State]:
+    def branch(self, block: Block, states: list[PathState]) -> list[PathState]:
         if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
             self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
-        return self.block(block, [fork(s) for s in states])
+        return self.block(block, [s.fork() for s in states])
 
     def frozen_decision(self, sub: SubDNN, decision: Decision) -> UnsupportedError:
         """The error for a tensor value read by Python inside ``sub``'s code."""
@@ -165,18 +175,18 @@ class _Tracer:
 
     # -- the symbolic mirror ----------------------------------------------------------------------
 
-    def symbolic_values(self, state: State, names: tuple[str, ...]) -> tuple[Any, ...] | None:
-        if self.shapes is None:
+    def symbolic_values(self, path: PathState, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+        if self.shapes is None or path.symbolic is None:
             return None
-        mirror = state[SYMBOLIC]
-        return tuple(snapshot(mirror.get(name, state[name])) for name in names)
+        mirror = path.symbolic
+        return tuple(snapshot(mirror.get(name, path.concrete[name])) for name in names)
 
-    def run_symbolic(self, node: SubDNN | HostOp, code: Any, state: State, inputs: tuple[Any, ...] | None) -> None:
-        """Run ``node`` on the symbolic mirror of ``state`` (which has run it concretely);
+    def run_symbolic(self, node: SubDNN | HostOp, code: Any, path: PathState, inputs: tuple[Any, ...] | None) -> None:
+        """Run ``node`` on the symbolic mirror of ``path`` (which has run it concretely);
         where it cannot run symbolically, mirror the concrete values it wrote."""
-        if self.shapes is None:
+        if self.shapes is None or path.symbolic is None:
             return
-        mirror = state[SYMBOLIC]
+        state, mirror = path.concrete, path.symbolic
         reads, writes = reads_writes(node, self.names)
         if isinstance(node, SubDNN):
             done = (self.shapes.run_tensor_code(code, mirror, reads, writes)

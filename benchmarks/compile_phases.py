@@ -1,0 +1,106 @@
+"""Compile time per phase of every zoo model, without the latency part.
+
+    python benchmarks/compile_phases.py [--models blockdrop,ranet] [--runs 3] [--baseline DIR]
+
+Each model is compiled ``--runs`` times (default symbolic batch, ONNX Runtime) in a
+fresh process; the table gives the median of every phase of
+``compiled.stats["seconds"]``, "before backend" (every phase up to backend
+compilation: rewrite + HCFG) and the total. With ``--baseline DIR`` (a checkout of
+another dycl version, e.g. ``git archive main | tar -x -C DIR``) the same runs are
+made with that tree's code too, alternating with this one, so that both are measured
+side by side on the same (shared) machine; ``--cpu`` measures the compiling process's
+CPU time instead of wall-clock time (on a machine shared with other jobs, wall-clock
+time mostly measures the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = ["sdn_mobilenet", "sdn_vgg19", "sdn_resnet56", "sdn_wrn32_4", "skipnet_rnn", "skipnet_ff", "blockdrop",
+       "caption_resnext", "caption_googlenet", "translation", "ranet"]
+#: phases that run after the HCFG is built and optimised (everything else is "before backend")
+AFTER = {"compile", "host", "ports", "emit"}
+
+# Runs in the child: maps the dycl packages onto TREE (as the editable install does for ROOT)
+_CHILD = r'''
+import importlib.machinery, importlib.util, json, sys, time
+tree, name = sys.argv[1], sys.argv[2]
+packages = {"dycl": tree + "/dycl", "dycl.hcfg": tree + "/hcfg", "dycl.hostgen": tree + "/hostgen",
+            "dycl.rewriter": tree + "/rewriter"}
+
+class Finder:
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if fullname in packages:
+            return importlib.util.spec_from_file_location(
+                fullname, packages[fullname] + "/__init__.py", submodule_search_locations=[packages[fullname]])
+        return None
+
+sys.meta_path.insert(0, Finder)
+sys.path.insert(0, tree)
+import importlib, types, dycl, dycl.compiler, torch
+clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
+dycl.compiler.time = types.SimpleNamespace(perf_counter=clock)  # the phases' clock, in both versions
+zoo = importlib.import_module("models." + name)
+model, example = zoo.build()
+start = clock()
+compiled = dycl.compile(model, example)
+seconds = dict(compiled.stats["seconds"])
+seconds["total"] = clock() - start
+print(json.dumps(seconds))
+'''
+
+
+def one_run(tree: Path, name: str, clock: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tree), name, clock], capture_output=True, text=True,
+                         check=True, cwd=tree)
+    seconds = json.loads(out.stdout.strip().splitlines()[-1])
+    seconds["before_backend"] = sum(v for k, v in seconds.items() if k not in AFTER and k != "total")
+    return seconds
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(ZOO))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another dycl checkout to measure side by side")
+    parser.add_argument("--json", type=Path, help="also write the medians here")
+    parser.add_argument("--cpu", action="store_true",
+                        help="CPU seconds of the compiling process instead of wall-clock seconds (steadier on a "
+                             "shared machine)")
+    args = parser.parse_args()
+    trees = {"this": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name in args.models.split(","):
+        runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+        for _ in range(args.runs):
+            for label, tree in trees.items():  # alternate: both see the same machine load
+                runs[label].append(one_run(tree, name, "cpu" if args.cpu else "wall"))
+        results[name] = {label: medians(r) for label, r in runs.items()}
+        for label, row in results[name].items():
+            phases = " ".join(f"{k}={v:.3f}" for k, v in row.items())
+            print(f"{name:18} {label:8} {phases}", flush=True)
+    print()
+    columns = [f"{label} {what}" for label in trees for what in ("before backend", "total")]
+    print("| model | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for name, rows in results.items():
+        cells = [f"{rows[label][key]:.2f}" for label in trees for key in ("before_backend", "total")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
