@@ -56,7 +56,18 @@ def symbolic_signature(value: Any) -> Any:
 
 
 def _copy_containers(namespace: State) -> State:
-    return {name: copy.copy(value) if isinstance(value, (list, dict)) else value for name, value in namespace.items()}
+    """``namespace`` with each list and dict copied once: names that share a container
+    (``opts = cfg``) still share the copy, so an update through one is seen through the other."""
+    copies: dict[int, Any] = {}
+
+    def copied(value: Any) -> Any:
+        if not isinstance(value, (list, dict)):
+            return value
+        if id(value) not in copies:
+            copies[id(value)] = copy.copy(value)
+        return copies[id(value)]
+
+    return {name: copied(value) for name, value in namespace.items()}
 
 
 @dataclass
