@@ -25,7 +25,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.liveness import _statement_reads_writes
+from dycl.hcfg.liveness import statement_reads_writes
 
 _SCALARS = (int, float, bool, str, type(None), torch.dtype)
 _MISSING = object()
@@ -83,7 +83,7 @@ class Observations:
         """The snapshot of what ``stmt`` reads in ``state`` (take it before running it)."""
         if not isinstance(stmt.body[0], cst.Assign | cst.AugAssign):
             return None
-        names, _ = _statement_reads_writes(stmt, frozenset(self.locals))
+        names, _ = statement_reads_writes(stmt, frozenset(self.locals))
         pictures = tuple((name, _snapshot(state.get(name, _MISSING))) for name in sorted(names))
         return None if any(p is _MISSING for _, p in pictures) else pictures
 
@@ -93,7 +93,7 @@ class Observations:
         data-dependent Python decision (never replayed)."""
         if reads is None or decided:
             return
-        _, names = _statement_reads_writes(stmt, frozenset(self.locals))
+        _, names = statement_reads_writes(stmt, frozenset(self.locals))
         if not names or any(not _result(state.get(name, _MISSING)) for name in names):
             return
         writes = tuple((name, state[name], _snapshot(state[name])) for name in sorted(names))
