@@ -184,17 +184,32 @@ def transformers_cases() -> list[Case]:
             return make_model(), (ids,), {"attention_mask": torch.ones(2, 7, dtype=torch.long)}
         return build
 
-    def masked_calls(model, args, kwargs):
+    def masked_calls(model, args, kwargs, sizes=_TOKENS):
         generator = torch.Generator().manual_seed(4)
         calls = []
-        for batch, length in _TOKENS:
+        for batch, length in sizes:
             mask = torch.ones(batch, length, dtype=torch.long)
             mask[0, length // 2:] = 0
             calls.append(Call((torch.randint(0, 99, (batch, length), generator=generator),), {"attention_mask": mask}))
         return calls
 
+    def masked_static_calls(model, args, kwargs):
+        return masked_calls(model, args, kwargs, [(2, 7)] * 5)
+
     both = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
-    return [
+    static_tokens = _token_calls(99, [(2, 7)] * 5)
+    # at the example's shapes (dynamic=False): transformers' mask and attention code compares sizes in
+    # Python (masking_utils, sdpa_attention), which dycl refuses where a dim is symbolic (the rows above)
+    static = [
+        Case("BertForSequenceClassification (static)", "transformers", tokens(bert), static_tokens, False),
+        Case("BertForSequenceClassification+mask (static)", "transformers", with_mask(bert), masked_static_calls,
+             False),
+        Case("GPT2LMHeadModel+mask (static)", "transformers", with_mask(gpt2), masked_static_calls, False),
+        Case("GPT2LMHeadModel (static)", "transformers", tokens(gpt2), static_tokens, False),
+        Case("DistilBertModel (static)", "transformers", tokens(distilbert), static_tokens, False),
+        Case("T5EncoderModel (static)", "transformers", tokens(t5), static_tokens, False),
+    ]
+    return static + [
         Case("BertForSequenceClassification", "transformers", tokens(bert), _token_calls(99, _TOKENS), _TOKEN_DIMS),
         Case("BertForSequenceClassification+mask", "transformers", with_mask(bert), masked_calls, both),
         # as a tokenizer's output calls it; without a mask GPT-2's mask code compares shapes in

@@ -11,7 +11,7 @@ from tests.realworld.corpus import run_case, transformers_cases
 
 pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")
 
-FAST = {"BertForSequenceClassification+mask"}
+FAST = {"BertForSequenceClassification+mask (static)", "BertForSequenceClassification+mask"}
 # GPT-2 without an attention mask compares shapes in Python in transformers' mask code, refused with
 # symbolic dims; tests/realworld/test_gpt2_without_mask.py compiles it at static shapes
 CASES = [c for c in transformers_cases() if c.name != "GPT2LMHeadModel"]
@@ -20,9 +20,15 @@ CASES = [c for c in transformers_cases() if c.name != "GPT2LMHeadModel"]
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c.name in FAST else [pytest.mark.slow], id=c.name)
                                   for c in CASES])
 def test_transformers_model_agrees_with_eager(case, tmp_path):
+    """At the example's shapes every model agrees; with symbolic batch/sequence dims a model
+    whose library code compares those sizes in Python is refused (issue 15 item 5, open) —
+    never a crash, never a wrong answer."""
     outcome = run_case(case, tmp_path)
-    assert outcome.status == "pass", outcome.detail
-    assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
+    if case.dynamic is False or case.name in ("ViTForImageClassification", "WhisperEncoder"):
+        assert outcome.status == "pass", outcome.detail
+        assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
+    else:
+        assert outcome.status in ("pass", "clear error"), outcome.detail
 
 
 def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifest():
@@ -34,7 +40,7 @@ def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifes
     model = tf.DistilBertModel(tf.DistilBertConfig(vocab_size=99, dim=32, n_layers=1, n_heads=2, hidden_dim=37,
                                                    max_position_embeddings=64)).eval()
     ids = torch.randint(0, 99, (2, 5))
-    compiled = dycl.compile(model, (ids,))
+    compiled = dycl.compile(model, (ids,), dynamic=False)  # symbolic dims: see the cases above
     output = compiled(ids)
     assert type(output) is type(model(ids))
     assert torch.allclose(output.last_hidden_state, model(ids).last_hidden_state, atol=1e-4)
