@@ -163,9 +163,9 @@ def transformers_cases() -> list[Case]:
             intermediate_size=37, num_labels=5))
         return model, (torch.randn(2, 3, 32, 32),), {}
 
-    def vit_calls(model, args, kwargs):
+    def vit_calls(model, args, kwargs, batches=(2, 1, 3, 2)):
         generator = torch.Generator().manual_seed(2)
-        return [Call((torch.randn(b, 3, 32, 32, generator=generator),), {}) for b in (2, 1, 3, 2)]
+        return [Call((torch.randn(b, 3, 32, 32, generator=generator),), {}) for b in batches]
 
     def whisper():
         from transformers.models.whisper.modeling_whisper import WhisperEncoder
@@ -174,9 +174,9 @@ def transformers_cases() -> list[Case]:
                                   decoder_ffn_dim=37, num_mel_bins=8, max_source_positions=16)
         return WhisperEncoder(config), (torch.randn(1, 8, 32),), {}
 
-    def whisper_calls(model, args, kwargs):
+    def whisper_calls(model, args, kwargs, batches=(1, 2, 1, 3)):
         generator = torch.Generator().manual_seed(3)
-        return [Call((torch.randn(b, 8, 32, generator=generator),), {}) for b in (1, 2, 1, 3)]
+        return [Call((torch.randn(b, 8, 32, generator=generator),), {}) for b in batches]
 
     def with_mask(make_model: Callable[[], torch.nn.Module]) -> Callable:
         def build():
@@ -208,6 +208,10 @@ def transformers_cases() -> list[Case]:
         Case("GPT2LMHeadModel (static)", "transformers", tokens(gpt2), static_tokens, False),
         Case("DistilBertModel (static)", "transformers", tokens(distilbert), static_tokens, False),
         Case("T5EncoderModel (static)", "transformers", tokens(t5), static_tokens, False),
+        Case("ViTForImageClassification (static)", "transformers", vit,
+             lambda model, args, kwargs: vit_calls(model, args, kwargs, (2,) * 4), False),
+        Case("WhisperEncoder (static)", "transformers", whisper,
+             lambda model, args, kwargs: whisper_calls(model, args, kwargs, (1,) * 4), False),
     ]
     return static + [
         Case("BertForSequenceClassification", "transformers", tokens(bert), _token_calls(99, _TOKENS), _TOKEN_DIMS),
