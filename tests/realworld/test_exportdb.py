@@ -17,12 +17,12 @@ if not CASES:
 FAST = {"static_if", "dynamic_shape_if_guard", "optional_input", "fn_with_kwargs", "cond_operands",
         "dynamic_shape_round"}
 # The rest are refused with UnsupportedError at their line (sound; coverage to win back): assume_constant_result
-# and constrain_as_size_example (.item() inside a library forward traced as one graph), decorator (a decorator
-# that changes the result), model_attr_mutation (module state written in forward). None may crash.
+# and constrain_as_size_example (.item() inside a library forward traced as one graph), model_attr_mutation
+# (module state written in forward). None may crash.
 KNOWN_PASS = {
     "autograd_function", "class_method", "cond_branch_class_method", "cond_branch_nested_function",
     "cond_branch_nonlocal_variables", "cond_closed_over_variable", "cond_operands", "cond_predicate",
-    "constrain_as_value_example", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
+    "constrain_as_value_example", "decorator", "dictionary", "dynamic_shape_assert", "dynamic_shape_constructor",
     "dynamic_shape_if_guard", "dynamic_shape_map", "dynamic_shape_round", "dynamic_shape_slicing",
     "dynamic_shape_view", "fn_with_kwargs", "list_contains", "list_unpack", "nested_function",
     "null_context_manager", "optional_input", "pytree_flatten", "scalar_output", "specialized_attribute",
