@@ -24,9 +24,9 @@ import torch
 
 import dycl
 from dycl.fuzz.generator import generate
-from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
+from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program
-from dycl.fuzz.runner import ATOL, N_INPUTS, Discarded, Outcome, run_eager
+from dycl.fuzz.runner import ATOL, N_INPUTS, Discarded, Outcome, loaded_program, run_eager
 from dycl.per_sample import join
 from dycl.testing import outputs_match
 
@@ -35,16 +35,7 @@ BACKEND = "onnxruntime"
 
 def check_per_sample(program: Program, directory: Path, n_inputs: int = N_INPUTS) -> tuple[Outcome, int]:
     """``(outcome, distinct eager paths)`` of ``program`` in per-sample mode; raises ``Discarded``."""
-    path = write_program(program, directory)
-    try:
-        module = import_file(path)
-    except Exception as exc:  # noqa: BLE001 - a program that does not import is discarded
-        raise Discarded(f"import: {type(exc).__name__}: {exc}") from exc
-    try:
-        try:
-            model = build_model(module, program)
-        except Exception as exc:  # noqa: BLE001
-            raise Discarded(f"build: {type(exc).__name__}: {exc}") from exc
+    with loaded_program(program, directory) as (_, model):
         inputs = make_inputs(program, n_inputs)
         expected, paths = run_eager(copy.deepcopy(model), inputs)
         start = time.perf_counter()
@@ -67,8 +58,6 @@ def check_per_sample(program: Program, directory: Path, n_inputs: int = N_INPUTS
             if problem:
                 return Outcome(BACKEND, "inconsistent", f"batch {order}: {problem}", order, phase="run"), paths
         return Outcome(BACKEND, "ok", seconds=time.perf_counter() - start), paths
-    finally:
-        forget(module)
 
 
 def campaign(n: int, seed: int, verbose: bool = False) -> Counter:

@@ -188,9 +188,10 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
     return Outcome(backend, status, first, failing, phase="run" if failing else "", seconds=time.perf_counter() - start)
 
 
-def check_program(program: Program, directory: Path, backends: Sequence[str], compile_fn: CompileFn = dycl.compile,
-                  n_inputs: int = N_INPUTS, timeout: float | None = None, stem: str | None = None) -> Checked:
-    """Write, import, run and compile ``program``; raise :class:`Discarded` if it is unusable."""
+@contextmanager
+def loaded_program(program: Program, directory: Path, stem: str | None = None):
+    """``(path, model)`` of ``program`` written to ``directory`` and imported; raises
+    :class:`Discarded` when it does not import or build; forgets its module on exit."""
     path = write_program(program, directory, stem)
     try:
         module = import_file(path)
@@ -201,6 +202,15 @@ def check_program(program: Program, directory: Path, backends: Sequence[str], co
             model = build_model(module, program)
         except Exception as exc:  # noqa: BLE001
             raise Discarded(f"build: {type(exc).__name__}: {exc}") from exc
+        yield path, model
+    finally:
+        forget(module)
+
+
+def check_program(program: Program, directory: Path, backends: Sequence[str], compile_fn: CompileFn = dycl.compile,
+                  n_inputs: int = N_INPUTS, timeout: float | None = None, stem: str | None = None) -> Checked:
+    """Write, import, run and compile ``program``; raise :class:`Discarded` if it is unusable."""
+    with loaded_program(program, directory, stem) as (path, model):
         inputs = make_inputs(program, n_inputs)
         start = time.perf_counter()
         expected, paths = run_eager(copy.deepcopy(model), inputs)
@@ -208,5 +218,3 @@ def check_program(program: Program, directory: Path, backends: Sequence[str], co
         outcomes = [check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, timeout)
                     for backend in backends]
         return Checked(program, path, paths, outcomes, eager_seconds)
-    finally:
-        forget(module)
