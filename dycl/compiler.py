@@ -50,10 +50,11 @@ from dycl.hcfg.trace import Examples, trace_examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.emit_batched import BatchedHostCodegen
-from dycl.hostgen.manifest import Manifest
+from dycl.hostgen.manifest import Manifest, ShapeGuard
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
+from dycl.rewriter.errors import UnsupportedError
 from dycl.signature import bind_example, call_description, flat_example
 from dycl.subdnn import SubDNNModule
 
@@ -144,11 +145,13 @@ class Ported:
 
 @dataclass
 class Compiled:
-    """*compile*: the backend's files, and the file of every variant (by name)."""
+    """*compile*: the backend's files, the file of every variant (by name) and the
+    shape conditions each variant's graph needs (``dycl.shape_guards``; most need none)."""
 
     ported: Ported
     files: dict[str, bytes]
     file_of: dict[str, str]
+    guards: dict[str, tuple[ShapeGuard, ...]] = field(default_factory=dict)
 
 
 def rewrite(job: Job) -> Frontend:
@@ -254,7 +257,23 @@ def compile_variants(ported: Ported) -> Compiled:
             data = per_sample_mode.group_file(data, chosen.file_suffix) if job.options.per_sample else data
             data = describe_onnx(data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname))
         files[file_of[fingerprint]] = data
-    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants})
+    found = getattr(chosen, "guards", {})
+    guards = {v.name: found.get(distinct[_identity(job, v)].name, ()) for v in ported.variants}
+    if job.options.per_sample:
+        _refuse_guards_per_sample(guards)
+    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants}, guards)
+
+
+def _refuse_guards_per_sample(guards: dict[str, tuple[ShapeGuard, ...]]) -> None:
+    """Shape guards are checked on a sub-DNN's inputs as the host passes them; a
+    per-sample host passes a group of samples, so the checks would read the wrong axes."""
+    for needed in guards.values():
+        if needed:
+            raise UnsupportedError(
+                f"per_sample=True with library code that decides on a symbolic size in Python (at "
+                f"{needed[0].where}: {needed[0].holds})", None,
+                "compile with the dims that code decides on static (dynamic=False or a dynamic= dict), "
+                "or without per_sample")
 
 
 def emit(compiled: Compiled) -> CompileResult:
@@ -275,7 +294,7 @@ def emit(compiled: Compiled) -> CompileResult:
     manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, constants, front.output_spec,
-                                     per_sample=front.job.options.per_sample)
+                                     per_sample=front.job.options.per_sample, guards=compiled.guards)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),

@@ -34,6 +34,7 @@ from dycl.hostgen.manifest import (
     FileEntry,
     Manifest,
     Port,
+    ShapeGuard,
     SubDNNEntry,
 )
 from dycl.per_sample import sample_inputs
@@ -51,7 +52,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    shapes: SymbolicShapes | None, symbolic: dict[str, torch.Tensor] | None,
                    variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
                    host_source: str, modules: Mapping[str, SubDNNModule], constants: Mapping[str, torch.Tensor],
-                   output_spec: Any = None, per_sample: bool = False) -> tuple[Manifest, dict[str, bytes]]:
+                   output_spec: Any = None, per_sample: bool = False,
+                   guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
@@ -74,7 +76,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         inputs=inputs,
         host=FileEntry(HOST_FILE, sha256(host_source.encode())),
         sub_dnns={variant.name: SubDNNEntry(file_of[variant.name], sha256(files[file_of[variant.name]]),
-                                            _ports(variant.inputs), _ports(variant.outputs))
+                                            _ports(variant.inputs), _ports(variant.outputs),
+                                            tuple((guards or {}).get(variant.name, ())))
                   for variant in variants},
         call=manifest_call(call),
         dynamic_dims=dim_table(inputs),

@@ -24,7 +24,9 @@ it: one implementation for both. Hence: standard library only, no
 never with ``isinstance`` (the host's copy defines classes of its own).
 """
 
+import ast
 import dataclasses
+import functools
 import json
 
 #: the version of dycl that writes manifests of this module's schema
@@ -43,6 +45,10 @@ DTYPE_SIZES = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64"
 
 class ArtifactError(ValueError):
     """An artifact that fails a check; the message names the file or the manifest field."""
+
+
+class ShapeGuardError(ValueError):
+    """Inputs whose sizes a compiled sub-DNN's graph is not valid for (``ShapeGuard``)."""
 
 
 # -- checks of parsed JSON: each returns the value or raises naming ``where`` --------------------
@@ -161,25 +167,143 @@ class FileEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class ShapeGuard:
+    """A condition on a sub-DNN's input sizes under which its graph is valid: library
+    code decided on a symbolic dim in Python while it was traced (``dycl.shape_guards``).
+
+    ``holds``: a Python expression over dim names (``(d0 > (1))``) using only
+    integers, ``+ - * // % **``, comparisons, ``and or not`` and ``min``/``max``;
+    ``dims``: dim name -> ``(input position, axis)`` of the sub-DNN's input it is
+    read from; ``where``: the file:line that decided. The expression is parsed and
+    checked against that grammar when the manifest is read, and evaluated by
+    walking its syntax tree (never ``eval``)."""
+
+    holds: str
+    dims: dict
+    where: str
+
+    @classmethod
+    def from_json(cls, value, where):
+        _json_object(value, where, ("holds", "dims", "where"), ())
+        dims = {}
+        for name, use in _json_object(value["dims"], f"{where}.dims", ()).items():
+            if not name.isidentifier() or not isinstance(use, list) or len(use) != 2:
+                _json_fail(f"{where}.dims.{name}", "an identifier mapped to [input position, axis]", use)
+            here = f"{where}.dims.{name}"
+            dims[name] = (_json_count(use[0], f"{here}[0]"), _json_count(use[1], f"{here}[1]"))
+        holds = _json_string(value["holds"], f"{where}.holds")
+        try:
+            _guard_tree(holds, tuple(sorted(dims)))
+        except (SyntaxError, ValueError, RecursionError) as error:
+            _json_fail(f"{where}.holds", f"a size condition over {sorted(dims)} ({error})", holds)
+        return cls(holds, dims, _json_string(value["where"], f"{where}.where"))
+
+    def to_json(self):
+        return {"holds": self.holds, "dims": {name: list(use) for name, use in self.dims.items()},
+                "where": self.where}
+
+
+_GUARD_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+                    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Pow: lambda a, b: a ** b,
+                    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+                    ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+@functools.lru_cache(maxsize=256)
+def _guard_tree(text, names):
+    """The syntax tree of a ``ShapeGuard`` condition; ValueError for anything outside its grammar."""
+    tree = ast.parse(text, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id not in names and node.id not in ("min", "max"):
+                raise ValueError(f"unknown name {node.id!r}")
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in ("min", "max") or node.keywords \
+                    or len(node.args) < 2:
+                raise ValueError("a call other than min(...) or max(...)")
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, int):
+                raise ValueError(f"a constant {node.value!r}")
+        elif isinstance(node, ast.BinOp):
+            if type(node.op) not in _GUARD_OPERATORS:
+                raise ValueError(f"the operator {type(node.op).__name__}")
+            small = isinstance(node.right, ast.Constant) and 0 <= node.right.value <= 8
+            if isinstance(node.op, ast.Pow) and not small:
+                raise ValueError("a power other than 0 to 8")
+        elif isinstance(node, ast.Compare):
+            if len(node.ops) != 1 or type(node.ops[0]) not in _GUARD_OPERATORS:
+                raise ValueError("a comparison other than one of == != < <= > >=")
+        elif not isinstance(node, (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
+                                   ast.Load, *_GUARD_OPERATORS)):
+            raise ValueError(f"a {type(node).__name__}")
+    return tree
+
+
+def _guard_value(node, sizes):
+    """The value of a checked condition tree at ``sizes``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return sizes[node.id]
+    if isinstance(node, ast.BoolOp):
+        values = (_guard_value(value, sizes) for value in node.values)
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp):
+        operand = _guard_value(node.operand, sizes)
+        return (not operand) if isinstance(node.op, ast.Not) else -operand
+    if isinstance(node, ast.BinOp):
+        return _GUARD_OPERATORS[type(node.op)](_guard_value(node.left, sizes), _guard_value(node.right, sizes))
+    if isinstance(node, ast.Compare):
+        return _GUARD_OPERATORS[type(node.ops[0])](_guard_value(node.left, sizes),
+                                                   _guard_value(node.comparators[0], sizes))
+    values = [_guard_value(arg, sizes) for arg in node.args]  # min/max, checked by _guard_tree
+    return min(values) if node.func.id == "min" else max(values)
+
+
+def check_shape_guard(guard, args, sub_dnn):
+    """Raise ``ShapeGuardError`` unless ``guard`` (a ``ShapeGuard``, read by attribute)
+    holds for the arrays ``args`` passed to ``sub_dnn``."""
+    sizes = {}
+    for name, (position, axis) in guard.dims.items():
+        size = int(args[position].shape[axis])
+        if size < 1:
+            raise ShapeGuardError(f"a size of 0 where {sub_dnn} was compiled for sizes of at least 1 "
+                                  f"(input {position}, dimension {axis})")
+        sizes[name] = size
+    if not _guard_value(_guard_tree(guard.holds, tuple(sorted(guard.dims))).body, sizes):
+        shown = ", ".join(f"{name} = {size}" for name, size in sizes.items())
+        raise ShapeGuardError(f"the compiled model is valid for sizes where {guard.holds} (decided by the code at "
+                              f"{guard.where} when it was traced); got {shown}. Compile with an example whose "
+                              "sizes take the same path, or mark the dim static (dynamic=False)")
+
+
+@dataclasses.dataclass(frozen=True)
 class SubDNNEntry:
     """One compiled sub-DNN variant: its file (variants that are identical share
-    one) and its input and output ports, in the order the host passes them."""
+    one), its input and output ports, in the order the host passes them, and the
+    shape conditions its graph needs (``ShapeGuard``; none for most)."""
 
     file: str
     sha256: str
     inputs: tuple[Port, ...]
     outputs: tuple[Port, ...]
+    guards: tuple[ShapeGuard, ...] = ()
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ())
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards",))
         entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
+        guards = tuple(ShapeGuard.from_json(guard, f"{where}.guards[{position}]")
+                       for position, guard in enumerate(_json_list(value.get("guards", []), f"{where}.guards")))
         return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
-                   _json_ports(value["outputs"], f"{where}.outputs"))
+                   _json_ports(value["outputs"], f"{where}.outputs"), guards)
 
     def to_json(self):
-        return {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
-                "outputs": [p.to_json() for p in self.outputs]}
+        value = {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
+                 "outputs": [p.to_json() for p in self.outputs]}
+        if self.guards:
+            value["guards"] = [guard.to_json() for guard in self.guards]
+        return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -81,6 +81,8 @@ class Model:
             _check_input(spec, arguments[spec.name], dims)
         try:
             return self.@FORWARD@(**arguments)
+        except ShapeGuardError:
+            raise
         except Exception as error:
             message = _ambiguous_condition(error) if isinstance(error, ValueError) else None
             if message is not None:
@@ -262,7 +264,7 @@ def from_verified(manifest, files, executable=None, **options):
             data = files[entry.file]
             loaded[entry.file] = (load_executable(data, entry, runtime) if executable is None
                                   else executable(name, data, entry))
-        executables[name] = loaded[entry.file]
+        executables[name] = _Guarded(loaded[entry.file], entry.guards, name) if entry.guards else loaded[entry.file]
     constants = {{}}
     if manifest.constants is not None:
         blob = files[manifest.constants.file]
@@ -272,6 +274,19 @@ def from_verified(manifest, files, executable=None, **options):
                 count *= dim
             constants[key] = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
     return Model(executables, manifest, constants)
+
+
+class _Guarded:
+    """A sub-DNN whose graph is valid only for sizes where its shape guards hold
+    (``ShapeGuard``): checks them before each call."""
+
+    def __init__(self, executable, guards, name):
+        self.executable, self.guards, self.name = executable, guards, name
+
+    def __call__(self, *args):
+        for guard in self.guards:
+            check_shape_guard(guard, args, self.name)
+        return self.executable(*args)
 
 
 def flat_outputs(value, name="output"):

@@ -66,10 +66,12 @@ from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
 from dycl.backends.onnx_symbolics import local_symbolics
-from dycl.hcfg.decisions import DecisionRecorder
+from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.ports import Variant
+from dycl.hostgen.manifest import ShapeGuard
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.vocabulary import TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
+from dycl.shape_guards import guards_of
 from dycl.subdnn import SubDNNModule
 
 EXPORTER_NOTE = (
@@ -80,6 +82,7 @@ EXPORTER_NOTE = (
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _JIT_DIR = os.path.join(_TORCH_DIR, "jit") + os.sep
 _CONVERSION = "Converting a tensor to a Python"
+_BOOLEAN_CONVERSION = "Converting a tensor to a Python boolean"
 _SHAPE_READS = ("Iterating over a tensor", "Using len to get tensor shape")
 #: functions of a tensor that read only its metadata, never its values
 _METADATA = TENSOR_METADATA_ATTRIBUTES | TENSOR_METADATA_METHODS | frozenset({
@@ -92,11 +95,15 @@ _SHAPED_LIKE = frozenset({"expand_as", "view_as", "reshape_as", "type_as"})
 
 
 def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
-                shown: set[tuple[str, str, int]] | None = None, dynamo: bool = False) -> bytes:
+                shown: set[tuple[str, str, int]] | None = None, dynamo: bool = False,
+                guards: list[ShapeGuard] | None = None) -> bytes:
     """The checked ONNX bytes of ``variant`` (see the module note). Warnings other
     than the tracer's are passed on once per compile: ``shown`` holds those already
     passed on (one set per compile). ``dynamo=True`` uses the torch.export-based
-    exporter instead (for ``benchmarks/exporters.py``; see ``EXPORTER_NOTE``)."""
+    exporter instead (for ``benchmarks/exporters.py``; see ``EXPORTER_NOTE``).
+    ``guards``: where given, ``bool()`` decisions on symbolic sizes are accepted when
+    ``dycl.shape_guards`` finds the conditions that keep them, which are appended
+    here for the host to check; without it such a decision is refused."""
     shown = set() if shown is None else shown
     names = {"input_names": [p.name for p in variant.inputs], "output_names": [p.name for p in variant.outputs],
              "dynamic_axes": dynamic_axes}
@@ -122,13 +129,18 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                 except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
                     raise exporter_error(error, module, variant) from error
     symbolic = bool(dynamic_axes)
+    guarded = False
     # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
     # input is a 0-d tensor here, so any read of one freezes a value the host computes.
-    if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)):
-        for decision in recorder.decisions:
+    if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)) and recorder.decisions:
+        found = _decision_guards(module, variant, dynamic_axes, recorder.decisions) if guards is not None else None
+        if found is None:
+            decision = recorder.decisions[0]
             raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
+        guards.extend(found)
+        guarded = True
     for record in caught:
-        _check_warning(record, module, symbolic, shown)
+        _check_warning(record, module, symbolic, shown, guarded)
     data = buffer.getvalue()
     check_dataflow(data, module, variant)
     return data
@@ -144,10 +156,25 @@ class _DataAsDetach(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def _decision_guards(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
+                     decisions: list[Decision]) -> tuple[ShapeGuard, ...] | None:
+    """The shape guards that keep every ``bool()`` the trace decided (``dycl.shape_guards``);
+    None where a decision converts a size or value to a number (a frozen number has no
+    guard that keeps it) or the guards cannot be found. Scalar inputs are values: any
+    decision on one is data-dependent, and the fake run that finds guards fails on it."""
+    if not dynamic_axes or any(decision.what != "bool()" for decision in decisions):
+        return None
+    return guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes)
+
+
 def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbolic: bool,
-                   shown: set[tuple[str, str, int]]) -> None:
+                   shown: set[tuple[str, str, int]], guarded: bool = False) -> None:
+    """Raise for a tracer warning that froze a value (see the module note); ``guarded``:
+    the trace's ``bool()`` decisions are kept by shape guards, so their warnings are expected."""
     message = str(record.message)
     if issubclass(record.category, torch.jit.TracerWarning):
+        if guarded and message.startswith(_BOOLEAN_CONVERSION):
+            return
         if record.filename == __file__:
             # attributed to _DataAsDetach's frame, i.e. to some torch function called through it; a read by
             # user or library code is caught with its real line by the decision recorder (hcfg.decisions)

@@ -8,7 +8,7 @@ from typing import Any
 from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_runtime import RUNTIME
 from dycl.hcfg.ports import Variant
-from dycl.hostgen.manifest import SubDNNEntry
+from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
 from dycl.subdnn import SubDNNModule
 
 
@@ -20,6 +20,8 @@ class OnnxRuntimeBackend:
 
     def __init__(self) -> None:
         self._shown_warnings: set[tuple[str, str, int]] = set()  # passed on once per compile
+        #: variant name -> the shape conditions its graph needs (``dycl.shape_guards``), for the manifest
+        self.guards: dict[str, tuple[ShapeGuard, ...]] = {}
 
     def compile(self, module: SubDNNModule, variant: Variant, static: bool = False) -> bytes:
         """The ONNX bytes of ``variant``; ``static``: at its first example's exact shapes."""
@@ -28,7 +30,11 @@ class OnnxRuntimeBackend:
             symbolic = {axis: dim for axis, dim in enumerate(port.shape) if isinstance(dim, str)}
             if symbolic:
                 dynamic_axes[port.name] = symbolic
-        return export_onnx(module, variant, dynamic_axes or None, self._shown_warnings)
+        guards: list[ShapeGuard] = []
+        data = export_onnx(module, variant, dynamic_axes or None, self._shown_warnings, guards=guards)
+        if not static:
+            self.guards[variant.name] = tuple(guards)
+        return data
 
     def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):
         return _runtime()["load_executable"](data, entry)

@@ -84,6 +84,8 @@ class TvmBackend:
         self.options = TvmOptions.from_env(**{k: v for k, v in explicit.items() if v is not None})
         #: what the last compile did: seconds per phase, tuning summary, cache hits
         self.last_stats: dict[str, Any] = {}
+        #: variant name -> the shape conditions its graph needs (``dycl.shape_guards``), for the manifest
+        self.guards: dict[str, tuple[Any, ...]] = {}
 
     # -- the Backend interface -------------------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class TvmBackend:
                     jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
                                          jobs[index].inputs))
         export_s = time.perf_counter() - start
+        self.guards = dict(exporter.guards)  # the example-shaped builds need none: they are checked by shape
 
         def finished(name: str) -> None:
             if progress and not name.endswith(_STATIC):

@@ -1,0 +1,109 @@
+"""Library code that decides on a symbolic size in Python (``is_causal = q_len > 1``,
+a chunked path for large batches) compiles: the graph keeps the example's outcome
+and the host checks, on every call, the size condition under which that outcome
+holds (``dycl.shape_guards``), refusing other sizes with the library's file:line.
+Decisions on static dims need no check; decisions on values stay refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from dycl.rewriter import inline
+from torch import nn
+
+import dycl
+from dycl.testing import assert_equivalent
+from dycl.testing_host import run_host_without_torch
+from tests.compile.installed_library import attention
+from tests.compile.installed_library.attention import SelfAttention, normalised, rotate_half
+
+
+@pytest.fixture(autouse=True)
+def installed_library(monkeypatch):
+    """dycl treats ``installed_library`` as an installed package: traced, not rewritten."""
+    folder = str(Path(attention.__file__).parent)
+    monkeypatch.setattr(inline, "_LIBRARY_PATHS", (*inline._LIBRARY_PATHS, folder))
+
+
+def _line(text: str) -> str:
+    lines = Path(attention.__file__).read_text().splitlines()
+    return f"attention.py:{1 + next(i for i, line in enumerate(lines) if text in line)}"
+
+
+class TinyDecoder(nn.Module):
+    """User code around the library layer: an early exit on the data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.attn = SelfAttention(16, heads=2)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = self.embed(x)
+        if x.mean() > 0:  # the attention only for some inputs
+            h = rotate_half(self.attn(h))  # rotate_half decides on a static dim only
+        return self.head(h).softmax(-1)
+
+
+def _inputs(shapes, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=generator) + shift
+            for shape in shapes for shift in (-3.0, 3.0)]  # both exits at every size
+
+
+def test_a_decision_on_the_symbolic_batch_is_checked_by_the_host(tmp_path):
+    model = TinyDecoder().eval()
+    compiled = dycl.compile(model, torch.randn(2, 5, 8))  # default: the batch is symbolic
+    guards = [g for entry in compiled.manifest.sub_dnns.values() for g in entry.guards]
+    assert [g.holds for g in guards] == ["(batch <= 4)"]
+    assert guards[0].where.endswith(_line("if batch > self.chunk_above"))
+    accepted = _inputs([(1, 5, 8), (2, 5, 8), (3, 5, 8), (4, 5, 8)])
+    assert assert_equivalent(model, compiled, accepted, min_paths=2, atol=1e-5) == 2
+    with pytest.raises(ValueError, match=r"valid for sizes where \(batch <= 4\) .*attention\.py:\d+.*got batch = 6"):
+        compiled(torch.randn(6, 5, 8) + 3)
+    compiled.save(tmp_path / "artifact")
+    result = run_host_without_torch(tmp_path / "artifact", model, accepted, atol=1e-5)
+    assert result["checked"] == len(accepted) and not result["problems"]
+    with pytest.raises(ValueError, match=r"batch <= 4"):
+        dycl.load(tmp_path / "artifact")((torch.randn(5, 5, 8) + 3).numpy())  # the path through the attention
+
+
+def test_a_decision_on_a_symbolic_sequence_length_and_the_batch():
+    model = TinyDecoder().eval()
+    compiled = dycl.compile(model, torch.randn(2, 5, 8), dynamic={"x": {1: "seq"}})
+    holds = sorted(g.holds for entry in compiled.manifest.sub_dnns.values() for g in entry.guards)
+    assert holds == ["(batch <= 4)", "(seq > 1)"]
+    accepted = _inputs([(1, 2, 8), (2, 9, 8), (4, 3, 8)], seed=1)
+    assert assert_equivalent(model, compiled, accepted, min_paths=2, atol=1e-5) == 2
+    with pytest.raises(ValueError, match=r"\(seq > 1\).*got seq = 1"):
+        compiled(torch.randn(2, 1, 8) + 3)
+
+
+def test_at_static_shapes_there_is_nothing_to_check():
+    model = TinyDecoder().eval()
+    compiled = dycl.compile(model, torch.randn(2, 5, 8), dynamic=False)
+    assert not any(entry.guards for entry in compiled.manifest.sub_dnns.values())
+    assert_equivalent(model, compiled, _inputs([(2, 5, 8)] * 3, seed=2), min_paths=2, atol=1e-5)
+
+
+class ValueDecision(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return normalised(self.lin(x))
+
+
+def test_a_decision_on_values_in_library_code_stays_refused():
+    with pytest.raises(dycl.UnsupportedError, match=r"bool\(\) of a tensor.*attention\.py:\d+"):
+        dycl.compile(ValueDecision().eval(), torch.randn(3, 4))
+
+
+def test_per_sample_compiles_refuse_shape_guards():
+    model = TinyDecoder().eval()
+    with pytest.raises(dycl.UnsupportedError, match="per_sample=True with library code that decides on a symbolic"):
+        dycl.compile(model, torch.randn(1, 5, 8), dynamic={"x": {1: "seq"}}, per_sample=True)
