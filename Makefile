@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean
+.PHONY: demo test test-slow test-realworld bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 # tests marked slow (over ~30 s each: a fresh virtual environment with an artifact's requirements)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5: no test is marked slow
+
+# the real-world corpus (Hugging Face models, MoE packages, ExportDB) with its extra installed
+test-realworld: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[realworld]'
+	$(BIN)/python -m pytest -q tests/realworld
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --json benchmarks/results.json

@@ -178,6 +178,15 @@ def transformers_cases() -> list[Case]:
         generator = torch.Generator().manual_seed(3)
         return [Call((torch.randn(b, 8, 32, generator=generator),), {}) for b in batches]
 
+    def positional(make_model: Callable[[], torch.nn.Module]) -> Callable:
+        def build():  # dycl.compile(model, (input_ids,)): the default symbolic batch
+            return make_model(), (torch.randint(0, 99, (2, 7)),), {}
+        return build
+
+    def positional_calls(model, args, kwargs):
+        generator = torch.Generator().manual_seed(5)
+        return [Call((torch.randint(0, 99, (batch, 7), generator=generator),), {}) for batch in (2, 1, 3, 4, 2)]
+
     def with_mask(make_model: Callable[[], torch.nn.Module]) -> Callable:
         def build():
             ids = torch.randint(0, 99, (2, 7))
@@ -198,8 +207,9 @@ def transformers_cases() -> list[Case]:
 
     both = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
     static_tokens = _token_calls(99, [(2, 7)] * 5)
-    # at the example's shapes (dynamic=False): transformers' mask and attention code compares sizes in
-    # Python (masking_utils, sdpa_attention), which dycl refuses where a dim is symbolic (the rows above)
+    # at the example's shapes (dynamic=False); transformers' mask and attention code compares sizes in
+    # Python (masking_utils, sdpa_attention): with symbolic dims the host checks those conditions
+    # (dycl.shape_guards)
     static = [
         Case("BertForSequenceClassification (static)", "transformers", tokens(bert), static_tokens, False),
         Case("BertForSequenceClassification+mask (static)", "transformers", with_mask(bert), masked_static_calls,
@@ -213,11 +223,13 @@ def transformers_cases() -> list[Case]:
         Case("WhisperEncoder (static)", "transformers", whisper,
              lambda model, args, kwargs: whisper_calls(model, args, kwargs, (1,) * 4), False),
     ]
-    return static + [
+    batch = [Case(f"{name} (batch)", "transformers", positional(make), positional_calls)
+             for name, make in (("BertForSequenceClassification", bert), ("GPT2LMHeadModel", gpt2),
+                                ("DistilBertModel", distilbert), ("T5EncoderModel", t5))]
+    return static + batch + [
         Case("BertForSequenceClassification", "transformers", tokens(bert), _token_calls(99, _TOKENS), _TOKEN_DIMS),
         Case("BertForSequenceClassification+mask", "transformers", with_mask(bert), masked_calls, both),
-        # as a tokenizer's output calls it; without a mask GPT-2's mask code compares shapes in
-        # Python, refused with symbolic dims (the row below records that)
+        # as a tokenizer's output calls it: GPT-2's mask code decides on the mask's values (refused)
         Case("GPT2LMHeadModel+mask", "transformers", with_mask(gpt2), masked_calls, both),
         Case("GPT2LMHeadModel", "transformers", tokens(gpt2), _token_calls(99, _TOKENS), _TOKEN_DIMS),
         Case("DistilBertModel", "transformers", tokens(distilbert), _token_calls(99, _TOKENS), _TOKEN_DIMS),

@@ -13,25 +13,44 @@ pytest.importorskip("transformers", reason="the real-world corpus needs `pip ins
 
 # GPT-2's mask code decides on the mask's values in Python (masking_utils.py:292): library code is
 # exported as one graph, so that decision is refused at any shapes
-REFUSED_STATIC = {"GPT2LMHeadModel+mask (static)"}
-FAST = {"BertForSequenceClassification+mask (static)", "BertForSequenceClassification+mask"}
-# GPT-2 without an attention mask compares shapes in Python in transformers' mask code, refused with
-# symbolic dims; tests/realworld/test_gpt2_without_mask.py compiles it at static shapes
+REFUSED = {"GPT2LMHeadModel+mask (static)", "GPT2LMHeadModel+mask"}
+FAST = {"BertForSequenceClassification+mask (static)", "BertForSequenceClassification+mask",
+        "BertForSequenceClassification (batch)"}
+# tests/realworld/test_gpt2_without_mask.py compiles GPT-2 without a mask at static shapes
 CASES = [c for c in transformers_cases() if c.name != "GPT2LMHeadModel"]
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c.name in FAST else [pytest.mark.slow], id=c.name)
                                   for c in CASES])
 def test_transformers_model_agrees_with_eager(case, tmp_path):
-    """At the example's shapes every model agrees; with symbolic batch/sequence dims a model
-    whose library code compares those sizes in Python is refused (issue 15 item 5, open) —
-    never a crash, never a wrong answer."""
+    """Every model agrees at the example's shapes and with a symbolic batch (and sequence
+    length): where transformers decides on a symbolic size in Python, the host checks the
+    condition (dycl.shape_guards). GPT-2 with a mask is a clear error, never a wrong answer."""
     outcome = run_case(case, tmp_path)
-    if case.dynamic is False and case.name not in REFUSED_STATIC:
+    if case.name in REFUSED:
+        assert outcome.status == "clear error", outcome.detail
+        assert "masking_utils.py" in outcome.detail
+    else:
         assert outcome.status == "pass", outcome.detail
         assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
-    else:
-        assert outcome.status in ("pass", "clear error"), outcome.detail
+
+
+def test_a_size_the_library_decided_on_is_checked_by_the_host():
+    """BERT's attention sets ``is_causal = q_length > 1`` in Python: with a symbolic sequence
+    length a call with one token is refused with transformers' line, not answered wrongly."""
+    import torch
+    import transformers as tf
+
+    import dycl
+
+    model = tf.BertModel(tf.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=37, max_position_embeddings=64)).eval()
+    compiled = dycl.compile(model, (torch.randint(0, 99, (2, 7)),), dynamic={"input_ids": {1: "seq"}})
+    for size in ((1, 2), (3, 9)):
+        ids = torch.randint(0, 99, size)
+        assert torch.allclose(compiled(ids).last_hidden_state, model(ids).last_hidden_state, atol=1e-4)
+    with pytest.raises(ValueError, match=r"valid for sizes where \(seq > 1\) .*sdpa_attention\.py:\d+"):
+        compiled(torch.randint(0, 99, (2, 1)))
 
 
 def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifest():
@@ -43,7 +62,7 @@ def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifes
     model = tf.DistilBertModel(tf.DistilBertConfig(vocab_size=99, dim=32, n_layers=1, n_heads=2, hidden_dim=37,
                                                    max_position_embeddings=64)).eval()
     ids = torch.randint(0, 99, (2, 5))
-    compiled = dycl.compile(model, (ids,), dynamic=False)  # symbolic dims: see the cases above
+    compiled = dycl.compile(model, (ids,))
     output = compiled(ids)
     assert type(output) is type(model(ids))
     assert torch.allclose(output.last_hidden_state, model(ids).last_hidden_state, atol=1e-4)

@@ -20,8 +20,8 @@ class SelfAttention(nn.Module):
         is_causal = q_len > 1 and self.causal
         if batch > self.chunk_above:
             # memory saving path for large batches
-            parts = [F.scaled_dot_product_attention(a, b, c, is_causal=is_causal)
-                     for a, b, c in zip(q.split(self.chunk_above), k.split(self.chunk_above), v.split(self.chunk_above))]
+            chunks = zip(q.split(self.chunk_above), k.split(self.chunk_above), v.split(self.chunk_above))
+            parts = [F.scaled_dot_product_attention(a, b, c, is_causal=is_causal) for a, b, c in chunks]
             attended = torch.cat(parts)
         else:
             attended = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
