@@ -107,3 +107,35 @@ def test_per_sample_compiles_refuse_shape_guards():
     model = TinyDecoder().eval()
     with pytest.raises(dycl.UnsupportedError, match="per_sample=True with library code that decides on a symbolic"):
         dycl.compile(model, torch.randn(1, 5, 8), dynamic={"x": {1: "seq"}}, per_sample=True)
+
+
+def test_guards_print_as_the_hosts_grammar_or_not_at_all():
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Max, PythonMod
+
+    from dycl.shape_guards import python_condition
+
+    s, t = sympy.symbols("s t", integer=True, positive=True)
+    names = {s: "seq", t: "batch"}
+    assert python_condition(sympy.Gt(s, 1), names) == "(seq > 1)"
+    assert python_condition(sympy.Not(sympy.Gt(s, 1)), names) == "(seq <= 1)"
+    assert python_condition(sympy.Eq(FloorDiv(s, 2) + PythonMod(t, 3), Max(s, t)), names) in (
+        "(((seq // 2) + (batch % 3)) == max(seq, batch))", "(((batch % 3) + (seq // 2)) == max(seq, batch))")
+    assert python_condition(sympy.Gt(s / 2, 1), names) is None  # true division is not in the grammar
+    assert python_condition(sympy.Gt(sympy.Symbol("u"), 1), names) is None  # a size with no input
+
+
+def test_guards_of_a_module_run_on_fake_tensors():
+    from dycl.shape_guards import guards_of
+
+    layer = SelfAttention(16, heads=2).eval()
+    found = guards_of(layer, (torch.randn(2, 5, 16),), ["hidden"], {"hidden": {0: "batch", 1: "seq"}})
+    assert sorted(g.holds for g in found) == ["(batch <= 4)", "(seq > 1)"]
+    decided = {_full(_line("is_causal = q_len > 1 and")), _full(_line("if batch > self.chunk_above"))}
+    assert {g.where for g in found} == decided
+    assert guards_of(layer, (torch.randn(2, 5, 16),), ["hidden"], {}) == ()
+    assert guards_of(normalised, (torch.randn(3, 4),), ["h"], {"h": {0: "batch"}}) is None  # reads values
+
+
+def _full(line: str) -> str:
+    return str(Path(attention.__file__).parent / line)
