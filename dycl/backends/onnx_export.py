@@ -15,9 +15,13 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    converted to a Python bool/number/index, or — where the variant has symbolic
    dims — iterated or measured with ``len()``) become ``UnsupportedError`` at
    the file:line that made the conversion (library or user code; a line of the
-   sub-DNN itself is mapped to the user's statement). Warnings the tracer
-   raises inside torch are ignored, as torch itself does (its shape checks).
-   Any other warning is re-emitted to the caller, never filtered out.
+   sub-DNN itself is mapped to the user's statement). One exception: where
+   every such read is a ``bool()`` and the caller collects guards, the sub-DNN
+   is run once more on fake tensors with symbolic sizes (``dycl.shape_guards``);
+   if that run needs no tensor value, the conditions on the sizes that keep each
+   decision are handed to the host, which checks them on every call. Warnings
+   the tracer raises inside torch are ignored, as torch itself does (its shape
+   checks). Any other warning is re-emitted to the caller, never filtered out.
 3. After export, every output the eager run computes from an input's values
    (taint tracking over torch functions, ``dependences``) must be computed from
    that input in the graph too. The exporter drops inputs the graph does not
