@@ -14,6 +14,7 @@ from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
+from dycl.guard_alternatives import module_of
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
@@ -172,7 +173,7 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
     if not result.backend.standalone:  # it runs the live sub-DNN modules in this process
 
         def executable(name: str, data: bytes, entry: Any) -> Any:
-            return result.backend.executable(data, entry, result.modules[name])
+            return result.backend.executable(data, entry, module_of(result.modules, name))
 
     model = host_model(result.host_source, result.manifest, result.files, executable=executable, **options)
     return CompiledModel(model, result.host_source, result)

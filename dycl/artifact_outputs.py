@@ -36,10 +36,12 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
     ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)."""
     from dycl.compiler import load_host_module
+    from dycl.guard_alternatives import module_of
 
     host = load_host_module(host_source)
     eager = TorchBackend()
-    executables = {name: eager.executable(b"", entry, modules[name]) for name, entry in manifest.sub_dnns.items()}
+    executables = {name: eager.executable(b"", entry, module_of(modules, name))
+                   for name, entry in manifest.sub_dnns.items()}
     if manifest.per_sample:  # the host calls each sub-DNN on a group of samples
         executables = {name: over_group(executable) for name, executable in executables.items()}
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})

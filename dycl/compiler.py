@@ -40,6 +40,8 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.guard_alternatives import SUFFIX as ALTERNATIVE_SUFFIX
+from dycl.guard_alternatives import other_size_variant
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -152,6 +154,8 @@ class Compiled:
     files: dict[str, bytes]
     file_of: dict[str, str]
     guards: dict[str, tuple[ShapeGuard, ...]] = field(default_factory=dict)
+    #: variant name -> (file, guards) of its graph traced at another size (``dycl.guard_alternatives``)
+    alternatives: dict[str, tuple[str, tuple[ShapeGuard, ...]]] = field(default_factory=dict)
 
 
 def rewrite(job: Job) -> Frontend:
@@ -257,11 +261,34 @@ def compile_variants(ported: Ported) -> Compiled:
             data = per_sample_mode.group_file(data, chosen.file_suffix) if job.options.per_sample else data
             data = describe_onnx(data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname))
         files[file_of[fingerprint]] = data
-    found = getattr(chosen, "guards", {})
+    found = dict(getattr(chosen, "guards", {}))
     guards = {v.name: found.get(distinct[_identity(job, v)].name, ()) for v in ported.variants}
     if job.options.per_sample:
         _refuse_guards_per_sample(guards)
-    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants}, guards)
+    alternatives = _other_size_graphs(chosen, ported, found, files)
+    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants}, guards,
+                    {v.name: alternatives[_identity(job, v)] for v in ported.variants
+                     if _identity(job, v) in alternatives})
+
+
+def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[ShapeGuard, ...]],
+                       files: dict[str, bytes]) -> dict[str, tuple[str, tuple[ShapeGuard, ...]]]:
+    """For each distinct variant whose guards exclude a size of 1 (or 2, where traced at 1),
+    its graph traced there (``dycl.guard_alternatives``), added to ``files``:
+    fingerprint -> (file, guards)."""
+    alternatives = {}
+    for fingerprint, variant in ported.distinct.items():
+        other = other_size_variant(variant, found.get(variant.name, ()))
+        if other is None:
+            continue
+        try:
+            data = chosen.compile(ported.modules[variant.name], other)
+        except Exception:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the variant's own
+            continue  # graph and its check stand alone (a call at 1 is refused by name, as without this graph)
+        name = f"{variant.name}{ALTERNATIVE_SUFFIX}{chosen.file_suffix}"
+        files[name] = data
+        alternatives[fingerprint] = (name, tuple(getattr(chosen, "guards", {}).get(variant.name, ())))
+    return alternatives
 
 
 def _refuse_guards_per_sample(guards: dict[str, tuple[ShapeGuard, ...]]) -> None:
@@ -294,7 +321,8 @@ def emit(compiled: Compiled) -> CompileResult:
     manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, constants, front.output_spec,
-                                     per_sample=front.job.options.per_sample, guards=compiled.guards)
+                                     per_sample=front.job.options.per_sample, guards=compiled.guards,
+                                     alternatives=compiled.alternatives)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),

@@ -23,6 +23,7 @@ import torch
 
 from dycl import outputs
 from dycl.artifact_outputs import output_specs
+from dycl.guard_alternatives import SUFFIX as ALTERNATIVE_SUFFIX
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hostgen.manifest import (
     CONSTANTS_FILE,
@@ -53,7 +54,9 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
                    host_source: str, modules: Mapping[str, SubDNNModule], constants: Mapping[str, torch.Tensor],
                    output_spec: Any = None, per_sample: bool = False,
-                   guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None) -> tuple[Manifest, dict[str, bytes]]:
+                   guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
+                   alternatives: Mapping[str, tuple[str, tuple[ShapeGuard, ...]]] | None = None,
+                   ) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
@@ -75,10 +78,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         model=rewritten.qualname,
         inputs=inputs,
         host=FileEntry(HOST_FILE, sha256(host_source.encode())),
-        sub_dnns={variant.name: SubDNNEntry(file_of[variant.name], sha256(files[file_of[variant.name]]),
-                                            _ports(variant.inputs), _ports(variant.outputs),
-                                            tuple((guards or {}).get(variant.name, ())))
-                  for variant in variants},
+        sub_dnns=_entries(variants, file_of, files, guards or {}, alternatives or {}),
         call=manifest_call(call),
         dynamic_dims=dim_table(inputs),
         constants=stored,
@@ -90,6 +90,24 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files
+
+
+def _entries(variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
+             guards: Mapping[str, tuple[ShapeGuard, ...]],
+             alternatives: Mapping[str, tuple[str, tuple[ShapeGuard, ...]]]) -> dict[str, SubDNNEntry]:
+    """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at a
+    size of 1 (``dycl.guard_alternatives``), named by its variant and ``SUFFIX``."""
+    entries = {}
+    for variant in variants:
+        ports = _ports(variant.inputs), _ports(variant.outputs)
+        alternative = alternatives.get(variant.name)
+        otherwise = f"{variant.name}{ALTERNATIVE_SUFFIX}" if alternative else None
+        entries[variant.name] = SubDNNEntry(file_of[variant.name], sha256(files[file_of[variant.name]]), *ports,
+                                            tuple(guards.get(variant.name, ())), otherwise)
+        if alternative:
+            file, alternative_guards = alternative
+            entries[otherwise] = SubDNNEntry(file, sha256(files[file]), *ports, alternative_guards)
+    return entries
 
 
 def _ports(ports: Sequence[Any]) -> tuple[Port, ...]:

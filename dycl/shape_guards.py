@@ -20,7 +20,10 @@ the example.
 
 Guarantees: for input shapes where every returned guard holds (and every dim
 is at least 1, which the symbols assume), each Python decision on a symbolic
-dim made while tracing comes out as on the example. ``None`` where that cannot
+dim made while tracing comes out as on the example. A dim that torch's own
+shape rules fix while the fake run goes on (they treat a size of 1 apart, as
+``torch.export`` does) gets the guard ``dim == size``: every later decision on
+it is made on a plain number, invisible here. ``None`` where that cannot
 be shown: the fake run failed, or a guard uses an operation the host's checker
 does not evaluate.
 """
@@ -46,11 +49,15 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def guards_of(module: torch.nn.Module, example: Sequence[Any], input_names: Sequence[str],
-              dynamic_axes: Mapping[str, Mapping[int, str]]) -> tuple[ShapeGuard, ...] | None:
+              dynamic_axes: Mapping[str, Mapping[int, str]], decided_at: str = "an unknown line",
+              ) -> tuple[ShapeGuard, ...] | None:
     """The conditions that keep every Python ``bool()`` of a symbolic size made by
     code outside torch while ``module`` runs on ``example`` (its flat inputs, named
     ``input_names``) with the axes in ``dynamic_axes`` symbolic; None where they
-    cannot be found or checked by the host (see the module note)."""
+    cannot be found or checked by the host (see the module note). A dim that torch's
+    own shape rules fix to its size (a size of 1 is treated apart: broadcasting,
+    strides) hides every later decision on it, so the graph is kept to that size;
+    ``decided_at`` names the line the trace decided at, for that guard's message."""
     env = _DecisionEnv()
     symbols: dict[str, sympy.Symbol] = {}  # dim name -> its ShapeEnv symbol
     bound: dict[str, tuple[int, int]] = {}  # dim name -> (input position, axis) the host reads it from
@@ -88,6 +95,11 @@ def guards_of(module: torch.nn.Module, example: Sequence[Any], input_names: Sequ
              for index, (dim, symbol) in enumerate(symbols.items())}
     by_name = {names[symbol]: bound[dim] for dim, symbol in symbols.items()}
     guards: dict[str, ShapeGuard] = {}
+    for dim, symbol in symbols.items():
+        fixed = env.simplify(symbol)
+        if fixed.is_number:
+            text = f"({names[symbol]} == {int(fixed)})"
+            guards[text] = ShapeGuard(text, {names[symbol]: bound[dim]}, decided_at)
     for expr, outcome, where in env.decisions:
         condition = expr if outcome else sympy.Not(expr)
         if condition is sympy.true:
@@ -124,14 +136,19 @@ class _DecisionEnv(ShapeEnv):
 
 
 def _direct_caller() -> str | None:
-    """file:line of the code outside torch that called ``bool()`` on a SymBool, or None
-    where torch's own code asked (any torch frame other than the bool machinery)."""
+    """file:line of the code outside torch whose ``bool()`` of a SymBool this is, or
+    None where torch asked: from Python (a torch frame other than the bool machinery)
+    or from C++ (an op's kernel calls ``guard_bool`` itself, without ``SymBool.__bool__``)."""
     frame = sys._getframe(2)
+    outermost = None
     while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
         if frame.f_code.co_name not in _BOOL_MACHINERY:
             return None
+        outermost = frame.f_code.co_name
         frame = frame.f_back
-    return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    if frame is None or outermost != "__bool__":
+        return None
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def _contiguous_strides(sizes: Sequence[Any]) -> list[Any]:

@@ -280,30 +280,52 @@ def check_shape_guard(guard, args, sub_dnn):
 @dataclasses.dataclass(frozen=True)
 class SubDNNEntry:
     """One compiled sub-DNN variant: its file (variants that are identical share
-    one), its input and output ports, in the order the host passes them, and the
-    shape conditions its graph needs (``ShapeGuard``; none for most)."""
+    one), its input and output ports, in the order the host passes them, the
+    shape conditions its graph needs (``ShapeGuard``; none for most) and
+    ``otherwise``: the entry (same ports, another graph) the host runs where those
+    conditions fail and its own hold, e.g. the graph traced at a size of 1."""
 
     file: str
     sha256: str
     inputs: tuple[Port, ...]
     outputs: tuple[Port, ...]
     guards: tuple[ShapeGuard, ...] = ()
+    otherwise: str | None = None
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards",))
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise"))
         entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
         guards = tuple(ShapeGuard.from_json(guard, f"{where}.guards[{position}]")
                        for position, guard in enumerate(_json_list(value.get("guards", []), f"{where}.guards")))
+        otherwise = value.get("otherwise")
+        if otherwise is not None:
+            _json_string(otherwise, f"{where}.otherwise")
         return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
-                   _json_ports(value["outputs"], f"{where}.outputs"), guards)
+                   _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise)
 
     def to_json(self):
         value = {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
                  "outputs": [p.to_json() for p in self.outputs]}
         if self.guards:
             value["guards"] = [guard.to_json() for guard in self.guards]
+        if self.otherwise is not None:
+            value["otherwise"] = self.otherwise
         return value
+
+
+def _json_alternatives(sub_dnns):
+    """Each ``otherwise`` names another entry, and following them never comes back."""
+    for name, entry in sub_dnns.items():
+        seen = {name}
+        while entry.otherwise is not None:
+            if entry.otherwise not in sub_dnns:
+                _json_fail(f"sub_dnns.{name}.otherwise", "the name of another sub_dnns entry", entry.otherwise)
+            if entry.otherwise in seen:
+                _json_fail(f"sub_dnns.{name}.otherwise", "a chain of alternatives without a cycle", entry.otherwise)
+            seen.add(entry.otherwise)
+            entry = sub_dnns[entry.otherwise]
+    return sub_dnns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,7 +461,7 @@ class Manifest:
             model=_json_string(value["model"], "model"),
             inputs=_json_ports(value["inputs"], "inputs"),
             host=host,
-            sub_dnns=_json_table(value["sub_dnns"], "sub_dnns", SubDNNEntry.from_json),
+            sub_dnns=_json_alternatives(_json_table(value["sub_dnns"], "sub_dnns", SubDNNEntry.from_json)),
             outputs=tuple(Output.from_json(output, f"outputs[{position}]")
                           for position, output in enumerate(_json_list(value.get("outputs", []), "outputs"))),
             call=call,

@@ -264,7 +264,9 @@ def from_verified(manifest, files, executable=None, **options):
             data = files[entry.file]
             loaded[entry.file] = (load_executable(data, entry, runtime) if executable is None
                                   else executable(name, data, entry))
-        executables[name] = _Guarded(loaded[entry.file], entry.guards, name) if entry.guards else loaded[entry.file]
+        executables[name] = loaded[entry.file]
+    executables = {{name: _Guarded.of(name, manifest.sub_dnns, executables) if entry.guards else executables[name]
+                    for name, entry in manifest.sub_dnns.items()}}
     constants = {{}}
     if manifest.constants is not None:
         blob = files[manifest.constants.file]
@@ -278,15 +280,32 @@ def from_verified(manifest, files, executable=None, **options):
 
 class _Guarded:
     """A sub-DNN whose graph is valid only for sizes where its shape guards hold
-    (``ShapeGuard``): checks them before each call."""
+    (``ShapeGuard``): checks them before each call and runs the first graph of its
+    chain of alternatives (``SubDNNEntry.otherwise``) whose guards hold; where none
+    does, raises the first graph's ``ShapeGuardError``."""
 
-    def __init__(self, executable, guards, name):
-        self.executable, self.guards, self.name = executable, guards, name
+    def __init__(self, chain):
+        self.chain = chain  # [(name, guards, executable)], the entry first
+
+    @classmethod
+    def of(cls, name, entries, executables):
+        chain = []
+        while name is not None:  # the manifest checked that the chain ends
+            chain.append((name, entries[name].guards, executables[name]))
+            name = entries[name].otherwise
+        return cls(chain)
 
     def __call__(self, *args):
-        for guard in self.guards:
-            check_shape_guard(guard, args, self.name)
-        return self.executable(*args)
+        first = None
+        for name, guards, executable in self.chain:
+            try:
+                for guard in guards:
+                    check_shape_guard(guard, args, name)
+            except ShapeGuardError as error:
+                first = first or error
+                continue
+            return executable(*args)
+        raise first
 
 
 def flat_outputs(value, name="output"):

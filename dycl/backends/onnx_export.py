@@ -168,7 +168,8 @@ def _decision_guards(module: SubDNNModule, variant: Variant, dynamic_axes: dict[
     decision on one is data-dependent, and the fake run that finds guards fails on it."""
     if not dynamic_axes or any(decision.what != "bool()" for decision in decisions):
         return None
-    return guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes)
+    where = next((str(decision.where) for decision in decisions if decision.where is not None), "an unknown line")
+    return guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes, where)
 
 
 def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbolic: bool,

@@ -17,7 +17,7 @@ import dycl
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
 from tests.compile.installed_library import attention
-from tests.compile.installed_library.attention import SelfAttention, normalised, rotate_half
+from tests.compile.installed_library.attention import SelfAttention, add_positions, normalised, rotate_half
 
 
 @pytest.fixture(autouse=True)
@@ -139,3 +139,60 @@ def test_guards_of_a_module_run_on_fake_tensors():
 
 def _full(line: str) -> str:
     return str(Path(attention.__file__).parent / line)
+
+
+class Positions(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(32, 8))
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = add_positions(x, self.table)
+        if h.sum() > 0:
+            return self.head(h)
+        return -h
+
+
+def test_a_guard_that_excludes_a_batch_of_one_gets_a_graph_traced_at_one(tmp_path):
+    model = Positions().eval()
+    compiled = dycl.compile(model, torch.randn(2, 5, 8))
+    entries = compiled.manifest.sub_dnns
+    primary = [name for name, entry in entries.items() if entry.otherwise]
+    assert len(primary) == 1 and [g.holds for g in entries[primary[0]].guards] == ["(batch != 1)"]
+    assert [g.holds for g in entries[entries[primary[0]].otherwise].guards] == ["(batch == 1)"]
+    inputs = _inputs([(1, 5, 8), (2, 5, 8), (3, 5, 8)], seed=3)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    compiled.save(tmp_path / "artifact")
+    result = run_host_without_torch(tmp_path / "artifact", model, inputs, atol=1e-5)
+    assert result["checked"] == len(inputs) and not result["problems"]
+
+
+def test_a_manifest_whose_alternatives_go_round_in_a_cycle_is_refused():
+    from dycl.hostgen.manifest import ArtifactError, Manifest
+
+    compiled = dycl.compile(Positions().eval(), torch.randn(2, 5, 8))
+    value = compiled.manifest.to_json()
+    primary = next(name for name, entry in value["sub_dnns"].items() if "otherwise" in entry)
+    value["sub_dnns"][value["sub_dnns"][primary]["otherwise"]]["otherwise"] = primary
+    with pytest.raises(ArtifactError, match="without a cycle"):
+        Manifest.from_json(value)
+    value["sub_dnns"][primary]["otherwise"] = "nothing"
+    with pytest.raises(ArtifactError, match="another sub_dnns entry"):
+        Manifest.from_json(value)
+
+
+def test_a_decision_on_a_batch_of_one_in_the_example_is_not_frozen(tmp_path):
+    """Regression: traced at a batch of 1, torch's shape rules fix the batch to 1 in the fake
+    run, so the library's ``batch != 1`` became a plain ``False`` that no guard kept, and the
+    compiled model answered every larger batch without the library's ``expand`` path."""
+    model = Positions().eval()
+    compiled = dycl.compile(model, torch.randn(1, 5, 8))
+    entries = compiled.manifest.sub_dnns
+    chains = {tuple(g.holds for g in entry.guards) for entry in entries.values() if entry.guards}
+    assert chains == {("(batch == 1)",), ("(batch != 1)",)}
+    inputs = _inputs([(1, 5, 8), (2, 5, 8), (4, 5, 8)], seed=4)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    compiled.save(tmp_path / "artifact")
+    result = run_host_without_torch(tmp_path / "artifact", model, inputs, atol=1e-5)
+    assert result["checked"] == len(inputs) and not result["problems"]

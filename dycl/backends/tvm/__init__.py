@@ -116,7 +116,7 @@ class TvmBackend:
                     jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
                                          jobs[index].inputs))
         export_s = time.perf_counter() - start
-        self.guards = dict(exporter.guards)  # the example-shaped builds need none: they are checked by shape
+        self.guards.update(exporter.guards)  # the example-shaped builds need none: they are checked by shape
 
         def finished(name: str) -> None:
             if progress and not name.endswith(_STATIC):

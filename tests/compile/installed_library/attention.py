@@ -38,3 +38,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def normalised(h: torch.Tensor) -> torch.Tensor:
     """Decides on the values: stays refused inside traced code."""
     return h / h.norm() if bool(h.norm() > 1) else h
+
+
+def add_positions(hidden: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Treats a batch of 1 apart, as transformers' mask code does with position ids."""
+    positions = table[: hidden.shape[1]].unsqueeze(0)
+    if hidden.shape[0] != positions.shape[0]:
+        positions = positions.expand(hidden.shape[0], -1, -1)
+    return hidden + positions
