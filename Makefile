@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean
+.PHONY: demo test test-slow test-serve bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(STAMP)
 # tests marked slow (over ~30 s each: a fresh virtual environment with an artifact's requirements)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5: no test is marked slow
+
+# the serve extra (Ray Serve, ~390 MB: not in `make`/`make test`) and its test; about 40 s
+test-serve: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[serve]'
+	$(BIN)/python -m pytest -q tests/serve
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --json benchmarks/results.json
