@@ -12,7 +12,9 @@ alone. ``serve`` never imports torch or dycl: it starts Ray on this machine, dep
 the artifact (``serve_deployment.py``), sends the 32 samples as concurrent
 single-sample requests, checks every response against eager, and prints how the
 engine batched them. On a cluster, ``ray.init(address=...)`` and
-``PerSampleModel.options(num_replicas=N)`` scale the same deployment out.
+``PerSampleModel.options(num_replicas=N)`` scale the same deployment out; every
+node then needs the artifact directory and ``serve_deployment.py`` (a shared
+filesystem, or Ray's ``runtime_env`` ``working_dir``/``py_modules``).
 """
 
 from __future__ import annotations
