@@ -25,7 +25,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5: no test is marked slow
 
-# the serve extra (Ray Serve, ~390 MB: not in `make`/`make test`) and its tests (two start Ray: ~2 min on 2 cores)
+# the serve extra (Ray Serve, ~390 MB: not in `make`/`make test`) and its tests (two start Ray: 2-4 min on 2 cores)
 test-serve: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[serve]'
 	$(BIN)/python -m pytest -q tests/serve
