@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-realworld bench lint clean
+.PHONY: demo test test-slow test-realworld test-serve bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ test-slow: $(STAMP)
 test-realworld: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[realworld]'
 	$(BIN)/python -m pytest -q tests/realworld
+
+# the serve extra (Ray Serve, ~390 MB: not in `make`/`make test`) and its tests (two start Ray: 2-4 min on 2 cores)
+test-serve: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[serve]'
+	$(BIN)/python -m pytest -q tests/serve
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py --json benchmarks/results.json
