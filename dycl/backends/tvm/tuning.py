@@ -52,17 +52,43 @@ def tune_jobs(jobs: list[BuildJob], options: TvmOptions) -> dict[str, Any]:
 
 
 def _tune_kernels(kernels: dict[str, dict[str, Any]], target, options: TvmOptions, summary: dict[str, Any]):
-    import tvm
-    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    def measure(path: str, args_info) -> list[float]:
-        library = tvm.runtime.load_module(path)
-        args = _random_args(args_info)
-        first = library.time_evaluator("main", tvm.cpu(), number=1, repeat=1)(*args).results
-        if first[0] > 0.05:  # clearly slow: one measurement is enough
-            return list(first)
-        return list(library.time_evaluator("main", tvm.cpu(), number=3, repeat=3, min_repeat_ms=10)(*args).results)
+    builder, runner = _in_process_builder_and_runner()
+    # Without the mutators that serialize modules (MutateComputeLocation, MutateParallel).
+    space = ms.space_generator.PostOrderApply(
+        sch_rules="from-target", postprocs="from-target",
+        mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1})
+    trials = options.tune_trials
+    contexts = [ms.TuneContext(mod=kernel["mod"], target=target, space_generator=space, search_strategy="replay-func",
+                               task_name=kernel["name"], num_threads=os.cpu_count() or 1, rand_state=1)
+                for kernel in kernels.values()]
+    database = ms.database.MemoryDatabase()
+    start = time.perf_counter()
+    ms.tune.tune_tasks(tasks=contexts, task_weights=[float(k["weight"]) for k in kernels.values()],
+                       work_dir=tempfile.mkdtemp(prefix="dycl-ms-"), max_trials_global=trials * len(contexts),
+                       max_trials_per_task=trials, num_trials_per_iter=min(trials, 16), builder=builder,
+                       runner=runner, database=database, cost_model="random")
+    summary["tune_s"] = round(time.perf_counter() - start, 1)
+    for key, kernel in kernels.items():
+        record = _pick_schedule(kernel, database.get_top_k(database.commit_workload(kernel["mod"]), 3), target,
+                                options)
+        if record["trace"] is not None:
+            summary["improved"].append({"kernel": kernel["name"], "default_ms": record["default_ms"],
+                                        "tuned_ms": record["tuned_ms"]})
+        elif record.get("tuned_ms") is None:
+            summary["failed"] += 1
+        else:
+            summary["kept_default"] += 1
+        atomic_write(tuning_dir(options) / f"{key}.json", json.dumps(record, indent=1).encode())
+    return summary
+
+
+def _in_process_builder_and_runner() -> tuple[Any, Any]:
+    """A MetaSchedule builder and runner that build and time candidates in this
+    process (the stock ones pickle modules: ``tuning_problems``)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
 
     @derived_object
     class InProcessBuilder(ms.builder.PyBuilder):
@@ -81,39 +107,26 @@ def _tune_kernels(kernels: dict[str, dict[str, Any]], target, options: TvmOption
             futures = []
             for runner_input in runner_inputs:
                 try:
-                    result = ms.runner.RunnerResult(measure(runner_input.artifact_path, runner_input.args_info), None)
+                    result = ms.runner.RunnerResult(_measure(runner_input.artifact_path, runner_input.args_info),
+                                                    None)
                 except Exception as error:
                     result = ms.runner.RunnerResult(None, str(error)[:500])
                 futures.append(ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r))
             return futures
 
-    # Without the mutators that serialize modules (MutateComputeLocation, MutateParallel).
-    space = ms.space_generator.PostOrderApply(
-        sch_rules="from-target", postprocs="from-target",
-        mutator_probs={ms.mutator.MutateTileSize(): 0.9, ms.mutator.MutateUnroll(): 0.1})
-    trials = options.tune_trials
-    contexts = [ms.TuneContext(mod=kernel["mod"], target=target, space_generator=space, search_strategy="replay-func",
-                               task_name=kernel["name"], num_threads=os.cpu_count() or 1, rand_state=1)
-                for kernel in kernels.values()]
-    database = ms.database.MemoryDatabase()
-    start = time.perf_counter()
-    ms.tune.tune_tasks(tasks=contexts, task_weights=[float(k["weight"]) for k in kernels.values()],
-                       work_dir=tempfile.mkdtemp(prefix="dycl-ms-"), max_trials_global=trials * len(contexts),
-                       max_trials_per_task=trials, num_trials_per_iter=min(trials, 16), builder=InProcessBuilder(),
-                       runner=InProcessRunner(), database=database, cost_model="random")
-    summary["tune_s"] = round(time.perf_counter() - start, 1)
-    for key, kernel in kernels.items():
-        record = _pick_schedule(kernel, database.get_top_k(database.commit_workload(kernel["mod"]), 3), target,
-                                options)
-        if record["trace"] is not None:
-            summary["improved"].append({"kernel": kernel["name"], "default_ms": record["default_ms"],
-                                        "tuned_ms": record["tuned_ms"]})
-        elif record.get("tuned_ms") is None:
-            summary["failed"] += 1
-        else:
-            summary["kept_default"] += 1
-        atomic_write(tuning_dir(options) / f"{key}.json", json.dumps(record, indent=1).encode())
-    return summary
+    return InProcessBuilder(), InProcessRunner()
+
+
+def _measure(path: str, args_info) -> list[float]:
+    """Seconds per run of the candidate library at ``path`` on random arguments."""
+    import tvm
+
+    library = tvm.runtime.load_module(path)
+    args = _random_args(args_info)
+    first = library.time_evaluator("main", tvm.cpu(), number=1, repeat=1)(*args).results
+    if first[0] > 0.05:  # clearly slow: one measurement is enough
+        return list(first)
+    return list(library.time_evaluator("main", tvm.cpu(), number=3, repeat=3, min_repeat_ms=10)(*args).results)
 
 
 def _random_args(args_info) -> list[Any]:
