@@ -141,6 +141,7 @@ BROKEN = {
     "input name": (_set(("inputs", 0, "name"), 3), r"inputs\[0\].name: expected a string"),
     "input kind": (_set(("inputs", 0, "kind"), KeyError), r"inputs\[0\]: missing field 'kind'"),
     "input dtype": (_set(("inputs", 0, "dtype"), "object"), r"inputs\[0\].dtype: expected one of \["),
+    "input dtype list": (_set(("inputs", 0, "dtype"), ["float32"]), r"inputs\[0\].dtype: expected one of .*got list"),
     "input dim": (_set(("inputs", 0, "shape"), ["batch", -1]), r"inputs\[0\].shape\[1\]: expected a non-negative"),
     "input dim bool": (_set(("inputs", 0, "shape"), [True]), r"inputs\[0\].shape\[0\]: expected a non-negative"),
     "port extra": (_set(("inputs", 0, "layout"), "NCHW"), r"inputs\[0\]: unexpected field 'layout'"),
