@@ -31,6 +31,7 @@ import dycl.artifact
 import dycl.compiler
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
+from tests.artifact.documents import set_field
 
 ATOL = 1e-5
 SHA = "ab" * 32
@@ -121,13 +122,7 @@ def _document() -> dict:
 
 def _set(path, value):
     def apply(document):
-        *parents, last = path
-        for key in parents:
-            document = document[key]
-        if value is KeyError:
-            del document[last]
-        else:
-            document[last] = value
+        set_field(document, path, value)
     return apply
 
 
