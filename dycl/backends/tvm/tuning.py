@@ -93,28 +93,26 @@ def _in_process_builder_and_runner() -> tuple[Any, Any]:
     @derived_object
     class InProcessBuilder(ms.builder.PyBuilder):
         def build(self, build_inputs):
-            results = []
-            for build_input in build_inputs:
-                try:
-                    results.append(ms.builder.BuilderResult(_export_kernel(build_input.mod, build_input.target), None))
-                except Exception as error:  # an invalid candidate
-                    results.append(ms.builder.BuilderResult(None, str(error)[:500]))
-            return results
+            return [_result_or_error(ms.builder.BuilderResult, _export_kernel, build_input.mod, build_input.target)
+                    for build_input in build_inputs]
 
     @derived_object
     class InProcessRunner(ms.runner.PyRunner):
         def run(self, runner_inputs):
-            futures = []
-            for runner_input in runner_inputs:
-                try:
-                    result = ms.runner.RunnerResult(_measure(runner_input.artifact_path, runner_input.args_info),
-                                                    None)
-                except Exception as error:
-                    result = ms.runner.RunnerResult(None, str(error)[:500])
-                futures.append(ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r))
-            return futures
+            results = [_result_or_error(ms.runner.RunnerResult, _measure, runner_input.artifact_path,
+                                        runner_input.args_info) for runner_input in runner_inputs]
+            return [ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r) for result in results]
 
     return InProcessBuilder(), InProcessRunner()
+
+
+def _result_or_error(result_type, compute, *args):
+    """``result_type(compute(*args), None)``, or ``result_type(None, the error)`` when
+    that raises (an invalid candidate: MetaSchedule skips it)."""
+    try:
+        return result_type(compute(*args), None)
+    except Exception as error:
+        return result_type(None, str(error)[:500])
 
 
 def _measure(path: str, args_info) -> list[float]:
