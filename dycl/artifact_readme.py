@@ -50,24 +50,37 @@ def _shape(shape: Sequence[int | str]) -> str:
 
 def readme(manifest: Manifest) -> str:
     """A short README: what the artifact is, its inputs and outputs, how to run it."""
-    inputs = "\n".join(f"| `{port.name}` | {port.dtype} | {_shape(port.shape)} |"
-                       for port in manifest.inputs) or "| (none) | | |"
-    outputs = "\n".join(
+    dims = ", ".join(f"`{name}`" for name in sorted(manifest.dynamic_dims)) or "none"
+    tested = ", ".join(f"{line} (tested: {version})" for line, version in requirements(manifest).items())
+    return _README.format(model=manifest.model, dycl_version=manifest.dycl_version, backend=manifest.backend,
+                          sub_dnns=len(manifest.sub_dnns), inputs=_inputs_table(manifest),
+                          outputs=_outputs_table(manifest), dims=dims, tested=tested,
+                          threads=_ORT_THREADS if manifest.backend == "onnxruntime" else _TVM_THREADS)
+
+
+def _inputs_table(manifest: Manifest) -> str:
+    return "\n".join(f"| `{port.name}` | {port.dtype} | {_shape(port.shape)} |"
+                     for port in manifest.inputs) or "| (none) | | |"
+
+
+def _outputs_table(manifest: Manifest) -> str:
+    return "\n".join(
         f"| `{spec.name}` | {spec.dtype or spec.kind} | "
         f"{_shape(spec.example_shape) + ' at the example' if spec.example_shape is not None else '-'} |"
         for spec in manifest.outputs) or "| (unknown) | | |"
-    dims = ", ".join(f"`{name}`" for name in sorted(manifest.dynamic_dims))
-    tested = ", ".join(f"{line} (tested: {version})" for line, version in requirements(manifest).items())
-    threads = ("`load(..., threads=N)` sets the intra-op threads of each ONNX Runtime session (default: every "
-               "CPU); `providers=` and `session_options=` are passed to ONNX Runtime; `shared_pool=True` opts in "
-               "to one process-wide ONNX Runtime thread pool (faster, but then every ONNX Runtime session in "
-               "the process must use `use_per_session_threads=False`)."
-               if manifest.backend == "onnxruntime" else
-               "TVM has one process-wide thread pool: set `TVM_NUM_THREADS` before the first load.")
-    return f"""# {manifest.model} — a dycl artifact
 
-The model `{manifest.model}` compiled by dycl {manifest.dycl_version} for **{manifest.backend}**:
-{len(manifest.sub_dnns)} control-flow-free sub-DNNs and `host.py`, a generated Python program that
+
+# how a loaded model uses threads (the README's "Threads" section)
+_ORT_THREADS = ("`load(..., threads=N)` sets the intra-op threads of each ONNX Runtime session (default: every "
+                "CPU); `providers=` and `session_options=` are passed to ONNX Runtime; `shared_pool=True` opts in "
+                "to one process-wide ONNX Runtime thread pool (faster, but then every ONNX Runtime session in "
+                "the process must use `use_per_session_threads=False`).")
+_TVM_THREADS = "TVM has one process-wide thread pool: set `TVM_NUM_THREADS` before the first load."
+
+_README = """# {model} — a dycl artifact
+
+The model `{model}` compiled by dycl {dycl_version} for **{backend}**:
+{sub_dnns} control-flow-free sub-DNNs and `host.py`, a generated Python program that
 runs them in the order the model's `forward()` would. It needs Python, numpy and the backend runtime
 only — no PyTorch, no dycl.
 
@@ -80,7 +93,7 @@ only artifacts you trust. `load` checks every file against `manifest.json` (sha2
 |---|---|---|
 {inputs}
 
-Symbolic dims ({dims or 'none'}) may take any size; other dims are fixed.
+Symbolic dims ({dims}) may take any size; other dims are fixed.
 
 ## Outputs
 

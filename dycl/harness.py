@@ -21,14 +21,14 @@ import io
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dycl.coverage import HostCoverage, user_code
+from dycl.coverage import HostCoverage, Tally, user_code
 from dycl.hostgen.names import FORWARD
 from dycl.paths import model_source_files, record_path
 from dycl.rewriter.arguments import positional_arguments
@@ -221,63 +221,76 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
     or a tuple of positional arguments): η, δ, paths and branch coverage on one
     pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
     ``repeat=0`` skips timing and reports NaN)."""
-    post = postprocess or default_postprocess
     arguments = [positional_arguments(item) for item in inputs]
     files = model_source_files(model)
-    baseline = None
-    if traced:
-        try:
-            baseline = traced_baseline(model, arguments[0])
-        except Exception as exc:  # noqa: BLE001 - tracing failing is itself a finding
-            warnings.warn(f"the traced baseline could not be exported: {exc}", stacklevel=2)
+    baseline = _traced_or_none(model, arguments[0]) if traced else None
     recorder = _recorder(compiled)
     tally = recorder.tally() if recorder else None
-    paths = set()
-    inconsistent = traced_inconsistent = 0
-    worst = traced_worst = 0.0
+    found = _Agreement(postprocess or default_postprocess)
     with torch.no_grad():
         for args in arguments:
             expected, path = record_path(model, *args, files=files)
-            paths.add(path)
+            found.paths.add(path)
             if recorder is not None:
                 actual, trace = recorder.record(compiled, *args)
                 tally.add(trace)
             else:
                 actual = compiled(*args)
-            inconsistent += post(actual) != post(expected)
-            worst = max(worst, max_abs_error(expected, actual))
-            if baseline is not None:
-                flat = baseline(*args)
-                traced_error = max_abs_error(expected, flat)
-                traced_worst = max(traced_worst, traced_error)
-                try:
-                    traced_result = post(_restructure(expected, flat))
-                except (StopIteration, RuntimeError, ValueError):
-                    traced_result = None
-                traced_inconsistent += traced_result != post(expected)
+            found.add(expected, actual, baseline(*args) if baseline is not None else None)
     nan = Timing(math.nan, math.nan, math.nan, 0)
     times = interleaved({"eager": model, "compiled": compiled}, arguments, repeat=repeat) if repeat else {
         "eager": nan, "compiled": nan}
     eager, fast = times["eager"], times["compiled"]
     n = len(arguments)
     return Report(
-        n=n,
-        eta=inconsistent / n,
-        delta=log_error(worst),
-        paths=len(paths),
-        eager_ms=eager.median_ms,
-        compiled_ms=fast.median_ms,
-        traced_eta=traced_inconsistent / n if baseline is not None else None,
-        traced_delta=log_error(traced_worst) if baseline is not None else None,
-        eager_iqr_ms=(eager.p25_ms, eager.p75_ms),
-        compiled_iqr_ms=(fast.p25_ms, fast.p75_ms),
-        compiled_paths=len(tally.paths) if tally else 0,
-        conditions=tuple(tally.conditions()) if tally else (),
-        sub_dnns_run=sum(1 for i in tally.sub_dnns if tally.ran.get(i)) if tally else 0,
-        sub_dnns=len(tally.sub_dnns) if tally else 0,
-        never_run=tuple(i for i in tally.sub_dnns if not tally.ran.get(i)) if tally else (),
-        warnings=tuple(tally.warnings()) if tally else (),
+        n=n, eta=found.inconsistent / n, delta=log_error(found.worst), paths=len(found.paths),
+        eager_ms=eager.median_ms, compiled_ms=fast.median_ms,
+        traced_eta=found.traced_inconsistent / n if baseline is not None else None,
+        traced_delta=log_error(found.traced_worst) if baseline is not None else None,
+        eager_iqr_ms=(eager.p25_ms, eager.p75_ms), compiled_iqr_ms=(fast.p25_ms, fast.p75_ms),
+        **(_coverage_fields(tally) if tally else {}),
     )
+
+
+def _traced_or_none(model: torch.nn.Module, example: tuple) -> Callable[..., Any] | None:
+    try:
+        return traced_baseline(model, example)
+    except Exception as exc:  # noqa: BLE001 - tracing failing is itself a finding
+        warnings.warn(f"the traced baseline could not be exported: {exc}", stacklevel=3)
+        return None
+
+
+@dataclass
+class _Agreement:
+    """Eq. 1's counts over the inputs seen so far, for the compiled model and the traced baseline."""
+
+    post: Callable[[Any], Any]
+    paths: set[Any] = field(default_factory=set)
+    inconsistent: int = 0
+    worst: float = 0.0
+    traced_inconsistent: int = 0
+    traced_worst: float = 0.0
+
+    def add(self, expected: Any, actual: Any, traced: Sequence[torch.Tensor] | None) -> None:
+        """One input: eager's ``expected``, the compiled ``actual``, the baseline's flat outputs (if any)."""
+        self.inconsistent += self.post(actual) != self.post(expected)
+        self.worst = max(self.worst, max_abs_error(expected, actual))
+        if traced is None:
+            return
+        self.traced_worst = max(self.traced_worst, max_abs_error(expected, traced))
+        try:
+            traced_result = self.post(_restructure(expected, traced))
+        except (StopIteration, RuntimeError, ValueError):
+            traced_result = None
+        self.traced_inconsistent += traced_result != self.post(expected)
+
+
+def _coverage_fields(tally: Tally) -> dict[str, Any]:
+    """The ``Report`` fields measured on the host (``dycl.coverage``)."""
+    return {"compiled_paths": len(tally.paths), "conditions": tuple(tally.conditions()),
+            "sub_dnns_run": sum(1 for i in tally.sub_dnns if tally.ran.get(i)), "sub_dnns": len(tally.sub_dnns),
+            "never_run": tuple(i for i in tally.sub_dnns if not tally.ran.get(i)),
+            "warnings": tuple(tally.warnings())}
 
 
 def _recorder(compiled: Any) -> HostCoverage | None:

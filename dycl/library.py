@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -104,6 +104,17 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm 
     tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
     returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
     with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None."""
+    _, leaves, spec = _example_output(model, passed)
+    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None  # a Python number in the output is left to the host, which computes it per call
+    return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
+                       functools.partial(_plain, spec, leaves), spec)
+
+
+def _example_output(model: torch.nn.Module,
+                    passed: dict[str, Any]) -> tuple[list[inspect.Parameter], list[Any], pytree.TreeSpec]:
+    """forward()'s parameters (less ``self``) and the flat leaves and spec of its
+    output when called as the example ``passed`` (arguments by parameter name)."""
     resolved = resolve_method(model)
     signature = signature_of(resolved, inspect.unwrap(resolved.function))
     parameters = list(signature.parameters.values())[1:]
@@ -111,10 +122,7 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm 
     with torch.no_grad():
         output = model(*bound.args, **bound.kwargs)
     leaves, spec = outputs.flatten(output)
-    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
-        return None  # a Python number in the output is left to the host, which computes it per call
-    return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
-                       functools.partial(_plain, spec, leaves), spec)
+    return parameters, leaves, spec
 
 
 @dataclass(frozen=True)
@@ -136,80 +144,100 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall 
     """The wrapper that calls ``model`` as the example ``passed`` (forward()'s
     arguments by parameter name) did; None when the output holds a Python number
     (traced as one graph it would be frozen; the rewritten forward computes it per call)."""
-    resolved = resolve_method(model)
-    function = inspect.unwrap(resolved.function)
-    signature = signature_of(resolved, function)
-    parameters = list(signature.parameters.values())[1:]
-    bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
-    with torch.no_grad():
-        output = model(*bound.args, **bound.kwargs)
-    leaves, spec = outputs.flatten(output)
+    parameters, leaves, spec = _example_output(model, passed)
     if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None  # a Python number may come from a shape that differs from call to call: never frozen
+    form = _CallForm()
+    arguments = [text for param in parameters for text in form.arguments(param, passed, parameters)]
+    source = _wrapper_source([name for name, _, _ in form.flat], arguments, leaves, spec)
+    return LibraryCall(_wrapper(model, source), form.inputs, form.description(parameters), spec)
 
-    names: set[str] = {"self"}
-    inputs: dict[str, Any] = {}
-    flat: list[list[Any]] = []
-    fixed: list[list[Any]] = []
-    absent: list[str] = []
-    variadic: dict[str, Any] = {}
 
-    def term(parameter: str, key: Any, value: Any) -> str:
-        if key is None and type(value) in (tuple, list) and value and all(
-                isinstance(v, torch.Tensor) for v in value):
-            variadic[parameter] = len(value)
-            items = ", ".join(term(parameter, i, v) for i, v in enumerate(value))
-            return f"[{items}]" if isinstance(value, list) else f"({items},)"
-        if is_literal(value) and not isinstance(value, (list, dict)):
-            fixed.append([parameter, key, value])
-            return repr(value)
-        base = parameter if key is None else f"{parameter}_{key}"
-        name = base if base.isidentifier() else f"{parameter}_{len(flat)}"
-        while name in names:
-            name += "_"
-        names.add(name)
-        inputs[name] = value
-        flat.append([name, parameter, key])
-        return name
+@dataclass
+class _CallForm:
+    """How the wrapper calls the model, collected one parameter at a time: the
+    wrapper's parameters (``flat``: ``[name, parameter, key]``, with their example
+    values in ``inputs``), the literals written into the call (``fixed``), the
+    parameters left out (``absent``) and what each variadic parameter received."""
 
-    arguments: list[str] = []
-    for param in parameters:
+    names: set[str] = field(default_factory=lambda: {"self"})
+    inputs: dict[str, Any] = field(default_factory=dict)
+    flat: list[list[Any]] = field(default_factory=list)
+    fixed: list[list[Any]] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    variadic: dict[str, Any] = field(default_factory=dict)
+
+    def arguments(self, param: inspect.Parameter, passed: dict[str, Any],
+                  parameters: list[inspect.Parameter]) -> list[str]:
+        """The call's argument texts for ``param`` (none when the example left it out)."""
         if param.name not in passed:
-            if param.kind is _P.VAR_POSITIONAL:
-                variadic[param.name] = 0
-            elif param.kind is _P.VAR_KEYWORD:
-                variadic[param.name] = []
-            elif is_literal(param.default):
-                fixed.append([param.name, None, param.default])
-            else:
-                absent.append(param.name)
-            continue
+            self._left_out(param)
+            return []
         value = passed[param.name]
         if param.kind is _P.VAR_POSITIONAL:
-            variadic[param.name] = len(value)
-            arguments += [term(param.name, i, v) for i, v in enumerate(value)]
-        elif param.kind is _P.VAR_KEYWORD:
-            variadic[param.name] = list(value)
-            arguments += [f"**{{{k!r}: {term(param.name, k, v)}}}" for k, v in value.items()]
-        elif param.kind is _P.POSITIONAL_ONLY or (param.kind is _P.POSITIONAL_OR_KEYWORD and any(
+            self.variadic[param.name] = len(value)
+            return [self.term(param.name, i, v) for i, v in enumerate(value)]
+        if param.kind is _P.VAR_KEYWORD:
+            self.variadic[param.name] = list(value)
+            return [f"**{{{k!r}: {self.term(param.name, k, v)}}}" for k, v in value.items()]
+        if param.kind is _P.POSITIONAL_ONLY or (param.kind is _P.POSITIONAL_OR_KEYWORD and any(
                 p.kind is _P.VAR_POSITIONAL and passed.get(p.name) for p in parameters)):
-            arguments.append(term(param.name, None, value))
-        else:
-            arguments.append(f"{param.name}={term(param.name, None, value)}")
+            return [self.term(param.name, None, value)]
+        return [f"{param.name}={self.term(param.name, None, value)}"]
 
+    def _left_out(self, param: inspect.Parameter) -> None:
+        if param.kind is _P.VAR_POSITIONAL:
+            self.variadic[param.name] = 0
+        elif param.kind is _P.VAR_KEYWORD:
+            self.variadic[param.name] = []
+        elif is_literal(param.default):
+            self.fixed.append([param.name, None, param.default])
+        else:
+            self.absent.append(param.name)
+
+    def term(self, parameter: str, key: Any, value: Any) -> str:
+        """The text for ``value`` (``parameter``'s, or item ``key`` of it): a literal
+        written in, a list or tuple of tensors item by item, else a new wrapper parameter."""
+        if key is None and type(value) in (tuple, list) and value and all(
+                isinstance(v, torch.Tensor) for v in value):
+            self.variadic[parameter] = len(value)
+            items = ", ".join(self.term(parameter, i, v) for i, v in enumerate(value))
+            return f"[{items}]" if isinstance(value, list) else f"({items},)"
+        if is_literal(value) and not isinstance(value, (list, dict)):
+            self.fixed.append([parameter, key, value])
+            return repr(value)
+        base = parameter if key is None else f"{parameter}_{key}"
+        name = base if base.isidentifier() else f"{parameter}_{len(self.flat)}"
+        while name in self.names:
+            name += "_"
+        self.names.add(name)
+        self.inputs[name] = value
+        self.flat.append([name, parameter, key])
+        return name
+
+    def description(self, parameters: list[inspect.Parameter]) -> dict[str, Any]:
+        """The host's call description (``dycl.signature``)."""
+        return {"parameters": [[p.name, p.kind.name, p.default is not _P.empty] for p in parameters],
+                "inputs": self.flat, "fixed": self.fixed, "absent": self.absent, "variadic": self.variadic}
+
+
+def _wrapper_source(parameters: list[str], arguments: list[str], leaves: list[Any], spec: pytree.TreeSpec) -> str:
     count = sum(isinstance(leaf, torch.Tensor) for leaf in leaves)
     results = [f"out_{i}" for i in range(count)]
     position = iter(results)
     leaf_terms = [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf) for leaf in leaves]
     targets = ", ".join(results) + ("," if count == 1 else "")
-    lines = [f"def forward(self, {', '.join(flat_name for flat_name, _, _ in flat)}):"]
     call = f"self.model({', '.join(arguments)})"
-    lines.append(f"    {targets} = _tensor_leaves({call})" if count else f"    {call}")
-    lines.append(f"    return {outputs.plain_expression(spec, leaf_terms)}")
-    source = "\n".join(lines) + "\n"
+    lines = [f"def forward(self, {', '.join(parameters)}):",
+             f"    {targets} = _tensor_leaves({call})" if count else f"    {call}",
+             f"    return {outputs.plain_expression(spec, leaf_terms)}"]
+    return "\n".join(lines) + "\n"
 
-    qualname = type(model).__qualname__
-    filename = f"<dycl: calling {qualname}>"
+
+def _wrapper(model: torch.nn.Module, source: str) -> torch.nn.Module:
+    """A module whose forward is ``source`` (registered with linecache, so tracebacks
+    and the rewriter can read it) and whose ``model`` is ``model``."""
+    filename = f"<dycl: calling {type(model).__qualname__}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"_tensor_leaves": _tensor_leaves, "__name__": "dycl.library"}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated wrapper only
@@ -217,11 +245,7 @@ def library_call(model: torch.nn.Module, passed: dict[str, Any]) -> LibraryCall 
     wrapper = wrapper_type()
     wrapper.model = model
     wrapper.train(model.training)
-    call_description = {
-        "parameters": [[p.name, p.kind.name, p.default is not _P.empty] for p in parameters],
-        "inputs": flat, "fixed": fixed, "absent": absent, "variadic": variadic,
-    }
-    return LibraryCall(wrapper, inputs, call_description, spec)
+    return wrapper
 
 
 __all__ = ["LibraryCall", "is_library_model", "library_call", "object_output", "wraps_forward"]

@@ -74,34 +74,32 @@ def _json_object(value, where, required, optional=None):
     return value
 
 
-def _json_string(value, where):
-    if not isinstance(value, str):
-        _json_fail(where, "a string", value)
+def _json_expect(value, where, fits, expected):
+    """``value`` when it ``fits``; else the ``ArtifactError`` saying what was ``expected``."""
+    if not fits:
+        _json_fail(where, expected, value)
     return value
+
+
+def _json_string(value, where):
+    return _json_expect(value, where, isinstance(value, str), "a string")
 
 
 def _json_flag(value, where):
-    if not isinstance(value, bool):
-        _json_fail(where, "true or false", value)
-    return value
+    return _json_expect(value, where, isinstance(value, bool), "true or false")
 
 
 def _json_count(value, where):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        _json_fail(where, "a non-negative integer", value)
-    return value
+    fits = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return _json_expect(value, where, fits, "a non-negative integer")
 
 
 def _json_list(value, where):
-    if not isinstance(value, list):
-        _json_fail(where, "a list", value)
-    return value
+    return _json_expect(value, where, isinstance(value, list), "a list")
 
 
 def _json_dtype(value, where):
-    if value not in DTYPE_SIZES:
-        _json_fail(where, f"one of {sorted(DTYPE_SIZES)}", value)
-    return value
+    return _json_expect(value, where, isinstance(value, str) and value in DTYPE_SIZES, f"one of {sorted(DTYPE_SIZES)}")
 
 
 def _json_shape(value, where, symbolic=True):
@@ -113,9 +111,8 @@ def _json_shape(value, where, symbolic=True):
 
 def _json_sha256(value, where):
     digest = _json_string(value, where)
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        _json_fail(where, "64 lowercase hex digits", digest)
-    return digest
+    fits = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    return _json_expect(digest, where, fits, "64 lowercase hex digits")
 
 
 def _json_table(value, where, read):

@@ -157,60 +157,93 @@ def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regr
     ``max_shrinks`` more with an error message not seen before) into regression tests in ``regressions``
     (one per distinct shrunk program)."""
     start = time.perf_counter()
-    summary = Summary(seed, list(backends))
-    shrinks = 0
-    kinds_seen: set[tuple[str, ...]] = set()
-    reproducers: dict[str, Path] = {}  # shrunk program (normalised) -> its regression file
+    campaign = _Campaign(Summary(seed, list(backends)), out_dir, regressions, compile_fn, timeout, verbose, xfail,
+                         max_shrinks, echo)
     for index in range(n):
-        checked = None
+        checked = campaign.check(index, exclude)
+        campaign.summary.count(checked)
+        campaign.tell(index, checked)
+        if checked.status != "ok":
+            campaign.fail(checked)
+    campaign.summary.seconds = time.perf_counter() - start
+    return campaign.summary
+
+
+@dataclass
+class _Campaign:
+    """One campaign's settings (``run_campaign``'s arguments), its summary and what
+    its shrinking has seen so far."""
+
+    summary: Summary
+    out_dir: Path
+    regressions: Path | None
+    compile_fn: CompileFn
+    timeout: float | None
+    verbose: bool
+    xfail: bool
+    max_shrinks: int
+    echo: Callable[[str], None]
+    shrinks: int = 0
+    kinds_seen: set[tuple[str, ...]] = field(default_factory=set)
+    reproducers: dict[str, Path] = field(default_factory=dict)  # shrunk program (normalised) -> its regression file
+
+    def check(self, index: int, exclude: frozenset[str]) -> Checked:
+        """Program ``index`` checked on every backend; a program that fails eagerly is
+        discarded and the next attempt drawn, ``MAX_ATTEMPTS`` times at most."""
+        summary = self.summary
         for attempt in range(MAX_ATTEMPTS):
-            program = generate(seed, index, attempt, exclude)
+            program = generate(summary.seed, index, attempt, exclude)
             try:
-                checked = check_program(program, out_dir, backends, compile_fn, timeout=timeout)
-                break
+                return check_program(program, self.out_dir, summary.backends, self.compile_fn, timeout=self.timeout)
             except Discarded as exc:
                 summary.discarded += 1
-                if verbose:
-                    echo(f"[{index}] {program.name}: discarded ({exc})")
-        if checked is None:
-            raise RuntimeError(f"program {index}: {MAX_ATTEMPTS} discarded attempts in a row")
-        summary.count(checked)
-        status = checked.status
-        if verbose or status != "ok":
-            times = ", ".join(f"{o.backend} {o.seconds:.2f} s" for o in checked.outcomes)
-            features = ", ".join(sorted(program_features(program))) or "no features"
-            echo(f"[{index}] {program.name}: {status} ({checked.paths} paths, {count_lines(program)} lines, {times}; "
-                 f"{features})")
-            for o in checked.failures():
-                echo(f"    {o.backend}: {o.status}: {o.detail[:300]}")
-        if status == "ok":
-            continue
+                if self.verbose:
+                    self.echo(f"[{index}] {program.name}: discarded ({exc})")
+        raise RuntimeError(f"program {index}: {MAX_ATTEMPTS} discarded attempts in a row")
+
+    def tell(self, index: int, checked: Checked) -> None:
+        """Echo how the program ended (every program when verbose, else the failures)."""
+        status, program = checked.status, checked.program
+        if not self.verbose and status == "ok":
+            return
+        times = ", ".join(f"{o.backend} {o.seconds:.2f} s" for o in checked.outcomes)
+        features = ", ".join(sorted(program_features(program))) or "no features"
+        self.echo(f"[{index}] {program.name}: {status} ({checked.paths} paths, {count_lines(program)} lines, "
+                  f"{times}; {features})")
+        for o in checked.failures():
+            self.echo(f"    {o.backend}: {o.status}: {o.detail[:300]}")
+
+    def fail(self, checked: Checked) -> None:
+        """Record a failing program; shrink the first ``max_shrinks`` failures, and up to
+        ``max_shrinks`` more of kinds not seen yet."""
         worst = max(checked.failures(), key=lambda o: STATUS_ORDER.index(o.status))
         failure = Failure(checked, worst)
-        summary.failures.append(failure)
-        # shrink the first max_shrinks failures, and up to max_shrinks more of kinds not seen yet
+        self.summary.failures.append(failure)
         kind = failure_kind(worst)
-        new_kind = kind not in kinds_seen
-        kinds_seen.add(kind)
-        if shrinks >= max_shrinks and not (new_kind and shrinks < 2 * max_shrinks):
-            continue
-        shrinks += 1
+        new_kind = kind not in self.kinds_seen
+        self.kinds_seen.add(kind)
+        if self.shrinks < self.max_shrinks or (new_kind and self.shrinks < 2 * self.max_shrinks):
+            self.shrinks += 1
+            self.shrink(failure)
+
+    def shrink(self, failure: Failure) -> None:
+        """Shrink ``failure`` and write its regression test, unless an earlier failure shrank to the same program."""
         shrink_start = time.perf_counter()
-        shrunk, outcome = shrink_failure(checked, worst, out_dir, compile_fn, timeout)
-        summary.shrink_seconds += time.perf_counter() - shrink_start
+        shrunk, outcome = shrink_failure(failure.checked, failure.outcome, self.out_dir, self.compile_fn,
+                                         self.timeout)
+        self.summary.shrink_seconds += time.perf_counter() - shrink_start
         failure.shrunk, failure.shrunk_outcome = shrunk, outcome
-        echo(f"    shrunk {count_lines(program)} -> {count_lines(shrunk)} lines ({outcome.backend}: "
-             f"{outcome.status}: {outcome.detail[:200]})")
-        if verbose:
-            echo(render_classes(shrunk))
+        original_lines = count_lines(failure.checked.program)
+        self.echo(f"    shrunk {original_lines} -> {count_lines(shrunk)} lines ({outcome.backend}: "
+                  f"{outcome.status}: {outcome.detail[:200]})")
+        if self.verbose:
+            self.echo(render_classes(shrunk))
         key = _shrunk_key(shrunk)
-        if key in reproducers:
-            failure.regression = reproducers[key]
-            echo(f"    same reproducer as {failure.regression}")
-        elif regressions is not None:
-            failure.regression = write_regression(regressions, shrunk, outcome, _failing_inputs(shrunk, outcome),
-                                                  count_lines(program), xfail)
-            reproducers[key] = failure.regression
-            echo(f"    regression test: {failure.regression}")
-    summary.seconds = time.perf_counter() - start
-    return summary
+        if key in self.reproducers:
+            failure.regression = self.reproducers[key]
+            self.echo(f"    same reproducer as {failure.regression}")
+        elif self.regressions is not None:
+            failure.regression = write_regression(self.regressions, shrunk, outcome, _failing_inputs(shrunk, outcome),
+                                                  original_lines, self.xfail)
+            self.reproducers[key] = failure.regression
+            self.echo(f"    regression test: {failure.regression}")

@@ -142,6 +142,7 @@ class _Generator:
         return rng.choice(options)
 
     def simple(self, scope: Scope) -> str:
+        """One simple statement that fits ``scope`` (the draws' order is part of ``generate``'s output)."""
         rng = self.rng
         common = ["x = torch.tanh(x)", "x = x * 0.5", "x = x * -0.9", "x = -x", "x = x + 0.5", "x = x - 0.25",
                   "x = x.relu() - 0.1", f"x = self.layers[{self.int_expr(scope)} % {{L}}](x)",
@@ -154,8 +155,7 @@ class _Generator:
         if scope.function in ("inner", "library"):
             options = ["x = x * 0.5", "x = -x", "x = x - 0.25", "x = x + k * 0.1", "x = torch.tanh(x)"]
             return rng.choice(options + (["x = torch.tanh(self.fc(x))"] * 2 if scope.function == "inner" else []))
-        options = list(common)
-        options += self.patterns.statements(scope.function, lambda: self.int_expr(scope))
+        options = common + self.patterns.statements(scope.function, lambda: self.int_expr(scope))
         if scope.kwargs:
             options.append('x = x * kwargs.get("scale", 1.0)')
         if self.library:
@@ -164,27 +164,37 @@ class _Generator:
         if scope.layer_var:
             options += [f"x = {scope.layer_var}(x)"] * 3
         if scope.function == "forward":
-            # h keeps one row and list reads take one, so x (whose rows vary with batch-resize) always broadcasts
-            options += ["h = x[:1] * 0.9", "h = torch.tanh(h + x[:1])", "x = x + h * 0.5", "x = (x + h) * 0.5",
-                        "outs.append(x)", "outs.append(x)", "n += 1", "n += 1", "x = x + n * 0.1"]
-            if "int-counter" not in self.exclude:
-                options.append("n += int(x.sum() > 0)")
-            if "list-read" not in self.exclude:
-                options += ["x = x + outs[0] * 0.1", "x = (x + outs[-1][:1]) * 0.5"]
-            if "batch-resize" not in self.exclude:
-                options += ["x = torch.cat([x, x * 0.5], 0)[:3]", "x = x[:1]"]
-            if "item-arith" not in self.exclude:
-                options.append("x = x - x.mean().item() * 0.5")  # not all of it: mean(x) ~ 0 is a bad test
-            if scope.ints:
-                options.append(f"n += {rng.choice(scope.ints)}")
-            if scope.gate_var:
-                options += [f"x = {scope.gate_var}(x)"] * 3
-            if self.gate_body is not None:
-                scale = ", scale=0.8" if self.on["kwargs-callee"] and rng.random() < 0.5 else ""
-                options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x{scale})")
-            if self.helpers:
-                options += ["HELPER"] * 2
-        choice = rng.choice(options)
+            options += self.forward_statements(scope)
+        return self.chosen(rng.choice(options), scope)
+
+    def forward_statements(self, scope: Scope) -> list[str]:
+        """The simple statements only ``forward`` has (on ``h``, ``outs``, ``n``, the gates and helpers)."""
+        rng = self.rng
+        # h keeps one row and list reads take one, so x (whose rows vary with batch-resize) always broadcasts
+        options = ["h = x[:1] * 0.9", "h = torch.tanh(h + x[:1])", "x = x + h * 0.5", "x = (x + h) * 0.5",
+                   "outs.append(x)", "outs.append(x)", "n += 1", "n += 1", "x = x + n * 0.1"]
+        if "int-counter" not in self.exclude:
+            options.append("n += int(x.sum() > 0)")
+        if "list-read" not in self.exclude:
+            options += ["x = x + outs[0] * 0.1", "x = (x + outs[-1][:1]) * 0.5"]
+        if "batch-resize" not in self.exclude:
+            options += ["x = torch.cat([x, x * 0.5], 0)[:3]", "x = x[:1]"]
+        if "item-arith" not in self.exclude:
+            options.append("x = x - x.mean().item() * 0.5")  # not all of it: mean(x) ~ 0 is a bad test
+        if scope.ints:
+            options.append(f"n += {rng.choice(scope.ints)}")
+        if scope.gate_var:
+            options += [f"x = {scope.gate_var}(x)"] * 3
+        if self.gate_body is not None:
+            scale = ", scale=0.8" if self.on["kwargs-callee"] and rng.random() < 0.5 else ""
+            options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x{scale})")
+        if self.helpers:
+            options += ["HELPER"] * 2
+        return options
+
+    def chosen(self, choice: str, scope: Scope) -> str:
+        """The statement ``choice`` stands for (a helper or library call is drawn here), with its cost counted."""
+        rng = self.rng
         if choice == "HELPER":
             helper = rng.choice(self.helpers)
             self.cost += self.helper_cost[helper.name] * scope.multiplier

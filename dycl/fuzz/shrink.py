@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterator
 
 from dycl.fuzz.program import For, If, Line, Program, Stmt, While, count_lines, walk_blocks
 
-Candidate = Program
-
 
 def _substitute(body: list[Stmt], name: str, value: str) -> list[Stmt]:
     """``body`` with the whole word ``name`` replaced by ``value`` in every statement's text."""

@@ -17,6 +17,7 @@ from onnx.external_data_helper import convert_model_to_external_data
 
 import dycl
 from dycl.artifact import ArtifactError, verify
+from tests.artifact.documents import set_field
 from tests.artifact.models import warm_start
 from tests.artifact.watch import files_opened
 
@@ -128,14 +129,7 @@ def _constants(field, value):
 
 def _set(path, value):
     def change(manifest, artifact, root):
-        *parents, last = path
-        target = manifest
-        for key in parents:
-            target = target[key]
-        if value is KeyError:
-            del target[last]
-        else:
-            target[last] = value
+        set_field(manifest, path, value)
     return _edit(change)
 
 

@@ -18,31 +18,8 @@ from dycl import hcfg, rewriter
 from dycl.backends.onnxruntime import OnnxRuntimeBackend
 from dycl.paths import model_source_files, record_path
 from dycl.testing import assert_equivalent
+from tests.artifact.models import gate
 from tests.nets import Decoder
-
-
-class TwoWays(nn.Module):
-    """Path A (positive sum) and path B (otherwise) use different layers."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = nn.Linear(4, 4)
-        self.b = nn.Linear(4, 4)
-        self.head = nn.Linear(4, 2)
-
-    def forward(self, x):
-        steps = 0
-        if x.sum() > 0:
-            x = torch.relu(self.a(x))
-            steps += 1
-        else:
-            x = torch.tanh(self.b(x))
-        return self.head(x), steps
-
-
-def build() -> nn.Module:
-    torch.manual_seed(0)
-    return TwoWays().eval()
 
 
 def signed_inputs(sign: float, count: int = 15) -> list[torch.Tensor]:
@@ -51,7 +28,7 @@ def signed_inputs(sign: float, count: int = 15) -> list[torch.Tensor]:
 
 
 def test_untaken_branch_is_compiled_ahead_of_time(monkeypatch, tmp_path):
-    model = build()
+    model = gate()
     example = torch.ones(1, 4)  # path A only
     compiled = dycl.compile(model, example)
     compiled.save(tmp_path / "artifact")
@@ -75,7 +52,7 @@ def test_untaken_branch_is_compiled_ahead_of_time(monkeypatch, tmp_path):
 
 
 def test_host_is_readable_and_has_no_tensor_math():
-    compiled = dycl.compile(build(), torch.ones(1, 4))
+    compiled = dycl.compile(gate(), torch.ones(1, 4))
     source = compiled.host_source
     forward = source[source.index("    def _forward"):source.index("\n\ndef _bind")]
     assert compiled.manifest["sub_dnns"].keys() == {"subdnn_0", "subdnn_1", "subdnn_2", "subdnn_3"}
@@ -90,7 +67,7 @@ def test_host_is_readable_and_has_no_tensor_math():
                     steps = 0
                 t_1, = self._call[3](x)
                 return t_1, steps""").replace("\n", "\n    ").join(["    ", ""])
-    assert "# test_artifact.py:" in forward
+    assert "# models.py:" in forward  # the model's own file and line
     tree = ast.parse(source)
     assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and any(
         a.name.split(".")[0] in ("torch", "dycl") for a in n.names) for n in ast.walk(tree))
@@ -107,7 +84,7 @@ def _strip_locations(text: str) -> str:
 
 
 def test_flipped_byte_fails_the_checksum(tmp_path):
-    artifact = dycl.compile(build(), torch.ones(1, 4)).save(tmp_path / "net")
+    artifact = dycl.compile(gate(), torch.ones(1, 4)).save(tmp_path / "net")
     victim = artifact / "subdnn_1.onnx"
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -117,11 +94,11 @@ def test_flipped_byte_fails_the_checksum(tmp_path):
 
 
 def test_missing_file_version_mismatch_and_missing_manifest(tmp_path):
-    artifact = dycl.compile(build(), torch.ones(1, 4)).save(tmp_path / "net")
+    artifact = dycl.compile(gate(), torch.ones(1, 4)).save(tmp_path / "net")
     (artifact / "subdnn_2.onnx").unlink()
     with pytest.raises(FileNotFoundError, match="subdnn_2.onnx"):
         dycl.load(artifact)
-    artifact = dycl.compile(build(), torch.ones(1, 4)).save(tmp_path / "other")
+    artifact = dycl.compile(gate(), torch.ones(1, 4)).save(tmp_path / "other")
     manifest = json.loads((artifact / "manifest.json").read_text())
     manifest["dycl_version"] = "0.0.1"
     (artifact / "manifest.json").write_text(json.dumps(manifest))
@@ -141,7 +118,7 @@ def test_missing_file_version_mismatch_and_missing_manifest(tmp_path):
     (([[1.0, 2.0, 3.0, 4.0]],), "expected a numpy array, got list"),
 ])
 def test_host_rejects_bad_inputs_naming_expected_and_got(arguments, message):
-    compiled = dycl.compile(build(), torch.ones(1, 4), dynamic=False)  # every dim static: tests/dynamic has the rest
+    compiled = dycl.compile(gate(), torch.ones(1, 4), dynamic=False)  # every dim static: tests/dynamic has the rest
     with pytest.raises(ValueError) as info:
         compiled.run_numpy(*arguments)
     assert message in str(info.value)
@@ -168,14 +145,14 @@ def test_specialized_argument_is_checked():
 
 
 def test_compiling_twice_gives_identical_host_and_manifest(tmp_path):
-    first = dycl.compile(build(), torch.ones(1, 4)).save(tmp_path / "one")
-    second = dycl.compile(build(), torch.ones(1, 4)).save(tmp_path / "two")
+    first = dycl.compile(gate(), torch.ones(1, 4)).save(tmp_path / "one")
+    second = dycl.compile(gate(), torch.ones(1, 4)).save(tmp_path / "two")
     for name in ("host.py", "manifest.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes()
 
 
 def test_stats_and_graph_picture():
-    compiled = dycl.compile(build(), torch.ones(1, 4))
+    compiled = dycl.compile(gate(), torch.ones(1, 4))
     stats = compiled.stats
     assert stats["sub_dnns"] == 4 and stats["conditions"] == 1 and stats["unique_compiled"] == 4
     assert set(stats["seconds"]) == {"rewrite", "hcfg", "compile", "host"}
@@ -185,9 +162,9 @@ def test_stats_and_graph_picture():
 
 
 def test_torch_backend_cannot_be_saved(tmp_path):
-    compiled = dycl.compile(build(), torch.ones(1, 4), backend="torch")
+    compiled = dycl.compile(gate(), torch.ones(1, 4), backend="torch")
     x = torch.randn(1, 4)
-    assert torch.allclose(compiled(x)[0], build()(x)[0], atol=1e-6)
+    assert torch.allclose(compiled(x)[0], gate()(x)[0], atol=1e-6)
     with pytest.raises(ValueError, match="runs only in-process"):
         compiled.save(tmp_path / "x")
 

@@ -31,6 +31,7 @@ import dycl.artifact
 import dycl.compiler
 from dycl.testing import assert_equivalent
 from dycl.testing_host import run_host_without_torch
+from tests.artifact.documents import set_field
 
 ATOL = 1e-5
 SHA = "ab" * 32
@@ -121,13 +122,7 @@ def _document() -> dict:
 
 def _set(path, value):
     def apply(document):
-        *parents, last = path
-        for key in parents:
-            document = document[key]
-        if value is KeyError:
-            del document[last]
-        else:
-            document[last] = value
+        set_field(document, path, value)
     return apply
 
 
@@ -141,6 +136,7 @@ BROKEN = {
     "input name": (_set(("inputs", 0, "name"), 3), r"inputs\[0\].name: expected a string"),
     "input kind": (_set(("inputs", 0, "kind"), KeyError), r"inputs\[0\]: missing field 'kind'"),
     "input dtype": (_set(("inputs", 0, "dtype"), "object"), r"inputs\[0\].dtype: expected one of \["),
+    "input dtype list": (_set(("inputs", 0, "dtype"), ["float32"]), r"inputs\[0\].dtype: expected one of .*got list"),
     "input dim": (_set(("inputs", 0, "shape"), ["batch", -1]), r"inputs\[0\].shape\[1\]: expected a non-negative"),
     "input dim bool": (_set(("inputs", 0, "shape"), [True]), r"inputs\[0\].shape\[0\]: expected a non-negative"),
     "port extra": (_set(("inputs", 0, "layout"), "NCHW"), r"inputs\[0\]: unexpected field 'layout'"),

@@ -206,6 +206,30 @@ def test_dycl_schedules_reach_every_kernel_with_work():
     assert sum("T.vectorized" in text for text in kernels.values()) >= len(kernels) - 3, sorted(kernels)
 
 
+def test_a_matmul_with_many_rows_packs_its_weight_panels(tmp_path):
+    """With more rows than one register tile, the tiled reduction copies the weight's
+    column panel into a contiguous buffer (``*_global``) reused by every row tile, and
+    still computes the matmul."""
+    from dycl.backends.tvm.lowering import import_onnx, prepare
+    from dycl.backends.tvm.options import target_of
+    from dycl.backends.tvm.schedules import apply_schedules
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 96), nn.ReLU()).eval()
+    x = torch.randn(8, 64)
+    onnx_bytes = _onnx(model, x, ("y:out",))
+    target = target_of(TvmOptions.from_env())
+    scheduled = apply_schedules(prepare(import_onnx(onnx_bytes, ["x"]), target), target, "dycl")
+    (matmul,) = [func.script() for gv, func in scheduled.functions_items() if "matmul" in gv.name_hint]
+    assert "_global = T.sblock_alloc_buffer" in matmul and '"local"' in matmul, matmul
+    options = TvmOptions.from_env(cache_dir=str(tmp_path), build_cache=False)
+    (library,), _ = compile_onnx([BuildJob("linear", onnx_bytes, ("x",))], options)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    got = TvmBackend().executable(library, _entry(("y:out",)), None)(x.numpy())[0]
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
     torch.manual_seed(0)
     model = Decoder().eval()

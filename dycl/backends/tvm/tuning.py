@@ -52,41 +52,9 @@ def tune_jobs(jobs: list[BuildJob], options: TvmOptions) -> dict[str, Any]:
 
 
 def _tune_kernels(kernels: dict[str, dict[str, Any]], target, options: TvmOptions, summary: dict[str, Any]):
-    import tvm
-    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    def measure(path: str, args_info) -> list[float]:
-        library = tvm.runtime.load_module(path)
-        args = _random_args(args_info)
-        first = library.time_evaluator("main", tvm.cpu(), number=1, repeat=1)(*args).results
-        if first[0] > 0.05:  # clearly slow: one measurement is enough
-            return list(first)
-        return list(library.time_evaluator("main", tvm.cpu(), number=3, repeat=3, min_repeat_ms=10)(*args).results)
-
-    @derived_object
-    class InProcessBuilder(ms.builder.PyBuilder):
-        def build(self, build_inputs):
-            results = []
-            for build_input in build_inputs:
-                try:
-                    results.append(ms.builder.BuilderResult(_export_kernel(build_input.mod, build_input.target), None))
-                except Exception as error:  # an invalid candidate
-                    results.append(ms.builder.BuilderResult(None, str(error)[:500]))
-            return results
-
-    @derived_object
-    class InProcessRunner(ms.runner.PyRunner):
-        def run(self, runner_inputs):
-            futures = []
-            for runner_input in runner_inputs:
-                try:
-                    result = ms.runner.RunnerResult(measure(runner_input.artifact_path, runner_input.args_info), None)
-                except Exception as error:
-                    result = ms.runner.RunnerResult(None, str(error)[:500])
-                futures.append(ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r))
-            return futures
-
+    builder, runner = _in_process_builder_and_runner()
     # Without the mutators that serialize modules (MutateComputeLocation, MutateParallel).
     space = ms.space_generator.PostOrderApply(
         sch_rules="from-target", postprocs="from-target",
@@ -99,8 +67,8 @@ def _tune_kernels(kernels: dict[str, dict[str, Any]], target, options: TvmOption
     start = time.perf_counter()
     ms.tune.tune_tasks(tasks=contexts, task_weights=[float(k["weight"]) for k in kernels.values()],
                        work_dir=tempfile.mkdtemp(prefix="dycl-ms-"), max_trials_global=trials * len(contexts),
-                       max_trials_per_task=trials, num_trials_per_iter=min(trials, 16), builder=InProcessBuilder(),
-                       runner=InProcessRunner(), database=database, cost_model="random")
+                       max_trials_per_task=trials, num_trials_per_iter=min(trials, 16), builder=builder,
+                       runner=runner, database=database, cost_model="random")
     summary["tune_s"] = round(time.perf_counter() - start, 1)
     for key, kernel in kernels.items():
         record = _pick_schedule(kernel, database.get_top_k(database.commit_workload(kernel["mod"]), 3), target,
@@ -114,6 +82,49 @@ def _tune_kernels(kernels: dict[str, dict[str, Any]], target, options: TvmOption
             summary["kept_default"] += 1
         atomic_write(tuning_dir(options) / f"{key}.json", json.dumps(record, indent=1).encode())
     return summary
+
+
+def _in_process_builder_and_runner() -> tuple[Any, Any]:
+    """A MetaSchedule builder and runner that build and time candidates in this
+    process (the stock ones pickle modules: ``tuning_problems``)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    @derived_object
+    class InProcessBuilder(ms.builder.PyBuilder):
+        def build(self, build_inputs):
+            return [_result_or_error(ms.builder.BuilderResult, _export_kernel, build_input.mod, build_input.target)
+                    for build_input in build_inputs]
+
+    @derived_object
+    class InProcessRunner(ms.runner.PyRunner):
+        def run(self, runner_inputs):
+            results = [_result_or_error(ms.runner.RunnerResult, _measure, runner_input.artifact_path,
+                                        runner_input.args_info) for runner_input in runner_inputs]
+            return [ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r) for result in results]
+
+    return InProcessBuilder(), InProcessRunner()
+
+
+def _result_or_error(result_type, compute, *args):
+    """``result_type(compute(*args), None)``, or ``result_type(None, the error)`` when
+    that raises (an invalid candidate: MetaSchedule skips it)."""
+    try:
+        return result_type(compute(*args), None)
+    except Exception as error:
+        return result_type(None, str(error)[:500])
+
+
+def _measure(path: str, args_info) -> list[float]:
+    """Seconds per run of the candidate library at ``path`` on random arguments."""
+    import tvm
+
+    library = tvm.runtime.load_module(path)
+    args = _random_args(args_info)
+    first = library.time_evaluator("main", tvm.cpu(), number=1, repeat=1)(*args).results
+    if first[0] > 0.05:  # clearly slow: one measurement is enough
+        return list(first)
+    return list(library.time_evaluator("main", tvm.cpu(), number=3, repeat=3, min_repeat_ms=10)(*args).results)
 
 
 def _random_args(args_info) -> list[Any]:
