@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from dycl.hostgen.manifest import Port
-from dycl.per_sample_onnx import GROUP, scan_over_samples
+from dycl.per_sample_onnx import GROUP, group_model
 from dycl.rewriter.errors import UnsupportedError
 
 BACKENDS = ("onnxruntime",)
@@ -73,7 +73,7 @@ def group_file(data: bytes, suffix: str) -> bytes:
     """The compiled file of one single-sample sub-DNN, run over a group of samples."""
     if suffix != ".onnx":
         raise AssertionError(f"per-sample files are ONNX, got {suffix!r} (a dycl bug)")
-    return scan_over_samples(data)
+    return group_model(data)
 
 
 def over_group(executable: Callable[..., Any]) -> Callable[..., list[np.ndarray]]:
