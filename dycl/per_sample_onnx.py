@@ -43,6 +43,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from dycl.row_independence import ROWED, SHARED, RowPlan, analyse
+from dycl.static_fold import fold_static_shapes
 
 GROUP = "samples"
 #: ``Scan`` with a body that may read outer-scope values exists from opset 9; 16 added bfloat16
@@ -113,7 +114,7 @@ def _model(single: onnx.ModelProto, graph: onnx.GraphProto) -> bytes:
 def group_model(data: bytes) -> bytes:
     """The per-sample group model of the single-sample sub-DNN ``data``: batched where
     proven, else scanned (module docstring)."""
-    single = onnx.load_model_from_string(data)
+    single = fold_static_shapes(onnx.load_model_from_string(data))
     plan = analyse(single)
     names = {value.name for value in single.graph.input}
     proven_rows = any(name not in names for name in plan.rowed)

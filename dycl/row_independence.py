@@ -26,7 +26,8 @@ Guarantees: for every node in ``RowPlan.batched``, if each rowed input has
 ``g`` (in exact arithmetic: kernels may round differently at another batch
 size), once ``RowPlan.reshapes`` replaces the listed ``Reshape`` targets. Any
 op not in the rules, any node with a subgraph, any read of the group size
-into a value (``Shape``, ``Size``), any reduction, reshape, concatenation or
+into a value (a ``Shape`` or ``Size`` of a rowed value: fold static ones
+first, ``dycl.static_fold``, as ``per_sample_onnx`` does), any reduction, reshape, concatenation or
 slicing along dim 0, and any broadcast that would move or widen dim 0 sends
 the node to the tail.
 """
@@ -227,7 +228,7 @@ def _matmul(node, kinds, graph):
     if rowed < 2 or shared > rowed:
         return "the product would move dim 0"
     other = node.input[1] if kinds[0] == ROWED else node.input[0]
-    if shared == rowed and graph.shape(other)[0] != 1:
+    if shared >= 3 and shared == rowed and graph.shape(other)[0] != 1:  # rank 2: a matrix, not stacked ones
         return "a shared factor whose dim 0 is not 1"
     return None
 
@@ -446,7 +447,7 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
         for name in outputs:
             plan.classes[name] = SHARED
         return None
-    if node.op_type in ("Shape", "Size"):
+    if node.op_type in ("Shape", "Size"):  # static ones are constants already (dycl.static_fold)
         return "reads the group size into a value"
     rule = RULES.get(node.op_type)
     if rule is None:
