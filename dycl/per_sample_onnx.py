@@ -170,6 +170,7 @@ class _Batched:
             if value.name not in scanned:  # (G, ...) -> (G, 1, ...)
                 self.nodes.append(helper.make_node("Unsqueeze", [self.outer[value.name], axis], [value.name]))
         used = _reads(self.nodes)  # a replaced Reshape target is no longer read (ORT warns of it)
+        self.nodes = [n for n in self.nodes if n.op_type != "Constant" or n.output[0] in used]
         return helper.make_graph(
             self.nodes, single.graph.name, [_with_group(v, v.name) for v in single.graph.input],
             [_with_group(v, v.name) for v in single.graph.output], [t for t in self.initializers if t.name in used])
