@@ -4,10 +4,11 @@ compiled to take a batch of samples and give each what eager gives it alone.
 The example is one sample: every tensor input has a leading batch dim of 1. At
 call time each tensor input's leading dim is the batch of samples; sample ``i``
 sees ``x[i:i+1]``, exactly as if it were called alone. Each sub-DNN is compiled
-for one sample and run over groups of samples by an ONNX ``Scan``
-(``dycl.per_sample_onnx``: sound for any sub-DNN, including statements that
-reduce over the whole tensor); the host routes the samples (``hostgen/
-emit_batched.py``): at each condition every sample goes its own way, and each
+for one sample and run over groups of samples (``dycl.per_sample_onnx``): the
+nodes proven to keep samples apart (``dycl.row_independence``) run once on the
+whole group, the rest (statements that reduce over the whole tensor, and what
+reads them) per sample in an ONNX ``Scan``; the host routes the samples
+(``hostgen/emit_batched.py``): at each condition every sample goes its own way, and each
 sub-DNN runs once per group of samples that reach it.
 
 Outputs (``join``): tuples and dicts are joined position by position; a tensor

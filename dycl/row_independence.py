@@ -377,7 +377,7 @@ def _pad(node, kinds, graph):
 def _resize(node, kinds, graph):
     scales = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     sizes = len(node.input) > 3 and node.input[3]
-    if not _only_first_rowed(kinds) or sizes or scales is None or scales[0] != 1:
+    if not _only_first_rowed(kinds) or sizes or scales is None or scales[0] != 1 or _attribute(node, "axes"):
         return "a resize given by sizes (dim 0 fixed to 1) or that scales dim 0"
     return None
 

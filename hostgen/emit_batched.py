@@ -76,7 +76,10 @@ def _samples(arguments):
 
 
 def _signature_of(value):
-    return np.shape(value), str(np.asarray(value).dtype)
+    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted (the router's hot path)
+    if dtype is None:
+        return np.shape(value), np.asarray(value).dtype.str
+    return value.shape, dtype.str
 
 
 def _route(model, arguments, record=None):
