@@ -161,6 +161,8 @@ class _Batched:
             if index in plan.reshapes:
                 node.input[1] = self._constant(f"rows__shape_{index}", plan.reshapes[index])
             _rename([node], self.outer)
+            if index in plan.expands:
+                self._repeat_over_group(node, index, plan.expands[index])
             self.nodes.append(node)
         scanned = [value.name for value in single.graph.output
                    if not (value.name in self.made and plan.classes.get(value.name) == ROWED)]
@@ -174,6 +176,20 @@ class _Batched:
         return helper.make_graph(
             self.nodes, single.graph.name, [_with_group(v, v.name) for v in single.graph.input],
             [_with_group(v, v.name) for v in single.graph.output], [t for t in self.initializers if t.name in used])
+
+    def _repeat_over_group(self, node: onnx.NodeProto, index: int, positions: list[int]) -> None:
+        """Expand ``node``'s shared inputs at ``positions`` (dim 0 of 1) to the group's rows."""
+        rowed = next(name for position, name in enumerate(node.input) if position not in positions)
+        rank = len(self.plan.types[self.single.graph.node[index].output[0]].tensor_type.shape.dim)
+        group = f"rows__group_{index}"
+        self.nodes.append(helper.make_node("Shape", [rowed], [group], start=0, end=1))  # [G]
+        ones = self._constant(f"rows__ones_{index}", np.ones(rank - 1, dtype=np.int64))
+        target = f"rows__repeat_{index}"
+        self.nodes.append(helper.make_node("Concat", [group, ones], [target], axis=0))
+        for position in positions:
+            repeated = f"rows__repeated_{index}_{position}"
+            self.nodes.append(helper.make_node("Expand", [node.input[position], target], [repeated]))
+            node.input[position] = repeated
 
     def _scan(self, scanned: list[str], axis: str) -> bool:
         """Append the tail's ``Scan``; False where it cannot be built (a type not inferred, no input)."""

@@ -79,6 +79,9 @@ class RowPlan:
     tail: list[int] = field(default_factory=list)
     #: node index -> the int64 target shape to use in the widened graph
     reshapes: dict[int, np.ndarray] = field(default_factory=dict)
+    #: node index -> positions of shared inputs (dim 0 of 1) to repeat over the group: a ``Concat``
+    #: joins them to rowed inputs, and unlike arithmetic it does not broadcast
+    expands: dict[int, list[int]] = field(default_factory=dict)
     #: the first tail node and why it is there (for DYCL_DUMP and tests)
     first_refusal: str | None = None
     #: value name -> its type in the single-sample graph, where shape inference knows it
@@ -262,10 +265,13 @@ def _reduce(node, kinds, graph):
 
 def _concat(node, kinds, graph):
     rank = graph.rank(node.output[0])
-    if any(kind != ROWED for kind in kinds):
-        return "concatenates a shared tensor to rowed ones (it has no rows to match)"
     if rank is None or _axis(_attribute(node, "axis"), rank) == 0:
         return "concatenates along dim 0"
+    for name, kind in zip(node.input, kinds):
+        shape = graph.shape(name)
+        if kind == SHARED and (shape is None or len(shape) != rank or shape[0] != 1):
+            return "concatenates a shared tensor whose dim 0 is not 1"
+    # a shared input is repeated over the group first (RowPlan.expands): each row gets it, as each sample does
     return None
 
 
@@ -457,8 +463,11 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
         return reason
     if not all(_rowed_shape(graph.shape(name)) for name in outputs):
         return "an output without a static dim 0 of 1"
+    index = len(plan.batched) + len(plan.tail)
     if node.op_type == "Reshape":
-        plan.reshapes[len(plan.batched) + len(plan.tail)] = reason
+        plan.reshapes[index] = reason
+    if node.op_type == "Concat" and SHARED in kinds:
+        plan.expands[index] = [position for position, kind in enumerate(kinds) if kind == SHARED]
     for name in outputs:
         plan.classes[name] = ROWED
     return None

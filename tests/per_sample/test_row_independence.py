@@ -228,3 +228,30 @@ class Flattened(nn.Module):
 def test_the_scanned_form_is_kept_where_nothing_is_proven():
     data = _export(Flattened(), torch.randn(1, 4))
     assert _scans(group_model(data)) == _scans(scan_over_samples(data)) == ["per_sample_scan"]
+
+
+class WithToken(nn.Module):
+    """A learned token joined to each sample's features (a class token, a start word)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.token = nn.Parameter(torch.randn(1, 3))
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.cat([self.token, torch.tanh(x)], dim=self.dim) * 2
+
+
+def test_a_shared_tensor_joined_to_rows_is_repeated_over_the_group():
+    data = _export(WithToken(dim=1), torch.randn(1, 4))
+    plan = analyse(onnx.load_model_from_string(data))
+    assert plan.tail == [] and list(plan.expands.values()) == [[0]]
+    assert _scans(group_model(data)) == []
+    _rows_agree(data, (1, 4))
+
+
+def test_a_shared_tensor_joined_along_dim_0_stays_per_sample():
+    data = _export(WithToken(dim=0), torch.randn(1, 3))
+    assert "along dim 0" in analyse(onnx.load_model_from_string(data)).first_refusal
+    _rows_agree(data, (1, 3))
