@@ -79,9 +79,10 @@ def group_file(data: bytes, suffix: str) -> bytes:
 
 def over_group(executable: Callable[..., Any]) -> Callable[..., list[np.ndarray]]:
     """A single-sample executable (numpy in, arrays out) called on a group: once per
-    row, outputs stacked (for running the host on the example with eager sub-DNNs)."""
+    row, outputs stacked (for running the host on the example with eager sub-DNNs);
+    without inputs, once (one row, as ``dycl.per_sample_onnx.group_model`` gives)."""
     def call(*args: Any) -> list[np.ndarray]:
-        rows = [executable(*[arg[row] for arg in args]) for row in range(len(args[0]))]
+        rows = [executable(*[arg[row] for arg in args]) for row in range(len(args[0]) if args else 1)]
         return [np.stack([np.asarray(out[position]) for out in rows]) for position in range(len(rows[0]))]
 
     return call

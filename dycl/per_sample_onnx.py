@@ -115,6 +115,8 @@ def group_model(data: bytes) -> bytes:
     """The per-sample group model of the single-sample sub-DNN ``data``: batched where
     proven, else scanned (module docstring)."""
     single = fold_static_shapes(onnx.load_model_from_string(data))
+    if not single.graph.input:  # nothing per sample: one row, the same for every sample (the router knows)
+        return _one_row(single)
     plan = analyse(single)
     names = {value.name for value in single.graph.input}
     proven_rows = any(name not in names for name in plan.rowed)
@@ -122,6 +124,23 @@ def group_model(data: bytes) -> bytes:
         return scan_over_samples(data)
     built = _Batched(single, plan).build()
     return scan_over_samples(data) if built is None else _model(single, built)
+
+
+def _one_row(single: onnx.ModelProto) -> bytes:
+    """A sub-DNN without inputs, its outputs given a leading dim of 1 (a group of one row)."""
+    graph = onnx.GraphProto()
+    graph.CopyFrom(single.graph)
+    axis = numpy_helper.from_array(np.array([0], dtype=np.int64), "rows__axis_0")
+    graph.initializer.append(axis)
+    for value in graph.output:
+        inner = f"one_row__{value.name}"
+        _rename(graph.node, {value.name: inner})
+        graph.node.append(helper.make_node("Unsqueeze", [inner, axis.name], [value.name]))
+    outputs = [_with_group(value, value.name) for value in graph.output]
+    del graph.output[:]
+    graph.output.extend(outputs)
+    del graph.value_info[:]
+    return _model(single, graph)
 
 
 class _Batched:

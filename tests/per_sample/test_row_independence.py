@@ -255,3 +255,12 @@ def test_a_shared_tensor_joined_along_dim_0_stays_per_sample():
     data = _export(WithToken(dim=0), torch.randn(1, 3))
     assert "along dim 0" in analyse(onnx.load_model_from_string(data)).first_refusal
     _rows_agree(data, (1, 3))
+
+
+def test_a_sub_dnn_without_inputs_gives_one_row_for_every_sample():
+    """Regression (per-sample fuzz, seed 3 program 13): no input, so no group to scan over."""
+    value = numpy_helper.from_array(np.arange(3, dtype=np.float32).reshape(1, 3))
+    model = _graph([helper.make_node("Constant", [], ["y"], value=value)], [], [_floats("y", [1, 3])])
+    session = ort.InferenceSession(group_model(model.SerializeToString()), providers=["CPUExecutionProvider"])
+    (rows,) = session.run(None, {})
+    np.testing.assert_array_equal(rows, np.arange(3, dtype=np.float32).reshape(1, 1, 3))
