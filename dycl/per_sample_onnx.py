@@ -1,15 +1,16 @@
 """Per-sample semantics for one exported sub-DNN: the ONNX graph of one sample,
-run over a group of samples by an ONNX ``Scan``.
+run over a group of samples, batched where proven and by an ONNX ``Scan`` elsewhere.
 
 Assumes: ``data`` is a sub-DNN exported for one sample (every input and output
 is that sample's value, whatever the statements do with its batch-of-one dim).
 Guarantees: the wrapped model takes each input with one more leading dim, the
 *group* (``G`` samples, symbolic), and returns each output with the group dim
 in front; row ``g`` of every output is exactly what the single-sample graph
-returns for row ``g`` of the inputs. Input and output names, dtypes and order
+returns for row ``g`` of the inputs (bit for bit in the scanned form; in exact
+arithmetic in the batched form, see below). Input and output names, dtypes and order
 are unchanged, so the host calls it as it calls the single-sample file.
 
-Two forms, chosen per sub-DNN by ``group_model``:
+Three forms, chosen per sub-DNN by ``group_model``:
 
 - *batched* (``group_model``): ``dycl.row_independence`` proves, node by
   node, that the graph keeps rows apart when its batch-of-one dim is widened to
@@ -21,6 +22,9 @@ Two forms, chosen per sub-DNN by ``group_model``:
 - *scanned* (``scan_over_samples``): the whole graph in a ``Scan``, where no
   node reading a sample's input can be proven (or the graph's shape is one the
   batched form does not handle: an output that is an input, no opset 13).
+- *one row* (a sub-DNN without inputs, whose values are the same for every
+  sample): its outputs with a leading dim of 1; the router hands every sample
+  of the group that row (``hostgen/emit_batched.py``).
 
 Why not ``torch.vmap``: the TorchScript exporter dycl uses
 (``dycl.backends.onnx_export``) does not trace through it (measured with torch
