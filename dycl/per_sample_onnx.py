@@ -35,6 +35,11 @@ without a proof is wrong in general: a statement written for one sample may
 reduce over the whole tensor, so samples would mix. ``Scan`` keeps each
 sample's computation exactly as exported (sound for every sub-DNN) but runs
 the body once per sample, so its arithmetic is not batched.
+Measured (the two forms side by side in one process, batches of 32, median of 5,
+on the shared 2-core machine at load 4-6): the batched form took 0.79x the
+scanned form's time on sdn_vgg19, 0.74x on skipnet_ff, 0.76x on caption_resnext
+and 1.00x on sdn_resnet56 (ONNX Runtime's CPU Conv runs image by image at any
+batch size; what batching saves is per-node and per-iteration overhead).
 The batched form's rows equal the scanned form's in exact arithmetic; ONNX
 Runtime's kernels may round differently at another batch size (float outputs
 then differ in the last bits, as they do between eager and ONNX Runtime).
