@@ -15,8 +15,17 @@ differ per batch), the contenders take turns on each batch:
 
 Reported per contender: samples/s over all batches, p50/p99 latency per batch
 (ms), and for ``dycl_batched`` how the batch split (sub-DNN runs per batch and
-mean group size) and mismatches against eager per sample (must be 0; float
-outputs within 1e-4). Every path is run once before timing (sessions are created
+mean group size) and mismatches against eager per sample (float outputs within
+1e-4): ``bad`` counts batches that differ from eager *and* from dycl run one
+sample at a time with the default compile (must be 0: the per-sample mode got
+something wrong); ``flip`` counts batches that differ from eager but equal the
+default compile one sample at a time: a discrete decision (an ``argmax`` or a
+threshold) whose margin is within float32 rounding, which ONNX Runtime's kernels
+round differently from eager's (measured: caption_googlenet, seed 10020, its
+first word's two best scores differ by 2.4e-7 = 1 ulp; eager picks the end
+token, ONNX Runtime the other word, in the default compile as in the per-sample
+one). Such a flip is the ordinary compiled-vs-eager tolerance, not a batching
+error, so it is reported, not hidden. Every path is run once before timing (sessions are created
 lazily), and the first batch of each size is a warm-up, not timed.
 Writes ``DIR/batch.md`` and ``DIR/batch.json`` (default: this folder).
 Do not run the full configuration on a shared machine.
@@ -43,6 +52,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycl  # noqa: E402
+from dycl.per_sample import join  # noqa: E402
 from dycl.per_sample_testing import PerSampleEager, batch_of, paths_of  # noqa: E402
 from dycl.testing import outputs_match  # noqa: E402
 from models import ZOO  # noqa: E402
@@ -105,7 +115,7 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
             single(*_args(sample))
     for size in sizes:
         times = {contender: [] for contender in CONTENDERS}
-        runs, groups_mean, batch_paths, mismatches = [], [], [], 0
+        runs, groups_mean, batch_paths, mismatches, flips = [], [], [], 0, 0
         for index in range(batches + 1):  # batch 0 warms up
             samples = [zoo.sample(10_000 + index * size + i) for i in range(size)]
             batch = batch_of(samples)
@@ -126,7 +136,13 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
             runs.append(len(groups))
             groups_mean.append(statistics.fmean(size_ for _, size_ in groups))
             batch_paths.append(len(set(paths_of(model, samples))))
-            mismatches += outputs_match(reference(*batch), batched(*batch), 1e-4) is not None
+            with torch.no_grad():
+                got = batched(*batch)
+                if outputs_match(reference(*batch), got, 1e-4) is not None:
+                    alone = join([single(*_args(sample)) for sample in samples])
+                    flip = outputs_match(alone, got, 1e-4) is None
+                    flips += flip
+                    mismatches += not flip
         row["sizes"][str(size)] = {
             contender: {"samples_per_s": size * len(ms) / (sum(ms) / 1000.0), "p50_ms": _percentile(ms, 50),
                         "p99_ms": _percentile(ms, 99)}
@@ -134,7 +150,7 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
         row["sizes"][str(size)]["split"] = {"sub_dnn_runs": statistics.fmean(runs),
                                             "mean_group": statistics.fmean(groups_mean),
                                             "paths_in_batch": statistics.fmean(batch_paths),
-                                            "mismatched_batches": mismatches}
+                                            "mismatched_batches": mismatches, "float_flip_batches": flips}
     return row
 
 
@@ -159,9 +175,10 @@ def write_results(rows: list[dict], args, out: Path) -> None:
         "*dycl 1*: one sample at a time; *batched*: `per_sample=True`, one call per batch; *static*: the whole "
         "network (longest path, every branch taken) on ONNX Runtime at the batch size. *split*: sub-DNN runs per "
         "batch / mean group size / distinct eager paths in the batch; *bad*: batches whose outputs differ from "
-        "eager per sample (must be 0).", "",
-        "| model | B | eager 1 | dycl 1 | batched | static | batched p50/p99 | static p50/p99 | split | bad |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "eager per sample and from dycl one sample at a time (must be 0); *flip*: batches that differ from eager "
+        "but equal dycl one sample at a time (a decision within float32 rounding; see the script's docstring).", "",
+        "| model | B | eager 1 | dycl 1 | batched | static | batched p50/p99 | static p50/p99 | split | bad | flip |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         for size in sizes:
@@ -172,7 +189,7 @@ def write_results(rows: list[dict], args, out: Path) -> None:
                 + f" | {r['dycl_batched']['p50_ms']:.1f}/{r['dycl_batched']['p99_ms']:.1f}"
                 f" | {r['static']['p50_ms']:.1f}/{r['static']['p99_ms']:.1f}"
                 f" | {split['sub_dnn_runs']:.0f} / {split['mean_group']:.1f} / {split['paths_in_batch']:.1f}"
-                f" | {split['mismatched_batches']} |")
+                f" | {split['mismatched_batches']} | {split.get('float_flip_batches', 0)} |")
     lines += ["", "Geometric mean over models of batched throughput divided by each contender's:", "",
               "| B | / eager 1 | / dycl 1 | / static |", "|---|---|---|---|"]
     for size in sizes:

@@ -4,10 +4,11 @@ compiled to take a batch of samples and give each what eager gives it alone.
 The example is one sample: every tensor input has a leading batch dim of 1. At
 call time each tensor input's leading dim is the batch of samples; sample ``i``
 sees ``x[i:i+1]``, exactly as if it were called alone. Each sub-DNN is compiled
-for one sample and run over groups of samples by an ONNX ``Scan``
-(``dycl.per_sample_onnx``: sound for any sub-DNN, including statements that
-reduce over the whole tensor); the host routes the samples (``hostgen/
-emit_batched.py``): at each condition every sample goes its own way, and each
+for one sample and run over groups of samples (``dycl.per_sample_onnx``): the
+nodes proven to keep samples apart (``dycl.row_independence``) run once on the
+whole group, the rest (statements that reduce over the whole tensor, and what
+reads them) per sample in an ONNX ``Scan``; the host routes the samples
+(``hostgen/emit_batched.py``): at each condition every sample goes its own way, and each
 sub-DNN runs once per group of samples that reach it.
 
 Outputs (``join``): tuples and dicts are joined position by position; a tensor
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 
 from dycl.hostgen.manifest import Port
-from dycl.per_sample_onnx import GROUP, scan_over_samples
+from dycl.per_sample_onnx import GROUP, group_model
 from dycl.rewriter.errors import UnsupportedError
 
 BACKENDS = ("onnxruntime",)
@@ -73,14 +74,15 @@ def group_file(data: bytes, suffix: str) -> bytes:
     """The compiled file of one single-sample sub-DNN, run over a group of samples."""
     if suffix != ".onnx":
         raise AssertionError(f"per-sample files are ONNX, got {suffix!r} (a dycl bug)")
-    return scan_over_samples(data)
+    return group_model(data)
 
 
 def over_group(executable: Callable[..., Any]) -> Callable[..., list[np.ndarray]]:
     """A single-sample executable (numpy in, arrays out) called on a group: once per
-    row, outputs stacked (for running the host on the example with eager sub-DNNs)."""
+    row, outputs stacked (for running the host on the example with eager sub-DNNs);
+    without inputs, once (one row, as ``dycl.per_sample_onnx.group_model`` gives)."""
     def call(*args: Any) -> list[np.ndarray]:
-        rows = [executable(*[arg[row] for arg in args]) for row in range(len(args[0]))]
+        rows = [executable(*[arg[row] for arg in args]) for row in range(len(args[0]) if args else 1)]
         return [np.stack([np.asarray(out[position]) for out in rows]) for position in range(len(rows[0]))]
 
     return call

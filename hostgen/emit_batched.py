@@ -76,7 +76,10 @@ def _samples(arguments):
 
 
 def _signature_of(value):
-    return np.shape(value), str(np.asarray(value).dtype)
+    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted (the router's hot path)
+    if dtype is None:
+        return np.shape(value), np.asarray(value).dtype.str
+    return value.shape, dtype.str
 
 
 def _route(model, arguments, record=None):
@@ -107,7 +110,7 @@ def _route(model, arguments, record=None):
             continue
         advance(sample, generator, None)
     while pending:
-        group = min(pending)
+        group = min(pending, key=lambda group: group[0])  # the first pending in program order
         members = pending.pop(group)
         _, index, key, _ = group
         callee = model._call[index] if index in model._call else model._variant(index, key)
@@ -116,7 +119,8 @@ def _route(model, arguments, record=None):
         if record is not None:
             record.append((index, len(members)))
         for row, (sample, generator, _) in enumerate(members):
-            advance(sample, generator, tuple(output[row] for output in outputs))
+            # a sub-DNN without inputs gives every sample the same values: its one row
+            advance(sample, generator, tuple(output[row if width else 0] for output in outputs))
     return _join(results)
 
 
@@ -193,10 +197,15 @@ class BatchedHostCodegen(HostCodegen):
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]
         pad = self.indent * depth
-        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else name for name in node.inputs)
+        # as the single-sample host passes them (hostgen/emit.py): lists and host structures as their leaves
+        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else
+                              f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
+                              if name in spec.input_trees else name for name in node.inputs)
         arguments += "," if node.inputs else ""  # a tuple, also of one (starred) argument
         key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
         request = f"(yield ({node.index}, ({key}), ({arguments})))"
+        if spec.output_trees:
+            request = f"build_values({request}, PORT_TREES[{node.index}][1])"
         where = _location(node.statements[0])
         if node.outputs:
             targets = ", ".join(node.outputs) + ("," if len(node.outputs) == 1 else "")

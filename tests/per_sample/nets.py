@@ -80,3 +80,68 @@ class TwoInputs(nn.Module):
         if (x * y).sum() > 0:
             return self.a(x) + y
         return self.b(y) - x
+
+
+class StandardisedEarlyExitCNN(nn.Module):
+    """A small CNN with two confidence exits, written for one image: it standardises
+    the image over the whole tensor, and its last stage flattens everything with
+    ``view(-1)``. ``calibrate`` sets the thresholds so that the exits split samples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.exit1 = nn.Linear(8 * 2 * 2, 5)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.exit2 = nn.Linear(8 * 4 * 4, 5)
+        self.conv3 = nn.Conv2d(8, 2, 1)
+        self.fc = nn.Linear(2 * 4 * 4, 5)
+        self.t1, self.t2 = 2.0, 2.0  # no exit until calibrated
+
+    def stages(self, img):
+        img = (img - img.mean()) / (img.std() + 1e-6)
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(img))), 2)
+        out1 = self.exit1(torch.flatten(F.adaptive_avg_pool2d(x, 2), 1))
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return x, out1, self.exit2(x.view(x.size(0), -1))
+
+    def forward(self, img):
+        img = (img - img.mean()) / (img.std() + 1e-6)
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(img))), 2)
+        out1 = self.exit1(torch.flatten(F.adaptive_avg_pool2d(x, 2), 1))
+        if F.softmax(out1, dim=1).max() > self.t1:
+            return out1, 1
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        out2 = self.exit2(x.view(x.size(0), -1))
+        if torch.max(F.softmax(out2, dim=1)) > self.t2:
+            return out2, 2
+        feat = torch.relu(self.conv3(x)).view(-1)
+        return self.fc(feat).unsqueeze(0), 3
+
+    @torch.no_grad()
+    def calibrate(self, images) -> None:
+        """Thresholds at the medians of the exits' confidences over ``images``."""
+        first, second = [], []
+        for img in images:
+            _, out1, out2 = self.stages(img)
+            first.append(F.softmax(out1, dim=1).max())
+            second.append(F.softmax(out2, dim=1).max())
+        self.t1 = float(torch.stack(first).median())
+        going_on = [c for c, f in zip(second, first) if f <= self.t1]
+        self.t2 = float(torch.stack(going_on).median())
+
+
+class ConfiguredScale(nn.Module):
+    """A dict of settings updated on the host per sample and read by the tensor code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(6)
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        cfg = {"scale": 2, "shift": 1}
+        if h.sum() > 0:
+            cfg["scale"] = 3
+        return h * cfg["scale"] + cfg["shift"]

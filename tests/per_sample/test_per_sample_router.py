@@ -174,3 +174,14 @@ def test_the_sample_program_is_the_single_sample_host_with_requests(early_exit):
         t_3, = (yield (3, (), (h,)))  # nets.py:30
         return t_3  # nets.py:30'''
     assert "ORDER = {0: 0, 1: 1, 2: 2, 3: 3}" in source and "SAMPLE_INPUTS = ['x']" in source
+
+
+def test_a_host_dict_read_by_a_sub_dnn_is_passed_per_sample():
+    """Regression (per-sample fuzz, seed 3 program 15): the router passes a dict as its
+    leaves, as the single-sample host does, instead of the dict itself."""
+    model = nets.ConfiguredScale().eval()
+    samples = _samples((1, 4), 16, scale=2.0)
+    compiled = dycl.compile(model, samples[0], per_sample=True, progress=False)
+    assert "port_leaves(cfg" in compiled.host_source
+    assert assert_per_sample(model, compiled, samples, min_paths=2, atol=ATOL) == 2
+    assert_per_sample(model, compiled, samples[:1], atol=ATOL)
