@@ -187,7 +187,7 @@ class _Tracer:
         if self.shapes is None or path.symbolic is None:
             return
         state, mirror = path.concrete, path.symbolic
-        reads, writes = reads_writes(node, self.names)
+        reads, writes = reads_writes(node, self.names, self.graph.effects)
         if isinstance(node, SubDNN):
             done = (self.shapes.run_tensor_code(code, mirror, reads, writes)
                     or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
