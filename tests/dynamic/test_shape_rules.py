@@ -101,6 +101,49 @@ def test_rule_pins_what_the_op_pins_and_guards_no_more(case, dims):
         assert sympy.Symbol("channels", integer=True, positive=True) in ruled_pins
 
 
+class Recurrent(nn.Module):
+    """An LSTM cell stepped twice, its state started as zeros of the input's batch (as SkipNet's gate does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(5, 7)
+
+    def forward(self, x):
+        state = (x.new_zeros(x.size(0), 7), x.new_zeros(x.size(0), 7))
+        state = self.cell(x, state)
+        return self.cell(x, state)[0] + self.cell(x)[1]
+
+
+@pytest.mark.parametrize("dims", [{}, {0: "batch"}, {0: "batch", 1: "width"}])
+def test_lstm_cell_rule_keeps_the_batch_and_pins_the_width(dims):
+    """The op's own symbolic run pins the batch to its hint (``Eq(batch, 3)``), though the
+    cell's output has the input's batch at every size (run for real below); the rule keeps
+    it symbolic, and pins what the op checks: the input width."""
+    module = Recurrent().eval()
+    shapes = SymbolicShapes()
+    mirror = shapes.declare(torch.randn(3, 5), dims)
+    runs = []
+    for rules in (contextlib.nullcontext(), ShapeRules()):
+        run = _Run(shapes)
+        x = run.materialize(mirror)
+        with run.mode, rules:
+            out = run.canonical(module(x))
+        to_ours = {created: symbol for symbol, created in run._to_env.items()}
+        runs.append((out, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}))
+    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = runs
+    batch, width = (sympy.Symbol(name, integer=True, positive=True) for name in ("batch", "width"))
+    assert plain.shape == (3, 7) and plain_pins.get(batch, 3) == 3
+    assert ruled.shape == ((batch if batch in mirror.shape else 3), 7) and ruled_guards <= plain_guards
+    assert ruled_pins == ({width: 5} if width in mirror.shape else {})
+    for size in (1, 3, 8):
+        x = torch.randn(size, 5)
+        with ShapeRules():
+            ruled_real = module(x)
+        assert module(x).shape == ruled_real.shape == (size, 7)
+    with pytest.raises(RuntimeError), ShapeRules():
+        module.cell(torch.randn(3, 4))
+
+
 def test_a_wrong_width_fails_as_the_op_fails():
     with pytest.raises(RuntimeError), ShapeRules():
         F.linear(torch.randn(2, 4), torch.randn(3, 5))
