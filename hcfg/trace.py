@@ -189,7 +189,8 @@ class _Tracer:
         state, mirror = path.concrete, path.symbolic
         reads, writes = reads_writes(node, self.names, self.graph.effects)
         if isinstance(node, SubDNN):
-            done = (self.shapes.run_tensor_code(code, mirror, reads, writes)
+            observed = {name: state[name] for name in writes if name in state}  # it has just run on ``state``
+            done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
                     or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
         else:
             done = self.shapes.run_host(code, mirror)
