@@ -1,6 +1,6 @@
 """Compile time per phase of every zoo model, without the latency part.
 
-    python benchmarks/compile_phases.py [--models blockdrop,ranet] [--runs 3] [--baseline DIR]
+    python benchmarks/compile_phases.py [--models blockdrop,ranet] [--runs 3] [--baseline DIR] [--cpu] [--warm]
 
 Each model is compiled ``--runs`` times (default symbolic batch, ONNX Runtime) in a
 fresh process; the table gives the median of every phase of
@@ -10,7 +10,10 @@ another dycl version, e.g. ``git archive main | tar -x -C DIR``) the same runs a
 made with that tree's code too, alternating with this one, so that both are measured
 side by side on the same (shared) machine; ``--cpu`` measures the compiling process's
 CPU time instead of wall-clock time (on a machine shared with other jobs, wall-clock
-time mostly measures the others).
+time mostly measures the others). ``--warm`` compiles the model once in the child before
+the measured compile: the table then leaves out what a process pays once (importing
+``torch._dynamo`` for the first ``ShapeEnv``, about 1 s of CPU; libcst's first parse),
+which a fresh process's first compile includes.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
 dycl.compiler.time = types.SimpleNamespace(perf_counter=clock)  # the phases' clock, in both versions
 zoo = importlib.import_module("models." + name)
 model, example = zoo.build()
+if sys.argv[4] == "warm":
+    dycl.compile(model, example)
 start = clock()
 compiled = dycl.compile(model, example)
 seconds = dict(compiled.stats["seconds"])
@@ -58,9 +63,9 @@ print(json.dumps(seconds))
 '''
 
 
-def one_run(tree: Path, name: str, clock: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(tree), name, clock], capture_output=True, text=True,
-                         check=True, cwd=tree)
+def one_run(tree: Path, name: str, clock: str, warm: bool = False) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tree), name, clock, "warm" if warm else "cold"],
+                         capture_output=True, text=True, check=True, cwd=tree)
     seconds = json.loads(out.stdout.strip().splitlines()[-1])
     seconds["before_backend"] = sum(v for k, v in seconds.items() if k not in AFTER and k != "total")
     return seconds
@@ -79,6 +84,8 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true",
                         help="CPU seconds of the compiling process instead of wall-clock seconds (steadier on a "
                              "shared machine)")
+    parser.add_argument("--warm", action="store_true",
+                        help="measure a second compile in the same process (no one-time imports)")
     args = parser.parse_args()
     trees = {"this": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -86,7 +93,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
         for _ in range(args.runs):
             for label, tree in trees.items():  # alternate: both see the same machine load
-                runs[label].append(one_run(tree, name, "cpu" if args.cpu else "wall"))
+                runs[label].append(one_run(tree, name, "cpu" if args.cpu else "wall", args.warm))
         results[name] = {label: medians(r) for label, r in runs.items()}
         for label, row in results[name].items():
             phases = " ".join(f"{k}={v:.3f}" for k, v in row.items())

@@ -121,6 +121,7 @@ class HCFGBuilder:
 
     def block(self, stmts: list[cst.BaseStatement], states: list[PathState]
               ) -> tuple[tuple[Node, ...], list[PathState]]:
+        """Place ``stmts`` (run on every state in ``states``); the nodes, and the states after them."""
         nodes: list[Node] = []
         pending: list[cst.SimpleStatementLine] = []
 
@@ -143,19 +144,14 @@ class HCFGBuilder:
                     flush()
                 pending += hoisted
                 flush()
-                test = self.portable(test, states[0].concrete)
-                then_in, else_in = self.flags.split(stmt.test, states)
-                then, then_states = self.branch(list(stmt.body.body), then_in)
-                orelse, else_states = self.branch(else_body(stmt), else_in)
-                nodes.append(Cond(self._next_cond(), stmt, test, then, orelse))
-                states = self.flags.merge(then_states + else_states, self.live_after[id(stmt)])
+                cond, states = self.condition(stmt, self.portable(test, states[0].concrete), states)
+                nodes.append(cond)
                 continue
             small = stmt.body[0]
             if isinstance(small, cst.Pass):
                 continue
             if isinstance(small, cst.Return):
-                value = small.value or cst.Name("None")
-                hoisted, value = self.hoist(value, stmt, states[0].concrete)
+                hoisted, value = self.hoist(small.value or cst.Name("None"), stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
                 pending += hoisted
                 flush()
@@ -163,18 +159,13 @@ class HCFGBuilder:
                 states = []
                 continue
             if self.is_tensor_statement(small, states[0].concrete):
-                before = stmt
-                tensor_parts, conversions, stmt = self.split_conversions(stmt, states[0].concrete)
-                if not conversions:
-                    self._carry_evaluated(before, stmt, states[0].concrete)
+                placed, conversions = self.tensor_statement(stmt, states, pending)
                 if conversions:
-                    self.run_all(tensor_parts, states, tensor=True)
-                    pending += tensor_parts
                     flush()
-                    nodes += [HostOp(c) for c in conversions]
-                    self.run_all(conversions, states)
-                pending.append(stmt)
-                self.run_all([stmt], states, tensor=True)
+                    nodes += conversions
+                    self.run_all([c.statement for c in conversions], states)
+                pending.append(placed)
+                self.run_all([placed], states, tensor=True)
                 continue
             hoisted, new_small = self.hoist(small, stmt, states[0].concrete)
             self.run_all(hoisted, states, tensor=True)
@@ -188,6 +179,30 @@ class HCFGBuilder:
                 states = []
         flush()
         return tuple(nodes), states
+
+    def condition(self, stmt: cst.If, test: cst.BaseExpression, states: list[PathState]
+                  ) -> tuple[Cond, list[PathState]]:
+        """The ``Cond`` of ``stmt`` (its tensor parts already hoisted: ``test``), both branches
+        placed, and the states after it (merged where ``PathFlags`` allows)."""
+        then_in, else_in = self.flags.split(stmt.test, states)
+        then, then_states = self.branch(list(stmt.body.body), then_in)
+        orelse, else_states = self.branch(else_body(stmt), else_in)
+        cond = Cond(self._next_cond(), stmt, test, then, orelse)
+        return cond, self.flags.merge(then_states + else_states, self.live_after[id(stmt)])
+
+    def tensor_statement(self, stmt: cst.SimpleStatementLine, states: list[PathState],
+                         pending: list[cst.SimpleStatementLine]
+                         ) -> tuple[cst.SimpleStatementLine, list[HostOp]]:
+        """Split a tensor statement's host conversions off (``split_conversions``): their tensor
+        parts are run and appended to ``pending``. Returns the statement left to place and the
+        conversions' host operations (to run once ``pending`` is flushed)."""
+        tensor_parts, conversions, placed = self.split_conversions(stmt, states[0].concrete)
+        if not conversions:
+            self._carry_evaluated(stmt, placed, states[0].concrete)
+            return placed, []
+        self.run_all(tensor_parts, states, tensor=True)
+        pending += tensor_parts
+        return placed, [HostOp(c) for c in conversions]
 
     def _observe(self, index: int, statements: list[cst.SimpleStatementLine], state: State) -> None:
         """Keep what a sub-DNN's statements wrote (they have just run on ``state``): a value

@@ -25,7 +25,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.liveness import statement_reads_writes
+from dycl.hcfg.liveness import EffectsMemo, statement_reads_writes
 
 _SCALARS = (int, float, bool, str, type(None), torch.dtype)
 _MISSING = object()
@@ -77,13 +77,17 @@ class Observations:
 
     def __init__(self, locals_: frozenset[str] | set[str]) -> None:
         self.locals = locals_
+        # what each statement reads and writes, by statement (``hcfg.liveness``): the build walk asks once per
+        # path and statement; the memo holds names before they are narrowed to ``locals_``, so a local added
+        # later (a hoisted temporary) is seen
+        self._effects: EffectsMemo = {}
         self._runs: dict[int, tuple[cst.CSTNode, list[_Run]]] = {}
 
     def reads(self, stmt: cst.SimpleStatementLine, state: dict[str, Any]) -> tuple[tuple[str, Any], ...] | None:
         """The snapshot of what ``stmt`` reads in ``state`` (take it before running it)."""
         if not isinstance(stmt.body[0], cst.Assign | cst.AugAssign):
             return None
-        names, _ = statement_reads_writes(stmt, frozenset(self.locals))
+        names, _ = statement_reads_writes(stmt, self.locals, self._effects)
         pictures = tuple((name, _snapshot(state.get(name, _MISSING))) for name in sorted(names))
         return None if any(p is _MISSING for _, p in pictures) else pictures
 
@@ -93,7 +97,7 @@ class Observations:
         data-dependent Python decision (never replayed)."""
         if reads is None or decided:
             return
-        _, names = statement_reads_writes(stmt, frozenset(self.locals))
+        _, names = statement_reads_writes(stmt, self.locals, self._effects)
         if not names or any(not _result(state.get(name, _MISSING)) for name in names):
             return
         writes = tuple((name, state[name], _snapshot(state[name])) for name in sorted(names))

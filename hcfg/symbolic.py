@@ -109,10 +109,13 @@ class SymbolicShapes:
             return False
         return True
 
-    def run_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str]) -> bool:
+    def run_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
+                        observed: dict[str, Any] | None = None) -> bool:
         """Run sub-DNN statements on fake tensors made from the mirrors of ``reads``;
         store the mirrors of ``writes``. False (mirror untouched) where that fails or
-        a dim symbol got pinned to a size other than its example's."""
+        a dim symbol got pinned to a size other than its example's. ``observed``: the
+        values the statements wrote when they ran for real on the example (every dim
+        symbol at its example size), where the caller has them."""
         run = _Run(self)
         try:
             namespace = dict(mirror)
@@ -129,7 +132,7 @@ class SymbolicShapes:
             if size != self.examples[symbol] or run.hints[symbol] != size:
                 self.failures.append(f"{symbol} pinned to its hint {size}")
                 return False
-        if not self._holds_where_assumed(run, code, mirror, reads, writes, results):
+        if not self._holds_where_assumed(run, code, mirror, reads, writes, results, observed):
             self.failures.append("a shape guard fails at some size and the result differs there")
             return False
         self.proven.update({symbol: sympy.Integer(size) for symbol, size in pinned.items()})
@@ -137,12 +140,16 @@ class SymbolicShapes:
         return True
 
     def _holds_where_assumed(self, run: _Run, code: Any, mirror: dict[str, Any], reads: set[str],
-                             writes: set[str], results: dict[str, Any]) -> bool:
+                             writes: set[str], results: dict[str, Any], observed: dict[str, Any] | None) -> bool:
         """The symbolic run decided shape checks at its hints (``2*b >= 3``: a slice
         ``[:3]`` keeps 3 rows); where such a guard fails at the example size, at 1 or
-        at a larger size, the result is checked against a static run at that size."""
+        at a larger size, the result is checked against a static run at that size.
+        At the example size that run is the real one (``observed``) where there is one:
+        nearly every op guards ``Ne(b, 1)`` (strides), so with an example batch of 1
+        every sub-DNN would otherwise run a third time."""
         symbols = list(run.hints)
-        samples = [{symbol: self.examples[symbol] for symbol in symbols}, dict.fromkeys(symbols, 1),
+        example = {symbol: self.examples[symbol] for symbol in symbols}
+        samples = [example, dict.fromkeys(symbols, 1),
                    {symbol: self.examples[symbol] + offset for symbol, offset in zip(symbols, _PROBE_OFFSETS)}]
         samples = [sample for index, sample in enumerate(samples) if sample not in samples[:index]]
         guards = [guard.expr for guard in run.env.guards]
@@ -153,7 +160,8 @@ class SymbolicShapes:
             for sample in samples:
                 if all(bool(guard.xreplace(to_ours).xreplace(sample)) for guard in guards):
                     continue
-                probed = _probe(code, mirror, reads, writes, sample)
+                probed = observed if observed is not None and sample == example else _probe(
+                    code, mirror, reads, writes, sample)
                 if not _same_shapes(results, probed, sample):
                     return False
         except Exception as exc:  # noqa: BLE001 - a size the statements cannot run at: not verified

@@ -187,9 +187,10 @@ class _Tracer:
         if self.shapes is None or path.symbolic is None:
             return
         state, mirror = path.concrete, path.symbolic
-        reads, writes = reads_writes(node, self.names)
+        reads, writes = reads_writes(node, self.names, self.graph.effects)
         if isinstance(node, SubDNN):
-            done = (self.shapes.run_tensor_code(code, mirror, reads, writes)
+            observed = {name: state[name] for name in writes if name in state}  # it has just run on ``state``
+            done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
                     or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
         else:
             done = self.shapes.run_host(code, mirror)

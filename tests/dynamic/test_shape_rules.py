@@ -36,6 +36,14 @@ CASES = {
     "matmul batched": (MatMul((2, 5, 3)), (2, 4, 5)),
     "matmul broadcast": (MatMul((5, 3)), (2, 6, 4, 5)),
     "matmul broadcast ones": (MatMul((1, 5, 3)), (2, 4, 5)),
+    "relu": (nn.ReLU(), (2, 3, 4)),
+    "relu in place": (nn.ReLU(inplace=True), (3, 5)),
+    "conv": (nn.Conv2d(3, 8, 3, padding=1), (2, 3, 9, 9)),
+    "conv strided grouped": (nn.Conv2d(4, 8, (3, 2), stride=(2, 3), groups=2, bias=False), (1, 4, 10, 7)),
+    "conv dilated": (nn.Conv2d(2, 5, 3, dilation=2, padding=(0, 2)), (3, 2, 11, 8)),
+    "conv depthwise": (nn.Conv2d(6, 6, 5, stride=2, padding=2, groups=6), (4, 6, 13, 13)),
+    "conv same": (nn.Conv2d(3, 4, 3, padding="same"), (2, 3, 6, 6)),  # a string padding: left to the op
+    "conv reflect": (nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), (2, 3, 6, 6)),
 }
 
 
@@ -68,6 +76,74 @@ def test_rule_keeps_a_symbolic_batch_symbolic(case):
     assert isinstance(ruled.shape[0], sympy.Symbol) == (case != "matmul batched")
 
 
+@pytest.mark.parametrize("dims", [{0: "batch"}, {0: "batch", 1: "channels"}, {0: "batch", 2: "height"}])
+@pytest.mark.parametrize("case", [name for name in CASES if name.startswith(("conv", "relu"))])
+def test_rule_pins_what_the_op_pins_and_guards_no_more(case, dims):
+    """A dim the op's checks pin is pinned by the rule too; the rule adds no guard the
+    op does not (the op may add more: conv's backend choice guards ``1 < batch < 16``,
+    which does not change its output shape)."""
+    module, shape = CASES[case]
+    module.eval()
+    shapes = SymbolicShapes()
+    mirror = shapes.declare(torch.randn(shape), {axis: name for axis, name in dims.items() if axis < len(shape)})
+    runs = []
+    for rules in (contextlib.nullcontext(), ShapeRules()):
+        run = _Run(shapes)
+        x = run.materialize(mirror)
+        with run.mode, rules:
+            out = run.canonical(module(x))
+        to_ours = {created: symbol for symbol, created in run._to_env.items()}
+        runs.append((out, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}))
+    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = runs
+    assert ruled == plain and ruled_pins == plain_pins
+    assert ruled_guards <= plain_guards
+    if "channels" in dims and case.startswith("conv"):
+        assert sympy.Symbol("channels", integer=True, positive=True) in ruled_pins
+
+
+class Recurrent(nn.Module):
+    """An LSTM cell stepped twice, its state started as zeros of the input's batch (as SkipNet's gate does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(5, 7)
+
+    def forward(self, x):
+        state = (x.new_zeros(x.size(0), 7), x.new_zeros(x.size(0), 7))
+        state = self.cell(x, state)
+        return self.cell(x, state)[0] + self.cell(x)[1]
+
+
+@pytest.mark.parametrize("dims", [{}, {0: "batch"}, {0: "batch", 1: "width"}])
+def test_lstm_cell_rule_keeps_the_batch_and_pins_the_width(dims):
+    """The op's own symbolic run pins the batch to its hint (``Eq(batch, 3)``), though the
+    cell's output has the input's batch at every size (run for real below); the rule keeps
+    it symbolic, and pins what the op checks: the input width."""
+    module = Recurrent().eval()
+    shapes = SymbolicShapes()
+    mirror = shapes.declare(torch.randn(3, 5), dims)
+    runs = []
+    for rules in (contextlib.nullcontext(), ShapeRules()):
+        run = _Run(shapes)
+        x = run.materialize(mirror)
+        with run.mode, rules:
+            out = run.canonical(module(x))
+        to_ours = {created: symbol for symbol, created in run._to_env.items()}
+        runs.append((out, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}))
+    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = runs
+    batch, width = (sympy.Symbol(name, integer=True, positive=True) for name in ("batch", "width"))
+    assert plain.shape == (3, 7) and plain_pins.get(batch, 3) == 3
+    assert ruled.shape == ((batch if batch in mirror.shape else 3), 7) and ruled_guards <= plain_guards
+    assert ruled_pins == ({width: 5} if width in mirror.shape else {})
+    for size in (1, 3, 8):
+        x = torch.randn(size, 5)
+        with ShapeRules():
+            ruled_real = module(x)
+        assert module(x).shape == ruled_real.shape == (size, 7)
+    with pytest.raises(RuntimeError), ShapeRules():
+        module.cell(torch.randn(3, 4))
+
+
 def test_a_wrong_width_fails_as_the_op_fails():
     with pytest.raises(RuntimeError), ShapeRules():
         F.linear(torch.randn(2, 4), torch.randn(3, 5))
@@ -77,6 +153,10 @@ def test_a_wrong_width_fails_as_the_op_fails():
         nn.LayerNorm(5)(torch.randn(2, 4))
     with pytest.raises(RuntimeError), ShapeRules():
         torch.matmul(torch.randn(2, 4, 5), torch.randn(3, 5, 2))
+    with pytest.raises(RuntimeError), ShapeRules():
+        nn.Conv2d(3, 4, 3)(torch.randn(1, 2, 5, 5))
+    with pytest.raises(RuntimeError), ShapeRules():
+        nn.Conv2d(3, 4, 7)(torch.randn(1, 3, 5, 5))  # no room for the kernel
 
 
 def test_training_batch_norm_and_mixed_dtypes_are_left_to_the_op():
