@@ -40,8 +40,7 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.guard_alternatives import SUFFIX as ALTERNATIVE_SUFFIX
-from dycl.guard_alternatives import other_size_variant
+from dycl.guard_alternatives import alternative_name, other_size_variants
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -154,8 +153,8 @@ class Compiled:
     files: dict[str, bytes]
     file_of: dict[str, str]
     guards: dict[str, tuple[ShapeGuard, ...]] = field(default_factory=dict)
-    #: variant name -> (file, guards) of its graph traced at another size (``dycl.guard_alternatives``)
-    alternatives: dict[str, tuple[str, tuple[ShapeGuard, ...]]] = field(default_factory=dict)
+    #: variant name -> [(file, guards)] of its graphs traced at other sizes (``dycl.guard_alternatives``)
+    alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = field(default_factory=dict)
 
 
 def rewrite(job: Job) -> Frontend:
@@ -272,22 +271,21 @@ def compile_variants(ported: Ported) -> Compiled:
 
 
 def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[ShapeGuard, ...]],
-                       files: dict[str, bytes]) -> dict[str, tuple[str, tuple[ShapeGuard, ...]]]:
-    """For each distinct variant whose guards exclude a size of 1 (or 2, where traced at 1),
-    its graph traced there (``dycl.guard_alternatives``), added to ``files``:
-    fingerprint -> (file, guards)."""
-    alternatives = {}
+                       files: dict[str, bytes]) -> dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]]:
+    """For each distinct variant whose guards exclude a size of 1 (or 2, where traced at 1)
+    along some dim, its graphs traced there (``dycl.guard_alternatives``), added to
+    ``files``: fingerprint -> [(file, guards)]."""
+    alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = {}
     for fingerprint, variant in ported.distinct.items():
-        other = other_size_variant(variant, found.get(variant.name, ()))
-        if other is None:
-            continue
-        try:
-            data = chosen.compile(ported.modules[variant.name], other)
-        except Exception:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the variant's own
-            continue  # graph and its check stand alone (a call at 1 is refused by name, as without this graph)
-        name = f"{variant.name}{ALTERNATIVE_SUFFIX}{chosen.file_suffix}"
-        files[name] = data
-        alternatives[fingerprint] = (name, tuple(getattr(chosen, "guards", {}).get(variant.name, ())))
+        for other in other_size_variants(variant, found.get(variant.name, ())):
+            try:
+                data = chosen.compile(ported.modules[variant.name], other)
+            except Exception:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
+                continue  # compiled so far and their checks stand (a call no graph fits is refused by name)
+            made = alternatives.setdefault(fingerprint, [])
+            name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
+            files[name] = data
+            made.append((name, tuple(getattr(chosen, "guards", {}).get(variant.name, ()))))
     return alternatives
 
 

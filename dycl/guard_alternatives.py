@@ -8,7 +8,9 @@ the guard is ``batch == 1``. Like torch.compile's 0/1 specialisation, but ahead 
 time: where a variant's guards fail at the other side of that line (every dim
 they read at 1, or at 2 where the example has 1), the sub-DNN is exported once
 more from an example narrowed or repeated to that size, with guards of its own;
-the host runs whichever graph's guards hold (``hostgen.manifest.SubDNNEntry.otherwise``).
+one graph per dim the guards read (a batch of 1 with any sequence length, a
+sequence of 1 with any batch); the host runs the first graph whose guards hold
+(``hostgen.manifest.SubDNNEntry.otherwise``).
 
 Assumes: a sub-DNN's graph depends only on its inputs' shapes, never on their
 values (``dycl.backends.onnx_export`` refuses one that reads values), so rows of
@@ -31,34 +33,48 @@ from dycl.hostgen.manifest import ShapeGuard, ShapeGuardError, check_shape_guard
 SUFFIX = "_other_size"
 
 
-def other_size_variant(variant: Variant, guards: tuple[ShapeGuard, ...]) -> Variant | None:
-    """``variant`` with its example changed along every input axis that carries a dim
-    its ``guards`` read: to 1, or to 2 where that dim is 1 on the example; None where
-    the guards hold at those sizes anyway or nothing changes."""
+def other_size_variants(variant: Variant, guards: tuple[ShapeGuard, ...]) -> list[Variant]:
+    """For each dim its ``guards`` read, in order, ``variant`` with its example changed
+    along every input axis that carries that dim (to 1, or to 2 where the example has
+    1) — one dim at a time, so that a call with a batch of 1 and a long sequence finds
+    a graph; only those where the guards fail at the changed sizes."""
+    dims = list(dict.fromkeys(variant.inputs[position].shape[axis]
+                              for guard in guards for position, axis in guard.dims.values()))
+    others = []
+    for dim in dims:
+        changed = _changed_along(variant, dim)
+        if changed is None:
+            continue
+        try:
+            for guard in guards:
+                check_shape_guard(guard, changed, variant.name)
+        except ShapeGuardError:
+            others.append(dataclasses.replace(variant, examples=(tuple(changed),)))
+    return others
+
+
+def _changed_along(variant: Variant, dim: object) -> list[Any] | None:
     example = variant.examples[0]
-    dims = {variant.inputs[position].shape[axis] for guard in guards for position, axis in guard.dims.values()}
     changed = list(example)
     for position, port in enumerate(variant.inputs):
         value = example[position]
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or not isinstance(dim, str):
             continue
-        for axis, dim in enumerate(port.shape):
-            if dim in dims and isinstance(dim, str) and value.shape[axis] != 0:
+        for axis, name in enumerate(port.shape):
+            if name == dim and value.shape[axis] != 0:
                 value = value.narrow(axis, 0, 1) if value.shape[axis] > 1 else torch.cat([value, value], axis)
         changed[position] = value
-    if all(a is b for a, b in zip(changed, example)):
-        return None
-    try:
-        for guard in guards:
-            check_shape_guard(guard, changed, variant.name)
-    except ShapeGuardError:
-        return dataclasses.replace(variant, examples=(tuple(changed),))
-    return None
+    return None if all(a is b for a, b in zip(changed, example)) else changed
+
+
+def alternative_name(variant_name: str, index: int) -> str:
+    """The manifest entry of a variant's ``index``-th graph traced at another size."""
+    return f"{variant_name}{SUFFIX}{index}"
 
 
 def module_of(modules: Mapping[str, Any], entry_name: str) -> Any:
     """The sub-DNN module of a manifest entry: an alternative runs its variant's module."""
-    return modules[entry_name] if entry_name in modules else modules[entry_name.removesuffix(SUFFIX)]
+    return modules[entry_name] if entry_name in modules else modules[entry_name.rsplit(SUFFIX, 1)[0]]
 
 
-__all__ = ["SUFFIX", "module_of", "other_size_variant"]
+__all__ = ["SUFFIX", "alternative_name", "module_of", "other_size_variants"]

@@ -23,7 +23,7 @@ import torch
 
 from dycl import outputs
 from dycl.artifact_outputs import output_specs
-from dycl.guard_alternatives import SUFFIX as ALTERNATIVE_SUFFIX
+from dycl.guard_alternatives import alternative_name
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hostgen.manifest import (
     CONSTANTS_FILE,
@@ -55,7 +55,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    host_source: str, modules: Mapping[str, SubDNNModule], constants: Mapping[str, torch.Tensor],
                    output_spec: Any = None, per_sample: bool = False,
                    guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
-                   alternatives: Mapping[str, tuple[str, tuple[ShapeGuard, ...]]] | None = None,
+                   alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]] | None = None,
                    ) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
@@ -94,19 +94,18 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
 
 def _entries(variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
              guards: Mapping[str, tuple[ShapeGuard, ...]],
-             alternatives: Mapping[str, tuple[str, tuple[ShapeGuard, ...]]]) -> dict[str, SubDNNEntry]:
-    """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at a
-    size of 1 (``dycl.guard_alternatives``), named by its variant and ``SUFFIX``."""
+             alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]]) -> dict[str, SubDNNEntry]:
+    """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at
+    another size (``dycl.guard_alternatives``), chained after it by ``otherwise``."""
     entries = {}
     for variant in variants:
         ports = _ports(variant.inputs), _ports(variant.outputs)
-        alternative = alternatives.get(variant.name)
-        otherwise = f"{variant.name}{ALTERNATIVE_SUFFIX}" if alternative else None
-        entries[variant.name] = SubDNNEntry(file_of[variant.name], sha256(files[file_of[variant.name]]), *ports,
-                                            tuple(guards.get(variant.name, ())), otherwise)
-        if alternative:
-            file, alternative_guards = alternative
-            entries[otherwise] = SubDNNEntry(file, sha256(files[file]), *ports, alternative_guards)
+        chain = [(variant.name, file_of[variant.name], tuple(guards.get(variant.name, ())))]
+        chain += [(alternative_name(variant.name, index), file, found)
+                  for index, (file, found) in enumerate(alternatives.get(variant.name, []))]
+        for position, (name, file, needed) in enumerate(chain):
+            otherwise = chain[position + 1][0] if position + 1 < len(chain) else None
+            entries[name] = SubDNNEntry(file, sha256(files[file]), *ports, needed, otherwise)
     return entries
 
 
