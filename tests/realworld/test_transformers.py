@@ -16,8 +16,7 @@ pytest.importorskip("transformers", reason="the real-world corpus needs `pip ins
 REFUSED = {"GPT2LMHeadModel+mask (static)", "GPT2LMHeadModel+mask"}
 FAST = {"BertForSequenceClassification+mask (static)", "BertForSequenceClassification+mask",
         "BertForSequenceClassification (batch)"}
-# tests/realworld/test_gpt2_without_mask.py compiles GPT-2 without a mask at static shapes
-CASES = [c for c in transformers_cases() if c.name != "GPT2LMHeadModel"]
+CASES = transformers_cases()
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c.name in FAST else [pytest.mark.slow], id=c.name)
