@@ -86,6 +86,17 @@ def test_rule_pins_what_the_op_pins_and_guards_no_more(case, dims):
     module.eval()
     shapes = SymbolicShapes()
     mirror = shapes.declare(torch.randn(shape), {axis: name for axis, name in dims.items() if axis < len(shape)})
+    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = _without_and_with_rules(
+        module, shapes, mirror)
+    assert ruled == plain and ruled_pins == plain_pins
+    assert ruled_guards <= plain_guards
+    if "channels" in dims and case.startswith("conv"):
+        assert sympy.Symbol("channels", integer=True, positive=True) in ruled_pins
+
+
+def _without_and_with_rules(module, shapes, mirror):
+    """(output mirror, pinned dims, guards) of one symbolic run of ``module`` by the ops'
+    own shape functions and one with dycl's ``ShapeRules``."""
     runs = []
     for rules in (contextlib.nullcontext(), ShapeRules()):
         run = _Run(shapes)
@@ -94,11 +105,7 @@ def test_rule_pins_what_the_op_pins_and_guards_no_more(case, dims):
             out = run.canonical(module(x))
         to_ours = {created: symbol for symbol, created in run._to_env.items()}
         runs.append((out, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}))
-    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = runs
-    assert ruled == plain and ruled_pins == plain_pins
-    assert ruled_guards <= plain_guards
-    if "channels" in dims and case.startswith("conv"):
-        assert sympy.Symbol("channels", integer=True, positive=True) in ruled_pins
+    return runs
 
 
 class Recurrent(nn.Module):
@@ -122,15 +129,8 @@ def test_lstm_cell_rule_keeps_the_batch_and_pins_the_width(dims):
     module = Recurrent().eval()
     shapes = SymbolicShapes()
     mirror = shapes.declare(torch.randn(3, 5), dims)
-    runs = []
-    for rules in (contextlib.nullcontext(), ShapeRules()):
-        run = _Run(shapes)
-        x = run.materialize(mirror)
-        with run.mode, rules:
-            out = run.canonical(module(x))
-        to_ours = {created: symbol for symbol, created in run._to_env.items()}
-        runs.append((out, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}))
-    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = runs
+    (plain, plain_pins, plain_guards), (ruled, ruled_pins, ruled_guards) = _without_and_with_rules(
+        module, shapes, mirror)
     batch, width = (sympy.Symbol(name, integer=True, positive=True) for name in ("batch", "width"))
     assert plain.shape == (3, 7) and plain_pins.get(batch, 3) == 3
     assert ruled.shape == ((batch if batch in mirror.shape else 3), 7) and ruled_guards <= plain_guards
