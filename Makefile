@@ -28,7 +28,7 @@ test-slow: $(STAMP)
 # the real-world corpus (Hugging Face models, MoE packages, ExportDB) with its extra installed
 test-realworld: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[realworld]'
-	$(BIN)/python -m pytest -q tests/realworld
+	DYCL_SLOW=1 $(BIN)/python -m pytest -q tests/realworld
 
 # the serve extra (Ray Serve, ~390 MB: not in `make`/`make test`) and its tests (two start Ray: 2-4 min on 2 cores)
 test-serve: $(STAMP)
