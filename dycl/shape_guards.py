@@ -59,29 +59,9 @@ def guards_of(module: torch.nn.Module, example: Sequence[Any], input_names: Sequ
     strides) hides every later decision on it, so the graph is kept to that size;
     ``decided_at`` names the line the trace decided at, for that guard's message."""
     env = _DecisionEnv()
-    symbols: dict[str, sympy.Symbol] = {}  # dim name -> its ShapeEnv symbol
-    bound: dict[str, tuple[int, int]] = {}  # dim name -> (input position, axis) the host reads it from
     mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
     mode.cache_enabled = False
-    fakes = []
-    for position, (name, value) in enumerate(zip(input_names, example)):
-        if not isinstance(value, torch.Tensor):
-            fakes.append(value)
-            continue
-        axes = dynamic_axes.get(name, {})
-        sizes: list[Any] = []
-        for axis, size in enumerate(value.shape):
-            if axis not in axes:
-                sizes.append(int(size))
-                continue
-            dim = axes[axis]
-            if dim not in symbols:
-                symbols[dim] = env.create_symbol(int(size), _DimSource(f"dycl_guard_{len(symbols)}"),
-                                                 dynamic_dim=DimDynamic.DYNAMIC, do_not_specialize_zero_one=True)
-                bound[dim] = (position, axis)
-            sizes.append(env.create_symintnode(symbols[dim], hint=int(size)))
-        with mode:
-            fakes.append(torch.empty_strided(sizes, _contiguous_strides(sizes), dtype=value.dtype))
+    fakes, symbols, bound = _fake_inputs(env, mode, example, input_names, dynamic_axes)
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, logger.disabled = logger.disabled, True  # a failing op is an outcome here, not the user's problem
     try:
@@ -110,6 +90,36 @@ def guards_of(module: torch.nn.Module, example: Sequence[Any], input_names: Sequ
         used = sorted(names[symbol] for symbol in condition.free_symbols)
         guards.setdefault(text, ShapeGuard(text, {name: by_name[name] for name in used}, where))
     return tuple(guards.values())
+
+
+def _fake_inputs(env: ShapeEnv, mode: FakeTensorMode, example: Sequence[Any], input_names: Sequence[str],
+                 dynamic_axes: Mapping[str, Mapping[int, str]]
+                 ) -> tuple[list[Any], dict[str, sympy.Symbol], dict[str, tuple[int, int]]]:
+    """Fake tensors of ``example``'s shapes, each axis in ``dynamic_axes`` a symbol hinted
+    with its size (one symbol per dim name); also dim name -> symbol and dim name ->
+    (input position, axis) the host reads it from."""
+    symbols: dict[str, sympy.Symbol] = {}
+    bound: dict[str, tuple[int, int]] = {}
+    fakes = []
+    for position, (name, value) in enumerate(zip(input_names, example)):
+        if not isinstance(value, torch.Tensor):
+            fakes.append(value)
+            continue
+        axes = dynamic_axes.get(name, {})
+        sizes: list[Any] = []
+        for axis, size in enumerate(value.shape):
+            if axis not in axes:
+                sizes.append(int(size))
+                continue
+            dim = axes[axis]
+            if dim not in symbols:
+                symbols[dim] = env.create_symbol(int(size), _DimSource(f"dycl_guard_{len(symbols)}"),
+                                                 dynamic_dim=DimDynamic.DYNAMIC, do_not_specialize_zero_one=True)
+                bound[dim] = (position, axis)
+            sizes.append(env.create_symintnode(symbols[dim], hint=int(size)))
+        with mode:
+            fakes.append(torch.empty(sizes, dtype=value.dtype))
+    return fakes, symbols, bound
 
 
 #: the torch functions between a Python ``bool()`` of a SymBool and the shape environment
@@ -149,15 +159,6 @@ def _direct_caller() -> str | None:
     if frame is None or outermost != "__bool__":
         return None
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def _contiguous_strides(sizes: Sequence[Any]) -> list[Any]:
-    strides: list[Any] = []
-    running: Any = 1
-    for size in reversed(sizes):
-        strides.append(running)
-        running = running * size
-    return strides[::-1]
 
 
 _RELATIONS = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}

@@ -203,12 +203,18 @@ class HostCodegen:
             text = f"({text}).all()"
         return text, error
 
+    def call_arguments(self, node: SubDNN) -> str:
+        """The arguments a sub-DNN is called with: a list input as its items, a host
+        structure (dict, user object) as its port leaves, anything else as it is."""
+        spec = self.calls[node.index]
+        return ", ".join(f"*{name}" if name in spec.list_inputs else
+                         f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
+                         if name in spec.input_trees else name for name in node.inputs)
+
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]
         pad = self.indent * depth
-        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else
-                              f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
-                              if name in spec.input_trees else name for name in node.inputs)
+        arguments = self.call_arguments(node)
         if len(spec.variants) == 1:
             callee = f"self._call[{node.index}]"
         else:

@@ -197,10 +197,7 @@ class BatchedHostCodegen(HostCodegen):
     def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
         spec = self.calls[node.index]
         pad = self.indent * depth
-        # as the single-sample host passes them (hostgen/emit.py): lists and host structures as their leaves
-        arguments = ", ".join(f"*{name}" if name in spec.list_inputs else
-                              f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
-                              if name in spec.input_trees else name for name in node.inputs)
+        arguments = self.call_arguments(node)  # as the single-sample host passes them
         arguments += "," if node.inputs else ""  # a tuple, also of one (starred) argument
         key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
         request = f"(yield ({node.index}, ({key}), ({arguments})))"
