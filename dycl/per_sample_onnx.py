@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from dycl.row_independence import ROWED, SHARED, RowPlan, analyse
+from dycl.row_independence import ROWED, SAMPLE, SHARED, Edit, RowPlan, analyse
 from dycl.static_fold import fold_static_shapes
 
 GROUP = "samples"
@@ -191,19 +191,46 @@ class _Batched:
             _rename([node], self.outer)
             if index in plan.expands:
                 self._repeat_over_group(node, index, plan.expands[index])
+            if index in plan.edits:
+                node = self._edited(node, index, plan.edits[index])
             self.nodes.append(node)
         scanned = [value.name for value in single.graph.output
-                   if not (value.name in self.made and plan.classes.get(value.name) == ROWED)]
+                   if not (value.name in self.made and plan.classes.get(value.name) in (ROWED, SAMPLE))]
         if scanned and not self._scan(scanned, axis):
             return None
         for value in single.graph.output:
-            if value.name not in scanned:  # (G, ...) -> (G, 1, ...)
+            if value.name in scanned:
+                continue
+            if plan.classes[value.name] == ROWED:  # (G, ...) -> (G, 1, ...)
                 self.nodes.append(helper.make_node("Unsqueeze", [self.outer[value.name], axis], [value.name]))
+            else:  # a sample value has the group dim in front already
+                self.nodes.append(helper.make_node("Identity", [self.outer[value.name]], [value.name]))
         used = _reads(self.nodes)  # a replaced Reshape target is no longer read (ORT warns of it)
         self.nodes = [n for n in self.nodes if n.op_type != "Constant" or n.output[0] in used]
         return helper.make_graph(
             self.nodes, single.graph.name, [_with_group(v, v.name) for v in single.graph.input],
             [_with_group(v, v.name) for v in single.graph.output], [t for t in self.initializers if t.name in used])
+
+    def _edited(self, node: onnx.NodeProto, index: int, edit: Edit) -> onnx.NodeProto:
+        """``node`` as the widened graph runs it (``RowPlan.edits``)."""
+        for position, count in edit.lifts.items():  # a sample value (G, dims) -> (G, 1, ..., 1, dims)
+            axes = self._constant(f"rows__lift_axes_{index}_{position}", np.arange(1, count + 1, dtype=np.int64))
+            lifted = f"rows__lifted_{index}_{position}"
+            self.nodes.append(helper.make_node("Unsqueeze", [node.input[position], axes], [lifted]))
+            node.input[position] = lifted
+        if edit.identity:
+            return helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
+        if edit.axis is not None:
+            _set_attribute(node, "axis", edit.axis)
+        if edit.axes is not None and edit.axes_as_input:
+            axes = self._constant(f"rows__axes_{index}", np.array(edit.axes, dtype=np.int64))
+            if len(node.input) > 1:
+                node.input[1] = axes
+            else:
+                node.input.append(axes)
+        elif edit.axes is not None:
+            _set_attribute(node, "axes", edit.axes)
+        return node
 
     def _repeat_over_group(self, node: onnx.NodeProto, index: int, positions: list[int]) -> None:
         """Expand ``node``'s shared inputs at ``positions`` (dim 0 of 1) to the group's rows."""
@@ -230,7 +257,7 @@ class _Batched:
         made = {name for node in tail for name in node.output}
         inputs = {value.name for value in single.graph.input}
         read = _reads(tail) - made
-        per_sample = sorted(name for name in read if name in inputs or plan.classes.get(name) == ROWED)
+        per_sample = sorted(name for name in read if name in inputs or plan.classes.get(name) in (ROWED, SAMPLE))
         body_in = {name: f"sample_in__{name}" for name in per_sample}
         body_out = {name: f"sample_out__{name}" for name in scanned}
         shared = {name: self.outer.get(name, name) for name in read if plan.classes.get(name) == SHARED}
@@ -245,6 +272,8 @@ class _Batched:
         for name in per_sample:
             if name in inputs:  # the group input as given, (G, 1, ...)
                 sources.append(name)
+            elif plan.classes[name] == SAMPLE:  # (G, dims): the Scan hands each sample its dims
+                sources.append(self.outer.get(name, name))
             else:  # a proven value, (G, ...) -> (G, 1, ...)
                 sources.append(f"rows__{name}__per_sample")
                 self.nodes.append(helper.make_node("Unsqueeze", [self.outer.get(name, name), axis], [sources[-1]]))
@@ -255,6 +284,12 @@ class _Batched:
         self.nodes.append(helper.make_node("Scan", sources, scanned, name="per_sample_tail", body=body,
                                            num_scan_inputs=len(sources)))
         return True
+
+
+def _set_attribute(node: onnx.NodeProto, name: str, value) -> None:
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend([*kept, helper.make_attribute(name, value)])
 
 
 def _reads(nodes) -> set[str]:

@@ -15,6 +15,12 @@ Value classes, for the values the proven nodes read and write:
   widened graph dim 0 is ``G`` and row ``g`` is exactly sample ``g``'s value.
 - *shared*: initializers, ``Constant`` outputs and the outputs of
   deterministic nodes that read only shared values: the same in every sample.
+- *sample*: a value of one sample that has no row dim (a whole-tensor
+  reduction ``conf.max()``, ``x[0]``, ``x.squeeze(0)``); in the widened graph
+  it has the group dim in front of its single-sample shape (``()`` -> ``(G,)``),
+  and element ``g`` is sample ``g``'s value. A node that combines it with rowed
+  values first gets it unit dims after the group dim so that it broadcasts
+  against its own row only (``RowPlan.edits``).
 
 Assumes: the graph is the ONNX export of one sample with static shapes
 (``onnx.shape_inference`` infers every rowed value's shape), default-domain
@@ -24,12 +30,14 @@ Guarantees: for every node in ``RowPlan.batched``, if each rowed input has
 ``G`` rows with row ``g`` sample ``g``'s value, then each rowed output has
 ``G`` rows with row ``g`` what the single-sample graph computes for sample
 ``g`` (in exact arithmetic: kernels may round differently at another batch
-size), once ``RowPlan.reshapes`` replaces the listed ``Reshape`` targets. Any
+size), once ``RowPlan.reshapes`` replaces the listed ``Reshape`` targets and
+``RowPlan.edits`` the listed axes. Any
 op not in the rules, any node with a subgraph, any read of the group size
 into a value (a ``Shape`` or ``Size`` of a rowed value: fold static ones
 first, ``dycl.static_fold``, as ``per_sample_onnx`` does), any reduction, reshape, concatenation or
-slicing along dim 0, and any broadcast that would move or widen dim 0 sends
-the node to the tail.
+slicing along dim 0, any broadcast that would move or widen dim 0, and any
+op without a rule for sample values that reads one sends the node to the tail.
+Reducing over dim 0 is proven: it has one element per sample.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-ROWED, SHARED = "rowed", "shared"
+ROWED, SHARED, SAMPLE = "rowed", "shared", "sample"
 
 _UNARY = frozenset([
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cast", "Ceil", "Celu", "Cos", "Cosh", "Elu", "Erf",
@@ -65,9 +73,35 @@ _REDUCE = frozenset([
 ])
 #: reductions whose axes are an input (not an attribute) from opset 13 (ReduceSum) or 18 (the rest)
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
+#: reductions that give back their one element unchanged
+_ONE_ELEMENT_IDENTITY = frozenset(["ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum"])
 _RANDOM = frozenset([
     "Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
 ])
+
+
+@dataclass
+class Edit:
+    """How a proven node changes in the widened graph (besides its names)."""
+
+    #: replaced by an ``Identity`` of its first input (the row dim it drops is the group dim)
+    identity: bool = False
+    #: its ``axes`` (attribute or input, as the op's opset has them) in the widened graph
+    axes: list[int] | None = None
+    #: its ``axis`` attribute in the widened graph
+    axis: int | None = None
+    #: the op takes its axes as an input (opset 13 for Squeeze, Unsqueeze, ReduceSum; 18 for the others)
+    axes_as_input: bool = False
+    #: input position -> how many unit dims to insert after the group dim of that sample input
+    lifts: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A rule's proof for a node whose outputs are not simply rowed, or that changes when widened."""
+
+    kind: str
+    edit: Edit = field(default_factory=Edit)
 
 
 @dataclass
@@ -82,6 +116,8 @@ class RowPlan:
     #: node index -> positions of shared inputs (dim 0 of 1) to repeat over the group: a ``Concat``
     #: joins them to rowed inputs, and unlike arithmetic it does not broadcast
     expands: dict[int, list[int]] = field(default_factory=dict)
+    #: node index -> its changes in the widened graph (sample values, reductions over dim 0)
+    edits: dict[int, Edit] = field(default_factory=dict)
     #: the first tail node and why it is there (for DYCL_DUMP and tests)
     first_refusal: str | None = None
     #: value name -> its type in the single-sample graph, where shape inference knows it
@@ -156,12 +192,14 @@ def _inputs(node: onnx.NodeProto) -> list[str]:
 # -- the rules: each returns None when the node keeps rows apart (its rowed inputs as the
 #    module docstring says), else the reason; ``kinds`` gives each input's class ('' if absent)
 
-Rule = Callable[[onnx.NodeProto, list[str], _Graph], "str | np.ndarray | None"]
+Rule = Callable[[onnx.NodeProto, list[str], _Graph], "str | np.ndarray | Outcome | None"]
 
 
 def _broadcast(node, kinds, graph):
     out_rank = graph.rank(node.output[0])
-    for name, kind in zip(node.input, kinds):
+    rowed = ROWED in kinds
+    lifts = {}
+    for position, (name, kind) in enumerate(zip(node.input, kinds)):
         if not name:
             continue
         shape = graph.shape(name)
@@ -169,9 +207,17 @@ def _broadcast(node, kinds, graph):
             return "unknown rank"
         if kind == ROWED and len(shape) != out_rank:
             return "a rowed input broadcast to a higher rank (its dim 0 would move)"
-        if kind == SHARED and len(shape) == out_rank and shape[0] != 1:
+        if kind == SHARED and rowed and len(shape) == out_rank and shape[0] != 1:
             return "a shared input whose dim 0 is not 1 (it would widen dim 0)"
-    return None
+        if kind == SAMPLE:
+            room = out_rank - 1 if rowed else out_rank  # a sample value's dims align right of the row dim
+            if len(shape) > room:
+                return "a sample value broadcast over the row dim"
+            if len(shape) < room:  # in the widened graph its group dim must meet the rows' (G, 1, ..., 1, dims)
+                lifts[position] = room - len(shape)
+    if SAMPLE not in kinds:
+        return None
+    return Outcome(ROWED if rowed else SAMPLE, Edit(lifts=lifts))
 
 
 def _only_first_rowed(kinds: list[str]) -> bool:
@@ -187,6 +233,8 @@ def _per_row(node, kinds, graph):
 
 
 def _unary(node, kinds, graph):
+    if kinds[0] == SAMPLE and all(kind in (SHARED, "") for kind in kinds[1:]):
+        return Outcome(SAMPLE)
     return None if _only_first_rowed(kinds) or kinds == [ROWED] else "more than one rowed input"
 
 
@@ -245,22 +293,52 @@ def _axis_not_zero(default: int) -> Rule:
     return rule
 
 
-def _reduce(node, kinds, graph):
-    if not _only_first_rowed(kinds):
-        return "rowed axes"
-    rank = graph.rank(node.input[0])
-    axes_as_input = graph.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18)
-    if axes_as_input:
-        axes = graph.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None
-        if len(node.input) > 1 and node.input[1] and axes is None:
+def _reduced_axes(node, graph, rank: int) -> list[int] | str | None:
+    """The axes ``node`` reduces, normalised and sorted (every axis where none are given);
+    None for a no-op (``noop_with_empty_axes``); a reason where they are not known."""
+    if graph.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18):
+        given = len(node.input) > 1 and node.input[1]
+        value = graph.constant(node.input[1]) if given else None
+        if given and value is None:
             return "axes computed at run time"
+        axes = [] if value is None else [int(a) for a in np.ravel(value)]
     else:
-        axes = _attribute(node, "axes")
-    if axes is None or len(axes) == 0:
-        return None if _attribute(node, "noop_with_empty_axes", 0) else "reduces over the whole tensor"
-    if rank is None or any(_axis(int(a), rank) == 0 for a in axes):
-        return "reduces over dim 0"
-    return None
+        axes = list(_attribute(node, "axes", None) or [])
+    if not axes:
+        if _attribute(node, "noop_with_empty_axes", 0):
+            return None
+        axes = list(range(rank))
+    return sorted({_axis(a, rank) for a in axes})
+
+
+def _reduce(node, kinds, graph):
+    if any(kind != SHARED for kind in kinds[1:] if kind):
+        return "axes that differ per sample"
+    rank = graph.rank(node.input[0])
+    if rank is None:
+        return "unknown rank"
+    axes = _reduced_axes(node, graph, rank)
+    if isinstance(axes, str):
+        return axes
+    as_input = graph.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18)
+    if kinds[0] == SAMPLE:
+        if axes is None:
+            return Outcome(SAMPLE)
+        if not axes:
+            return "reduces a sample's scalar"
+        return Outcome(SAMPLE, Edit(axes=[a + 1 for a in axes], axes_as_input=as_input))
+    if axes is None or 0 not in axes:
+        return None
+    # dim 0 is one sample's row: reducing over it leaves each element as it is, so in the widened graph
+    # the node reduces over the other axes only (and drops the row dim where it did: a sample value)
+    rest = [a for a in axes if a != 0]
+    if rest:
+        edit = Edit(axes=rest, axes_as_input=as_input)
+    elif node.op_type in _ONE_ELEMENT_IDENTITY:
+        edit = Edit(identity=True)
+    else:
+        return f"{node.op_type} over dim 0 alone (not the identity on one element)"
+    return Outcome(ROWED if _attribute(node, "keepdims", 1) else SAMPLE, edit)
 
 
 def _concat(node, kinds, graph):
@@ -304,10 +382,20 @@ def _slice(node, kinds, graph):
 def _gather(node, kinds, graph):
     rank = graph.rank(node.input[0])
     axis = None if rank is None else _axis(_attribute(node, "axis", 0), rank)
-    if kinds == [ROWED, SHARED] and axis not in (None, 0):
+    if axis is None:
+        return "unknown rank"
+    if kinds == [ROWED, SHARED] and axis != 0:
         return None
     if kinds == [SHARED, ROWED] and axis == 0:  # an embedding lookup: the indices' rows are the output's
         return None
+    if kinds == [ROWED, SHARED]:  # ``x[0]``: the sample's one row, without the row dim
+        index = graph.constant(node.input[1])
+        if index is not None and index.ndim == 0 and int(index) in (0, -1):
+            return Outcome(SAMPLE, Edit(identity=True))
+    if kinds == [SAMPLE, SHARED]:
+        return Outcome(SAMPLE, Edit(axis=axis + 1))
+    if kinds == [SHARED, SAMPLE] and axis == 0:
+        return Outcome(SAMPLE)
     return "gathers along dim 0"
 
 
@@ -331,16 +419,32 @@ def _flatten(node, kinds, graph):
 
 
 def _squeeze(node, kinds, graph):
-    rank = graph.rank(node.input[0])
+    shape = graph.shape(node.input[0])
+    if any(kind != SHARED for kind in kinds[1:] if kind) or shape is None:
+        return "axes that differ per sample (or an unknown rank)"
+    if len(node.input) > 1 and node.input[1] and graph.constant(node.input[1]) is None:
+        return "axes computed at run time"
     axes = _constant_axes(node, graph, 1)
-    if kinds[0] != ROWED or rank is None or not axes or any(_axis(a, rank) == 0 for a in axes):
-        return "squeezes dim 0 (or every size-1 dim)"
-    return None
+    if not axes:  # every size-1 dim: known only where the shape is
+        if None in shape:
+            return "squeezes every size-1 dim of a shape not known"
+        axes = [axis for axis, size in enumerate(shape) if size == 1]
+    axes = sorted({_axis(a, len(shape)) for a in axes})
+    as_input = graph.opset >= 13
+    if kinds[0] == SAMPLE:
+        return Outcome(SAMPLE, Edit(axes=[a + 1 for a in axes], axes_as_input=as_input) if axes else Edit(
+            identity=True))
+    if 0 not in axes:
+        return None
+    rest = [a for a in axes if a != 0]
+    return Outcome(SAMPLE, Edit(axes=rest, axes_as_input=as_input) if rest else Edit(identity=True))
 
 
 def _unsqueeze(node, kinds, graph):
     rank = graph.rank(node.output[0])
     axes = _constant_axes(node, graph, 1)
+    if kinds[0] == SAMPLE and rank is not None and axes is not None and all(k in (SHARED, "") for k in kinds[1:]):
+        return Outcome(SAMPLE, Edit(axes=sorted(_axis(a, rank) + 1 for a in axes), axes_as_input=graph.opset >= 13))
     if kinds[0] != ROWED or rank is None or axes is None or any(_axis(a, rank) == 0 for a in axes):
         return "inserts a dim before dim 0"
     return None
@@ -412,6 +516,10 @@ RULES: dict[str, Rule] = {
 }
 
 
+#: the ops whose rules handle sample values; any other op reading one goes to the tail
+_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"Squeeze", "Unsqueeze", "Gather"}
+
+
 def _has_subgraph(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
@@ -449,7 +557,7 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
     if node.domain not in ("", "ai.onnx") or _has_subgraph(node) or node.op_type in _RANDOM:
         return "not a deterministic default-domain op without subgraphs"
     outputs = [name for name in node.output if name]
-    if ROWED not in kinds:
+    if ROWED not in kinds and SAMPLE not in kinds:
         for name in outputs:
             plan.classes[name] = SHARED
         return None
@@ -458,19 +566,26 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
     rule = RULES.get(node.op_type)
     if rule is None:
         return "no row rule for this op"
+    if SAMPLE in kinds and node.op_type not in _SAMPLE_AWARE:
+        return "reads a sample value (no rule for it)"
     reason = rule(node, kinds, graph)
     if isinstance(reason, str):
         return reason
-    if not all(_rowed_shape(graph.shape(name)) for name in outputs):
+    outcome = reason if isinstance(reason, Outcome) else Outcome(ROWED)
+    if outcome.kind == ROWED and not all(_rowed_shape(graph.shape(name)) for name in outputs):
         return "an output without a static dim 0 of 1"
+    if outcome.kind == SAMPLE and any(graph.shape(name) is None for name in outputs):
+        return "an output of unknown rank"
     index = len(plan.batched) + len(plan.tail)
     if node.op_type == "Reshape":
         plan.reshapes[index] = reason
     if node.op_type == "Concat" and SHARED in kinds:
         plan.expands[index] = [position for position, kind in enumerate(kinds) if kind == SHARED]
+    if outcome.edit != Edit():
+        plan.edits[index] = outcome.edit
     for name in outputs:
-        plan.classes[name] = ROWED
+        plan.classes[name] = outcome.kind
     return None
 
 
-__all__ = ["ROWED", "RULES", "SHARED", "RowPlan", "analyse"]
+__all__ = ["ROWED", "RULES", "SAMPLE", "SHARED", "Edit", "Outcome", "RowPlan", "analyse"]

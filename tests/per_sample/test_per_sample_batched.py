@@ -1,7 +1,7 @@
-"""End to end: a model written for one image whose sub-DNNs mix the whole tensor
-(standardising the image, ``max`` of a softmax, ``view(-1)``) next to row-wise
-bulk. The row-wise bulk runs batched over each group, the mixing statements per
-sample, and every sample still gets what eager gives it alone, in process and
+"""End to end: a model written for one image whose sub-DNNs reduce or mix the whole
+tensor (standardising the image, ``max`` of a softmax, ``view(-1)``) next to row-wise
+bulk. The bulk and the whole-tensor reductions run batched over each group, the
+mixing statement (``view(-1)``) per sample, and every sample still gets what eager gives it alone, in process and
 through the saved torch-free host."""
 
 from __future__ import annotations
@@ -54,9 +54,10 @@ def test_a_batch_of_16_over_three_paths_equals_eager_per_sample(standardised):
 def test_the_bulk_is_batched_and_the_mixing_statements_are_not(standardised):
     *_, artifact = standardised
     forms = _forms(artifact)
-    # the image's standardisation comes first, so the first sub-DNN (up to the first exit) is scanned whole;
-    # the second stage is batched up to its exit's max over the softmax, the last up to its view(-1)
-    assert forms == {"batched": 0, "tail": 2, "scanned": 1}
+    # the image's standardisation and both exits' max over the softmax reduce one sample's whole tensor,
+    # row by row in the group (each row meets its own mean, std and max); only the last stage's view(-1),
+    # which merges the row dim with the others, runs per sample
+    assert forms == {"batched": 2, "tail": 1, "scanned": 0}
 
 
 def test_the_saved_host_agrees_without_torch(standardised):

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from dycl.per_sample_onnx import group_model, scan_over_samples
-from dycl.row_independence import analyse
+from dycl.row_independence import SAMPLE, analyse
 from dycl.static_fold import fold_static_shapes
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -115,16 +115,20 @@ class ExitHead(nn.Module):
         return logits, F.softmax(logits, dim=1).max() > 0.5
 
 
-def test_a_condition_over_the_whole_tensor_stays_per_sample_and_the_bulk_is_batched():
+def test_a_condition_over_the_whole_tensor_is_reduced_row_by_row():
+    """``softmax(...).max() > t`` reduces one sample's whole tensor: in the group, each row's
+    own elements (the widened ReduceMax skips the group dim) and a scalar per sample."""
     data = _export(ExitHead().eval(), torch.randn(1, 6))
-    plan = analyse(onnx.load_model_from_string(data))
-    assert plan.first_refusal.startswith("ReduceMax") and "whole tensor" in plan.first_refusal
-    assert len(plan.batched) >= 3 and plan.tail  # tanh, Gemm, softmax batched; the max per sample
-    assert _scans(group_model(data)) == ["per_sample_tail"]
+    single = onnx.load_model_from_string(data)
+    plan = analyse(single)
+    assert plan.tail == [] and plan.first_refusal is None
+    (reduce_max,) = [i for i in plan.batched if single.graph.node[i].op_type == "ReduceMax"]
+    assert plan.edits[reduce_max].axes == [1]  # the single graph reduces every axis; the row's are axis 1
+    assert plan.classes[single.graph.output[1].name] == SAMPLE
+    grouped = group_model(data)
+    assert _scans(grouped) == []
+    assert ort.InferenceSession(grouped, providers=["CPUExecutionProvider"]).get_outputs()[1].shape == ["samples"]
     _rows_agree(data, (1, 6))
-    # the proof matters: the same graph widened without one mixes the rows' maxima
-    single = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    assert single.get_outputs()[1].shape == []
 
 
 class Mixing(nn.Module):
@@ -145,11 +149,22 @@ class Mixing(nn.Module):
         return torch.cat([y, y.flip(0)], dim=0).sum(0, keepdim=True)  # "flip"
 
 
-@pytest.mark.parametrize("how", ["view", "standardise", "sum", "flip"])
+@pytest.mark.parametrize("how", ["view", "flip"])
 def test_statements_that_mix_the_whole_tensor_stay_per_sample(how):
     data = _export(Mixing(how), torch.randn(1, 4))
     plan = analyse(onnx.load_model_from_string(data))
     assert plan.tail, plan.first_refusal
+    _rows_agree(data, (1, 4))
+
+
+@pytest.mark.parametrize("how", ["standardise", "sum"])
+def test_a_whole_tensor_statistic_applied_to_the_rows_is_batched(how):
+    """``y * y.sum()``, ``(y - y.mean()) / y.std()``: each row meets its own statistic
+    (a sample value lifted to ``(G, 1)``), never another row's."""
+    data = _export(Mixing(how), torch.randn(1, 4))
+    plan = analyse(fold_static_shapes(onnx.load_model_from_string(data)))
+    assert plan.tail == [] and any(edit.lifts for edit in plan.edits.values())
+    assert _scans(group_model(data)) == []
     _rows_agree(data, (1, 4))
 
 
@@ -178,8 +193,8 @@ def _constant(name, values, dtype=np.int64):
     (helper.make_node("Flatten", ["x"], ["y"], axis=0), [], [1, 6], "flattens dim 0"),
     (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0]), [], [6, 1], "moves dim 0"),
     (helper.make_node("Reshape", ["x", "s"], ["y"]), [_constant("s", [-1])], [6], "merges dim 0"),
-    (helper.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=1), [_constant("a", [0])], [1, 6], "dim 0"),
-    (helper.make_node("ReduceMax", ["x"], ["y"], keepdims=1), [], [1, 1], "whole tensor"),
+    (helper.make_node("ReduceL1", ["x"], ["y"], axes=[0], keepdims=1), [], [1, 6], "dim 0 alone"),
+    (helper.make_node("ReduceSumSquare", ["x"], ["y"], axes=[0], keepdims=0), [], [6], "dim 0 alone"),
     (helper.make_node("Concat", ["x", "x"], ["y"], axis=0), [], [2, 6], "dim 0"),
     (helper.make_node("Gather", ["x", "i"], ["y"], axis=0), [_constant("i", [0, 0])], [2, 6], "dim 0"),
     (helper.make_node("Gemm", ["x", "w"], ["y"], transA=1), [_constant("w", np.ones((1, 6)), np.float32)],
@@ -207,12 +222,12 @@ def test_maxpool_indices_count_over_the_whole_batch():
 
 def test_a_shared_computation_and_a_tail_that_reads_it():
     """A value computed from weights alone is shared; the tail reads it from the outer scope."""
-    nodes = [helper.make_node("Mul", ["w", "w"], ["w2"]), helper.make_node("MatMul", ["x", "w2"], ["h"]),
-             helper.make_node("ReduceMax", ["h"], ["m"], keepdims=0), helper.make_node("Add", ["m", "w2s"], ["y"]),
-             helper.make_node("ReduceSum", ["w2"], ["w2s"], keepdims=0)]
-    nodes = [nodes[0], nodes[4], nodes[1], nodes[2], nodes[3]]
-    model = _graph(nodes, [_floats("x", [1, 3])], [_floats("y", []), _floats("h", [1, 2])],
-                   [numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2) / 6, "w")])
+    nodes = [helper.make_node("Mul", ["w", "w"], ["w2"]), helper.make_node("ReduceSum", ["w2"], ["w2s"], keepdims=0),
+             helper.make_node("MatMul", ["x", "w2"], ["h"]), helper.make_node("CumSum", ["h", "one"], ["m"]),
+             helper.make_node("Add", ["m", "w2s"], ["y"])]
+    model = _graph(nodes, [_floats("x", [1, 3])], [_floats("y", [1, 2]), _floats("h", [1, 2])],
+                   [numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2) / 6, "w"),
+                    _constant("one", 1)])
     plan = analyse(model)
     assert plan.batched == [0, 1, 2] and plan.tail == [3, 4]
     data = model.SerializeToString()
@@ -264,3 +279,56 @@ def test_a_sub_dnn_without_inputs_gives_one_row_for_every_sample():
     session = ort.InferenceSession(group_model(model.SerializeToString()), providers=["CPUExecutionProvider"])
     (rows,) = session.run(None, {})
     np.testing.assert_array_equal(rows, np.arange(3, dtype=np.float32).reshape(1, 1, 3))
+
+
+def _scalar(name, value, dtype=np.int64):
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def test_a_samples_own_row_and_its_elements_are_sample_values():
+    """``policy[0]``, ``policy[0][2] > 0.5`` and ``x * policy[0][2]`` (BlockDrop's lookups):
+    no row dim in the single graph, the group dim in front in the widened one."""
+    nodes = [helper.make_node("Gather", ["x", "zero"], ["row"], axis=0),
+             helper.make_node("Gather", ["row", "two"], ["element"], axis=0),
+             helper.make_node("Greater", ["element", "half"], ["keep"]),
+             helper.make_node("Mul", ["x", "element"], ["scaled"])]
+    model = _graph(nodes, [_floats("x", [1, 6])],
+                   [helper.make_tensor_value_info("keep", TensorProto.BOOL, []), _floats("scaled", [1, 6]),
+                    _floats("row", [6])],
+                   [_scalar("zero", 0), _scalar("two", 2), _scalar("half", 0.5, np.float32)])
+    plan = analyse(model)
+    assert plan.tail == []
+    assert [plan.classes[name] for name in ("row", "element", "keep", "scaled")] == [SAMPLE, SAMPLE, SAMPLE, "rowed"]
+    assert plan.edits[0].identity and plan.edits[1].axis == 1 and plan.edits[3].lifts == {1: 1}
+    data = model.SerializeToString()
+    assert _scans(group_model(data)) == []
+    _rows_agree(data, (1, 6))
+
+
+def test_a_squeezed_row_reduced_and_unsqueezed_again():
+    nodes = [helper.make_node("Squeeze", ["x", "zero"], ["plane"]),
+             helper.make_node("ReduceSum", ["plane", "one"], ["sums"], keepdims=0),
+             helper.make_node("Unsqueeze", ["sums", "zero"], ["y"])]
+    model = _graph(nodes, [_floats("x", [1, 2, 3])], [_floats("y", [1, 2])],
+                   [_constant("zero", [0]), _constant("one", [1])])
+    plan = analyse(model)
+    assert plan.tail == [] and plan.classes["y"] == SAMPLE
+    assert plan.edits[0].identity and plan.edits[1].axes == [2] and plan.edits[2].axes == [1]
+    _rows_agree(model.SerializeToString(), (1, 2, 3))
+
+
+@pytest.mark.parametrize("nodes, out_shape, reason", [
+    ([helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0), helper.make_node("Unsqueeze", ["m", "zero"], ["m1"]),
+      helper.make_node("Concat", ["m1", "m1"], ["y"], axis=0)], [2], "reads a sample value"),
+    ([helper.make_node("Gather", ["x", "zero_scalar"], ["plane"], axis=0),
+      helper.make_node("Add", ["plane", "row"], ["y"])], [2, 3], "over the row dim"),
+    ([helper.make_node("Gather", ["x", "one_scalar"], ["plane"], axis=0)], [2, 3], "dim 0"),
+])
+def test_sample_values_that_would_meet_other_rows_are_refused(nodes, out_shape, reason):
+    """A sample value concatenated along the group's dim, or broadcast against a row so that
+    its own dims would cover the row dim; ``x[1]`` of a one-row tensor is out of range."""
+    inputs = [_floats("x", [1, 2, 3]), _floats("row", [1, 3])]
+    model = _graph(nodes, inputs, [_floats("y", out_shape)],
+                   [_constant("zero", [0]), _scalar("zero_scalar", 0), _scalar("one_scalar", 1)])
+    plan = analyse(model)
+    assert plan.tail and reason in plan.first_refusal, plan.first_refusal
