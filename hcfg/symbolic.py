@@ -64,6 +64,27 @@ class SymbolicScalar:
     expr: Any
 
 
+class SizeDependentStructure(Exception):
+    """Statements whose outputs differ in structure between two sizes of their dim symbols
+    (``torch.split(x, 2)`` gives ``ceil(batch / 2)`` pieces): a graph traced at one size
+    is not the computation at another. ``sizes``: the two assignments of the symbols."""
+
+    def __init__(self, *sizes: dict[sympy.Symbol, int]) -> None:
+        super().__init__("different at " + " and ".join(
+            ", ".join(f"{symbol}={size}" for symbol, size in assignment.items()) for assignment in sizes))
+        self.sizes = sizes
+
+
+def _shape_of(value: Any) -> Any:
+    """What ``SymbolicShapes.probe_tensor_code`` compares between its two runs: ranks of
+    tensors and lengths of lists and tuples."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dim())
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_shape_of(item) for item in value))
+    return "value"
+
+
 class SymbolicShapes:
     """The dim symbols of one compilation and the symbolic runs over them."""
 
@@ -176,7 +197,9 @@ class SymbolicShapes:
         its example size and then at that size plus an offset of its own. An output
         dim equal in both runs is static; one equal to the same symbol's size in both
         runs is that symbol; any other gets a fresh symbol. False (mirror untouched)
-        where a run fails."""
+        where a run fails. Raises ``SizeDependentStructure`` where the two runs give
+        different structures (a list or tuple of another length, a tensor of another rank):
+        the statements' graph, traced at the example, holds at no other size."""
         symbols = sorted(self._symbols_of([mirror[name] for name in reads & mirror.keys()]), key=str)
         first = {symbol: self.examples[symbol] for symbol in symbols}
         second = {symbol: self.examples[symbol] + offset for symbol, offset in zip(symbols, _PROBE_OFFSETS)}
@@ -195,8 +218,8 @@ class SymbolicShapes:
                 items = [merged(x, y) for x, y in zip(a, b)]
                 return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
             if isinstance(a, torch.Tensor | list | tuple) or isinstance(b, torch.Tensor | list | tuple):
-                raise ValueError("the two probes disagree on structure")
-            return a
+                raise SizeDependentStructure(first, second)
+            return a  # a number from sizes: the symbolic run's business (dycl.size_numbers)
 
         def dim(x: int, y: int) -> Any:
             if x == y:
@@ -207,13 +230,16 @@ class SymbolicShapes:
             self._fresh += 1
             return self.symbol(f"{_identifier(prefix)}_{self._fresh}", int(x))
 
-        try:
-            results = {name: merged(runs[0][name], runs[1][name]) for name in runs[0]}
-        except ValueError as exc:
-            self._failed(exc)
-            return False
+        results = {name: merged(runs[0][name], runs[1][name]) for name in runs[0]}
         mirror.update(results)
         return True
+
+    def differs_in_structure(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
+                             structure: SizeDependentStructure) -> bool:
+        """Whether ``code`` writes values of different structure at the two sizes of
+        ``structure`` (to find the statement that made them differ)."""
+        first, second = (_probe(code, mirror, reads, writes, sizes) for sizes in structure.sizes)
+        return any(_shape_of(first.get(name)) != _shape_of(second.get(name)) for name in writes)
 
     def _symbols_of(self, values: list[Any]) -> set[sympy.Symbol]:
         found: set[sympy.Symbol] = set()

@@ -24,9 +24,10 @@ import libcst as cst
 import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
-from dycl.hcfg.liveness import live_after_conditions, reads_writes
+from dycl.hcfg.liveness import live_after_conditions, reads_writes, statements_reads_writes
 from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
+from dycl.hcfg.symbolic import SizeDependentStructure
 from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
@@ -166,6 +167,30 @@ class _Tracer:
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
             "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
 
+    def size_dependent(self, sub: SubDNN, structure: SizeDependentStructure, mirror: dict[str, Any],
+                       reads: set[str]) -> UnsupportedError:
+        """The error for a sub-DNN whose outputs' structure depends on a symbolic size,
+        naming the first statement whose values differ (found by running longer and
+        longer prefixes of the sub-DNN at the two sizes: only on this error's path)."""
+        statement = sub.statements[-1]
+        for count in range(1, len(sub.statements) + 1):
+            prefix = sub.statements[:count]
+            writes = statements_reads_writes(prefix, self.names, self.graph.effects)[1]
+            code = compile(cst.Module(list(prefix)).code, self.code_name(sub.index), "exec")
+            try:
+                if self.shapes.differs_in_structure(code, mirror, reads, writes, structure):
+                    statement = prefix[-1]
+                    break
+            except Exception:  # noqa: BLE001 - a prefix that cannot run alone: keep looking
+                continue
+        return UnsupportedError(
+            f"`{source_of(statement.body[0])}`, in code exported as one graph: its values differ in structure "
+            f"with a symbolic size ({structure}), so the graph traced at the example would hold at no other "
+            "size (torch.split or unbind along that dim gives a number of pieces that follows it)",
+            self.location_of(statement),
+            "make that dim static (dynamic=False, or a dynamic= dict without it), or split into a fixed number "
+            "of pieces (torch.chunk(x, n) along the dim, or slices with fixed bounds)")
+
     def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
         return (self.locations or LocationTable()).resolve(statement)
 
@@ -190,8 +215,11 @@ class _Tracer:
         reads, writes = reads_writes(node, self.names, self.graph.effects)
         if isinstance(node, SubDNN):
             observed = {name: state[name] for name in writes if name in state}  # it has just run on ``state``
-            done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
-                    or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
+            try:
+                done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
+                        or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
+            except SizeDependentStructure as structure:
+                raise self.size_dependent(node, structure, mirror, reads) from None
         else:
             done = self.shapes.run_host(code, mirror)
         if done:

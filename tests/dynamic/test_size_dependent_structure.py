@@ -1,0 +1,98 @@
+"""Code exported as one graph whose *structure* depends on a symbolic size: the
+number of pieces of ``torch.split``/``unbind`` along the batch. The graph traced at
+the example holds at no other batch size (ONNX Runtime failed on the first call with
+another batch, before this check); dycl refuses it at compile time, naming the line,
+as ``torch.export`` refuses a dim its guards specialise. A fixed number of pieces
+(``torch.chunk``) keeps the batch symbolic, and a static compile takes the split."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from dycl.hcfg.symbolic import SizeDependentStructure, SymbolicShapes, SymbolicTensor
+
+import dycl
+from dycl.testing import assert_equivalent
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+class PairPooling(nn.Module):
+    """Pools consecutive pairs of rows, as someone writes it for a batch of frames."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, frames):
+        h = self.proj(frames)
+        pairs = torch.split(h, 2, dim=0)
+        pooled = torch.cat([pair.mean(0, keepdim=True) for pair in pairs])
+        if pooled.mean() > 0:
+            return pooled.relu()
+        return pooled
+
+
+class RowWeights(nn.Module):
+    """Weights each row by its position, unbinding the batch."""
+
+    def forward(self, x):
+        rows = x.unbind(0)
+        weighted = torch.stack([row * (i + 1) for i, row in enumerate(rows)])
+        if weighted.sum() > 0:
+            return weighted - 1
+        return weighted
+
+
+class HalfAndHalf(nn.Module):
+    """Two halves whatever the batch: ``chunk`` into a fixed number of pieces."""
+
+    def forward(self, x):
+        first, second = torch.chunk(torch.tanh(x), 2, dim=0)
+        difference = first.sum(0) - second.sum(0)
+        if difference.sum() > 0:
+            return difference * 2
+        return difference
+
+
+@pytest.mark.parametrize("model_type, line", [(PairPooling, "pairs = torch.split"), (RowWeights, "rows = x.unbind")])
+def test_a_number_of_pieces_that_follows_the_batch_is_refused_with_its_line(model_type, line):
+    model = model_type().eval()
+    with pytest.raises(dycl.UnsupportedError) as caught:
+        dycl.compile(model, torch.randn(4, 4), progress=False)
+    message = str(caught.value)
+    assert "differ in structure" in message and "batch=4" in message and line in message
+    assert "test_size_dependent_structure.py:" in message and "dynamic=False" in message
+    static = dycl.compile(model, torch.randn(4, 4), dynamic=False, progress=False)
+    inputs = [(torch.randn(4, 4, generator=torch.Generator().manual_seed(s)),) for s in range(8)]
+    assert assert_equivalent(model, static, inputs, atol=1e-5) == 2
+
+
+def test_a_fixed_number_of_pieces_keeps_the_batch_symbolic():
+    model = HalfAndHalf().eval()
+    compiled = dycl.compile(model, torch.randn(4, 3), progress=False)
+    assert compiled.manifest.inputs[0].shape == ("batch", 3)
+    inputs = [(torch.randn(b, 3, generator=torch.Generator().manual_seed(seed)),)
+              for b in (4, 6, 8, 2) for seed in range(3)]
+    assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
+
+
+@pytest.mark.parametrize("code, refused", [
+    ("parts = torch.split(x, 2)", True),
+    ("parts = x.unbind(0)", True),
+    ("parts = torch.chunk(x, 2)", False),
+    ("parts = x.split(3, dim=1)", False),  # along a static dim: the same pieces at every batch
+])
+def test_the_two_size_probe_tells_a_structure_that_follows_the_size(code, refused):
+    shapes = SymbolicShapes()
+    mirror = {"x": shapes.declare(torch.randn(4, 6), {0: "batch"}), "torch": torch}
+    compiled = compile(code, "<test>", "exec")
+    if refused:
+        with pytest.raises(SizeDependentStructure):
+            shapes.probe_tensor_code(compiled, mirror, {"x"}, {"parts"}, "sub")
+        assert "parts" not in mirror
+    else:
+        assert shapes.probe_tensor_code(compiled, mirror, {"x"}, {"parts"}, "sub")
+        assert all(isinstance(part, SymbolicTensor) for part in mirror["parts"])
