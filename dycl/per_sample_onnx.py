@@ -128,7 +128,7 @@ def group_model(data: bytes) -> bytes:
         return _one_row(single)
     plan = analyse(single)
     names = {value.name for value in single.graph.input}
-    proven_rows = any(name not in names for name in plan.rowed)
+    proven_rows = any(name not in names for name in plan.per_sample)
     if not proven_rows or any(value.name in names for value in single.graph.output):
         return scan_over_samples(data)
     built = _Batched(single, plan).build()
@@ -222,6 +222,8 @@ class _Batched:
             return helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
         if edit.axis is not None:
             _set_attribute(node, "axis", edit.axis)
+        if edit.target is not None:
+            node.input[1] = self._constant(f"rows__shape_{index}", np.array(edit.target, dtype=np.int64))
         if edit.axes is not None and edit.axes_as_input:
             axes = self._constant(f"rows__axes_{index}", np.array(edit.axes, dtype=np.int64))
             if len(node.input) > 1:

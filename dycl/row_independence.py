@@ -16,7 +16,8 @@ Value classes, for the values the proven nodes read and write:
 - *shared*: initializers, ``Constant`` outputs and the outputs of
   deterministic nodes that read only shared values: the same in every sample.
 - *sample*: a value of one sample that has no row dim (a whole-tensor
-  reduction ``conf.max()``, ``x[0]``, ``x.squeeze(0)``); in the widened graph
+  reduction ``conf.max()``, ``x[0]``, ``x.view(-1)``, an input whose dim 0 is
+  not 1: the host passes every input with the group dim in front); in the widened graph
   it has the group dim in front of its single-sample shape (``()`` -> ``(G,)``),
   and element ``g`` is sample ``g``'s value. A node that combines it with rowed
   values first gets it unit dims after the group dim so that it broadcasts
@@ -90,6 +91,8 @@ class Edit:
     axes: list[int] | None = None
     #: its ``axis`` attribute in the widened graph
     axis: int | None = None
+    #: a ``Reshape``'s target shape in the widened graph (a leading 0 copies the group dim)
+    target: tuple[int, ...] | None = None
     #: the op takes its axes as an input (opset 13 for Squeeze, Unsqueeze, ReduceSum; 18 for the others)
     axes_as_input: bool = False
     #: input position -> how many unit dims to insert after the group dim of that sample input
@@ -126,6 +129,11 @@ class RowPlan:
     @property
     def rowed(self) -> set[str]:
         return {name for name, kind in self.classes.items() if kind == ROWED}
+
+    @property
+    def per_sample(self) -> set[str]:
+        """The values that differ per sample: rowed and sample values."""
+        return {name for name, kind in self.classes.items() if kind in (ROWED, SAMPLE)}
 
 
 @dataclass
@@ -271,6 +279,10 @@ def _matmul(node, kinds, graph):
     a, b = graph.rank(node.input[0]), graph.rank(node.input[1])
     if a is None or b is None:
         return "unknown rank"
+    if SAMPLE in kinds:  # ``fc(x.view(-1))``: (G, ..., k) @ (k, n) multiplies each sample's own rows
+        if kinds == [SAMPLE, SHARED] and a >= 1 and b <= 2:
+            return Outcome(SAMPLE)
+        return "a product whose sample operand would meet other samples"
     if kinds == [ROWED, ROWED]:
         return None if a == b >= 3 else "a product of two rowed matrices contracts over the rows"
     rowed, shared = (a, b) if kinds[0] == ROWED else (b, a)
@@ -450,17 +462,24 @@ def _unsqueeze(node, kinds, graph):
     return None
 
 
-def _reshape_target(node, kinds, graph) -> np.ndarray | str:
-    """The widened graph's target shape (dim 0 copied from the input), or why there is none."""
+def _reshape_target(node, kinds, graph) -> np.ndarray | Outcome | str:
+    """The widened graph's target shape (dim 0 copied from the input), or why there is none.
+    A rowed value reshaped without its row dim (``x.view(-1)``) and a sample value
+    reshaped are sample values: the target gets the group dim in front."""
     shape = graph.constant(node.input[1]) if len(node.input) > 1 else None
     out = graph.shape(node.output[0])
-    if kinds[0] != ROWED or shape is None or _attribute(node, "allowzero", 0):
+    if kinds[0] not in (ROWED, SAMPLE) or shape is None or _attribute(node, "allowzero", 0) or any(
+            kind != SHARED for kind in kinds[1:]):
         return "a target shape computed at run time"
-    if out is None or not out or out[0] != 1 or shape.ndim != 1 or len(shape) == 0:
-        return "a reshape that merges dim 0 with others"
-    target = np.array(shape, dtype=np.int64)
-    target[0] = 0  # 0: copy the input's dim 0, the group
-    return target
+    if out is None or not out or shape.ndim != 1 or len(shape) == 0:
+        return "a reshape of an unknown shape"
+    if kinds[0] == ROWED and out[0] == 1:
+        target = np.array(shape, dtype=np.int64)
+        target[0] = 0  # 0: copy the input's dim 0, the group
+        return target
+    if 0 in shape:  # a 0 copies the input's dim at its position, which the group dim shifts
+        return "a reshape that copies input dims (0 in its target)"
+    return Outcome(SAMPLE, Edit(target=(0, *(int(size) for size in shape))))
 
 
 def _expand(node, kinds, graph):
@@ -517,7 +536,7 @@ RULES: dict[str, Rule] = {
 
 
 #: the ops whose rules handle sample values; any other op reading one goes to the tail
-_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"Squeeze", "Unsqueeze", "Gather"}
+_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"Gather", "MatMul", "Reshape", "Squeeze", "Unsqueeze"}
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
@@ -535,9 +554,9 @@ def analyse(model: onnx.ModelProto) -> RowPlan:
     graph = _Graph(model, _shapes(model, plan.types), _constants(model), opset)
     for tensor in model.graph.initializer:
         plan.classes[tensor.name] = SHARED
-    for value in model.graph.input:
-        if value.name not in plan.classes and _rowed_shape(graph.shape(value.name)):
-            plan.classes[value.name] = ROWED
+    for value in model.graph.input:  # each comes with the group dim in front
+        if value.name not in plan.classes and graph.shape(value.name) is not None:
+            plan.classes[value.name] = ROWED if _rowed_shape(graph.shape(value.name)) else SAMPLE
     for index, node in enumerate(model.graph.node):
         reason = _classify(node, graph, plan) if opset >= 13 else "opset below 13"
         if reason is None:
@@ -577,7 +596,7 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
     if outcome.kind == SAMPLE and any(graph.shape(name) is None for name in outputs):
         return "an output of unknown rank"
     index = len(plan.batched) + len(plan.tail)
-    if node.op_type == "Reshape":
+    if isinstance(reason, np.ndarray):  # a Reshape's widened target
         plan.reshapes[index] = reason
     if node.op_type == "Concat" and SHARED in kinds:
         plan.expands[index] = [position for position, kind in enumerate(kinds) if kind == SHARED]

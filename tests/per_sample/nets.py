@@ -85,7 +85,9 @@ class TwoInputs(nn.Module):
 class StandardisedEarlyExitCNN(nn.Module):
     """A small CNN with two confidence exits, written for one image: it standardises
     the image over the whole tensor, and its last stage flattens everything with
-    ``view(-1)``. ``calibrate`` sets the thresholds so that the exits split samples."""
+    ``view(-1)`` and keeps the 16 largest features (``topk``, which dycl does not prove
+    per sample on a flattened value). ``calibrate`` sets the thresholds so that the
+    exits split samples."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,7 +97,7 @@ class StandardisedEarlyExitCNN(nn.Module):
         self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
         self.exit2 = nn.Linear(8 * 4 * 4, 5)
         self.conv3 = nn.Conv2d(8, 2, 1)
-        self.fc = nn.Linear(2 * 4 * 4, 5)
+        self.fc = nn.Linear(16, 5)
         self.t1, self.t2 = 2.0, 2.0  # no exit until calibrated
 
     def stages(self, img):
@@ -116,7 +118,7 @@ class StandardisedEarlyExitCNN(nn.Module):
         if torch.max(F.softmax(out2, dim=1)) > self.t2:
             return out2, 2
         feat = torch.relu(self.conv3(x)).view(-1)
-        return self.fc(feat).unsqueeze(0), 3
+        return self.fc(feat.topk(16).values).unsqueeze(0), 3
 
     @torch.no_grad()
     def calibrate(self, images) -> None:
@@ -145,3 +147,29 @@ class ConfiguredScale(nn.Module):
         if h.sum() > 0:
             cfg["scale"] = 3
         return h * cfg["scale"] + cfg["shift"]
+
+
+class NormalisedPolicyNet(nn.Module):
+    """Written for one sample: normalise by the whole tensor's norm, a policy head whose
+    ``probs[0][i]`` gates each block (BlockDrop's lookups), a flattened linear head and
+    an early exit on the flattened logits' maximum."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(11)
+        self.policy = nn.Linear(12, 3)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(12, 12), nn.Tanh()) for _ in range(3))
+        self.exit = nn.Linear(12, 4)
+        self.head = nn.Linear(2 * 12, 4)
+
+    def forward(self, x):
+        x = x / x.norm()
+        probs = torch.sigmoid(self.policy(x) * 4)
+        for i, block in enumerate(self.blocks):
+            if probs[0][i] > 0.5:
+                x = x + block(x)
+        logits = self.exit(x).view(-1)
+        if logits.max() > 0.6:
+            return logits.unsqueeze(0)
+        feat = torch.cat([x, x * x], dim=1).view(-1)
+        return self.head(feat).unsqueeze(0)

@@ -146,10 +146,12 @@ class Mixing(nn.Module):
             return (y - y.mean()) / (y.std() + 1e-5)
         if self.how == "sum":
             return y * y.sum()
+        if self.how == "cumsum":
+            return y.view(-1).cumsum(0)
         return torch.cat([y, y.flip(0)], dim=0).sum(0, keepdim=True)  # "flip"
 
 
-@pytest.mark.parametrize("how", ["view", "flip"])
+@pytest.mark.parametrize("how", ["cumsum", "flip"])
 def test_statements_that_mix_the_whole_tensor_stay_per_sample(how):
     data = _export(Mixing(how), torch.randn(1, 4))
     plan = analyse(onnx.load_model_from_string(data))
@@ -157,13 +159,14 @@ def test_statements_that_mix_the_whole_tensor_stay_per_sample(how):
     _rows_agree(data, (1, 4))
 
 
-@pytest.mark.parametrize("how", ["standardise", "sum"])
+@pytest.mark.parametrize("how", ["standardise", "sum", "view"])
 def test_a_whole_tensor_statistic_applied_to_the_rows_is_batched(how):
     """``y * y.sum()``, ``(y - y.mean()) / y.std()``: each row meets its own statistic
-    (a sample value lifted to ``(G, 1)``), never another row's."""
+    (a sample value lifted to ``(G, 1)``), never another row's; ``y.view(-1) * 2`` is
+    each row flattened on its own, ``(G, 4)``."""
     data = _export(Mixing(how), torch.randn(1, 4))
     plan = analyse(fold_static_shapes(onnx.load_model_from_string(data)))
-    assert plan.tail == [] and any(edit.lifts for edit in plan.edits.values())
+    assert plan.tail == [] and any(edit.lifts or edit.target for edit in plan.edits.values())
     assert _scans(group_model(data)) == []
     _rows_agree(data, (1, 4))
 
@@ -192,7 +195,7 @@ def _constant(name, values, dtype=np.int64):
     (helper.make_node("Shape", ["x"], ["y"]), [], [2], "group size"),
     (helper.make_node("Flatten", ["x"], ["y"], axis=0), [], [1, 6], "flattens dim 0"),
     (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0]), [], [6, 1], "moves dim 0"),
-    (helper.make_node("Reshape", ["x", "s"], ["y"]), [_constant("s", [-1])], [6], "merges dim 0"),
+    (helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1), [_constant("s", [6])], [6], "target shape"),
     (helper.make_node("ReduceL1", ["x"], ["y"], axes=[0], keepdims=1), [], [1, 6], "dim 0 alone"),
     (helper.make_node("ReduceSumSquare", ["x"], ["y"], axes=[0], keepdims=0), [], [6], "dim 0 alone"),
     (helper.make_node("Concat", ["x", "x"], ["y"], axis=0), [], [2, 6], "dim 0"),
@@ -235,13 +238,13 @@ def test_a_shared_computation_and_a_tail_that_reads_it():
     _rows_agree(data, (1, 3))
 
 
-class Flattened(nn.Module):
+class Transposed(nn.Module):
     def forward(self, x):
-        return torch.sigmoid(x.view(-1)).cumsum(0)
+        return torch.sigmoid(x.t()).cumsum(0)
 
 
 def test_the_scanned_form_is_kept_where_nothing_is_proven():
-    data = _export(Flattened(), torch.randn(1, 4))
+    data = _export(Transposed(), torch.randn(1, 4))
     assert _scans(group_model(data)) == _scans(scan_over_samples(data)) == ["per_sample_scan"]
 
 
@@ -330,5 +333,43 @@ def test_sample_values_that_would_meet_other_rows_are_refused(nodes, out_shape, 
     inputs = [_floats("x", [1, 2, 3]), _floats("row", [1, 3])]
     model = _graph(nodes, inputs, [_floats("y", out_shape)],
                    [_constant("zero", [0]), _scalar("zero_scalar", 0), _scalar("one_scalar", 1)])
+    plan = analyse(model)
+    assert plan.tail and reason in plan.first_refusal, plan.first_refusal
+
+
+class FlatHead(nn.Module):
+    """A head written for one sample: flatten everything, then a linear layer on the vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(6)
+        self.conv, self.fc = nn.Conv2d(2, 3, 3, padding=1), nn.Linear(3 * 4 * 4, 5)
+
+    def forward(self, x):
+        feat = torch.relu(self.conv(x)).view(-1)
+        return self.fc(feat).unsqueeze(0)
+
+
+def test_a_flattened_sample_through_a_linear_layer_is_batched():
+    data = _export(FlatHead().eval(), torch.randn(1, 2, 4, 4))
+    plan = analyse(fold_static_shapes(onnx.load_model_from_string(data)))
+    assert plan.tail == []
+    assert [edit.target for edit in plan.edits.values() if edit.target] == [(0, -1)]
+    assert _scans(group_model(data)) == []
+    _rows_agree(data, (1, 2, 4, 4))
+
+
+@pytest.mark.parametrize("nodes, initializers, reason", [
+    ([helper.make_node("Reshape", ["x", "flat"], ["v"]), helper.make_node("MatMul", ["w", "v"], ["y"])],
+     [_constant("flat", [-1]), _constant("w", np.ones((5, 6)), np.float32)], "meet other samples"),
+    ([helper.make_node("Reshape", ["x", "flat"], ["v"]), helper.make_node("MatMul", ["v", "w"], ["y"])],
+     [_constant("flat", [-1]), _constant("w", np.ones((2, 6, 5)), np.float32)], "meet other samples"),
+    ([helper.make_node("Reshape", ["x", "cube"], ["c"]), helper.make_node("Reshape", ["c", "copy"], ["y"])],
+     [_constant("cube", [1, 3, 2]), _constant("copy", [-1, 0])], "copies input dims"),
+])
+def test_flattened_samples_that_would_meet_other_samples_are_refused(nodes, initializers, reason):
+    """``W @ v`` (the group's rows would be contracted) and a stack of matrices (it would
+    broadcast against the group) stay per sample, as does a target that copies dims by 0."""
+    model = _graph(nodes, [_floats("x", [1, 6])], [_floats("y", None)], initializers)
     plan = analyse(model)
     assert plan.tail and reason in plan.first_refusal, plan.first_refusal
