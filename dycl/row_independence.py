@@ -59,7 +59,7 @@ _UNARY = frozenset([
     "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
 ])
 _BROADCAST = frozenset([
-    "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "CastLike", "Clip", "Div", "Equal",
+    "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Clip", "Div", "Equal",
     "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul", "Or", "Pow", "PRelu",
     "Sub", "Sum", "Where", "Xor",
 ])
@@ -244,6 +244,13 @@ def _unary(node, kinds, graph):
     if kinds[0] == SAMPLE and all(kind in (SHARED, "") for kind in kinds[1:]):
         return Outcome(SAMPLE)
     return None if _only_first_rowed(kinds) or kinds == [ROWED] else "more than one rowed input"
+
+
+def _cast_like(node, kinds, graph):
+    # the output is the first input's values (only the dtype comes from the second): it has their class
+    if kinds[0] == SHARED:
+        return "a shared value cast like a per-sample one"
+    return Outcome(kinds[0])
 
 
 def _pool(node, kinds, graph):
@@ -525,7 +532,8 @@ RULES: dict[str, Rule] = {
     **{op: _broadcast for op in _BROADCAST},
     **{op: _per_row for op in _PER_ROW},
     **{op: _reduce for op in _REDUCE},
-    "MaxPool": _pool, "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm, "Gemm": _gemm,
+    "CastLike": _cast_like, "MaxPool": _pool, "BatchNormalization": _batch_norm,
+    "LayerNormalization": _layer_norm, "Gemm": _gemm,
     "MatMul": _matmul, "Softmax": _axis_not_zero(-1), "LogSoftmax": _axis_not_zero(-1),
     "Hardmax": _axis_not_zero(-1), "ArgMax": _axis_not_zero(0), "ArgMin": _axis_not_zero(0), "TopK": _topk,
     "Concat": _concat, "Split": _split, "Slice": _slice, "Gather": _gather, "GatherElements": _gather_elements,
@@ -536,7 +544,7 @@ RULES: dict[str, Rule] = {
 
 
 #: the ops whose rules handle sample values; any other op reading one goes to the tail
-_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"Gather", "MatMul", "Reshape", "Squeeze", "Unsqueeze"}
+_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"CastLike", "Gather", "MatMul", "Reshape", "Squeeze", "Unsqueeze"}
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:

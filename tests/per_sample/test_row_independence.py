@@ -373,3 +373,15 @@ def test_flattened_samples_that_would_meet_other_samples_are_refused(nodes, init
     model = _graph(nodes, [_floats("x", [1, 6])], [_floats("y", None)], initializers)
     plan = analyse(model)
     assert plan.tail and reason in plan.first_refusal, plan.first_refusal
+
+
+def test_cast_like_takes_the_class_of_the_values_it_casts():
+    """``CastLike(values, like)``: the output is ``values`` (shape and all), whatever ``like`` is."""
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+             helper.make_node("CastLike", ["x", "m"], ["rows"]), helper.make_node("CastLike", ["w", "m"], ["y"])]
+    model = _graph(nodes, [_floats("x", [1, 6])], [_floats("rows", [1, 6]), _floats("y", [5])],
+                   [_constant("w", np.arange(5), np.float32)])
+    plan = analyse(model)
+    assert plan.classes["rows"] == "rowed" and plan.batched == [0, 1]
+    assert plan.tail == [2] and "shared value cast like" in plan.first_refusal
+    _rows_agree(model.SerializeToString(), (1, 6))
