@@ -234,6 +234,12 @@ class SymbolicShapes:
         mirror.update(results)
         return True
 
+    def specialise(self, symbols) -> dict[sympy.Symbol, int]:
+        """Make ``symbols`` static at their example sizes for the whole compilation."""
+        sizes = {symbol: self.examples[symbol] for symbol in symbols}
+        self.proven.update({symbol: sympy.Integer(size) for symbol, size in sizes.items()})
+        return sizes
+
     def differs_in_structure(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
                              structure: SizeDependentStructure) -> bool:
         """Whether ``code`` writes values of different structure at the two sizes of

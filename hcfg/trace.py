@@ -17,6 +17,7 @@ results are taken from it instead of running the tensor code again.
 from __future__ import annotations
 
 import builtins
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.symbolic import SizeDependentStructure
 from dycl.hcfg.tracing_guards import skipped_when_tracing
-from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 
 if TYPE_CHECKING:
@@ -167,29 +168,35 @@ class _Tracer:
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
             "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
 
-    def size_dependent(self, sub: SubDNN, structure: SizeDependentStructure, mirror: dict[str, Any],
-                       reads: set[str]) -> UnsupportedError:
-        """The error for a sub-DNN whose outputs' structure depends on a symbolic size,
-        naming the first statement whose values differ (found by running longer and
-        longer prefixes of the sub-DNN at the two sizes: only on this error's path)."""
-        statement = sub.statements[-1]
+    def specialise(self, sub: SubDNN, structure: SizeDependentStructure, mirror: dict[str, Any],
+                   reads: set[str]) -> None:
+        """Make the dim symbols ``sub`` reads static at the example's sizes (its values differ in
+        structure between sizes), warning with the statement that made them differ."""
+        statement = self.structure_statement(sub, structure, mirror, reads)
+        sizes = self.shapes.specialise(structure.sizes[0])
+        names = ", ".join(f"{symbol} = {size}" for symbol, size in sizes.items())
+        where = self.location_of(statement)
+        warnings.warn(SpecialisationWarning(
+            f"{where or 'dycl'}: `{source_of(statement.body[0])}`, in code exported as one graph, gives values "
+            f"whose structure follows a symbolic size ({structure}: e.g. torch.split or unbind along it); dycl "
+            f"compiles the model for {names} only, and the compiled model refuses other sizes. To keep the dim "
+            "symbolic, split into a fixed number of pieces (torch.chunk(x, n)) or slice with fixed bounds; "
+            "dynamic=False (or a dynamic= dict without that dim) says it is static."), stacklevel=2)
+
+    def structure_statement(self, sub: SubDNN, structure: SizeDependentStructure, mirror: dict[str, Any],
+                            reads: set[str]) -> cst.SimpleStatementLine:
+        """The first statement of ``sub`` whose values differ in structure at the two sizes
+        (running longer and longer prefixes of the sub-DNN: only on this rare path)."""
         for count in range(1, len(sub.statements) + 1):
             prefix = sub.statements[:count]
             writes = statements_reads_writes(prefix, self.names, self.graph.effects)[1]
             code = compile(cst.Module(list(prefix)).code, self.code_name(sub.index), "exec")
             try:
                 if self.shapes.differs_in_structure(code, mirror, reads, writes, structure):
-                    statement = prefix[-1]
-                    break
+                    return prefix[-1]
             except Exception:  # noqa: BLE001 - a prefix that cannot run alone: keep looking
                 continue
-        return UnsupportedError(
-            f"`{source_of(statement.body[0])}`, in code exported as one graph: its values differ in structure "
-            f"with a symbolic size ({structure}), so the graph traced at the example would hold at no other "
-            "size (torch.split or unbind along that dim gives a number of pieces that follows it)",
-            self.location_of(statement),
-            "make that dim static (dynamic=False, or a dynamic= dict without it), or split into a fixed number "
-            "of pieces (torch.chunk(x, n) along the dim, or slices with fixed bounds)")
+        return sub.statements[-1]
 
     def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
         return (self.locations or LocationTable()).resolve(statement)
@@ -218,8 +225,9 @@ class _Tracer:
             try:
                 done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
                         or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
-            except SizeDependentStructure as structure:
-                raise self.size_dependent(node, structure, mirror, reads) from None
+            except SizeDependentStructure as structure:  # static at the example from now on, then run again
+                self.specialise(node, structure, mirror, reads)
+                done = self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
         else:
             done = self.shapes.run_host(code, mirror)
         if done:

@@ -1,4 +1,5 @@
-"""Errors the rewriter raises for programs it cannot compile."""
+"""Errors the rewriter raises for programs it cannot compile, and the warning for a
+dim dycl compiles static although it was asked to keep it symbolic."""
 
 from __future__ import annotations
 
@@ -46,3 +47,9 @@ class UnsupportedError(Exception):
         if self.hint:
             lines.append(f"hint: {self.hint}")
         return "\n".join(lines)
+
+
+class SpecialisationWarning(UserWarning):
+    """A dim the user left symbolic that dycl compiles static at the example's size,
+    because some code's structure follows it (``torch.split`` along the batch gives a
+    number of pieces per size); the compiled model then refuses every other size."""

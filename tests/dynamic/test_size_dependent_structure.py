@@ -1,9 +1,10 @@
 """Code exported as one graph whose *structure* depends on a symbolic size: the
 number of pieces of ``torch.split``/``unbind`` along the batch. The graph traced at
 the example holds at no other batch size (ONNX Runtime failed on the first call with
-another batch, before this check); dycl refuses it at compile time, naming the line,
-as ``torch.export`` refuses a dim its guards specialise. A fixed number of pieces
-(``torch.chunk``) keeps the batch symbolic, and a static compile takes the split."""
+another batch, before this check). dycl compiles such a model for the example's
+size only, with a ``SpecialisationWarning`` naming the line (as ``torch.export``
+reports a dim its guards specialise), and the host refuses other sizes by name. A
+fixed number of pieces (``torch.chunk``) keeps the batch symbolic."""
 
 from __future__ import annotations
 
@@ -58,16 +59,18 @@ class HalfAndHalf(nn.Module):
 
 
 @pytest.mark.parametrize("model_type, line", [(PairPooling, "pairs = torch.split"), (RowWeights, "rows = x.unbind")])
-def test_a_number_of_pieces_that_follows_the_batch_is_refused_with_its_line(model_type, line):
+def test_a_number_of_pieces_that_follows_the_batch_makes_it_static_with_a_warning(model_type, line):
     model = model_type().eval()
-    with pytest.raises(dycl.UnsupportedError) as caught:
-        dycl.compile(model, torch.randn(4, 4), progress=False)
-    message = str(caught.value)
-    assert "differ in structure" in message and "batch=4" in message and line in message
-    assert "test_size_dependent_structure.py:" in message and "dynamic=False" in message
-    static = dycl.compile(model, torch.randn(4, 4), dynamic=False, progress=False)
+    with pytest.warns(dycl.SpecialisationWarning) as caught:
+        compiled = dycl.compile(model, torch.randn(4, 4), progress=False)
+    (warning,) = [w for w in caught if issubclass(w.category, dycl.SpecialisationWarning)]
+    message = str(warning.message)
+    assert "test_size_dependent_structure.py:" in message and line in message and "batch = 4 only" in message
+    assert compiled.manifest.inputs[0].shape == (4, 4)
     inputs = [(torch.randn(4, 4, generator=torch.Generator().manual_seed(s)),) for s in range(8)]
-    assert assert_equivalent(model, static, inputs, atol=1e-5) == 2
+    assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
+    with pytest.raises(ValueError, match="expected.*4.*got.*6|6.*expected.*4"):
+        compiled(torch.randn(6, 4))
 
 
 def test_a_fixed_number_of_pieces_keeps_the_batch_symbolic():
