@@ -248,6 +248,8 @@ def compile_variants(ported: Ported) -> Compiled:
     chosen, distinct = job.backend, ported.distinct
     bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({job.options.backend})", len(distinct),
                    job.options.progress)
+    if job.options.per_sample and hasattr(chosen, "per_sample"):
+        chosen.per_sample = True  # a backend that builds from ONNX itself (TVM) builds the group models
     with bar.active():
         compiled = compile_all(chosen, [ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
                                bar.step)

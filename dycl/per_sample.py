@@ -19,9 +19,12 @@ samples, e.g. token sequences of different lengths) is a Python list with one
 entry per sample. Which of the two a position is can depend on the batch (a
 batch whose sequences happen to have one length is concatenated).
 
-Supported: the ONNX Runtime backend, in process and in the saved torch-free
-host. Not yet: TVM (refused with a ``ValueError``), models whose outputs are
-framework objects (``dycl.outputs``; refused).
+Supported: the ONNX Runtime and TVM backends, in process and in the saved
+torch-free host. TVM builds each sub-DNN's group model (its ONNX importer has no
+``Scan``, so a sub-DNN with a statement that stays per sample is refused with an
+``UnsupportedError``; and a group of samples has no example shape, so TVM's
+example-shaped builds are skipped). Not yet: models whose outputs are framework
+objects (``dycl.outputs``; refused).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dycl.hostgen.manifest import Port
 from dycl.per_sample_onnx import GROUP, group_model
 from dycl.rewriter.errors import UnsupportedError
 
-BACKENDS = ("onnxruntime",)
+BACKENDS = ("onnxruntime", "tvm")
 
 
 def check_request(backend: str, example_args: tuple, names: list[str]) -> None:

@@ -86,6 +86,9 @@ class TvmBackend:
         self.last_stats: dict[str, Any] = {}
         #: variant name -> the shape conditions its graph needs (``dycl.shape_guards``), for the manifest
         self.guards: dict[str, tuple[Any, ...]] = {}
+        #: build each sub-DNN's per-sample group model (``dycl.per_sample_onnx``; set by the compiler
+        #: for ``per_sample=True``): it takes a group of samples, so it has no example-shaped build
+        self.per_sample = False
 
     # -- the Backend interface -------------------------------------------------------------------------------------
 
@@ -108,10 +111,11 @@ class TvmBackend:
         static_job: dict[int, int] = {}  # variant index -> index of its example-shaped build job
         with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
             for module, variant in zip(modules, variants):
-                jobs.append(BuildJob(variant.name, exporter.compile(module, variant),
+                exported = exporter.compile(module, variant)
+                jobs.append(BuildJob(variant.name, _over_samples(exported, variant) if self.per_sample else exported,
                                      tuple(p.name for p in variant.inputs)))
             for index, (module, variant) in enumerate(zip(modules, variants)):
-                if self.options.specialize and _has_symbolic_dims(variant):
+                if self.options.specialize and not self.per_sample and _has_symbolic_dims(variant):
                     static_job[index] = len(jobs)
                     jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
                                          jobs[index].inputs))
@@ -149,6 +153,29 @@ def _runtime() -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec("import numpy as np\n" + RUNTIME, namespace)  # noqa: S102 - our own runtime snippet
     return namespace
+
+
+def _over_samples(exported: bytes, variant: Any) -> bytes:
+    """The group model of a single-sample sub-DNN (``dycl.per_sample_onnx``); TVM's ONNX
+    importer has no ``Scan``, so a sub-DNN with statements that stay per sample is refused."""
+    import onnx
+
+    from dycl.hcfg.graph import source_of
+    from dycl.per_sample_onnx import group_model
+    from dycl.rewriter.errors import UnsupportedError
+    from dycl.row_independence import analyse
+    from dycl.static_fold import fold_static_shapes
+
+    grouped = group_model(exported)
+    if all(node.op_type != "Scan" for node in onnx.load_model_from_string(grouped).graph.node):
+        return grouped
+    refusal = analyse(fold_static_shapes(onnx.load_model_from_string(exported))).first_refusal
+    code = " / ".join(f"`{source_of(statement.body[0])}`" for statement in variant.sub.statements[:3])
+    raise UnsupportedError(
+        f"per_sample=True on backend='tvm' with code that must run sample by sample ({code}: the graph's "
+        f"{refusal}); TVM's ONNX importer has no Scan to run it per sample", None,
+        "use backend='onnxruntime' (it runs such statements per sample), or keep the statement per row (reduce, "
+        "sort or flatten each sample's own dims)")
 
 
 __all__ = ["DEFAULT_CPU", "SCHEDULES", "BuildJob", "TvmBackend", "TvmOptions", "compile_onnx", "tuning_problems"]
