@@ -304,9 +304,16 @@ def _matmul(node, kinds, graph):
 
 
 def _axis_not_zero(default: int) -> Rule:
+    """An op along one ``axis`` of its first input: not the row dim of a rowed value; any
+    axis of a sample value (``logits.view(-1).argmax()``), one further out when widened."""
     def rule(node, kinds, graph):
         rank = graph.rank(node.input[0])
-        if rank is None or _axis(_attribute(node, "axis", default), rank) == 0:
+        if rank is None:
+            return "unknown rank"
+        axis = _axis(_attribute(node, "axis", default), rank)
+        if kinds[0] == SAMPLE and all(kind in (SHARED, "") for kind in kinds[1:]):
+            return Outcome(SAMPLE, Edit(axis=axis + 1))
+        if axis == 0:
             return f"{node.op_type} along dim 0"
         return None if _only_first_rowed(kinds) else "more than one rowed input"
     return rule
@@ -544,7 +551,9 @@ RULES: dict[str, Rule] = {
 
 
 #: the ops whose rules handle sample values; any other op reading one goes to the tail
-_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {"CastLike", "Gather", "MatMul", "Reshape", "Squeeze", "Unsqueeze"}
+_SAMPLE_AWARE = _UNARY | _BROADCAST | _REDUCE | {
+    "ArgMax", "ArgMin", "CastLike", "Gather", "Hardmax", "LogSoftmax", "MatMul", "Reshape", "Softmax", "Squeeze",
+    "TopK", "Unsqueeze"}
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:

@@ -85,9 +85,9 @@ class TwoInputs(nn.Module):
 class StandardisedEarlyExitCNN(nn.Module):
     """A small CNN with two confidence exits, written for one image: it standardises
     the image over the whole tensor, and its last stage flattens everything with
-    ``view(-1)`` and keeps the 16 largest features (``topk``, which dycl does not prove
-    per sample on a flattened value). ``calibrate`` sets the thresholds so that the
-    exits split samples."""
+    ``view(-1)`` and takes the profile of its cumulative energy (``cumsum``, which dycl
+    does not prove per sample on a flattened value). ``calibrate`` sets the thresholds
+    so that the exits split samples."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,7 +118,8 @@ class StandardisedEarlyExitCNN(nn.Module):
         if torch.max(F.softmax(out2, dim=1)) > self.t2:
             return out2, 2
         feat = torch.relu(self.conv3(x)).view(-1)
-        return self.fc(feat.topk(16).values).unsqueeze(0), 3
+        energy = (feat * feat).cumsum(0)
+        return self.fc(energy[-16:] / (energy[-1] + 1e-6)).unsqueeze(0), 3
 
     @torch.no_grad()
     def calibrate(self, images) -> None:

@@ -1,7 +1,7 @@
 """End to end: a model written for one image whose sub-DNNs reduce or mix the whole
-tensor (standardising the image, ``max`` of a softmax, ``view(-1)``, ``topk`` of the
+tensor (standardising the image, ``max`` of a softmax, ``view(-1)``, ``cumsum`` of the
 flattened features) next to row-wise bulk. The bulk, the whole-tensor reductions and
-the flattening run batched over each group, the ``topk`` per sample, and every
+the flattening run batched over each group, the ``cumsum`` per sample, and every
 sample still gets what eager gives it alone, in process and through the saved
 torch-free host."""
 
@@ -57,7 +57,7 @@ def test_the_bulk_is_batched_and_the_mixing_statements_are_not(standardised):
     forms = _forms(artifact)
     # the image's standardisation and both exits' max over the softmax reduce one sample's whole tensor,
     # row by row in the group (each row meets its own mean, std and max); the last stage's view(-1) is
-    # each row's own too, and only its topk over the flattened features runs per sample
+    # each row's own too, and only its cumsum over the flattened features runs per sample
     assert forms == {"batched": 2, "tail": 1, "scanned": 0}
 
 

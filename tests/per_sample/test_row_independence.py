@@ -385,3 +385,28 @@ def test_cast_like_takes_the_class_of_the_values_it_casts():
     assert plan.classes["rows"] == "rowed" and plan.batched == [0, 1]
     assert plan.tail == [2] and "shared value cast like" in plan.first_refusal
     _rows_agree(model.SerializeToString(), (1, 6))
+
+
+class GreedyStep(nn.Module):
+    """Single-sample greedy choices over a flattened score vector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(8)
+        self.fc = nn.Linear(6, 10)
+
+    def forward(self, x):
+        scores = self.fc(x).view(-1)
+        probs = F.softmax(scores, dim=0)
+        best = scores.argmax()
+        top = torch.topk(probs, 3).values
+        return best, top, F.log_softmax(scores, dim=-1)
+
+
+def test_argmax_softmax_and_topk_of_a_flattened_sample_are_batched():
+    data = _export(GreedyStep().eval(), torch.randn(1, 6))
+    plan = analyse(fold_static_shapes(onnx.load_model_from_string(data)))
+    assert plan.tail == []
+    assert sorted(edit.axis for edit in plan.edits.values() if edit.axis is not None) == [1, 1, 1, 1]
+    assert _scans(group_model(data)) == []
+    _rows_agree(data, (1, 6))
