@@ -28,17 +28,18 @@ Assumes: the graph is the ONNX export of one sample with static shapes
 opset >= 13 (the axis semantics of Softmax, Reduce*, Squeeze below); graph
 input names are unique SSA names (the exporter's).
 Guarantees: for every node in ``RowPlan.batched``, if each rowed input has
-``G`` rows with row ``g`` sample ``g``'s value, then each rowed output has
-``G`` rows with row ``g`` what the single-sample graph computes for sample
-``g`` (in exact arithmetic: kernels may round differently at another batch
-size), once ``RowPlan.reshapes`` replaces the listed ``Reshape`` targets and
-``RowPlan.edits`` the listed axes. Any
-op not in the rules, any node with a subgraph, any read of the group size
-into a value (a ``Shape`` or ``Size`` of a rowed value: fold static ones
-first, ``dycl.static_fold``, as ``per_sample_onnx`` does), any reduction, reshape, concatenation or
-slicing along dim 0, any broadcast that would move or widen dim 0, and any
+``G`` rows with row ``g`` sample ``g``'s value and each sample input ``G``
+entries with entry ``g`` sample ``g``'s, then each rowed or sample output holds,
+at row or entry ``g``, what the single-sample graph computes for sample ``g`` (in exact
+arithmetic: kernels may round differently at another batch size), once
+``RowPlan.reshapes`` replaces the listed ``Reshape`` targets and ``RowPlan.edits``
+the listed axes, targets and inputs. Any op not in the rules, any node with a
+subgraph, any read of the group size into a value (a ``Shape`` or ``Size`` of a
+rowed value: fold static ones first, ``dycl.static_fold``, as ``per_sample_onnx``
+does), any concatenation, slicing or softmax along dim 0, any broadcast that
+would move or widen dim 0 or meet a sample value with another sample's, and any
 op without a rule for sample values that reads one sends the node to the tail.
-Reducing over dim 0 is proven: it has one element per sample.
+A reduction over dim 0 is proven: it has one element per sample.
 """
 
 from __future__ import annotations
@@ -197,8 +198,9 @@ def _inputs(node: onnx.NodeProto) -> list[str]:
     return [name for name in node.input if name]
 
 
-# -- the rules: each returns None when the node keeps rows apart (its rowed inputs as the
-#    module docstring says), else the reason; ``kinds`` gives each input's class ('' if absent)
+# -- the rules: each returns None when the node keeps rows apart and its outputs are rowed (as
+#    the module docstring says), an ``Outcome`` when its outputs are of another class or it
+#    changes when widened, else the reason; ``kinds`` gives each input's class ('' if absent)
 
 Rule = Callable[[onnx.NodeProto, list[str], _Graph], "str | np.ndarray | Outcome | None"]
 
