@@ -15,10 +15,12 @@ Three forms, chosen per sub-DNN by ``group_model``:
 - *batched* (``group_model``): ``dycl.row_independence`` proves, node by
   node, that the graph keeps rows apart when its batch-of-one dim is widened to
   the group; the proven nodes run once on all ``G`` rows (arithmetic batched
-  across samples), and the unproven *tail* (a condition's ``conf.max()``, a
-  ``view(-1)``, an ``x.size(0)``, and everything that reads their values) runs
-  per sample in a ``Scan`` that reads the proven values row by row. Outputs
-  whose nodes are proven come out of the widened graph directly.
+  across samples; a condition's ``conf.max()`` and ``x.view(-1)`` included, as
+  *sample* values with the group dim in front), and the unproven *tail* (a
+  ``cumsum`` of a flattened sample, an ``x.size(0)`` read into a value, and
+  everything that reads their values) runs per sample in a ``Scan`` that reads
+  the proven values row by row. Outputs whose nodes are proven come out of the
+  widened graph directly.
 - *scanned* (``scan_over_samples``): the whole graph in a ``Scan``, where no
   node reading a sample's input can be proven (or the graph's shape is one the
   batched form does not handle: an output that is an input, no opset 13).
