@@ -76,10 +76,12 @@ def _samples(arguments):
 
 
 def _signature_of(value):
-    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted (the router's hot path)
+    """``(shape, dtype)``: samples whose arguments agree in these share a group (a dtype
+    object, not its ``.str``: hashing it is cheaper than building the string)."""
+    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted
     if dtype is None:
-        return np.shape(value), np.asarray(value).dtype.str
-    return value.shape, dtype.str
+        return np.shape(value), np.asarray(value).dtype
+    return value.shape, dtype
 
 
 # a row at least this large is worth proving a row of its source (about 1.5 us a row) to skip copying it
@@ -137,6 +139,23 @@ def _gather(values):
     return chosen[:, None] if sliced else chosen
 
 
+def _arguments(members, width):
+    """The group's arguments: each position's values gathered, once for positions whose
+    values are the very same objects as an earlier position's (``residual = x``; passing
+    ``(residual, x)`` then gathers one array, which both inputs read)."""
+    columns, gathered = [], []
+    for position in range(width):
+        values = [args[position] for _, _, args in members]
+        for earlier, seen in enumerate(columns):
+            if all(value is other for value, other in zip(values, seen)):
+                gathered.append(gathered[earlier])
+                break
+        else:
+            gathered.append(_gather(values))
+        columns.append(values)
+    return gathered
+
+
 def _rows(outputs, count):
     """Each of the ``count`` members' row of the group's outputs, as one tuple per member."""
     if not outputs:
@@ -162,7 +181,8 @@ def _route(model, arguments, record=None):
         except StopIteration as stop:
             results[sample] = stop.value
             return
-        group = (ORDER[index], index, key, tuple(map(_signature_of, args)))
+        signature = tuple([(arg.shape, arg.dtype) if type(arg) is np.ndarray else _signature_of(arg) for arg in args])
+        group = (ORDER[index], index, key, signature)
         pending.setdefault(group, []).append((sample, generator, args))
 
     for sample in range(count):
@@ -179,7 +199,7 @@ def _route(model, arguments, record=None):
         _, index, key, _ = group
         callee = model._call[index] if index in model._call else model._variant(index, key)
         width = len(members[0][2])
-        outputs = callee(*[_gather([args[position] for _, _, args in members]) for position in range(width)])
+        outputs = callee(*_arguments(members, width))
         if record is not None:
             record.append((index, len(members)))
         if width:
