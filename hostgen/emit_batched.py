@@ -223,7 +223,9 @@ def _alone(model, arguments):
         except StopIteration as stop:
             return stop.value
         callee = model._call[index] if index in model._call else model._variant(index, key)
-        value = tuple(output[0] for output in callee(*[np.expand_dims(arg, 0) for arg in args]))
+        # arg[None] is np.expand_dims(arg, 0) for an array, without its Python-level axis handling
+        outputs = callee(*[arg[None] if type(arg) is np.ndarray else np.expand_dims(arg, 0) for arg in args])
+        value = tuple([output[0] for output in outputs])
 
 
 def _join(outputs):
