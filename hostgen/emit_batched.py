@@ -143,16 +143,16 @@ def _arguments(members, width):
     """The group's arguments: each position's values gathered, once for positions whose
     values are the very same objects as an earlier position's (``residual = x``; passing
     ``(residual, x)`` then gathers one array, which both inputs read)."""
-    columns, gathered = [], []
-    for position in range(width):
-        values = [args[position] for _, _, args in members]
-        for earlier, seen in enumerate(columns):
-            if all(value is other for value, other in zip(values, seen)):
+    columns = list(zip(*[args for _, _, args in members])) if width else []  # one tuple of values per position
+    gathered = []
+    for position, values in enumerate(columns):
+        for earlier in range(position):
+            seen = columns[earlier]
+            if values[0] is seen[0] and all(value is other for value, other in zip(values, seen)):
                 gathered.append(gathered[earlier])
                 break
         else:
             gathered.append(_gather(values))
-        columns.append(values)
     return gathered
 
 
