@@ -21,6 +21,17 @@ sub-DNN that comes first in program order (``ORDER``, a pre-order rank of the
 HCFG tree, which increases along every path), so every sample that will ever
 reach a sub-DNN is waiting at it when it runs.
 
+The router's cost per batch is one generator round trip per request and one
+gather per argument of each run (``_arguments``): the members' values stacked in
+one C call, gathered once for positions that hold the same objects, and passed
+without a copy where they are proven rows of one array in order (a sub-DNN's
+output or the batch, passed on whole; ``_rows_of`` proves it from the owning
+array, strides and data addresses, never from ``id()``; only for rows of at
+least ``FAST_ROW_BYTES``, below which the proof costs more than the copy). Each
+sample gets its rows of the outputs by one ``zip`` over them. Every shortcut
+gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
+test_per_sample_gather.py checks them bit for bit).
+
 Assumes: each compiled sub-DNN takes its inputs with a leading group dim and
 returns its outputs with one (``dycl.per_sample_onnx``); the example (and every
 sample) gives each tensor input a leading batch dim of 1.
