@@ -121,29 +121,44 @@ def gated():
     return model, dycl.compile(model, samples[0], per_sample=True, progress=False), samples
 
 
+def _form(values) -> str:
+    """How a group's values at one position relate to the arrays they are views of
+    (worked out here from addresses, independently of the router)."""
+    bases = {id(value.base) for value in values if isinstance(value, np.ndarray) and value.base is not None}
+    if len(bases) != 1 or not all(isinstance(value, np.ndarray) for value in values):
+        return "not rows of one array"
+    base = values[0].base
+    origin = base.__array_interface__["data"][0]
+    rows = [(value.__array_interface__["data"][0] - origin) // base.strides[0] for value in values]
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return "in order"
+    return "a subset" if rows == sorted(set(rows)) else "permuted"
+
+
 def _recorded(compiled, monkeypatch, fast_row_bytes: int):
     """Route through the host with the fast path from ``fast_row_bytes`` a row on, recording
-    how each group's rows were found (``_rows_of``) and each group's gathered arguments."""
+    the form of every gather's values (and whether it came back a view of their array), and
+    each group's gathered arguments."""
     host_globals = type(compiled._host).route.__globals__
     monkeypatch.setitem(host_globals, "FAST_ROW_BYTES", fast_row_bytes)
-    kinds, arguments = collections.Counter(), []
-    rows_of, gather_all = host_globals["_rows_of"], host_globals["_arguments"]
+    forms, arguments = collections.Counter(), []
+    gather, gather_all = host_globals["_gather"], host_globals["_arguments"]
 
-    def recording_rows_of(values):
-        found = rows_of(values)
-        rows = None if found is None else found[1]
-        kinds["not rows of one array" if rows is None else "in order" if rows == list(range(rows[0], rows[-1] + 1))
-              else "a subset" if rows == sorted(set(rows)) else "permuted"] += 1
-        return found
+    def recording_gather(values):
+        gathered = gather(values)
+        form = _form(values)
+        assert np.shares_memory(gathered, values[0]) == (form == "in order"), form
+        forms[form] += 1
+        return gathered
 
     def recording_arguments(members, width):
         gathered = gather_all(members, width)
         arguments.append(gathered)
         return gathered
 
-    monkeypatch.setitem(host_globals, "_rows_of", recording_rows_of)
+    monkeypatch.setitem(host_globals, "_gather", recording_gather)
     monkeypatch.setitem(host_globals, "_arguments", recording_arguments)
-    return kinds, arguments
+    return forms, arguments
 
 
 def _bitwise(a, b) -> bool:
@@ -159,11 +174,11 @@ def test_groups_of_every_form_equal_eager_per_sample(gated, monkeypatch):
     chosen = [samples[i] for i in diverse(paths_of(model, samples), 16)]
     batch = batch_of(chosen)[0].numpy()
     slow = compiled._host(batch)  # rows are small: np.array everywhere
-    kinds, _ = _recorded(compiled, monkeypatch, fast_row_bytes=0)
+    forms, _ = _recorded(compiled, monkeypatch, fast_row_bytes=0)
     assert assert_per_sample(model, compiled, chosen, min_paths=4, atol=ATOL) == 4
     # the batch into the stem, the survivors into the probe and the deep block, the shortcut
     # of samples that come to the head by two ways, and the head's features from two sub-DNNs
-    assert set(kinds) == {"in order", "a subset", "permuted", "not rows of one array"}, kinds
+    assert set(forms) == {"in order", "a subset", "permuted", "not rows of one array"}, forms
     assert _bitwise(compiled._host(batch), slow)
     assert collections.Counter(_way(model, x) for x in chosen).keys() == {"exit", "shallow", "deep", "rebound"}
     steps = compiled(batch_of(chosen)[0])[1]
@@ -185,11 +200,11 @@ def test_a_position_that_repeats_another_is_gathered_once(gated, monkeypatch):
     model, compiled, samples = gated
     shallow = [x for x in samples if _way(model, x) == "shallow"]
     assert len(shallow) >= 8
-    kinds, arguments = _recorded(compiled, monkeypatch, fast_row_bytes=0)
+    forms, arguments = _recorded(compiled, monkeypatch, fast_row_bytes=0)
     assert assert_per_sample(model, compiled, shallow[:8], atol=ATOL) == 1
     head = arguments[-1]  # (h, shortcut): the same rows in every sample
     assert len(arguments) == 3 and len(head) == 2 and head[0] is head[1]
-    assert kinds == {"in order": 3}  # the batch, the stem's rows into the probe, and into the head once
+    assert forms == {"in order": 3}  # the batch, the stem's rows into the probe, and into the head once
 
 
 def test_the_saved_host_routes_the_same_without_torch(gated, tmp_path):
