@@ -12,6 +12,7 @@ import collections
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from dycl.hostgen.emit_batched import ROUTER
 from torch import nn
 
@@ -215,3 +216,35 @@ def test_the_saved_host_routes_the_same_without_torch(gated, tmp_path):
     report = run_host_without_torch(artifact, PerSampleEager(model), batches, atol=ATOL)
     assert report == {"checked": 3, "problems": [], "torch_loaded": False}
     assert outputs_match(PerSampleEager(model)(batches[0]), dycl.load(artifact)(batches[0]), ATOL) is None
+
+
+class WideConvGate(nn.Module):
+    """A conv stem on 64 KiB images, a second conv where the stem's mean is positive,
+    and a pooled head: rows large enough for the gather's proof at its default size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(8)
+        self.stem = nn.Conv2d(16, 16, 3, padding=1)
+        self.refine = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = F.relu(self.stem(x))
+        if h.mean() > 0.232:
+            h = h + torch.tanh(self.refine(h))
+        return self.head(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def test_rows_of_64_kib_take_the_proof_by_default(monkeypatch, tmp_path):
+    model = WideConvGate().eval()
+    samples = [torch.randn(1, 16, 32, 32, generator=torch.Generator().manual_seed(seed)) for seed in range(12)]
+    compiled = dycl.compile(model, samples[0], per_sample=True, progress=False)
+    host_globals = type(compiled._host).route.__globals__
+    assert samples[0].numel() * 4 == host_globals["FAST_ROW_BYTES"] == 1 << 16
+    forms, _ = _recorded(compiled, monkeypatch, fast_row_bytes=host_globals["FAST_ROW_BYTES"])
+    assert assert_per_sample(model, compiled, samples, min_paths=2, atol=ATOL) == 2
+    assert forms == {"in order": 1, "a subset": 1, "not rows of one array": 1}, forms  # only the batch is not copied
+    artifact = compiled.save(tmp_path / "wide")
+    report = run_host_without_torch(artifact, PerSampleEager(model), [batch_of(samples)[0]], atol=ATOL)
+    assert report == {"checked": 1, "problems": [], "torch_loaded": False}
