@@ -21,6 +21,17 @@ sub-DNN that comes first in program order (``ORDER``, a pre-order rank of the
 HCFG tree, which increases along every path), so every sample that will ever
 reach a sub-DNN is waiting at it when it runs.
 
+The router's cost per batch is one generator round trip per request and one
+gather per argument of each run (``_arguments``): the members' values stacked in
+one C call, gathered once for positions that hold the same objects, and passed
+without a copy where they are proven rows of one array in order (a sub-DNN's
+output or the batch, passed on whole; ``_rows_in_order`` proves it from the owning
+array, strides and data addresses, never from ``id()``; only for rows of at
+least ``FAST_ROW_BYTES``, below which the proof costs more than the copy). Each
+sample gets its rows of the outputs by one ``zip`` over them. Every shortcut
+gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
+test_per_sample_gather.py checks them bit for bit).
+
 Assumes: each compiled sub-DNN takes its inputs with a leading group dim and
 returns its outputs with one (``dycl.per_sample_onnx``); the example (and every
 sample) gives each tensor input a leading batch dim of 1.
@@ -76,10 +87,94 @@ def _samples(arguments):
 
 
 def _signature_of(value):
-    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted (the router's hot path)
+    """``(shape, dtype)``: samples whose arguments agree in these share a group (a dtype
+    object, not its ``.str``: hashing it is cheaper than building the string)."""
+    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted
     if dtype is None:
-        return np.shape(value), np.asarray(value).dtype.str
-    return value.shape, dtype.str
+        return np.shape(value), np.asarray(value).dtype
+    return value.shape, dtype
+
+
+# a row at least this large is worth proving a row of its source (about 2 us a row) to skip copying it
+FAST_ROW_BYTES = 1 << 16
+
+
+def _address(array):
+    return array.__array_interface__["data"][0]
+
+
+def _rows_in_order(values):
+    """``(base, start, sliced)`` where the values are the consecutive rows ``base[start]``,
+    ``base[start + 1]``, ... (or, ``sliced``, ``base[start:start + 1]``, ..., as the router
+    slices the batch); else None. Proven from memory, not from ``id()``: the same owning
+    array, its trailing shape, strides and dtype, and each value's data address exactly
+    at its row, so the values are those rows and ``base[start:start + len(values)]`` is
+    their stack."""
+    first = values[0]
+    base = first.base if type(first) is np.ndarray else None
+    if type(base) is not np.ndarray or base.ndim == 0:
+        return None
+    for value in values:
+        if type(value) is not np.ndarray or value.base is not base:
+            return None
+    sliced = base.ndim == first.ndim
+    if sliced and first.shape[:1] != (1,) or not sliced and base.ndim != first.ndim + 1:
+        return None
+    shape, strides, step = first.shape, first.strides, base.strides[0]
+    if (step <= 0 or first.dtype != base.dtype or shape[sliced:] != base.shape[1:]
+            or strides[sliced:] != base.strides[1:]):
+        return None
+    origin = _address(base)
+    start, rest = divmod(_address(first) - origin, step)
+    if rest or start < 0 or start + len(values) > base.shape[0]:
+        return None
+    address = origin + start * step
+    for value in values:  # the first row out of order ends the proof (then np.array copies as fast as indexing)
+        if value.shape != shape or value.strides != strides or _address(value) != address:
+            return None
+        address += step
+    return base, start, sliced
+
+
+def _gather(values):
+    """``np.stack(values)``: the group's argument at one position. Where the values are
+    consecutive rows of one array, in order (a sub-DNN's output or the batch passed on
+    whole), a view of those rows instead of a copy."""
+    one = values[0]
+    found = _rows_in_order(values) if type(one) is np.ndarray and one.nbytes >= FAST_ROW_BYTES else None
+    if found is None:
+        # the group's values have one shape and dtype (its key), so this is np.stack's array, built
+        # in C instead of one expand_dims per value
+        return np.array(values)
+    base, start, sliced = found
+    rows = base[start:start + len(values)]
+    return rows[:, None] if sliced else rows
+
+
+def _arguments(members, width):
+    """The group's arguments: each position's values gathered, once for positions whose
+    values are the very same objects as an earlier position's (``residual = x``; passing
+    ``(residual, x)`` then gathers one array, which both inputs read)."""
+    columns = list(zip(*[args for _, _, args in members])) if width else []  # one tuple of values per position
+    gathered = []
+    for position, values in enumerate(columns):
+        for earlier in range(position):
+            seen = columns[earlier]
+            if values[0] is seen[0] and all(value is other for value, other in zip(values, seen)):
+                gathered.append(gathered[earlier])
+                break
+        else:
+            gathered.append(_gather(values))
+    return gathered
+
+
+def _rows(outputs, count):
+    """Each of the ``count`` members' row of the group's outputs, as one tuple per member."""
+    if not outputs:
+        return [()] * count
+    if all(type(output) is np.ndarray and output.shape[:1] == (count,) for output in outputs):
+        return list(zip(*outputs))  # iterating an array gives output[row], at C speed
+    return [tuple(output[row] for output in outputs) for row in range(count)]
 
 
 def _route(model, arguments, record=None):
@@ -98,7 +193,8 @@ def _route(model, arguments, record=None):
         except StopIteration as stop:
             results[sample] = stop.value
             return
-        group = (ORDER[index], index, key, tuple(_signature_of(a) for a in args))
+        signature = tuple([(arg.shape, arg.dtype) if type(arg) is np.ndarray else _signature_of(arg) for arg in args])
+        group = (ORDER[index], index, key, signature)
         pending.setdefault(group, []).append((sample, generator, args))
 
     for sample in range(count):
@@ -115,12 +211,15 @@ def _route(model, arguments, record=None):
         _, index, key, _ = group
         callee = model._call[index] if index in model._call else model._variant(index, key)
         width = len(members[0][2])
-        outputs = callee(*[np.stack([args[position] for _, _, args in members]) for position in range(width)])
+        outputs = callee(*_arguments(members, width))
         if record is not None:
             record.append((index, len(members)))
-        for row, (sample, generator, _) in enumerate(members):
-            # a sub-DNN without inputs gives every sample the same values: its one row
-            advance(sample, generator, tuple(output[row if width else 0] for output in outputs))
+        if width:
+            for (sample, generator, _), row in zip(members, _rows(outputs, len(members))):
+                advance(sample, generator, row)
+        else:  # a sub-DNN without inputs gives every sample the same values: its one row
+            for sample, generator, _ in members:
+                advance(sample, generator, tuple(output[0] for output in outputs))
     return _join(results)
 
 
@@ -136,7 +235,9 @@ def _alone(model, arguments):
         except StopIteration as stop:
             return stop.value
         callee = model._call[index] if index in model._call else model._variant(index, key)
-        value = tuple(output[0] for output in callee(*[np.expand_dims(arg, 0) for arg in args]))
+        # arg[None] is np.expand_dims(arg, 0) for an array, without its Python-level axis handling
+        outputs = callee(*[arg[None] if type(arg) is np.ndarray else np.expand_dims(arg, 0) for arg in args])
+        value = tuple([output[0] for output in outputs])
 
 
 def _join(outputs):
