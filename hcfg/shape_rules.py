@@ -21,15 +21,31 @@ Only for shape propagation: the tensors it returns hold no values.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
+import sympy
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 
 
 class ShapeRules(TorchFunctionMode):
     """Answers ``linear``, ``matmul``, eval-mode ``batch_norm`` and ``layer_norm`` by shape alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._made: dict[tuple, torch.Tensor] = {}
+        self._tokens: list[contextvars.Token] = []
+
+    def __enter__(self) -> ShapeRules:
+        self._tokens.append(_MADE.set(self._made))
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        _MADE.reset(self._tokens.pop())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -55,7 +71,7 @@ def _linear(input: Any, weight: Any, bias: Any = None) -> torch.Tensor | None:
         if bias.dim() != 1:
             return None
         torch._check(bias.shape[0] == weight.shape[0])
-    return input.new_empty((*input.shape[:-1], weight.shape[0]))
+    return _new(input, (*input.shape[:-1], weight.shape[0]))
 
 
 def _matmul(input: Any, other: Any) -> torch.Tensor | None:
@@ -64,7 +80,7 @@ def _matmul(input: Any, other: Any) -> torch.Tensor | None:
         return None
     torch._check(input.shape[-1] == other.shape[-2])
     batch = torch.broadcast_shapes(input.shape[:-2], other.shape[:-2])
-    return input.new_empty((*batch, input.shape[-2], other.shape[-1]))
+    return _new(input, (*batch, input.shape[-2], other.shape[-1]))
 
 
 def _batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,
@@ -76,7 +92,8 @@ def _batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = N
             if not isinstance(stat, torch.Tensor) or stat.dim() != 1:
                 return None
             torch._check(stat.shape[0] == input.shape[1])
-    return torch.empty_like(input)
+    fresh = _like(input)
+    return torch.empty_like(input) if fresh is None else fresh
 
 
 def _layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,
@@ -92,13 +109,17 @@ def _layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any
     for affine in (weight, bias):
         if affine is not None and (not isinstance(affine, torch.Tensor) or tuple(affine.shape) != shape):
             return None
-    return torch.empty_like(input)
+    fresh = _like(input)
+    return torch.empty_like(input) if fresh is None else fresh
 
 
 def _relu(input: Any, inplace: bool = False) -> torch.Tensor | None:
     if not isinstance(input, torch.Tensor) or not input.dtype.is_floating_point:
         return None
-    return input if inplace else torch.empty_like(input)
+    if inplace:
+        return input
+    fresh = _like(input)
+    return torch.empty_like(input) if fresh is None else fresh
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
@@ -129,7 +150,7 @@ def _conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1, padding:
            for size, k, step, pad, dil in zip((height, width), kernel, stride, padding, dilation)]
     if min(out) < 1:
         return None  # the op raises its own error
-    return input.new_empty((input.shape[0], weight.shape[0], *out))
+    return _new(input, (input.shape[0], weight.shape[0], *out))
 
 
 def _lstm_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> Any:
@@ -145,11 +166,244 @@ def _lstm_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh
     for state in hx:
         torch._check(state.shape[0] == input.shape[0])
         torch._check(state.shape[1] == w_hh.shape[1])
-    return hx[0].new_empty(hx[0].shape), hx[1].new_empty(hx[1].shape)
+    return _new(hx[0], hx[0].shape), _new(hx[1], hx[1].shape)
+
+
+
+# -- cheap outputs ---------------------------------------------------------------------------------
+# A fake output made through FakeTensorMode's dispatch costs 0.3-0.6 ms with symbolic sizes (pytree
+# walks, the constructor's fake implementation, stride arithmetic); a meta tensor wrapped as a fake
+# one directly costs about half, and ``detach()`` of one made earlier in the same run with the same
+# size and stride expressions a fifth (a new tensor of the same metadata; fake tensors hold no data).
+
+#: the outputs made so far by the innermost ``ShapeRules`` context, by (mode, dtype, device, sizes, strides)
+_MADE: contextvars.ContextVar[dict[tuple, torch.Tensor] | None] = contextvars.ContextVar("dycl_shape_rules",
+                                                                                          default=None)
+
+
+def _new(like: torch.Tensor, shape: Any, dtype: torch.dtype | None = None, strides: Any = None) -> torch.Tensor:
+    """A tensor on ``like``'s device of ``shape`` (contiguous, or ``strides``) and ``dtype`` (``like``'s)."""
+    dtype = like.dtype if dtype is None else dtype
+    mode = like.fake_mode if isinstance(like, FakeTensor) else None
+    if mode is None:  # a real tensor (a rule used outside a symbolic run)
+        return (torch.empty(shape, dtype=dtype, device=like.device) if strides is None
+                else torch.empty_strided(shape, strides, dtype=dtype, device=like.device))
+    made = _MADE.get()
+    key = (id(mode), dtype, like.device, tuple(map(_expr, shape)),
+           None if strides is None else tuple(map(_expr, strides)))
+    if made is not None and key in made:
+        return made[key].detach()
+    with torch._C._DisableTorchDispatch():
+        meta = (torch.empty(shape, dtype=dtype, device="meta") if strides is None
+                else torch.empty_strided(shape, strides, dtype=dtype, device="meta"))
+    fresh = FakeTensor(mode, meta, like.device)
+    if made is not None:
+        made[key] = fresh
+        return fresh.detach()  # the template itself is never handed out: a caller may change its metadata in place
+    return fresh
+
+
+def _expr(size: Any) -> Any:
+    """A size as a sympy expression, for structural comparison (no guard is added)."""
+    return size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(size)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two sizes are the same expression (False where unsure: the caller falls back)."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    return isinstance(a, int | torch.SymInt) and isinstance(b, int | torch.SymInt) and _expr(a) == _expr(b)
+
+
+def _is_contiguous(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor``'s strides are, as expressions, the contiguous strides of its sizes
+    at offset 0 (so at every size); False where unsure. ``is_contiguous()`` would guard."""
+    if not (type(tensor.storage_offset()) is int and tensor.storage_offset() == 0):
+        return False
+    expected = sympy.Integer(1)
+    for size, stride in zip(reversed(tensor.shape), reversed(tensor.stride())):
+        if _expr(stride) != expected:
+            return False
+        expected = expected * _expr(size)
+    return True
+
+
+def _dim(dim: Any, rank: int) -> int | None:
+    """``dim`` wrapped into ``range(rank)``; None if it is not an int in range."""
+    if type(dim) is not int or not -max(rank, 1) <= dim < max(rank, 1):
+        return None
+    return dim % max(rank, 1)
+
+
+# -- views -----------------------------------------------------------------------------------------
+
+
+def _view(input: Any, *shape: Any) -> torch.Tensor | None:
+    """``view``/``reshape`` of a contiguous tensor: any shape of the same number of elements
+    is a view. The sizes must multiply to the input's element count as expressions; a -1
+    is filled only where the quotient is a number or one of the given or input sizes."""
+    if len(shape) == 1 and isinstance(shape[0], tuple | list | torch.Size):
+        shape = tuple(shape[0])
+    if not (isinstance(input, torch.Tensor) and shape and _is_contiguous(input)
+            and all(type(s) is int or isinstance(s, torch.SymInt) for s in shape)):
+        return None
+    known = [s for s in shape if not (type(s) is int and s == -1)]
+    if len(shape) - len(known) > 1 or any(type(s) is int and s < 1 for s in known):
+        return None  # zero sizes, several -1s, negative sizes: the op decides
+    numel = sympy.Mul(*(_expr(s) for s in input.shape))
+    product = sympy.Mul(*(_expr(s) for s in known))
+    if len(known) == len(shape):
+        return _new(input, shape) if numel == product else None
+    quotient = numel / product
+    if quotient.is_Integer and quotient > 0:
+        filled: Any = int(quotient)
+    else:
+        filled = next((s for s in (*input.shape, *known) if isinstance(s, torch.SymInt) and s.node.expr == quotient),
+                      None)
+        if filled is None:
+            return None
+    return _new(input, [filled if type(s) is int and s == -1 else s for s in shape])
+
+
+def _reshape(input: Any, shape: Any) -> torch.Tensor | None:
+    return _view(input, shape)
+
+
+def _permuted(input: torch.Tensor, order: list[int]) -> torch.Tensor | None:
+    if not (type(input.storage_offset()) is int and input.storage_offset() == 0):
+        return None
+    shape, strides = input.shape, input.stride()
+    return _new(input, [shape[d] for d in order], strides=[strides[d] for d in order])
+
+
+def _transpose(input: Any, dim0: Any, dim1: Any) -> torch.Tensor | None:
+    if not isinstance(input, torch.Tensor) or input.dim() < 1:
+        return None
+    dim0, dim1 = _dim(dim0, input.dim()), _dim(dim1, input.dim())
+    if dim0 is None or dim1 is None:
+        return None
+    order = list(range(input.dim()))
+    order[dim0], order[dim1] = dim1, dim0
+    return _permuted(input, order)
+
+
+def _permute(input: Any, *dims: Any) -> torch.Tensor | None:
+    if len(dims) == 1 and isinstance(dims[0], tuple | list):
+        dims = tuple(dims[0])
+    if not isinstance(input, torch.Tensor) or len(dims) != input.dim() or input.dim() < 1:
+        return None
+    order = [_dim(d, input.dim()) for d in dims]
+    if None in order or len(set(order)) != len(order):
+        return None
+    return _permuted(input, order)
+
+
+def _unsqueeze(input: Any, dim: Any) -> torch.Tensor | None:
+    if not (isinstance(input, torch.Tensor) and type(input.storage_offset()) is int and input.storage_offset() == 0):
+        return None
+    dim = _dim(dim, input.dim() + 1)
+    if dim is None:
+        return None
+    shape, strides = list(input.shape), list(input.stride())
+    # the op's geometry (inferUnsqueezeGeometry): the new dim's stride spans the dim it precedes
+    stride = 1 if dim >= input.dim() else shape[dim] * strides[dim]
+    return _new(input, [*shape[:dim], 1, *shape[dim:]], strides=[*strides[:dim], stride, *strides[dim:]])
+
+
+def _contiguous(input: Any, memory_format: Any = torch.contiguous_format) -> torch.Tensor | None:
+    if not isinstance(input, torch.Tensor) or memory_format is not torch.contiguous_format:
+        return None
+    return input if _is_contiguous(input) else _new(input, input.shape)
+
+
+# -- same-shape results ----------------------------------------------------------------------------
+
+
+def _like(input: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor | None:
+    """A fresh tensor of a contiguous ``input``'s shape (None for any other input: the op
+    decides its output's strides)."""
+    return _new(input, input.shape, dtype) if _is_contiguous(input) else None
+
+
+def _scalar_keeps(dtype: torch.dtype, other: Any) -> bool:
+    """Whether ``tensor op other`` (a Python number) keeps ``dtype`` by type promotion."""
+    if type(other) is float:
+        return dtype.is_floating_point
+    return type(other) is int and (dtype.is_floating_point or dtype in _INTEGERS)
+
+
+_INTEGERS = {torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64}
+
+
+def _binary(result: str) -> Any:
+    """The rule of an elementwise binary op giving ``result`` (``"same"``: the operands' dtype,
+    ``"float"``: the same but only for floating operands, ``"bool"``: a comparison) on a
+    contiguous tensor and a Python number or a contiguous tensor of the same shape and dtype."""
+
+    def rule(input: Any, other: Any, **kwargs: Any) -> torch.Tensor | None:
+        if kwargs or not isinstance(input, torch.Tensor):
+            return None  # alpha=, rounding_mode=, out=
+        dtype = input.dtype
+        if isinstance(other, torch.Tensor):
+            if (other.dtype != dtype and result != "bool") or other.dim() != input.dim() or not all(
+                    _same(a, b) for a, b in zip(input.shape, other.shape)) or not _is_contiguous(other):
+                return None
+        elif result == "bool":  # a comparison gives bools whatever the promoted type
+            if type(other) not in (int, float, bool) or dtype.is_complex:
+                return None
+        elif not _scalar_keeps(dtype, other):
+            return None
+        if result == "float" and not dtype.is_floating_point:
+            return None
+        return _like(input, torch.bool if result == "bool" else None)
+
+    return rule
+
+
+def _masked_fill(input: Any, mask: Any, value: Any) -> torch.Tensor | None:
+    if not (isinstance(input, torch.Tensor) and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+            and mask.dim() <= input.dim() and _scalar_keeps(input.dtype, value)):
+        return None
+    for size, mask_size in zip(reversed(input.shape), reversed(mask.shape)):
+        if not (type(mask_size) is int and mask_size == 1) and not _same(size, mask_size):
+            return None  # a mask that broadcasts only at some sizes: the op checks
+    return _like(input)
+
+
+def _softmax(input: Any, dim: Any = None, _stacklevel: int = 3, dtype: Any = None) -> torch.Tensor | None:
+    """``F.softmax``/``F.log_softmax``; ``_softmax_method`` is ``Tensor.softmax``/``torch.softmax``'s signature."""
+    if not isinstance(input, torch.Tensor) or not input.dtype.is_floating_point or dtype is not None or (
+            _dim(dim, input.dim()) is None):
+        return None
+    return _like(input)
+
+
+def _softmax_method(input: Any, dim: Any, dtype: Any = None) -> torch.Tensor | None:
+    return _softmax(input, dim, dtype=dtype)
+
+
+def _embedding(input: Any, weight: Any, padding_idx: Any = None, max_norm: Any = None, *args: Any,
+               **kwargs: Any) -> torch.Tensor | None:
+    if not (isinstance(input, torch.Tensor) and isinstance(weight, torch.Tensor) and input.dtype in (
+            torch.int32, torch.int64) and weight.dim() == 2 and max_norm is None and kwargs.get("max_norm") is None):
+        return None  # max_norm renormalises the weight in place
+    return _new(input, (*input.shape, weight.shape[1]), weight.dtype)
 
 
 _RULES = {F.linear: _linear, torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
           F.batch_norm: _batch_norm, F.layer_norm: _layer_norm, F.relu: _relu, torch.relu: _relu,
-          torch.Tensor.relu: _relu, F.conv2d: _conv2d, torch.lstm_cell: _lstm_cell}
+          torch.Tensor.relu: _relu, F.conv2d: _conv2d, torch.lstm_cell: _lstm_cell,
+          torch.Tensor.view: _view, torch.Tensor.reshape: _view, torch.reshape: _reshape,
+          torch.Tensor.transpose: _transpose, torch.transpose: _transpose, torch.Tensor.permute: _permute,
+          torch.permute: _permute, torch.Tensor.unsqueeze: _unsqueeze, torch.unsqueeze: _unsqueeze,
+          torch.Tensor.contiguous: _contiguous, torch.Tensor.masked_fill: _masked_fill, torch.masked_fill: _masked_fill,
+          F.softmax: _softmax, F.log_softmax: _softmax, torch.Tensor.softmax: _softmax_method,
+          torch.softmax: _softmax_method, torch.Tensor.log_softmax: _softmax_method,
+          torch.log_softmax: _softmax_method, F.embedding: _embedding}
+_RULES.update({method: _binary("same") for method in (torch.Tensor.add, torch.add, torch.Tensor.sub, torch.sub,
+                                                       torch.Tensor.mul, torch.mul)})
+_RULES.update({method: _binary("float") for method in (torch.Tensor.div, torch.div)})
+_RULES.update({method: _binary("bool") for name in ("eq", "ne", "lt", "le", "gt", "ge")
+               for method in (getattr(torch.Tensor, name), getattr(torch, name), getattr(torch.Tensor, f"__{name}__"))})
 
 __all__ = ["ShapeRules"]
