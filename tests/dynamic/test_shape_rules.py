@@ -170,3 +170,159 @@ def test_training_batch_norm_and_mixed_dtypes_are_left_to_the_op():
     assert out.dtype == torch.float64
     with pytest.raises(RuntimeError), ShapeRules():
         F.linear(torch.randn(2, 3), torch.randn(4, 3, dtype=torch.float64))
+
+
+# -- views, elementwise ops, masks: each run by the op and by the rule on the same symbolic inputs --------------
+
+BATCH, LENGTH = (sympy.Symbol(name, integer=True, positive=True) for name in ("batch", "length"))
+
+
+def _inputs(shapes):
+    """A float ``x`` (batch, length, 12), a bool mask (batch, length, 1), int64 tokens (batch,
+    length), an int32 ``n`` (batch, 3) and a static float64 ``d`` (2, 7, 12)."""
+    return {"x": shapes.declare(torch.randn(2, 7, 12), {0: "batch", 1: "length"}),
+            "mask": shapes.declare(torch.ones(2, 7, 1, dtype=torch.bool), {0: "batch", 1: "length"}),
+            "tokens": shapes.declare(torch.zeros(2, 7, dtype=torch.long), {0: "batch", 1: "length"}),
+            "n": shapes.declare(torch.zeros(2, 3, dtype=torch.int32), {0: "batch"}),
+            "d": shapes.declare(torch.randn(2, 7, 12, dtype=torch.float64), {})}
+
+
+WEIGHT = torch.randn(10, 6)
+#: name -> (statement on the inputs above, whether a rule answers it: False where it leaves it to the op)
+OPS = {
+    "view by sizes": (lambda x, **_: x.view(x.size(0), x.size(1), 3, 4), True),
+    "view -1 recovers a dim": (lambda x, **_: x.view(x.size(0), -1, 3, 4), True),
+    "view -1 static": (lambda x, **_: x.view(x.shape[0], x.shape[1], -1), True),
+    "view -1 symbolic product": (lambda x, **_: x.view(x.size(0), -1), False),
+    "view -1 of everything": (lambda x, **_: x.view(-1), False),
+    "view size-1 dims": (lambda x, **_: x.reshape(1, x.size(0), x.size(1), 1, 12), True),
+    "view a tuple": (lambda x, **_: x.view((x.size(0), x.size(1) * 3, 4)), True),
+    "view non-contiguous": (lambda x, **_: x.transpose(0, 1).reshape(x.size(1), -1), False),
+    "view wrong count": (lambda x, **_: x.view(x.size(0), 5, 12), False),
+    "torch.reshape": (lambda x, **_: torch.reshape(x, (x.size(0), x.size(1), 2, -1)), True),
+    "transpose": (lambda x, **_: x.transpose(1, 2), True),
+    "transpose negative": (lambda x, **_: torch.transpose(x, -1, 0), True),
+    "permute": (lambda x, **_: x.permute(2, 0, 1), True),
+    "permute list of a transposed": (lambda x, **_: x.transpose(0, 1).permute([1, 2, 0]), True),
+    "unsqueeze": (lambda x, **_: x.unsqueeze(1), True),
+    "unsqueeze last of a transposed": (lambda x, **_: x.transpose(0, 2).unsqueeze(-1), True),
+    "contiguous of a transposed": (lambda x, **_: x.transpose(1, 2).contiguous(), True),
+    "masked_fill": (lambda x, mask, **_: x.masked_fill(mask, -1e9), True),
+    "masked_fill a broadcast row": (lambda x, mask, **_: x.masked_fill(mask[0, :, 0] == 0, 0), False),
+    "masked_fill of a transposed": (lambda x, mask, **_: x.transpose(0, 1).masked_fill(mask.transpose(0, 1), 1.0),
+                                    False),
+    "masked_fill int value on ints": (lambda tokens, **_: tokens.masked_fill(tokens == 0, 5), True),
+    "softmax": (lambda x, **_: F.softmax(x, dim=-1), True),
+    "log_softmax method": (lambda x, **_: x.log_softmax(1), True),
+    "softmax to float64": (lambda x, **_: x.softmax(-1, torch.float64), False),
+    "embedding": (lambda tokens, **_: F.embedding(tokens, WEIGHT), True),
+    "add same shape": (lambda x, **_: x + x * 2, True),
+    "scalar on the left": (lambda x, **_: 0.5 * x - 1, True),
+    "divide": (lambda x, **_: x / 2, True),
+    "divide ints": (lambda n, **_: n / 2, False),
+    "int plus float": (lambda n, **_: n + 0.5, False),
+    "int plus int": (lambda n, **_: n * 3 + 1, True),
+    "mixed dtypes": (lambda x, d, **_: x + d, False),
+    "broadcast": (lambda x, mask, **_: x * mask, False),
+    "alpha": (lambda x, **_: torch.add(x, x, alpha=2), False),
+    "compare": (lambda x, **_: x == 0, True),
+    "compare bools with an int": (lambda mask, **_: mask == 0, True),
+    "compare tensors of two dtypes": (lambda x, d, **_: x < d, False),
+    "compare ints": (lambda tokens, **_: tokens.ne(0), True),
+}
+
+
+def _run_op(statement, shapes, mirrors, rules):
+    """(output mirror, output strides, pinned dims, guards, rules answered) of one symbolic run, or the error type."""
+    run = _Run(shapes)
+    inputs = {name: run.materialize(mirror) for name, mirror in mirrors.items()}
+    answered = []
+    try:
+        with run.mode, _counting(answered) if rules else contextlib.nullcontext():
+            out = statement(**inputs)
+        strides = tuple(run.expr(stride) for stride in out.stride())
+        result = run.canonical(out)
+    except RuntimeError as exc:  # the op's own error (a view of a wrong size)
+        return type(exc)
+    to_ours = {created: symbol for symbol, created in run._to_env.items()}
+    return result, strides, run.pinned(), {str(guard.expr.xreplace(to_ours)) for guard in run.env.guards}, answered
+
+
+@contextlib.contextmanager
+def _counting(answered):
+    """``ShapeRules``, noting which funcs a rule answered (returned a tensor for)."""
+    from dycl.hcfg import shape_rules
+
+    rules = dict(shape_rules._RULES)
+
+    def noting(func, rule):
+        def wrapped(*args, **kwargs):
+            result = rule(*args, **kwargs)
+            if result is not None:
+                answered.append(func)
+            return result
+        return wrapped
+
+    shape_rules._RULES.update({func: noting(func, rule) for func, rule in rules.items()})
+    try:
+        with ShapeRules():
+            yield
+    finally:
+        shape_rules._RULES.clear()
+        shape_rules._RULES.update(rules)
+
+
+@pytest.mark.parametrize("case", list(OPS))
+def test_rule_matches_the_op_on_symbolic_inputs(case):
+    """Same shape (as expressions), strides, dtype and pins as the op, no guard the op does
+    not add; the rule answers where it should and leaves the rest to the op."""
+    statement, answers = OPS[case]
+    shapes = SymbolicShapes()
+    mirrors = _inputs(shapes)
+    plain = _run_op(statement, shapes, mirrors, rules=False)
+    ruled = _run_op(statement, shapes, mirrors, rules=True)
+    if plain is RuntimeError:
+        assert ruled is RuntimeError and not answers
+        return
+    (out, strides, pins, guards, _), (ruled_out, ruled_strides, ruled_pins, ruled_guards, answered) = plain, ruled
+    assert ruled_out == out and ruled_strides == strides and ruled_pins == pins
+    assert ruled_guards <= guards
+    # the last op of the statement is the one the case is about
+    assert bool(answered) and answered[-1] in _LAST[case] if answers else not (set(answered) & _LAST[case])
+
+
+_LAST = {case: set() for case in OPS}  # filled below: the funcs a case's last op may arrive as
+for _case, _funcs in {
+    "view": {torch.Tensor.view, torch.Tensor.reshape, torch.reshape}, "transpose": {torch.Tensor.transpose,
+    torch.transpose}, "permute": {torch.Tensor.permute}, "unsqueeze": {torch.Tensor.unsqueeze},
+    "contiguous": {torch.Tensor.contiguous}, "masked_fill": {torch.Tensor.masked_fill},
+    "softmax": {F.softmax, F.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax},
+    "embedding": {F.embedding}, "add": {torch.Tensor.add, torch.add}, "scalar": {torch.Tensor.sub},
+    "divide": {torch.Tensor.div}, "int plus": {torch.Tensor.add}, "mixed": {torch.Tensor.add},
+    "broadcast": {torch.Tensor.mul}, "alpha": {torch.add}, "compare": {torch.Tensor.__eq__, torch.Tensor.__lt__,
+                                                                       torch.Tensor.ne}}.items():
+    for _name in OPS:
+        if _name.startswith(_case) or _name == "torch.reshape" and _case == "view":
+            _LAST[_name] |= _funcs
+_LAST["log_softmax method"] = {torch.Tensor.log_softmax}
+_LAST["masked_fill int value on ints"] = {torch.Tensor.masked_fill}
+_LAST["int plus int"] = {torch.Tensor.add}
+_LAST["int plus float"] = {torch.Tensor.add}
+_LAST["divide ints"] = {torch.Tensor.div}
+_LAST["compare ints"] = {torch.Tensor.ne}
+_LAST["compare bools with an int"] = {torch.Tensor.__eq__}
+_LAST["compare tensors of two dtypes"] = {torch.Tensor.__lt__}
+
+
+def test_outputs_of_one_shape_are_distinct_tensors():
+    """Outputs are reused within a run by ``detach()``: changing one's metadata in place
+    leaves the others alone."""
+    shapes = SymbolicShapes()
+    run = _Run(shapes)
+    x = run.materialize(_inputs(shapes)["x"])
+    with run.mode, ShapeRules():
+        a, b = x + 1, x * 2
+        a.unsqueeze_(0)
+        c = x - 1
+    assert a is not b and a.dim() == 4 and b.shape == x.shape == c.shape
+    assert run.canonical(b).shape == (BATCH, LENGTH, 12)
