@@ -22,6 +22,8 @@ Only for shape propagation: the tensors it returns hold no values.
 from __future__ import annotations
 
 import contextvars
+import functools
+import operator
 from typing import Any
 
 import sympy
@@ -390,6 +392,99 @@ def _embedding(input: Any, weight: Any, padding_idx: Any = None, max_norm: Any =
     return _new(input, (*input.shape, weight.shape[1]), weight.dtype)
 
 
+
+def _cat(tensors: Any, dim: Any = 0) -> torch.Tensor | None:
+    """Contiguous tensors of one dtype whose other dims are the same expressions; the
+    concatenated dim is their sum (no guard: an addition of sizes decides nothing)."""
+    if not (isinstance(tensors, list | tuple) and tensors and all(isinstance(t, torch.Tensor) for t in tensors)):
+        return None
+    first = tensors[0]
+    dim = _dim(dim, first.dim())
+    if dim is None or first.dim() < 1 or any(t.dtype != first.dtype or t.dim() != first.dim() for t in tensors):
+        return None
+    for t in tensors:
+        if not _is_contiguous(t) or any(type(size) is int and size == 0 for size in t.shape) or not all(
+                _same(a, b) for axis, (a, b) in enumerate(zip(t.shape, first.shape)) if axis != dim):
+            return None
+    total = functools.reduce(operator.add, (t.shape[dim] for t in tensors))
+    return _new(first, (*first.shape[:dim], total, *first.shape[dim + 1:]))
+
+
+def _unary(input: Any) -> torch.Tensor | None:
+    """An elementwise function of a floating tensor (``sigmoid``): the input's shape and dtype."""
+    if not isinstance(input, torch.Tensor) or not input.dtype.is_floating_point:
+        return None
+    return _like(input)
+
+
+def _triangle(input: Any, diagonal: Any = 0) -> torch.Tensor | None:
+    if not isinstance(input, torch.Tensor) or input.dim() < 2 or type(diagonal) is not int:
+        return None
+    return _like(input)
+
+
+def _float(input: Any, memory_format: Any = torch.preserve_format) -> torch.Tensor | None:
+    if not isinstance(input, torch.Tensor) or memory_format is not torch.preserve_format:
+        return None
+    return input if input.dtype == torch.float32 else _like(input, torch.float32)  # the op returns self, too
+
+
+def _getitem(input: Any, index: Any) -> torch.Tensor | None:
+    """Basic indexing: ints, slices of ints, ``None`` and one ``...``. A dim whose size is a
+    number is indexed as the op does (``slice.indices``); a symbolic dim only by ``:`` or,
+    where its size is a bare dim symbol (at least 1 at every size), by ``0``. The result is
+    the view the op makes (sizes, strides, offset), placed on a meta tensor of the input's
+    layout by ``as_strided``; anything else is left to the op."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if not isinstance(input, torch.Tensor) or not all(map(_basic_index, items)) or items.count(Ellipsis) > 1:
+        return None
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (input.dim() - sum(item is not None for item in items) + 1)
+    if sum(item is not None for item in items) > input.dim() or type(input.storage_offset()) is not int:
+        return None
+    items += [slice(None)] * (input.dim() - sum(item is not None for item in items))
+    shape, strides, offset, dim = [], [], input.storage_offset(), 0
+    for item in items:
+        if item is None:
+            shape.append(1)
+            # as the op's unsqueeze: the new axis spans the (not yet indexed) input dim it precedes
+            strides.append(input.shape[dim] * input.stride()[dim] if dim < input.dim() else 1)
+            continue
+        size, stride = input.shape[dim], input.stride()[dim]
+        dim += 1
+        if item == slice(None):
+            shape.append(size)
+            strides.append(stride)
+        elif type(item) is int:
+            if type(size) is int and -size <= item < size:
+                offset += (item % size) * stride
+            elif not (item == 0 and isinstance(size, torch.SymInt) and size.node.expr.is_Symbol):
+                return None
+        elif type(size) is int and (item.step is None or item.step > 0):
+            begin, stop, step = item.indices(size)
+            shape.append(max(0, (stop - begin + step - 1) // step))
+            strides.append(stride * step)
+            offset += begin * stride
+        else:
+            return None
+    if type(offset) is not int:
+        return None
+    mode = input.fake_mode if isinstance(input, FakeTensor) else torch._C._get_dispatch_mode(
+        torch._C._TorchDispatchModeKey.FAKE)
+    if mode is None:
+        return None
+    with torch._C._DisableTorchDispatch():
+        base = torch.empty_strided(input.shape, input.stride(), dtype=input.dtype, device="meta")
+        out = base.as_strided(shape, strides, offset)
+    return FakeTensor(mode, out, input.device)
+
+
+def _basic_index(item: Any) -> bool:
+    if type(item) is slice:
+        return all(bound is None or type(bound) is int for bound in (item.start, item.stop, item.step))
+    return item is None or item is Ellipsis or type(item) is int
+
 _RULES = {F.linear: _linear, torch.matmul: _matmul, torch.Tensor.matmul: _matmul, torch.Tensor.__matmul__: _matmul,
           F.batch_norm: _batch_norm, F.layer_norm: _layer_norm, F.relu: _relu, torch.relu: _relu,
           torch.Tensor.relu: _relu, F.conv2d: _conv2d, torch.lstm_cell: _lstm_cell,
@@ -399,7 +494,9 @@ _RULES = {F.linear: _linear, torch.matmul: _matmul, torch.Tensor.matmul: _matmul
           torch.Tensor.contiguous: _contiguous, torch.Tensor.masked_fill: _masked_fill, torch.masked_fill: _masked_fill,
           F.softmax: _softmax, F.log_softmax: _softmax, torch.Tensor.softmax: _softmax_method,
           torch.softmax: _softmax_method, torch.Tensor.log_softmax: _softmax_method,
-          torch.log_softmax: _softmax_method, F.embedding: _embedding}
+          torch.log_softmax: _softmax_method, F.embedding: _embedding, torch.cat: _cat, torch.sigmoid: _unary,
+          torch.Tensor.sigmoid: _unary, torch.tril: _triangle, torch.Tensor.tril: _triangle, torch.triu: _triangle,
+          torch.Tensor.triu: _triangle, torch.Tensor.float: _float, torch.Tensor.__getitem__: _getitem}
 _RULES.update({method: _binary("same") for method in (torch.Tensor.add, torch.add, torch.Tensor.sub, torch.sub,
                                                        torch.Tensor.mul, torch.mul)})
 _RULES.update({method: _binary("float") for method in (torch.Tensor.div, torch.div)})
