@@ -29,7 +29,7 @@ from typing import Any
 import sympy
 import torch
 import torch.nn.functional as F
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.overrides import TorchFunctionMode
 
 
@@ -175,10 +175,11 @@ def _lstm_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh
 # -- cheap outputs ---------------------------------------------------------------------------------
 # A fake output made through FakeTensorMode's dispatch costs 0.3-0.6 ms with symbolic sizes (pytree
 # walks, the constructor's fake implementation, stride arithmetic); a meta tensor wrapped as a fake
-# one directly costs about half, and ``detach()`` of one made earlier in the same run with the same
-# size and stride expressions a fifth (a new tensor of the same metadata; fake tensors hold no data).
+# one directly costs about half, and wrapping again one made earlier in the same run with the same
+# size and stride expressions a tenth (a new tensor of the same metadata; fake tensors hold no data).
 
-#: the outputs made so far by the innermost ``ShapeRules`` context, by (mode, dtype, device, sizes, strides)
+_CPU = torch.device("cpu")
+#: the meta tensors made so far by the innermost ``ShapeRules`` context, by (mode, dtype, sizes, strides)
 _MADE: contextvars.ContextVar[dict[tuple, torch.Tensor] | None] = contextvars.ContextVar("dycl_shape_rules",
                                                                                           default=None)
 
@@ -186,23 +187,33 @@ _MADE: contextvars.ContextVar[dict[tuple, torch.Tensor] | None] = contextvars.Co
 def _new(like: torch.Tensor, shape: Any, dtype: torch.dtype | None = None, strides: Any = None) -> torch.Tensor:
     """A tensor on ``like``'s device of ``shape`` (contiguous, or ``strides``) and ``dtype`` (``like``'s)."""
     dtype = like.dtype if dtype is None else dtype
-    mode = like.fake_mode if isinstance(like, FakeTensor) else None
-    if mode is None:  # a real tensor (a rule used outside a symbolic run)
+    if not isinstance(like, FakeTensor):  # a real tensor (a rule used outside a symbolic run)
         return (torch.empty(shape, dtype=dtype, device=like.device) if strides is None
                 else torch.empty_strided(shape, strides, dtype=dtype, device=like.device))
     made = _MADE.get()
-    key = (id(mode), dtype, like.device, tuple(map(_expr, shape)),
-           None if strides is None else tuple(map(_expr, strides)))
-    if made is not None and key in made:
-        return made[key].detach()
+    if made is None:
+        return new_fake(like.fake_mode, shape, dtype, like.device, strides)
+    # the mode too: the sizes' symbols are its shape environment's
+    key = (id(like.fake_mode), dtype, tuple(map(_expr, shape)), None if strides is None else tuple(map(_expr, strides)))
+    meta = made.get(key)
+    if meta is None:
+        meta = made[key] = _meta(shape, dtype, strides)
+    # each wrapping is a tensor of its own (``Tensor._make_subclass``): changing one's metadata in
+    # place (``unsqueeze_``) leaves the others alone
+    return FakeTensor(like.fake_mode, meta, like.device)
+
+
+def new_fake(mode: FakeTensorMode, shape: Any, dtype: torch.dtype, device: torch.device = _CPU,
+             strides: Any = None) -> torch.Tensor:
+    """``torch.empty(shape)`` (or ``empty_strided``) as a fake tensor of ``mode``, made on the
+    meta device and wrapped directly: what the mode's constructor does, without its dispatch."""
+    return FakeTensor(mode, _meta(shape, dtype, strides), device)
+
+
+def _meta(shape: Any, dtype: torch.dtype, strides: Any = None) -> torch.Tensor:
     with torch._C._DisableTorchDispatch():
-        meta = (torch.empty(shape, dtype=dtype, device="meta") if strides is None
+        return (torch.empty(shape, dtype=dtype, device="meta") if strides is None
                 else torch.empty_strided(shape, strides, dtype=dtype, device="meta"))
-    fresh = FakeTensor(mode, meta, like.device)
-    if made is not None:
-        made[key] = fresh
-        return fresh.detach()  # the template itself is never handed out: a caller may change its metadata in place
-    return fresh
 
 
 def _expr(size: Any) -> Any:
@@ -503,4 +514,4 @@ _RULES.update({method: _binary("float") for method in (torch.Tensor.div, torch.d
 _RULES.update({method: _binary("bool") for name in ("eq", "ne", "lt", "le", "gt", "ge")
                for method in (getattr(torch.Tensor, name), getattr(torch, name), getattr(torch.Tensor, f"__{name}__"))})
 
-__all__ = ["ShapeRules"]
+__all__ = ["ShapeRules", "new_fake"]

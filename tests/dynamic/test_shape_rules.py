@@ -337,7 +337,7 @@ _LAST["compare tensors of two dtypes"] = {torch.Tensor.__lt__}
 
 
 def test_outputs_of_one_shape_are_distinct_tensors():
-    """Outputs are reused within a run by ``detach()``: changing one's metadata in place
+    """Outputs of one shape wrap one meta tensor, each as a tensor of its own: changing one's metadata in place
     leaves the others alone."""
     shapes = SymbolicShapes()
     run = _Run(shapes)
