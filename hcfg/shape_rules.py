@@ -80,9 +80,28 @@ def _matmul(input: Any, other: Any) -> torch.Tensor | None:
     if not (isinstance(input, torch.Tensor) and isinstance(other, torch.Tensor) and input.dim() >= 2
             and other.dim() >= 2 and input.dtype.is_floating_point and _same_dtype(input, other)):
         return None
-    torch._check(input.shape[-1] == other.shape[-2])
-    batch = torch.broadcast_shapes(input.shape[:-2], other.shape[:-2])
+    if not _same(input.shape[-1], other.shape[-2]):
+        torch._check(input.shape[-1] == other.shape[-2])
+    batch = _broadcast(input.shape[:-2], other.shape[:-2])
+    if batch is None:  # sizes that broadcast only where they are equal: the op's own check pins them
+        batch = torch.broadcast_shapes(input.shape[:-2], other.shape[:-2])
     return _new(input, (*batch, input.shape[-2], other.shape[-1]))
+
+
+def _broadcast(a: Any, b: Any) -> list[Any] | None:
+    """The broadcast of two shapes where every pair of sizes is the same expression or
+    one of them is the number 1 (so at every size); None where unsure."""
+    if len(a) < len(b):
+        a, b = b, a
+    shape = list(a[:len(a) - len(b)])
+    for x, y in zip(a[len(a) - len(b):], b):
+        if _same(x, y) or (type(y) is int and y == 1):
+            shape.append(x)
+        elif type(x) is int and x == 1:
+            shape.append(y)
+        else:
+            return None
+    return shape
 
 
 def _batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None, bias: Any = None,
@@ -351,17 +370,21 @@ _INTEGERS = {torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64}
 def _binary(result: str) -> Any:
     """The rule of an elementwise binary op giving ``result`` (``"same"``: the operands' dtype,
     ``"float"``: the same but only for floating operands, ``"bool"``: a comparison) on a
-    contiguous tensor and a Python number or a contiguous tensor of the same shape and dtype."""
+    contiguous tensor and a Python number, or two contiguous tensors of the same dtype whose
+    shapes broadcast at every size (``_broadcast``); the result is contiguous, as the op's."""
 
     def rule(input: Any, other: Any, **kwargs: Any) -> torch.Tensor | None:
         if kwargs or not isinstance(input, torch.Tensor):
             return None  # alpha=, rounding_mode=, out=
         dtype = input.dtype
         if isinstance(other, torch.Tensor):
-            if (other.dtype != dtype and result != "bool") or other.dim() != input.dim() or not all(
-                    _same(a, b) for a, b in zip(input.shape, other.shape)) or not _is_contiguous(other):
+            shape = _broadcast(input.shape, other.shape)
+            if other.dtype != dtype or shape is None or not (_is_contiguous(input) and _is_contiguous(other)):
                 return None
-        elif result == "bool":  # a comparison gives bools whatever the promoted type
+            if result == "float" and not dtype.is_floating_point:
+                return None
+            return _new(input, shape, torch.bool if result == "bool" else None)
+        if result == "bool":  # a comparison gives bools whatever the promoted type
             if type(other) not in (int, float, bool) or dtype.is_complex:
                 return None
         elif not _scalar_keeps(dtype, other):

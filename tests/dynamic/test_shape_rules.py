@@ -243,7 +243,13 @@ OPS = {
     "int plus float": (lambda n, **_: n + 0.5, False),
     "int plus int": (lambda n, **_: n * 3 + 1, True),
     "mixed dtypes": (lambda x, d, **_: x + d, False),
-    "broadcast": (lambda x, mask, **_: x * mask, False),
+    "broadcast of two dtypes": (lambda x, mask, **_: x * mask, False),
+    "broadcast a row": (lambda x, **_: x - x[:1], True),
+    "broadcast both ways": (lambda x, **_: x[:, :1].contiguous() * x[:1], True),
+    "broadcast a static vector": (lambda x, **_: torch.ones(12) + x, True),
+    "broadcast that pins": (lambda x, **_: x + x.new_ones(2, 7, 12), False),
+    "broadcast a non-contiguous": (lambda x, **_: x + x[:, :1], False),
+    "broadcast compare": (lambda x, **_: x > x[:, :, :1].contiguous(), True),
     "alpha": (lambda x, **_: torch.add(x, x, alpha=2), False),
     "compare": (lambda x, **_: x == 0, True),
     "compare bools with an int": (lambda mask, **_: mask == 0, True),
@@ -321,7 +327,8 @@ for _case, _funcs in {
     "sigmoid": {torch.sigmoid, torch.Tensor.sigmoid}, "tril": {torch.Tensor.tril}, "triu": {torch.triu},
     "float": {torch.Tensor.float}, "add": {torch.Tensor.add, torch.add}, "scalar": {torch.Tensor.sub},
     "divide": {torch.Tensor.div}, "int plus": {torch.Tensor.add}, "mixed": {torch.Tensor.add},
-    "broadcast": {torch.Tensor.mul}, "alpha": {torch.add}, "compare": {torch.Tensor.__eq__, torch.Tensor.__lt__,
+    "broadcast": {torch.Tensor.mul, torch.Tensor.sub, torch.Tensor.add, torch.Tensor.gt},
+    "alpha": {torch.add}, "compare": {torch.Tensor.__eq__, torch.Tensor.__lt__,
                                                                        torch.Tensor.ne}}.items():
     for _name in OPS:
         if _name.startswith(_case) or _name == "torch.reshape" and _case == "view":
