@@ -247,14 +247,16 @@ def _same(a: Any, b: Any) -> bool:
     return isinstance(a, int | torch.SymInt) and isinstance(b, int | torch.SymInt) and _expr(a) == _expr(b)
 
 
-def _is_contiguous(tensor: torch.Tensor) -> bool:
-    """Whether ``tensor``'s strides are, as expressions, the contiguous strides of its sizes
-    at offset 0 (so at every size); False where unsure. ``is_contiguous()`` would guard."""
-    if not (type(tensor.storage_offset()) is int and tensor.storage_offset() == 0):
+def _is_contiguous(tensor: torch.Tensor, exactly: bool = False) -> bool:
+    """Whether ``tensor.is_contiguous()`` holds at every size, decided on the stride expressions
+    (the method would guard); False where unsure. As the method, the stride of a dim of size 1
+    does not count; ``exactly``: it does, and the offset must be 0 (the layout a fresh
+    contiguous tensor of these sizes has)."""
+    if exactly and not (type(tensor.storage_offset()) is int and tensor.storage_offset() == 0):
         return False
     expected = sympy.Integer(1)
     for size, stride in zip(reversed(tensor.shape), reversed(tensor.stride())):
-        if _expr(stride) != expected:
+        if _expr(stride) != expected and (exactly or not (type(size) is int and size == 1)):
             return False
         expected = expected * _expr(size)
     return True
@@ -276,7 +278,7 @@ def _view(input: Any, *shape: Any) -> torch.Tensor | None:
     is filled only where the quotient is a number or one of the given or input sizes."""
     if len(shape) == 1 and isinstance(shape[0], tuple | list | torch.Size):
         shape = tuple(shape[0])
-    if not (isinstance(input, torch.Tensor) and shape and _is_contiguous(input)
+    if not (isinstance(input, torch.Tensor) and shape and _is_contiguous(input, exactly=True)
             and all(type(s) is int or isinstance(s, torch.SymInt) for s in shape)):
         return None
     known = [s for s in shape if not (type(s) is int and s == -1)]

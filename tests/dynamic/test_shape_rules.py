@@ -188,6 +188,7 @@ def _inputs(shapes):
 
 
 WEIGHT = torch.randn(10, 6)
+TABLE = torch.randn(1, 20, 12)
 #: name -> (statement on the inputs above, whether a rule answers it: False where it leaves it to the op)
 OPS = {
     "view by sizes": (lambda x, **_: x.view(x.size(0), x.size(1), 3, 4), True),
@@ -247,6 +248,10 @@ OPS = {
     "broadcast a row": (lambda x, **_: x - x[:1], True),
     "broadcast both ways": (lambda x, **_: x[:, :1].contiguous() * x[:1], True),
     "broadcast a static vector": (lambda x, **_: torch.ones(12) + x, True),
+    "broadcast a slice of a constant": (lambda x, **_: x + TABLE[:, :1], True),  # a size-1 dim of stride 240
+    "softmax of a slice of a constant": (lambda x, **_: TABLE[:, :1].softmax(-1), True),
+    "contiguous of a slice of a constant": (lambda x, **_: TABLE[:, :1].contiguous(), True),
+    "view of a slice of a constant": (lambda x, **_: TABLE[:, :1].view(12), False),
     "broadcast that pins": (lambda x, **_: x + x.new_ones(2, 7, 12), False),
     "broadcast a non-contiguous": (lambda x, **_: x + x[:, :1], False),
     "broadcast compare": (lambda x, **_: x > x[:, :, :1].contiguous(), True),
@@ -321,7 +326,7 @@ _LAST = {case: set() for case in OPS}  # filled below: the funcs a case's last o
 for _case, _funcs in {
     "view": {torch.Tensor.view, torch.Tensor.reshape, torch.reshape}, "transpose": {torch.Tensor.transpose,
     torch.transpose}, "permute": {torch.Tensor.permute}, "unsqueeze": {torch.Tensor.unsqueeze},
-    "contiguous": {torch.Tensor.contiguous}, "masked_fill": {torch.Tensor.masked_fill},
+    "contiguous": {torch.Tensor.contiguous}, "view of": {torch.Tensor.view}, "masked_fill": {torch.Tensor.masked_fill},
     "softmax": {F.softmax, F.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax},
     "embedding": {F.embedding}, "index": {torch.Tensor.__getitem__}, "cat": {torch.cat},
     "sigmoid": {torch.sigmoid, torch.Tensor.sigmoid}, "tril": {torch.Tensor.tril}, "triu": {torch.triu},
