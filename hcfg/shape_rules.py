@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import operator
 from typing import Any
 
@@ -65,7 +66,10 @@ class ShapeRules(TorchFunctionMode):
         kwargs = kwargs or {}
         rule = _RULES.get(func)
         if rule is not None:
-            result = rule(*args, **kwargs)
+            try:
+                result = rule(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - an unusual call (``cat(..., axis=1)``) or a failed check: the op decides
+                result = None
             if result is not None:
                 return result
         return func(*args, **kwargs)
@@ -299,15 +303,29 @@ def _view(input: Any, *shape: Any) -> torch.Tensor | None:
     product = sympy.Mul(*(_expr(s) for s in known))
     if len(known) == len(shape):
         return _new(input, shape) if numel == product else None
-    quotient = numel / product
-    if quotient.is_Integer and quotient > 0:
-        filled: Any = int(quotient)
-    else:
-        filled = next((s for s in (*input.shape, *known) if isinstance(s, torch.SymInt) and s.node.expr == quotient),
-                      None)
-        if filled is None:
-            return None
+    filled = _quotient(numel / product, input.shape)
+    if filled is None:
+        return None
     return _new(input, [filled if type(s) is int and s == -1 else s for s in shape])
+
+
+def _quotient(quotient: Any, sizes: Any) -> Any:
+    """The size a -1 stands for: ``quotient`` (a sympy expression) as a number, or as a
+    number times a product of some of ``sizes`` (``view(b, -1)`` of ``(b, n, 12)``: 12 n),
+    built from those sizes so that its expression is the same; None where it is neither
+    (``numel // rest`` would be a floor division that only some sizes make exact)."""
+    if quotient.is_Integer:
+        return int(quotient) if quotient > 0 else None
+    symbolic = [size for size in sizes if isinstance(size, torch.SymInt)]
+    if len(symbolic) > 6:
+        return None
+    for count in range(1, len(symbolic) + 1):
+        for chosen in itertools.combinations(symbolic, count):
+            factor = quotient / sympy.Mul(*(size.node.expr for size in chosen))
+            if factor.is_Integer and factor > 0:
+                built = functools.reduce(operator.mul, chosen)
+                return built if factor == 1 else int(factor) * built
+    return None
 
 
 def _reshape(input: Any, shape: Any) -> torch.Tensor | None:
