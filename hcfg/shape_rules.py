@@ -475,6 +475,44 @@ def _cat(tensors: Any, dim: Any = 0) -> torch.Tensor | None:
     return _new(first, (*first.shape[:dim], total, *first.shape[dim + 1:]))
 
 
+def _stack(tensors: Any, dim: Any = 0) -> torch.Tensor | None:
+    """Contiguous tensors of one dtype and the same sizes (as expressions), stacked along a new dim."""
+    if not (isinstance(tensors, list | tuple) and tensors and all(isinstance(t, torch.Tensor) for t in tensors)):
+        return None
+    first = tensors[0]
+    dim = _dim(dim, first.dim() + 1)
+    if dim is None or any(t.dtype != first.dtype or t.dim() != first.dim() or not _is_contiguous(t) or not all(
+            _same(a, b) for a, b in zip(t.shape, first.shape)) for t in tensors):
+        return None
+    return _new(first, (*first.shape[:dim], len(tensors), *first.shape[dim:]))
+
+
+def _flatten(input: Any, start_dim: Any = 0, end_dim: Any = -1) -> torch.Tensor | None:
+    """``flatten`` of the exactly contiguous layout (a view): the flattened size is the product
+    of the sizes it joins (no guard: a product of sizes decides nothing)."""
+    if not isinstance(input, torch.Tensor) or input.dim() < 2 or not _is_contiguous(input, exactly=True):
+        return None
+    start, end = _dim(start_dim, input.dim()), _dim(end_dim, input.dim())
+    if start is None or end is None or start >= end:
+        return None  # the op returns the input itself, or raises
+    joined = functools.reduce(operator.mul, input.shape[start:end + 1])
+    return _new(input, (*input.shape[:start], joined, *input.shape[end + 1:]))
+
+
+def _adaptive_avg_pool2d(input: Any, output_size: Any) -> torch.Tensor | None:
+    if not isinstance(input, torch.Tensor) or input.dim() not in (3, 4) or not input.dtype.is_floating_point:
+        return None
+    size = tuple(output_size) if isinstance(output_size, tuple | list) else (output_size, output_size)
+    if len(size) != 2 or not all(s is None or (type(s) is int and s > 0) for s in size):
+        return None
+    if any(type(s) is int and s == 0 for s in input.shape[1:]):
+        return None  # the op raises on an empty spatial or channel dim
+    if not _is_contiguous(input):
+        return None  # a channels-last input gives a channels-last output
+    out = [input.shape[-2 + axis] if s is None else s for axis, s in enumerate(size)]
+    return _new(input, (*input.shape[:-2], *out))
+
+
 def _unary(input: Any) -> torch.Tensor | None:
     """An elementwise function of a floating tensor (``sigmoid``): the input's shape and dtype."""
     if not isinstance(input, torch.Tensor) or not input.dtype.is_floating_point:
@@ -561,7 +599,9 @@ _RULES = {F.linear: _linear, torch.matmul: _matmul, torch.Tensor.matmul: _matmul
           torch.softmax: _softmax_method, torch.Tensor.log_softmax: _softmax_method,
           torch.log_softmax: _softmax_method, F.embedding: _embedding, torch.cat: _cat, torch.sigmoid: _unary,
           torch.Tensor.sigmoid: _unary, torch.tril: _triangle, torch.Tensor.tril: _triangle, torch.triu: _triangle,
-          torch.Tensor.triu: _triangle, torch.Tensor.float: _float, torch.Tensor.__getitem__: _getitem}
+          torch.Tensor.triu: _triangle, torch.Tensor.float: _float, torch.Tensor.__getitem__: _getitem,
+          torch.stack: _stack, torch.flatten: _flatten, torch.Tensor.flatten: _flatten,
+          F.adaptive_avg_pool2d: _adaptive_avg_pool2d}
 _RULES.update({method: _binary("same") for method in (torch.Tensor.add, torch.add, torch.Tensor.sub, torch.sub,
                                                        torch.Tensor.mul, torch.mul)})
 _RULES.update({method: _binary("float") for method in (torch.Tensor.div, torch.div)})
