@@ -1,6 +1,7 @@
 """Compile time per phase of every zoo model, without the latency part.
 
     python benchmarks/compile_phases.py [--models blockdrop,ranet] [--runs 3] [--baseline DIR] [--cpu] [--warm]
+    python benchmarks/compile_phases.py --ops [--models translation]
 
 Each model is compiled ``--runs`` times (default symbolic batch, ONNX Runtime) in a
 fresh process; the table gives the median of every phase of
@@ -14,6 +15,11 @@ time mostly measures the others). ``--warm`` compiles the model once in the chil
 the measured compile: the table then leaves out what a process pays once (importing
 ``torch._dynamo`` for the first ``ShapeEnv``, about 1 s of CPU; libcst's first parse),
 which a fresh process's first compile includes.
+
+``--ops`` instead counts, in a warm compile's stages up to *explore* (CPU time), the torch
+calls that reach ``hcfg.shape_rules.ShapeRules`` during symbolic shape propagation: per
+function, how often, how often a direct rule answered it, and the CPU time of the calls;
+the calls no rule answered are the ones FakeTensorMode runs.
 """
 
 from __future__ import annotations
@@ -63,6 +69,62 @@ print(json.dumps(seconds))
 '''
 
 
+# Runs in the child for --ops: the warm stages up to explore, with every ShapeRules call timed
+_OPS = _CHILD.split("clock = ")[0] + r'''
+import collections, dycl.compiler as C
+from dycl.hcfg import shape_rules
+model, example = importlib.import_module("models." + name).build()
+
+def explore():
+    value = C.Job(model, example, C.Options(), C.get_backend(C.Options().backend), C.Progress("", 3, False))
+    for stage_name, stage in C.STAGES[:4]:
+        value = stage(value)
+
+explore()
+stats = collections.defaultdict(lambda: [0, 0, 0.0])
+answered = []
+
+def noting(rule):
+    def wrapped(*args, **kwargs):
+        result = rule(*args, **kwargs)
+        answered.append(result is not None)
+        return result
+    return wrapped
+
+plain = shape_rules.ShapeRules.__torch_function__
+
+def timed(self, func, types, args=(), kwargs=None):
+    answered.clear()
+    start = time.process_time()
+    try:
+        return plain(self, func, types, args, kwargs)
+    finally:
+        entry = stats[getattr(func, "__qualname__", str(func))]
+        entry[0] += 1
+        entry[1] += bool(answered and answered[0])
+        entry[2] += time.process_time() - start
+
+shape_rules._RULES.update({func: noting(rule) for func, rule in shape_rules._RULES.items()})
+shape_rules.ShapeRules.__torch_function__ = timed
+start = time.process_time()
+explore()
+print(json.dumps({"seconds": time.process_time() - start, "ops": stats}))
+'''
+
+
+def op_counts(name: str) -> None:
+    out = subprocess.run([sys.executable, "-c", _OPS, str(ROOT), name], capture_output=True, text=True, check=True,
+                         cwd=ROOT)
+    counted = json.loads(out.stdout.strip().splitlines()[-1])
+    ops = sorted(counted["ops"].items(), key=lambda item: -item[1][2])
+    total = sum(seconds for _, _, seconds in counted["ops"].values())
+    calls = sum(n for n, _, _ in counted["ops"].values())
+    print(f"{name}: rewrite..explore {counted['seconds']:.3f} s (counted), {calls} calls, {total:.3f} s in them")
+    print("| function | calls | answered by a rule | CPU s | ms a call |\n|---|---|---|---|---|")
+    for func, (calls, answered, seconds) in ops:
+        print(f"| `{func}` | {calls} | {answered} | {seconds:.3f} | {1000 * seconds / calls:.2f} |")
+
+
 def one_run(tree: Path, name: str, clock: str, warm: bool = False) -> dict[str, float]:
     out = subprocess.run([sys.executable, "-c", _CHILD, str(tree), name, clock, "warm" if warm else "cold"],
                          capture_output=True, text=True, check=True, cwd=tree)
@@ -86,7 +148,13 @@ def main() -> None:
                              "shared machine)")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second compile in the same process (no one-time imports)")
+    parser.add_argument("--ops", action="store_true",
+                        help="count the torch calls of symbolic shape propagation per function (this tree only)")
     args = parser.parse_args()
+    if args.ops:
+        for name in args.models.split(","):
+            op_counts(name)
+        return
     trees = {"this": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name in args.models.split(","):

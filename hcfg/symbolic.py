@@ -41,7 +41,7 @@ from typing import Any
 
 import sympy
 import torch
-from dycl.hcfg.shape_rules import ShapeRules
+from dycl.hcfg.shape_rules import ShapeRules, new_fake
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
@@ -327,9 +327,7 @@ class _Run:
 
     def materialize(self, value: Any) -> Any:
         if isinstance(value, SymbolicTensor):
-            sizes = [self.size(s) for s in value.shape]
-            with self.mode:
-                return torch.empty(sizes, dtype=value.dtype)
+            return new_fake(self.mode, [self.size(s) for s in value.shape], value.dtype)
         if isinstance(value, SymbolicScalar):
             return self.size(value.expr)
         if isinstance(value, list | tuple):
