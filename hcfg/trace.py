@@ -25,7 +25,7 @@ import libcst as cst
 import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
-from dycl.hcfg.liveness import live_after_conditions, reads_writes, statements_reads_writes
+from dycl.hcfg.liveness import reads_writes, statements_reads_writes
 from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.symbolic import SizeDependentStructure
@@ -98,7 +98,7 @@ class _Tracer:
         nodes = list(walk(graph.body))
         statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
                                                   (n.statement,) if isinstance(n, HostOp) else ())]
-        self.live_after = live_after_conditions(graph.body, self.names)
+        self.live_after = graph.liveness.after  # computed once per graph, from the statements' cached effects
         self.flags = PathFlags(statements, [n.test for n in nodes if isinstance(n, Cond)], graph.parameters)
 
     def code(self, key: int, statements) -> Any:
