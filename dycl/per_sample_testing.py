@@ -17,6 +17,7 @@ import torch
 from dycl.paths import model_source_files, record_path
 from dycl.per_sample import join
 from dycl.testing import outputs_match
+from dycl.testing_host import run_host_without_torch
 
 
 def _args(sample: Any) -> tuple:
@@ -79,4 +80,14 @@ def one_path(paths: Sequence[Any], size: int) -> list[int]:
     return [same[i % len(same)] for i in range(size)]
 
 
-__all__ = ["PerSampleEager", "assert_per_sample", "batch_of", "diverse", "one_path", "paths_of"]
+def saved_host_report(artifact: Any, model: torch.nn.Module, samples: Sequence[Any], alone: Any,
+                      atol: float = 0.0) -> dict:
+    """The torch-free saved host's report (``dycl.testing_host``) on two calls: a batch of 16
+    of ``samples`` over as many paths as they take (``diverse``), and ``alone`` by itself."""
+    paths = paths_of(model, samples)
+    batches = [batch_of([samples[i] for i in diverse(paths, 16)])[0], alone]
+    return run_host_without_torch(artifact, PerSampleEager(model), batches, atol=atol)
+
+
+__all__ = ["PerSampleEager", "assert_per_sample", "batch_of", "diverse", "one_path", "paths_of",
+           "saved_host_report"]

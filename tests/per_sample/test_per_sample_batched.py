@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
-from dycl.testing_host import run_host_without_torch
+from dycl.per_sample_testing import assert_per_sample, batch_of, diverse, paths_of, saved_host_report
 from tests.per_sample import nets
 
 ATOL = 1e-5
@@ -63,7 +62,5 @@ def test_the_bulk_is_batched_and_the_mixing_statements_are_not(standardised):
 
 def test_the_saved_host_agrees_without_torch(standardised):
     model, _, images, artifact = standardised
-    paths = paths_of(model, images)
-    batches = [batch_of([images[i] for i in diverse(paths, 16)])[0], images[5]]
-    report = run_host_without_torch(artifact, PerSampleEager(model), batches, atol=ATOL)
+    report = saved_host_report(artifact, model, images, images[5], atol=ATOL)
     assert report == {"checked": 2, "problems": [], "torch_loaded": False}

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
-from dycl.testing_host import run_host_without_torch
+from dycl.per_sample_testing import assert_per_sample, diverse, paths_of, saved_host_report
 from tests.per_sample import nets
 
 ATOL = 1e-5
@@ -51,7 +50,5 @@ def test_a_batch_of_16_over_many_paths_equals_eager_per_sample(policy_net):
 
 def test_the_saved_host_agrees_without_torch(policy_net):
     model, _, samples, artifact = policy_net
-    paths = paths_of(model, samples)
-    batches = [batch_of([samples[i] for i in diverse(paths, 16)])[0], samples[3]]
-    report = run_host_without_torch(artifact, PerSampleEager(model), batches, atol=ATOL)
+    report = saved_host_report(artifact, model, samples, samples[3], atol=ATOL)
     assert report == {"checked": 2, "problems": [], "torch_loaded": False}
