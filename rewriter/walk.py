@@ -64,6 +64,19 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield item
 
 
+def _child_list(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``list(children(node))``, without a generator (the walks' hot path)."""
+    found = []
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            found.extend(item for item in value if is_node(item))
+        elif is_node(value):
+            found.append(value)
+    return found
+
+
 def descendants(node: cst.CSTNode, stop: tuple[type, ...] = ()) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it, pre-order; does not enter nodes of type ``stop``
     (they are yielded themselves)."""
@@ -73,7 +86,9 @@ def descendants(node: cst.CSTNode, stop: tuple[type, ...] = ()) -> Iterator[cst.
         yield current
         if stop and current is not node and is_a(current, stop):
             continue
-        stack.extend(reversed(list(children(current))))
+        below = _child_list(current)
+        below.reverse()
+        stack.extend(below)
 
 
 def all_names(node: cst.CSTNode) -> set[str]:
@@ -97,14 +112,21 @@ def bound_names(node: cst.CSTNode) -> set[str]:
     assignment target, loop targets, ``with ... as``, ``del``); names bound inside
     comprehensions and lambdas do not count."""
     names: set[str] = set()
-    for current in descendants(node, stop=(cst.Lambda, *COMPREHENSIONS)):
+    for current in descendants(node, stop=_NO_BINDINGS):
+        if not is_a(current, _BINDERS):  # most nodes (names, calls, operators): one cached lookup
+            continue
         if isinstance(current, cst.Param):
             names.add(current.name.value)
-        elif isinstance(current, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del)):
-            names.update(target_names(current.target))
         elif isinstance(current, cst.AsName):
             names.update(target_names(current.name))
+        else:
+            names.update(target_names(current.target))
     return names
+
+
+#: scopes whose bindings are their own; nodes that bind names
+_NO_BINDINGS = (cst.Lambda, *COMPREHENSIONS)
+_BINDERS = (cst.Param, cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del, cst.AsName)
 
 
 def small_statement_targets(small: cst.BaseSmallStatement) -> set[str]:
@@ -134,7 +156,7 @@ def read_names(node: cst.CSTNode) -> set[str]:
         if isinstance(current, cst.Arg):
             stack.append(current.value)
             continue
-        stack.extend(children(current))
+        stack.extend(_child_list(current))
     return names
 
 
