@@ -75,9 +75,14 @@ class SizeDependentStructure(Exception):
         self.sizes = sizes
 
 
+def _structures_differ(first: dict[str, Any], second: dict[str, Any], names) -> bool:
+    """Whether two probe runs wrote values of different structure to any of ``names``."""
+    return any(_shape_of(first.get(name)) != _shape_of(second.get(name)) for name in names)
+
+
 def _shape_of(value: Any) -> Any:
-    """What ``SymbolicShapes.probe_tensor_code`` compares between its two runs: ranks of
-    tensors and lengths of lists and tuples."""
+    """A value's structure, as two probe runs must agree on it: ranks of tensors and lengths
+    of lists and tuples (numbers may differ: they follow the sizes)."""
     if isinstance(value, torch.Tensor):
         return ("tensor", value.dim())
     if isinstance(value, list | tuple):
@@ -211,14 +216,12 @@ class SymbolicShapes:
             self._failed(exc)
             return False
 
-        def merged(a: Any, b: Any) -> Any:
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim():
+        def merged(a: Any, b: Any) -> Any:  # a and b have one structure (checked below, before merging)
+            if isinstance(a, torch.Tensor):
                 return SymbolicTensor(tuple(dim(x, y) for x, y in zip(a.shape, b.shape)), a.dtype)
-            if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+            if isinstance(a, list | tuple):
                 items = [merged(x, y) for x, y in zip(a, b)]
                 return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
-            if isinstance(a, torch.Tensor | list | tuple) or isinstance(b, torch.Tensor | list | tuple):
-                raise SizeDependentStructure(first, second)
             return a  # a number from sizes: the symbolic run's business (dycl.size_numbers)
 
         def dim(x: int, y: int) -> Any:
@@ -230,6 +233,8 @@ class SymbolicShapes:
             self._fresh += 1
             return self.symbol(f"{_identifier(prefix)}_{self._fresh}", int(x))
 
+        if _structures_differ(*runs, runs[0]):
+            raise SizeDependentStructure(first, second)
         results = {name: merged(runs[0][name], runs[1][name]) for name in runs[0]}
         mirror.update(results)
         return True
@@ -244,8 +249,7 @@ class SymbolicShapes:
                              structure: SizeDependentStructure) -> bool:
         """Whether ``code`` writes values of different structure at the two sizes of
         ``structure`` (to find the statement that made them differ)."""
-        first, second = (_probe(code, mirror, reads, writes, sizes) for sizes in structure.sizes)
-        return any(_shape_of(first.get(name)) != _shape_of(second.get(name)) for name in writes)
+        return _structures_differ(*(_probe(code, mirror, reads, writes, sizes) for sizes in structure.sizes), writes)
 
     def _symbols_of(self, values: list[Any]) -> set[sympy.Symbol]:
         found: set[sympy.Symbol] = set()
