@@ -1,10 +1,15 @@
-"""Replace name references in an expression or statement."""
+"""Replace name references in an expression or statement.
+
+Guarantees: a replacement is parenthesised where its new place needs it
+(``rewriter.precedence``): the result prints as text that Python reads as the tree.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import libcst as cst
+from dycl.rewriter.precedence import ATOM, NUMBERS, fix_slots, precedence
 from dycl.rewriter.walk import COMPREHENSIONS, all_names, descendants, map_children
 
 _SCOPES = (cst.Lambda, *COMPREHENSIONS)
@@ -25,6 +30,7 @@ class NameReplacer(cst.CSTTransformer):
         self.replace = replace
         self._skip: set[int] = set()
         self._shadowed: list[set[str]] = []
+        self._placed: set[int] = set()  # replacements that may need parentheses where they were put
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._skip.add(id(node.attr))
@@ -53,7 +59,21 @@ class NameReplacer(cst.CSTTransformer):
         if id(original) in self._skip or any(original.value in s for s in self._shadowed):
             return updated
         replacement = self.replace(original.value)
-        return updated if replacement is None else replacement
+        if replacement is None:
+            return updated
+        _note_placed(replacement, self._placed)
+        return replacement
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        updated = super().on_leave(original_node, updated_node)
+        if self._placed and isinstance(updated, cst.CSTNode) and updated is not original_node:
+            return fix_slots(updated, self._placed)
+        return updated
+
+
+def _note_placed(replacement: cst.BaseExpression, placed: set[int]) -> None:
+    if precedence(replacement) < ATOM or isinstance(replacement, NUMBERS):
+        placed.add(id(replacement))
 
 
 def replace_names(node: cst.CSTNode, replace: Callable[[str], cst.BaseExpression | None]) -> cst.CSTNode:

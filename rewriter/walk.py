@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Iterator
 
 import libcst as cst
+from dycl.rewriter.precedence import in_slot
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SKIPPED = {"whitespace", "header", "footer", "leading_lines", "lines_after_decorators", "trailing_whitespace",
@@ -197,7 +198,8 @@ _NAME_FIELDS: dict[type, tuple[str, ...]] = {cst.Attribute: ("attr",), cst.Arg: 
 
 def map_children(node: cst.CSTNode, transform) -> cst.CSTNode:
     """``node`` with ``transform`` applied to each child expression (attribute and
-    keyword names excepted); the node itself is only rebuilt if a child changed."""
+    keyword names excepted); the node itself is only rebuilt if a child changed, and a
+    changed child gets the parentheses its place needs (``rewriter.precedence``)."""
     skipped = _NAME_FIELDS.get(type(node), ())
     changes = {}
     for name in _fields(type(node)):
@@ -207,7 +209,7 @@ def map_children(node: cst.CSTNode, transform) -> cst.CSTNode:
         if is_node(value):
             new = transform(value)
             if new is not value:
-                changes[name] = new
+                changes[name] = in_slot(node, name, new)
         elif type(value) in (tuple, list) and value and is_node(value[0]):
             new_items = [transform(item) for item in value]
             if any(a is not b for a, b in zip(new_items, value)):
