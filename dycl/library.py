@@ -70,7 +70,7 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
     would keep (``if``, conditional expression, ``and``/``or`` on values are decisions)."""
     if rewritten.higher_order:  # torch.cond/map: the TorchScript tracer cannot run the original
         return False
-    module = cst.parse_module(rewritten.source)
+    module = rewritten.definition
     if has_size_calls(module, rewritten.globals):  # round(x.shape[0] / 2): exact only in rewritten code
         return False
     guards = {id(n) for node in descendants(module) if _is_guard(node) for n in descendants(node.test)}

@@ -37,6 +37,7 @@ from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import annotate, live_after_ifs
 from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
+from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.trace import Examples
 from dycl.rewriter import RewrittenFunction, UnsupportedError
@@ -82,7 +83,7 @@ class HCFGBuilder:
         self.rewritten = rewritten
         self.optimize = optimize
         self.levers = levers
-        self.definition = cst.parse_module(rewritten.source).body[0]
+        self.definition = rewritten.definition
         self.locals = set(bound_names(self.definition))
         # the builder's own single-use temporaries (hoisted tensor expressions); read once, right after
         self.temporaries: set[str] = set()
@@ -274,8 +275,9 @@ class HCFGBuilder:
     def _compiled(self, node: cst.CSTNode, mode: str = "exec"):
         key = (id(node), mode)
         if key not in self._code:
-            text = cst.Module([node]).code if mode == "exec" else cst.Module([]).code_for_node(node)
-            self._code[key] = (compile(text, "<dycl-hcfg>", mode), node)
+            code = compile_statements([node], "<dycl-hcfg>") if mode == "exec" else compile_expression(
+                node, "<dycl-hcfg>")
+            self._code[key] = (code, node)
         return self._code[key][0]
 
     def evaluate(self, node: cst.BaseExpression, state: State) -> Any:

@@ -7,45 +7,20 @@ pass needs: with checking on, the graph it returns goes through
 ``HCFG.check()`` (``hcfg.verify``) and a broken invariant raises
 ``HCFGInvariantError`` naming the pass, the node and the invariant.
 
-Checking is on when the environment variable ``DYCL_CHECK`` is set to anything
-but ``""`` or ``"0"`` (the test suite sets it in ``tests/conftest.py``), or
-inside ``with checking(True):``. It is read on every pass, never cached, and
-``checking`` changes only the current context (a ``ContextVar``), so turning
-it on in one thread or test does not turn it on elsewhere.
+The switch (``DYCL_CHECK``, ``with checking(True):``) is the rewriter's
+(``rewriter.checking``): one switch for every check dycl makes of itself.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import TypeVar
 
 from dycl.hcfg.graph import HCFG
-
-_FORCED: ContextVar[bool | None] = ContextVar("dycl_check", default=None)
+from dycl.rewriter.checking import checking, checks_enabled
 
 Pass = TypeVar("Pass", bound=Callable)
-
-
-def checks_enabled() -> bool:
-    """Whether graph passes check their result (see the module docstring)."""
-    forced = _FORCED.get()
-    if forced is not None:
-        return forced
-    return os.environ.get("DYCL_CHECK", "") not in ("", "0")
-
-
-@contextlib.contextmanager
-def checking(enabled: bool = True) -> Iterator[None]:
-    """Turn checking after every graph pass on (or off) inside the ``with`` block."""
-    token = _FORCED.set(enabled)
-    try:
-        yield
-    finally:
-        _FORCED.reset(token)
 
 
 def graph_pass(function: Pass) -> Pass:

@@ -26,6 +26,7 @@ import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.liveness import reads_writes, statements_reads_writes
+from dycl.hcfg.pycode import compile_statements, statement_text
 from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.symbolic import SizeDependentStructure
@@ -103,7 +104,7 @@ class _Tracer:
 
     def code(self, key: int, statements) -> Any:
         if key not in self._code:
-            self._code[key] = compile(cst.Module(list(statements)).code, self.code_name(key), "exec")
+            self._code[key] = compile_statements(statements, self.code_name(key))
         return self._code[key]
 
     def block(self, block: Block, states: list[PathState]) -> list[PathState]:
@@ -190,7 +191,7 @@ class _Tracer:
         for count in range(1, len(sub.statements) + 1):
             prefix = sub.statements[:count]
             writes = statements_reads_writes(prefix, self.names, self.graph.effects)[1]
-            code = compile(cst.Module(list(prefix)).code, self.code_name(sub.index), "exec")
+            code = compile_statements(prefix, self.code_name(sub.index))
             try:
                 if self.shapes.differs_in_structure(code, mirror, reads, writes, structure):
                     return prefix[-1]
@@ -240,9 +241,9 @@ class _Tracer:
 
 
 def _statement_at(sub: SubDNN, line: int) -> cst.SimpleStatementLine:
-    """The statement of ``sub`` on ``line`` of its compiled code (one statement per line)."""
+    """The statement of ``sub`` on ``line`` of its compiled code (``compile_statements``)."""
     for statement in sub.statements:
-        line -= len(cst.Module([statement]).code.splitlines())
+        line -= len(statement_text(statement).splitlines())
         if line <= 0:
             return statement
     return sub.statements[-1]

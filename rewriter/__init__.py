@@ -27,11 +27,12 @@ import libcst as cst
 import torch
 from dycl.rewriter.arguments import FlatInput, FlatParameters, ReturnForm, flatten_parameters, flatten_returns
 from dycl.rewriter.check import reject_unsupported
+from dycl.rewriter.checking import checks_enabled
 from dycl.rewriter.context import GlobalTable, RewriteContext
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
-from dycl.rewriter.function import RewrittenFunction, module_structure
+from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
@@ -39,6 +40,7 @@ from dycl.rewriter.pipeline import PIPELINE, run_passes
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_writes import reject_state_writes
 from dycl.rewriter.values import ModuleIndex, Static
+from dycl.rewriter.verify import verify_printed
 from dycl.rewriter.walk import all_names, bound_names
 
 __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PIPELINE", "FlatInput",
@@ -92,12 +94,17 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
-    new_definition = definition.with_changes(body=definition.body.with_changes(body=body, header=header),
-                                             decorators=[], leading_lines=[])
+    new_definition = definition.with_changes(
+        body=definition.body.with_changes(body=distinct_statements(body), header=header),
+        decorators=[], leading_lines=[])
+    source = cst.Module(body=[new_definition]).code
+    if checks_enabled():
+        verify_printed(new_definition, source)
     return RewrittenFunction(
         name=definition.name.value,
         qualname=f"{type(model).__qualname__}.{method}",
-        source=cst.Module(body=[new_definition]).code,
+        source=source,
+        definition=new_definition,
         globals=dict(globals_table.objects),
         signature=_signature_of(new_definition, flat.specialized),
         specialized=flat.specialized,

@@ -101,7 +101,7 @@ def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Sta
     """A cheap proof that calling ``function`` never branches on data (see the
     module docstring); ``index``: the caller's. False means "maybe" (the callee
     is then rewritten)."""
-    key = (function, id(receiver.value) if receiver is not None else None)
+    key = (function, _receiver_key(ctx, receiver))
     if key in ctx.caches.branch_free:
         return ctx.caches.branch_free[key]
     ctx.caches.branch_free[key] = False  # a cycle is not provably branch-free
@@ -116,6 +116,16 @@ def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Sta
         result = all(_call_is_branch_free(ctx, flow, env, call) for call in facts.calls)
     ctx.caches.branch_free[key] = result
     return result
+
+
+def _receiver_key(ctx: RewriteContext, receiver: Static | None) -> object:
+    """What a callee's rewrite depends on about its receiver: its ``fingerprint`` (so the 54
+    blocks of one class and configuration are looked at once), or its identity."""
+    if receiver is None:
+        return None
+    if isinstance(receiver.value, torch.nn.Module):
+        return fingerprint(receiver.value, ctx.caches.fingerprints)
+    return ("object", id(receiver.value))
 
 
 def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: cst.Call) -> bool:
@@ -167,8 +177,7 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     receiver = callee.receiver
     if branch_free(ctx, callee.function, receiver, index):
         return None
-    receiver_key = fingerprint(receiver.value, ctx.caches.fingerprints) if receiver is not None else None
-    key = (callee.function, receiver_key,
+    key = (callee.function, _receiver_key(ctx, receiver),
            tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
            tuple(sorted(callee.dynamic)))
     if key not in ctx.caches.callees:

@@ -9,6 +9,7 @@ from dycl.rewriter.exits import Block, rebuild_if
 from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.precedence import binary
 from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal
 from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
@@ -163,7 +164,7 @@ class ConstantPropagation(FlowWalker):
                 return cst.Expr(cst.Call(extend, [cst.Arg(self.fold(small.value, env))]))
             if isinstance(fact, Static) and fact.substitutable:
                 operator = getattr(cst, type(small.operator).__name__.replace("Assign", ""))()
-                combined = cst.BinaryOperation(small.target, operator, small.value)
+                combined = binary(small.target, operator, small.value)
                 if self.flow.evaluate(combined, env) is not None:
                     return None
                 return cst.Assign([cst.AssignTarget(small.target)], self.fold(combined, env))

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import FAILED, ContainerChange, Group, is_int, tracks
+from dycl.rewriter.precedence import binary
 from dycl.rewriter.values import CONTAINERS, ListLength, Static, reachable
 from dycl.rewriter.vocabulary import COPYING_METHODS, MUTATING_METHODS, READING_METHODS, STORING_METHODS
 from dycl.rewriter.walk import COMPREHENSIONS, children, descendants
@@ -335,7 +336,7 @@ class ContainerEffects:
         combined = None
         if item is not None:
             operator_node = getattr(cst, type(node.operator).__name__.replace("Assign", ""))()
-            combined = self.flow.evaluate(cst.BinaryOperation(target, operator_node, node.value), self.env)
+            combined = self.flow.evaluate(binary(target, operator_node, node.value), self.env)
         if combined is None:
             self.visit(node.value, Position.ESCAPE)
         else:

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from dycl.rewriter.source import ParsedFunction
 
 #: A function being rewritten and the id of its receiver (None for a plain
-#: function): a frame on the call stack, and the key of ``branch_free``.
+#: function): a frame on the call stack.
 Frame = tuple[types.FunctionType, int | None]
+#: A function and what its rewrite depends on about its receiver (``callees._receiver_key``).
+ReceiverKey = tuple[types.FunctionType, object]
 
 
 class GlobalTable:
@@ -76,7 +78,8 @@ class RewriteCaches:
     - ``parsed``: a user function → its parsed, checked source.
     - ``syntax_facts``: a user function → its calls and locals when its source
       has no control flow syntax, else None (``callees.branch_free``).
-    - ``branch_free``: a frame → whether calling it provably never branches on data.
+    - ``branch_free``: a function and its receiver's fingerprint → whether calling it
+      provably never branches on data.
     - ``callees``: a callee specialised to its static arguments → its rewritten
       body, or None when the call is kept (``callees.rewrite_callee``).
     - ``fingerprints``: ``id(module)`` → its structural fingerprint (``values.fingerprint``).
@@ -84,7 +87,7 @@ class RewriteCaches:
 
     parsed: dict[types.FunctionType, ParsedFunction] = field(default_factory=dict)
     syntax_facts: dict[types.FunctionType, SyntaxFacts | None] = field(default_factory=dict)
-    branch_free: dict[Frame, bool] = field(default_factory=dict)
+    branch_free: dict[ReceiverKey, bool] = field(default_factory=dict)
     callees: dict[CalleeKey, CachedCallee | None] = field(default_factory=dict)
     fingerprints: dict[int, tuple] = field(default_factory=dict)
 

@@ -18,6 +18,7 @@ import libcst as cst
 from dycl.rewriter.aliases import Group, tracks
 from dycl.rewriter.containers import ContainerEffects, Position
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.precedence import binary
 from dycl.rewriter.static_eval import StaticEvaluator
 from dycl.rewriter.values import (
     CONTAINERS,
@@ -326,7 +327,7 @@ class StaticFlow:
             return
         name = node.target.value
         operator = getattr(cst, type(node.operator).__name__.replace("Assign", ""))()
-        combined = cst.BinaryOperation(node.target, operator, node.value)
+        combined = binary(node.target, operator, node.value)
         value = self.evaluate(combined, env)
         effects.visit(node.value, Position.ALIAS if value is not None else Position.ESCAPE)
         if value is not None:

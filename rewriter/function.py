@@ -8,6 +8,7 @@ import linecache
 from dataclasses import dataclass, field
 from typing import Any
 
+import libcst as cst
 import torch
 from dycl.rewriter.arguments import FlatInput
 from dycl.rewriter.locations import LocationTable
@@ -26,11 +27,15 @@ class RewrittenFunction:
     with another value raises ``ValueError``). ``fixed``, ``absent`` and
     ``variadic`` describe the rest of the example's call form
     (``rewriter.arguments.FlatParameters``); ``original_signature`` is forward()'s.
+    ``definition`` is the ``def`` as a libcst tree (``source`` is its text, and reads
+    back as it); every statement in it is a distinct object, so analyses may key
+    statements by identity.
     """
 
     name: str
     qualname: str
     source: str
+    definition: cst.FunctionDef = field(compare=False, repr=False)
     globals: dict[str, Any]
     signature: inspect.Signature
     specialized: dict[str, Any]
@@ -87,3 +92,40 @@ def _module_structure(model: torch.nn.Module) -> tuple[tuple[str, str], ...]:
 
 
 module_structure = _module_structure
+
+
+def distinct_statements(block: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``block`` where no statement object (compound, line or small statement) appears twice:
+    a pass that copies a statement (an unrolled body, a shared callee) leaves one object in
+    several places; each later occurrence becomes a copy."""
+    seen: set[int] = set()
+
+    def fresh(stmt: cst.BaseStatement) -> cst.BaseStatement:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            ids = [id(stmt), *(id(small) for small in stmt.body)]
+            if any(i in seen for i in ids):
+                return fresh(stmt.deep_clone())
+            seen.update(ids)
+            return stmt
+        if id(stmt) in seen:
+            stmt = stmt.deep_clone()
+        seen.add(id(stmt))
+        if isinstance(stmt, cst.If):  # after the rewriter, the only compound statement (verify)
+            body = fresh_block(stmt.body)
+            orelse = stmt.orelse
+            if isinstance(orelse, cst.Else):
+                else_body = fresh_block(orelse.body)
+                orelse = orelse if else_body is orelse.body else orelse.with_changes(body=else_body)
+            elif isinstance(orelse, cst.If):
+                orelse = fresh(orelse)
+            if body is not stmt.body or orelse is not stmt.orelse:
+                return stmt.with_changes(body=body, orelse=orelse)
+        return stmt
+
+    def fresh_block(block: cst.BaseSuite) -> cst.BaseSuite:
+        statements = [fresh(s) for s in block.body]
+        if all(a is b for a, b in zip(statements, block.body)):
+            return block
+        return block.with_changes(body=statements)
+
+    return [fresh(stmt) for stmt in block]

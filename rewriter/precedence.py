@@ -119,3 +119,10 @@ def fix_slots(node: cst.CSTNode, placed: set[int]) -> cst.CSTNode:
             if fixed is not child:
                 changes[field.name] = fixed
     return node.with_changes(**changes) if changes else node
+
+
+def binary(left: cst.BaseExpression, operator: cst.BaseBinaryOp, right: cst.BaseExpression) -> cst.BinaryOperation:
+    """``left <operator> right`` with the operands parenthesised as they need (``x *= a + b``
+    is ``x = x * (a + b)``)."""
+    node = cst.BinaryOperation(left, operator, right)
+    return node.with_changes(left=in_slot(node, "left", left), right=in_slot(node, "right", right))

@@ -6,6 +6,7 @@ import libcst as cst
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.walk import same_program
 
 # CPython's tokenizer refuses more than 100 indentation levels.
 MAX_NESTING = 90
@@ -13,6 +14,20 @@ MAX_NESTING = 90
 
 class RewriteInvariantError(AssertionError):
     """The rewriter produced code that breaks its own guarantees (a dycl bug)."""
+
+
+def verify_printed(definition: cst.FunctionDef, source: str) -> None:
+    """Assert: ``source`` (``definition`` printed) reads back as ``definition`` -- what the
+    HCFG builder analyses is what runs. Checked in debug/test mode (``rewriter.checking``)."""
+    printed = cst.parse_module(source).body[0]
+    if same_program(definition, printed):
+        return
+    built, read = list(definition.body.body), list(printed.body.body) if isinstance(printed, cst.FunctionDef) else []
+    for stmt, again in zip(built, read):
+        if not same_program(stmt, again):
+            text = cst.Module([stmt]).code.strip()[:300]
+            raise RewriteInvariantError(f"the rewritten statement `{text}` reads back as another tree")
+    raise RewriteInvariantError("the rewritten function reads back as another tree")
 
 
 def verify(unit: FunctionUnit, body: Block) -> None:

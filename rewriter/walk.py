@@ -42,16 +42,19 @@ def is_node(value: object) -> bool:
     return known
 
 
-_MRO: dict[type, frozenset[type]] = {}
+_IS_A: dict[tuple[type, tuple[type, ...]], bool] = {}
 
 
 def is_a(node: object, classes: tuple[type, ...]) -> bool:
-    """``isinstance(node, classes)`` for libcst classes, without the cost of ABC checks."""
-    kind = type(node)
-    mro = _MRO.get(kind)
-    if mro is None:
-        mro = _MRO[kind] = frozenset(kind.__mro__)
-    return any(c in mro for c in classes)
+    """``isinstance(node, classes)`` for libcst classes, without the cost of ABC checks
+    (one lookup of the node's type and ``classes``; libcst classes are never registered
+    as virtual subclasses, so the MRO decides)."""
+    key = (type(node), classes)
+    known = _IS_A.get(key)
+    if known is None:
+        mro = type(node).__mro__
+        known = _IS_A[key] = any(c in mro for c in classes)
+    return known
 
 
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -215,3 +218,33 @@ def map_children(node: cst.CSTNode, transform) -> cst.CSTNode:
             if any(a is not b for a, b in zip(new_items, value)):
                 changes[name] = new_items
     return node.with_changes(**changes) if changes else node
+
+
+_SEQUENCES = (tuple, list)
+
+
+def same_program(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Whether ``a`` and ``b`` are the same tree, whitespace and comments aside (parentheses
+    count): ``same_program(tree, cst.parse_module(printed).body[0])`` holds when ``tree``
+    prints as text that Python reads as ``tree``."""
+    pending = [(a, b)]
+    while pending:
+        left, right = pending.pop()
+        if type(left) in _SEQUENCES and type(right) in _SEQUENCES:  # built with lists, parsed as tuples
+            if len(left) != len(right):
+                return False
+            pending.extend(zip(left, right))
+            continue
+        # an optional token left to the printer (``Param.star``) is the empty one
+        left = "" if left is cst.MaybeSentinel.DEFAULT else left
+        right = "" if right is cst.MaybeSentinel.DEFAULT else right
+        if type(left) is not type(right):
+            return False
+        if not is_node(left):
+            if left != right:
+                return False
+            continue
+        if len(getattr(left, "lpar", ())) != len(getattr(right, "lpar", ())):
+            return False
+        pending.extend((getattr(left, name), getattr(right, name)) for name in _fields(type(left)))
+    return True

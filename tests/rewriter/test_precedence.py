@@ -10,8 +10,10 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 import torch
+from dycl.rewriter.precedence import binary
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import literal_term
+from dycl.rewriter.verify import RewriteInvariantError, verify_printed
 from dycl.rewriter.walk import map_children
 from rewrite_checks import build, check
 from torch import nn
@@ -61,6 +63,11 @@ def test_statement_values_and_targets_stay_bare():
     assert cst.Module([walrus]).code == "x = (y := f())\n"
 
 
+def test_augmented_assignment_operand():
+    combined = binary(cst.Name("n"), cst.Multiply(), cst.parse_expression("a + b"))
+    assert cst.Module([]).code_for_node(combined) == "n * (a + b)"
+
+
 def test_map_children_parenthesises_what_it_changes():
     product = cst.parse_expression("x * (y)")
     unwrapped = map_children(product, lambda child: cst.parse_expression("a + b") if child is product.right else child)
@@ -91,15 +98,31 @@ class _StaticOperands(nn.Module):
         shifted = x * (x if self.use_identity else x + 1)
         scaled = self.scale_exponent ** torch.sign(x)
         both = self.head(x + 1, x - 1) * 3
+        gain = 2
+        gain *= x + 1  # a static number times a tensor expression: 2 * (x + 1)
         if powered.mean() > 0:
             powered = powered - 1
-        return powered, shifted, scaled, both
+        return powered, shifted, scaled, both, gain
 
 
 def test_folded_operands_compute_what_eager_computes():
     model = build(_StaticOperands)
     inputs = [torch.randn(4) * 2 for _ in range(24)]
     checked = check(model, inputs, min_paths=3)
-    assert "(-2) ** " in checked.source and "x * (x + 1)" in checked.source
+    assert "(-2) ** " in checked.source and "x * (x + 1)" in checked.source and "2 * (x + 1)" in checked.source
     compiled = dycl.compile(model, inputs[0])
     assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-5) >= 3
+
+
+def test_a_tree_that_prints_as_another_is_refused_in_check_mode():
+    power = cst.BinaryOperation(cst.UnaryOperation(cst.Minus(), cst.Integer("2")), cst.Power(), cst.Name("x"))
+    line = cst.SimpleStatementLine([cst.Return(power)])
+    definition = cst.parse_module("def f(x):\n    pass\n").body[0]
+    definition = definition.with_changes(body=definition.body.with_changes(body=[line]))
+    source = cst.Module([definition]).code
+    assert "return -2 ** x" in source
+    with pytest.raises(RewriteInvariantError, match="return -2 \\*\\* x"):
+        verify_printed(definition, source)
+    fixed = definition.with_changes(body=definition.body.with_changes(
+        body=[line.with_changes(body=[cst.Return(binary(power.left, cst.Power(), power.right))])]))
+    verify_printed(fixed, cst.Module([fixed]).code)
