@@ -61,6 +61,7 @@ _DISPLAYS = (cst.Tuple, cst.List)
 _METADATA = TENSOR_SHAPE_ATTRIBUTES | TENSOR_SHAPE_METHODS | TENSOR_TYPE_ATTRIBUTES
 _CONVERSIONS = {"int", "float", "bool"}
 _CONVERSION_METHODS = {"item", "tolist"}
+_CONVERSION_WORDS = frozenset(_CONVERSIONS | _CONVERSION_METHODS)
 
 
 def is_tensor_value(value: Any) -> bool:
@@ -362,6 +363,8 @@ class HCFGBuilder:
             return current
 
         small = stmt.body[0]
+        if not any(type(n) is cst.Name and n.value in _CONVERSION_WORDS for n in descendants(small.value)):
+            return tensor_parts, conversions, stmt  # nothing to split: no node is rebuilt
         new_small = small.with_changes(value=visit(small.value))
         return tensor_parts, conversions, stmt.with_changes(body=[new_small])
 

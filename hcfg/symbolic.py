@@ -98,6 +98,8 @@ class SymbolicShapes:
         self.proven: dict[sympy.Symbol, sympy.Integer] = {}  # dim symbols the shape checks pinned
         self.failures: list[str] = []
         self._fresh = 0
+        # (run key, the inputs' mirrors, proven sizes) -> a successful run's results and the sizes it pinned
+        self._shared: dict[tuple, tuple[dict[str, Any], dict[sympy.Symbol, sympy.Integer]]] = {}
 
     # -- dim symbols ------------------------------------------------------------------------------
 
@@ -136,12 +138,20 @@ class SymbolicShapes:
         return True
 
     def run_tensor_code(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
-                        observed: dict[str, Any] | None = None) -> bool:
+                        observed: dict[str, Any] | None = None, shared: tuple | None = None) -> bool:
         """Run sub-DNN statements on fake tensors made from the mirrors of ``reads``;
         store the mirrors of ``writes``. False (mirror untouched) where that fails or
         a dim symbol got pinned to a size other than its example's. ``observed``: the
         values the statements wrote when they ran for real on the example (every dim
-        symbol at its example size), where the caller has them."""
+        symbol at its example size), where the caller has them. ``shared``: the statements'
+        ``hcfg.shared_runs.run_key``; a successful run with the same key on mirrors of the
+        same shapes is reused where its results agree with ``observed``."""
+        key = _share_key(shared, reads, mirror, self.proven) if observed is not None else None
+        known = self._shared.get(key) if key is not None else None
+        if known is not None and _agrees(known[0], observed, self.examples):
+            self.proven.update(known[1])
+            mirror.update(known[0])
+            return True
         run = _Run(self)
         try:
             namespace = dict(mirror)
@@ -161,8 +171,11 @@ class SymbolicShapes:
         if not self._holds_where_assumed(run, code, mirror, reads, writes, results, observed):
             self.failures.append("a shape guard fails at some size and the result differs there")
             return False
-        self.proven.update({symbol: sympy.Integer(size) for symbol, size in pinned.items()})
+        proven = {symbol: sympy.Integer(size) for symbol, size in pinned.items()}
+        self.proven.update(proven)
         mirror.update(results)
+        if key is not None and all(_plain(value) for value in results.values()):
+            self._shared[key] = (results, proven)
         return True
 
     def _holds_where_assumed(self, run: _Run, code: Any, mirror: dict[str, Any], reads: set[str],
@@ -386,6 +399,63 @@ def _quiet_fake_tensors():
 #: how far the second probe moves each dim symbol (distinct primes: a dim that follows
 #: one symbol is told apart from one that follows another, or a multiple of it)
 _PROBE_OFFSETS = (7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
+
+
+def _share_key(shared: tuple | None, reads: set[str], mirror: dict[str, Any],
+               proven: dict[sympy.Symbol, sympy.Integer]) -> tuple | None:
+    """What a symbolic run's result depends on (``run_tensor_code``), or None where an input
+    is a value not described by its shape (a module, a Python object)."""
+    if shared is None:
+        return None
+    try:
+        key = shared, tuple((name, _described(mirror[name]) if name in mirror else None) for name in sorted(reads)), \
+            frozenset(proven.items())
+        hash(key)  # a mirror may hold a SymInt of an earlier run (not hashable): then not shared
+    except TypeError:
+        return None
+    return key
+
+
+def _described(value: Any) -> Any:
+    if isinstance(value, SymbolicTensor | SymbolicScalar):
+        return value
+    if isinstance(value, torch.Tensor):  # a value the host made: its data is never read symbolically
+        return ("tensor", tuple(value.shape), value.dtype, value.stride())
+    if isinstance(value, list | tuple):
+        return type(value).__name__, tuple(_described(v) for v in value)
+    if value is None or type(value) in (int, float, bool, str):
+        return type(value).__name__, value
+    raise TypeError(f"not described by shape: {type(value).__name__}")
+
+
+def _plain(value: Any) -> bool:
+    """A mirror that holds only shapes and numbers (safe to hand to another sub-DNN)."""
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, SymbolicTensor | SymbolicScalar) or type(value) in (int, float, bool, str)
+
+
+def _agrees(symbolic: dict[str, Any], observed: dict[str, Any], examples: dict[sympy.Symbol, int]) -> bool:
+    """Whether symbolic mirrors, at the example sizes, are exactly what was observed there."""
+    return symbolic.keys() <= observed.keys() and all(
+        _agrees_value(value, observed[name], examples) for name, value in symbolic.items())
+
+
+def _agrees_value(symbolic: Any, concrete: Any, examples: dict[sympy.Symbol, int]) -> bool:
+    if isinstance(symbolic, SymbolicTensor):
+        if not isinstance(concrete, torch.Tensor) or concrete.dtype != symbolic.dtype or (
+                concrete.dim() != len(symbolic.shape)):
+            return False
+        sizes = [size if type(size) is int else sympy.sympify(size).xreplace(examples) for size in symbolic.shape]
+        return all((type(size) is int or size.is_Integer) and int(size) == got
+                   for size, got in zip(sizes, concrete.shape))
+    if isinstance(symbolic, SymbolicScalar):
+        number = sympy.sympify(symbolic.expr).xreplace(examples)
+        return number.is_number and type(concrete) in (int, float, bool) and number == concrete
+    if isinstance(symbolic, list | tuple):
+        return (type(concrete) is type(symbolic) and len(concrete) == len(symbolic)
+                and all(_agrees_value(a, b, examples) for a, b in zip(symbolic, concrete)))
+    return type(symbolic) is type(concrete) and symbolic == concrete
 
 
 def _same_shapes(symbolic: Any, probed: Any, sizes: dict[sympy.Symbol, int]) -> bool:

@@ -28,6 +28,7 @@ from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of
 from dycl.hcfg.liveness import reads_writes, statements_reads_writes
 from dycl.hcfg.pycode import compile_statements, statement_text
 from dycl.hcfg.pytree_ports import snapshot
+from dycl.hcfg.shared_runs import run_key
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.symbolic import SizeDependentStructure
 from dycl.hcfg.tracing_guards import skipped_when_tracing
@@ -96,6 +97,8 @@ class _Tracer:
         self.names = frozenset(graph.locals)
         self.examples: dict[int, Examples] = {sub.index: Examples() for sub in graph.sub_dnns}
         self._code: dict[int, Any] = {}
+        self._run_keys: dict[int, tuple | None] = {}
+        self._fingerprints: dict[int, tuple] = {}
         nodes = list(walk(graph.body))
         statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
                                                   (n.statement,) if isinstance(n, HostOp) else ())]
@@ -199,6 +202,12 @@ class _Tracer:
                 continue
         return sub.statements[-1]
 
+    def run_key(self, sub: SubDNN, state: dict[str, Any]) -> tuple | None:
+        """``sub``'s ``hcfg.shared_runs.run_key`` (its paths reach the same values on every path)."""
+        if sub.index not in self._run_keys:
+            self._run_keys[sub.index] = run_key(sub.statements, state, self.names, self._fingerprints)
+        return self._run_keys[sub.index]
+
     def location_of(self, statement: cst.CSTNode) -> SourceLocation | None:
         return (self.locations or LocationTable()).resolve(statement)
 
@@ -224,7 +233,8 @@ class _Tracer:
         if isinstance(node, SubDNN):
             observed = {name: state[name] for name in writes if name in state}  # it has just run on ``state``
             try:
-                done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed)
+                shared = self.run_key(node, state)
+                done = (self.shapes.run_tensor_code(code, mirror, reads, writes, observed, shared)
                         or self.shapes.probe_tensor_code(code, mirror, reads, writes, node.name))
             except SizeDependentStructure as structure:  # static at the example from now on, then run again
                 self.specialise(node, structure, mirror, reads)

@@ -1,0 +1,107 @@
+"""Which sub-DNNs compute the same shapes: one symbolic run serves them all.
+
+An unrolled network calls one block class many times. BlockDrop's 54 residual blocks are
+54 sub-DNNs ``x_1 = F.relu(residual + self.rnet.blocks[s][k](x_1))`` that differ only in
+the block they call; given inputs of the same symbolic shapes, their symbolic runs
+(``hcfg.symbolic``) compute the same output shapes when the blocks have the same structure.
+``run_key`` names what a run depends on, so that explore runs one of them and reuses its
+result for the others (``SymbolicShapes.run_tensor_code``).
+
+Assumes: a symbolic run that succeeds reads no tensor data of the model: its tensors are
+fake (an op that needs data gives an unbacked size, and the run is refused), so what it
+computes depends only on the statements, the Python values they reach, and the structure
+of the modules they call, which ``rewriter.values.fingerprint`` describes (class,
+configuration attributes, parameter and buffer shapes and dtypes, submodules).
+Guarantees: two lists of statements get equal keys only if their text is the same once
+each *module path* (a name that is not a local of the graph and holds a module -- the
+model -- then attributes and literal subscripts) is replaced by a token of the value it
+reaches: a module's fingerprint, a literal's type and text, a tensor's shape, dtype and
+strides. A path that reaches any other value (a bound method), or cannot be followed,
+gives no key (the run is not shared). Other names keep their text: locals are the run's
+inputs, and globals are one table for the whole graph.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from typing import Any
+
+import libcst as cst
+import torch
+from dycl.hcfg.pycode import statement_text
+from dycl.rewriter.values import fingerprint, holds_container, is_literal
+from dycl.rewriter.walk import map_children
+
+#: stands for every module path in a key's text; the tokens say which value each one reached
+_PLACEHOLDER = "__dycl_path__"
+
+
+class _NoKey(Exception):
+    """A path whose value cannot be described by structure: this run is not shared."""
+
+
+def run_key(statements: Sequence[cst.BaseStatement], state: dict[str, Any], locals_: frozenset[str],
+            fingerprints: dict[int, tuple]) -> tuple | None:
+    """The key of running ``statements`` on ``state`` symbolically (see the module docstring),
+    or None; ``locals_`` are the graph's local names (their values are the run's inputs)."""
+    tokens: list[tuple] = []
+
+    def replace(node: cst.CSTNode) -> cst.CSTNode:
+        steps = _path(node)
+        if steps is not None and steps[0] not in locals_ and isinstance(state.get(steps[0]), torch.nn.Module):
+            tokens.append(_token(_follow(state[steps[0]], steps[1:]), fingerprints))
+            return cst.Name(_PLACEHOLDER)
+        return map_children(node, replace)
+
+    try:
+        texts = tuple(statement_text(replace(stmt)) for stmt in statements)
+    except _NoKey:
+        return None
+    return texts, tuple(tokens)
+
+
+def _path(node: cst.CSTNode) -> list[Any] | None:
+    """``a.b[0]['k']`` as ``["a", ("attr", "b"), ("item", 0), ("item", "k")]``; None for
+    anything else (a call, an index that is not a literal)."""
+    steps: list[Any] = []
+    while True:
+        if isinstance(node, cst.Name):
+            return [node.value, *reversed(steps)]
+        if isinstance(node, cst.Attribute) and not node.lpar:
+            steps.append(("attr", node.attr.value))
+            node = node.value
+        elif isinstance(node, cst.Subscript) and not node.lpar and _literal_index(node) is not None:
+            steps.append(("item", ast.literal_eval(_literal_index(node).value)))
+            node = node.value
+        else:
+            return None
+
+
+def _literal_index(node: cst.Subscript) -> cst.Integer | cst.SimpleString | None:
+    index = node.slice[0].slice if len(node.slice) == 1 else None
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer | cst.SimpleString):
+        return index.value
+    return None
+
+
+def _follow(value: Any, steps: list[tuple[str, Any]]) -> Any:
+    try:
+        for kind, key in steps:
+            value = getattr(value, key) if kind == "attr" else value[key]
+    except Exception as exc:  # noqa: BLE001 - the statement would raise too: not shared
+        raise _NoKey from exc
+    return value
+
+
+def _token(value: Any, fingerprints: dict[int, tuple]) -> tuple:
+    if isinstance(value, torch.nn.Module):
+        return ("module", fingerprint(value, fingerprints))
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype, value.stride(), value.layout)
+    if is_literal(value) and not holds_container(value):
+        return ("literal", type(value).__name__, repr(value))
+    raise _NoKey
+
+
+__all__ = ["run_key"]
