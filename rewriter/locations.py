@@ -182,17 +182,13 @@ class _Annotator:
                                         for line in self.lines[first - 1:last])
 
     def header_on_one_line(self, start: int, suite: cst.BaseSuite, nodes: list[ast.stmt]) -> bool:
-        """Whether the header that starts on line ``start`` ends there (True only when sure).
-        After the ``:`` come the body's lines, so a longer header puts code (at least
-        its ``:``) on a line before the body's first: one that is not blank and, unless
-        a string opened on line ``start`` runs on, does not start with ``#``."""
+        """Whether the header starting on line ``start`` ends there (True only when sure).
+        Brackets that break a line outside a string put every line after the break
+        outside strings too, so the line holding the ``:`` (before the body's first
+        line) then has code: it is neither blank nor a comment."""
         first = nodes[0].lineno
         if isinstance(suite, cst.SimpleStatementSuite):
             return first == start
-        if first == start + 1:
-            return True
-        if "'" in self.lines[start - 1] or '"' in self.lines[start - 1]:
-            return False
         return all(not text or text.startswith("#") for text in (line.lstrip() for line in self.lines[start:first - 1]))
 
     def compound(self, stmt: cst.BaseCompoundStatement, node: ast.stmt) -> cst.BaseCompoundStatement:
@@ -236,12 +232,25 @@ def _expect(holds: bool, what: str, nodes: list[ast.stmt]) -> None:
         raise StructureMismatch(f"libcst and ast disagree{where}: {what}")
 
 
+_ESCAPE = re.compile(r"\\(.)")  # not a backslash ending a line
+_VALID_ESCAPES = frozenset("\r\\'\"abfnrtv01234567xNuU")
+
+
+def _statements(source: str) -> list[ast.stmt]:
+    """``source``'s statements as ast reads them, without warning again about an
+    invalid escape (``"\\d"``) Python warned about when it compiled the user's file:
+    such a backslash is doubled first, which moves no line."""
+    if "\\" in source:
+        source = _ESCAPE.sub(lambda m: m[0] if m[1] in _VALID_ESCAPES else "\\" + m[0], source)
+    return ast.parse(source).body
+
+
 def annotate_locations(module: cst.Module, source: str, label: str, first_line: int) -> cst.Module:
     """Strip user comments, then stamp every statement with ``# label:line``,
     where ``line`` counts from ``first_line`` (the snippet's first line in its file).
     ``module`` is ``source`` parsed by libcst."""
     annotator = _Annotator(source, label, first_line)
-    return module.with_changes(header=(), footer=(), body=annotator.block(module.body, ast.parse(source).body))
+    return module.with_changes(header=(), footer=(), body=annotator.block(module.body, _statements(source)))
 
 
 class LocationTable:

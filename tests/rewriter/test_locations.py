@@ -9,6 +9,7 @@ import importlib
 import inspect
 import pkgutil
 import textwrap
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -517,6 +518,15 @@ def test_lines_count_from_first_line_and_newlines_of_every_kind() -> None:
     assert annotated(source, "m.py", 40).split("\r\n")[2:4] == ["         x)  # m.py:41", "    return y  # m.py:44"]
     feed = "def f(x):\n    \x0c\n    y = 1\n\x0c    return (y,\n  # c\n  y)\n"
     assert annotated(feed) == reference(feed, "f.py", 1)
+
+
+def test_no_second_warning_for_an_invalid_escape() -> None:
+    source = 'def f(x):\n    s = "\\d" + b"\\q\\\n" + r"\\w" + "\\\\"  # \\d\n    return (s,  # c\n  "\\d")\n'
+    assert "\\d" in source
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert annotated(source) == reference(source, "f.py", 1)
+    assert annotated(source).endswith('  "\\d")  # f.py:4\n')
 
 
 def test_disagreeing_structures_are_an_internal_error() -> None:
