@@ -12,10 +12,11 @@ copy and a code generation of the whole tree, so ``annotate_locations`` reads th
 lines from Python's ``ast`` of the same text instead, walking both statement
 structures side by side (one ast statement per small statement, one per compound
 statement, the same nesting); when they disagree it raises ``StructureMismatch``
-rather than guess. Only statements are rebuilt: comments and blank lines can sit
-inside an expression only between brackets, that is only where a statement (or a
-compound statement's header) spans several lines, and only such parts are
-walked node by node.
+rather than guess. Only statements are rebuilt: a comment, blank line or trailing
+whitespace can sit inside an expression only where brackets break a line, so only
+a statement (or a compound statement's header) whose lines show one is walked node
+by node to strip it. The output is the one the former whole-tree transformer gave,
+byte for byte (``tests/rewriter/test_locations.py`` keeps it as the reference).
 """
 
 from __future__ import annotations
