@@ -60,13 +60,13 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
         raise UnsupportedError(f"{name}, whose source code cannot be found ({exc})", _where(function),
                                "define the model in a .py file (or a notebook cell) that Python can read back"
                                ) from None
-    module = cst.parse_module(textwrap.dedent("".join(lines)))
-    definitions = [s for s in module.body if isinstance(s, cst.FunctionDef)]
-    if len(definitions) != 1:
+    source = textwrap.dedent("".join(lines))
+    module = cst.parse_module(source)
+    if sum(isinstance(s, cst.FunctionDef) for s in module.body) != 1:
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
-    label = locations.label_for(path)
-    annotated = annotate_locations(module.with_changes(body=definitions), label, first_line)
-    higher_order = calls_higher_order(annotated.body[0], function.__globals__)
-    definition = desugar_higher_order(annotated.body[0], function.__globals__, locations)
+    annotated = annotate_locations(module, source, locations.label_for(path), first_line)
+    definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
+    higher_order = calls_higher_order(definition, function.__globals__)
+    definition = desugar_higher_order(definition, function.__globals__, locations)
     definition = splice_null_contexts(definition, function.__globals__)
     return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order)
