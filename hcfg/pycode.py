@@ -16,7 +16,7 @@ each text is checked to parse to the same Python AST as libcst's own print.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType
 
 import libcst as cst
@@ -46,94 +46,105 @@ def _parenthesised(node: cst.BaseExpression, text: str) -> str:
     return "(" * len(node.lpar) + text + ")" * len(node.rpar) if node.lpar else text
 
 
-def _elements(elements: Sequence[cst.BaseElement]) -> str:
-    parts = []
-    for element in elements:
-        if isinstance(element, cst.StarredElement):
-            parts.append(_parenthesised(element, "*" + expression_text(element.value)))
-        else:
-            parts.append(expression_text(element.value))
-    return ", ".join(parts)
+class Printer:
+    """Prints nodes as Python text; ``substitute`` may print an expression itself (its
+    text, or None to print it as usual): ``hcfg.shared_runs`` writes module paths as a
+    placeholder. Nodes printed by libcst are printed whole, without substitution."""
+
+    def __init__(self, substitute: Callable[[cst.BaseExpression], str | None] | None = None) -> None:
+        self.substitute = substitute
+
+    def expression(self, node: cst.BaseExpression) -> str:
+        """``node`` as Python text (see the module docstring)."""
+        if self.substitute is not None:
+            text = self.substitute(node)
+            if text is not None:
+                return text
+        direct = self._direct(node)
+        if direct is None:
+            return _libcst_text(node)
+        return _parenthesised(node, direct)
+
+    def statement(self, stmt: cst.BaseStatement) -> str:
+        """``stmt`` (a line of small statements; any other kind through libcst) as Python text."""
+        if isinstance(stmt, cst.SimpleStatementLine):
+            smalls = [self._small(small) for small in stmt.body]
+            if None not in smalls:
+                return "; ".join(smalls) + "\n"
+        return _libcst_text(stmt)
+
+    def _elements(self, elements: Sequence[cst.BaseElement]) -> str:
+        parts = []
+        for element in elements:
+            if isinstance(element, cst.StarredElement):
+                parts.append(_parenthesised(element, "*" + self.expression(element.value)))
+            else:
+                parts.append(self.expression(element.value))
+        return ", ".join(parts)
+
+    def _argument(self, arg: cst.Arg) -> str:
+        keyword = f"{arg.keyword.value}=" if arg.keyword is not None else ""
+        return f"{arg.star}{keyword}{self.expression(arg.value)}"
+
+    def _subscript_element(self, element: cst.SubscriptElement) -> str:
+        index = element.slice
+        if isinstance(index, cst.Index):
+            return (getattr(index, "star", None) or "") + self.expression(index.value)
+        text = ":".join(self.expression(part) if part is not None else "" for part in (index.lower, index.upper))
+        return text + (":" + self.expression(index.step) if index.step is not None else "")
+
+    def _direct(self, node: cst.BaseExpression) -> str | None:
+        """The text of ``node`` without its own parentheses, or None for a kind printed by libcst."""
+        kind, text = type(node), self.expression
+        if kind in _LEAVES:
+            return node.value
+        if kind is cst.Attribute:
+            return f"{text(node.value)}.{node.attr.value}"
+        if kind is cst.Call:
+            return f"{text(node.func)}({', '.join(self._argument(a) for a in node.args)})"
+        if kind is cst.Subscript:
+            elements = node.slice
+            tail = "," if len(elements) == 1 and isinstance(elements[0].comma, cst.Comma) else ""
+            return f"{text(node.value)}[{', '.join(map(self._subscript_element, elements))}{tail}]"
+        if kind is cst.BinaryOperation:
+            return f"{text(node.left)} {_BINARY[type(node.operator)]} {text(node.right)}"
+        if kind is cst.UnaryOperation:
+            return _UNARY[type(node.operator)] + text(node.expression)
+        if kind is cst.BooleanOperation:
+            return f"{text(node.left)} {'and' if isinstance(node.operator, cst.And) else 'or'} {text(node.right)}"
+        if kind is cst.Comparison:
+            return text(node.left) + "".join(
+                f" {_COMPARISON[type(t.operator)]} {text(t.comparator)}" for t in node.comparisons)
+        if kind is cst.IfExp:
+            return f"{text(node.body)} if {text(node.test)} else {text(node.orelse)}"
+        if kind is cst.Tuple:
+            return self._elements(node.elements) + ("," if len(node.elements) == 1 else "")
+        if kind is cst.List:
+            return f"[{self._elements(node.elements)}]"
+        if kind is cst.Ellipsis:
+            return "..."
+        return None
+
+    def _small(self, small: cst.BaseSmallStatement) -> str | None:
+        kind, text = type(small), self.expression
+        if kind is cst.Assign:
+            return "".join(f"{text(t.target)} = " for t in small.targets) + text(small.value)
+        if kind is cst.AugAssign:
+            return f"{text(small.target)} {_AUGMENTED[type(small.operator)]} {text(small.value)}"
+        if kind is cst.Expr:
+            return text(small.value)
+        if kind is cst.Return:
+            return "return" if small.value is None else "return " + text(small.value)
+        if kind is cst.Pass:
+            return "pass"
+        return None
 
 
-def _argument(arg: cst.Arg) -> str:
-    keyword = f"{arg.keyword.value}=" if arg.keyword is not None else ""
-    return f"{arg.star}{keyword}{expression_text(arg.value)}"
-
-
-def _subscript_element(element: cst.SubscriptElement) -> str:
-    index = element.slice
-    if isinstance(index, cst.Index):
-        return (getattr(index, "star", None) or "") + expression_text(index.value)
-    text = ":".join(expression_text(part) if part is not None else "" for part in (index.lower, index.upper))
-    return text + (":" + expression_text(index.step) if index.step is not None else "")
-
-
-def _direct(node: cst.BaseExpression) -> str | None:
-    """The text of ``node`` without its own parentheses, or None for a kind printed by libcst."""
-    kind = type(node)
-    if kind in _LEAVES:
-        return node.value
-    if kind is cst.Attribute:
-        return f"{expression_text(node.value)}.{node.attr.value}"
-    if kind is cst.Call:
-        return f"{expression_text(node.func)}({', '.join(_argument(a) for a in node.args)})"
-    if kind is cst.Subscript:
-        elements = node.slice
-        tail = "," if len(elements) == 1 and isinstance(elements[0].comma, cst.Comma) else ""
-        return f"{expression_text(node.value)}[{', '.join(map(_subscript_element, elements))}{tail}]"
-    if kind is cst.BinaryOperation:
-        return f"{expression_text(node.left)} {_BINARY[type(node.operator)]} {expression_text(node.right)}"
-    if kind is cst.UnaryOperation:
-        return _UNARY[type(node.operator)] + expression_text(node.expression)
-    if kind is cst.BooleanOperation:
-        operator = "and" if isinstance(node.operator, cst.And) else "or"
-        return f"{expression_text(node.left)} {operator} {expression_text(node.right)}"
-    if kind is cst.Comparison:
-        return expression_text(node.left) + "".join(
-            f" {_COMPARISON[type(t.operator)]} {expression_text(t.comparator)}" for t in node.comparisons)
-    if kind is cst.IfExp:
-        return f"{expression_text(node.body)} if {expression_text(node.test)} else {expression_text(node.orelse)}"
-    if kind is cst.Tuple:
-        return _elements(node.elements) + ("," if len(node.elements) == 1 else "")
-    if kind is cst.List:
-        return f"[{_elements(node.elements)}]"
-    if kind is cst.Ellipsis:
-        return "..."
-    return None
-
-
-def expression_text(node: cst.BaseExpression) -> str:
-    """``node`` as Python text (see the module docstring)."""
-    direct = _direct(node)
-    if direct is None:
-        return _libcst_text(node)
-    return _parenthesised(node, direct)
-
-
-def _small_text(small: cst.BaseSmallStatement) -> str | None:
-    kind = type(small)
-    if kind is cst.Assign:
-        targets = "".join(f"{expression_text(t.target)} = " for t in small.targets)
-        return targets + expression_text(small.value)
-    if kind is cst.AugAssign:
-        return f"{expression_text(small.target)} {_AUGMENTED[type(small.operator)]} {expression_text(small.value)}"
-    if kind is cst.Expr:
-        return expression_text(small.value)
-    if kind is cst.Return:
-        return "return" if small.value is None else "return " + expression_text(small.value)
-    if kind is cst.Pass:
-        return "pass"
-    return None
-
-
-def statement_text(stmt: cst.BaseStatement) -> str:
-    """``stmt`` (a line of small statements; any other kind through libcst) as Python text."""
-    if isinstance(stmt, cst.SimpleStatementLine):
-        smalls = [_small_text(small) for small in stmt.body]
-        if None not in smalls:
-            return "; ".join(smalls) + "\n"
-    return _libcst_text(stmt)
+_PLAIN = Printer()
+#: ``node`` as Python text (see the module docstring)
+expression_text = _PLAIN.expression
+#: ``stmt`` as Python text, one line for a line of small statements
+statement_text = _PLAIN.statement
 
 
 def compile_statements(stmts: Sequence[cst.BaseStatement], filename: str) -> CodeType:

@@ -29,9 +29,8 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.pycode import statement_text
+from dycl.hcfg.pycode import Printer
 from dycl.rewriter.values import fingerprint, holds_container, is_literal
-from dycl.rewriter.walk import map_children
 
 #: stands for every module path in a key's text; the tokens say which value each one reached
 _PLACEHOLDER = "__dycl_path__"
@@ -47,15 +46,18 @@ def run_key(statements: Sequence[cst.BaseStatement], state: dict[str, Any], loca
     or None; ``locals_`` are the graph's local names (their values are the run's inputs)."""
     tokens: list[tuple] = []
 
-    def replace(node: cst.CSTNode) -> cst.CSTNode:
+    def substitute(node: cst.BaseExpression) -> str | None:
+        if not isinstance(node, cst.Name | cst.Attribute | cst.Subscript):
+            return None
         steps = _path(node)
-        if steps is not None and steps[0] not in locals_ and isinstance(state.get(steps[0]), torch.nn.Module):
-            tokens.append(_token(_follow(state[steps[0]], steps[1:]), fingerprints))
-            return cst.Name(_PLACEHOLDER)
-        return map_children(node, replace)
+        if steps is None or steps[0] in locals_ or not isinstance(state.get(steps[0]), torch.nn.Module):
+            return None
+        tokens.append(_token(_follow(state[steps[0]], steps[1:]), fingerprints))
+        return _PLACEHOLDER
 
+    printer = Printer(substitute)
     try:
-        texts = tuple(statement_text(replace(stmt)) for stmt in statements)
+        texts = tuple(printer.statement(stmt) for stmt in statements)
     except _NoKey:
         return None
     return texts, tuple(tokens)
