@@ -149,6 +149,8 @@ class _Generator:
                   f"x = x + {self.int_expr(scope)} * 0.1"]
         if scope.ints:
             common.append(f"x = x * ({rng.choice(scope.ints)} + 1) * 0.5")
+            # a static value folded under a tighter operator: (k - 2) ** 2 must not become -2 ** 2
+            common.append(f"x = x * (({rng.choice(scope.ints)} - 2) ** 2 * 0.1 + 0.5)")
         if scope.function == "gate":
             return rng.choice(["x = x + torch.tanh(y)", "y = y * 0.5", "x = x * 0.5", "x = x - y * 0.25",
                                "y = torch.tanh(y + x)"])
