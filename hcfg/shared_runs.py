@@ -88,12 +88,35 @@ def _literal_index(node: cst.Subscript) -> cst.Integer | cst.SimpleString | None
 
 
 def _follow(value: Any, steps: list[tuple[str, Any]]) -> Any:
-    try:
-        for kind, key in steps:
-            value = getattr(value, key) if kind == "attr" else value[key]
-    except Exception as exc:  # noqa: BLE001 - the statement would raise too: not shared
-        raise _NoKey from exc
+    """The value ``steps`` reach from ``value``, looked up without running user code (no
+    property, no ``__getitem__`` of a user class): where that is not possible, no key."""
+    for kind, key in steps:
+        value = _attribute(value, key) if kind == "attr" else _item(value, key)
     return value
+
+
+def _attribute(value: Any, name: str) -> Any:
+    if isinstance(value, torch.Tensor) and name == "shape":
+        return value.shape
+    if not isinstance(value, torch.nn.Module) or any(name in vars(kind) for kind in type(value).__mro__):
+        raise _NoKey  # a class attribute, method or property: its value may be computed
+    for table in (vars(value), value._parameters, value._buffers, value._modules):
+        if name in table:
+            return table[name]
+    raise _NoKey
+
+
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList,
+               list, tuple, dict, torch.Size)
+
+
+def _item(value: Any, key: Any) -> Any:
+    if type(value) not in _CONTAINERS:
+        raise _NoKey  # a user class's __getitem__ runs user code
+    try:
+        return value[key]
+    except (IndexError, KeyError, TypeError) as exc:  # the statement would raise too
+        raise _NoKey from exc
 
 
 def _token(value: Any, fingerprints: dict[int, tuple]) -> tuple:

@@ -57,6 +57,10 @@ class GatedStack(nn.Module):
         self.head = nn.Linear(16, 5)
         self.thresholds = [-0.4, -0.1, 0.1, 0.4]
 
+    @property
+    def first_block(self) -> nn.Module:
+        return self.stage1[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         level = x.mean()
         x = self.stem(x)
@@ -99,6 +103,7 @@ def test_what_structure_or_text_tells_apart_gets_another_key():
     assert key("n = self.stage2[1].scale\n") != key("n = self.stage2[0].scale\n")  # literals by value
     assert key("x = self.forward(x)\n") is None  # a bound method: not described by structure
     assert key("x = self.missing(x)\n") is None
+    assert key("x = self.first_block(x)\n") is None  # a property: looking it up runs user code
 
 
 def _explore(model: nn.Module, example: torch.Tensor) -> compiler.Explored:
