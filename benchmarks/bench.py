@@ -34,6 +34,8 @@ from dycl.paths import model_source_files, record_path
 from dycl.timing import interleaved
 
 RESULTS = Path(__file__).with_name("results.md")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # the zoo (models/), which is not installed; after the installed packages
 
 
 def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) -> dict[str, float]:
@@ -70,6 +72,7 @@ if mode == "host":
         model(*args)
 else:
     import importlib, torch
+    sys.path.append(sys.argv[4])  # the zoo (models/), after the installed packages
     zoo = importlib.import_module(artifact)
     model, _ = zoo.build()
     with torch.no_grad():
@@ -89,8 +92,8 @@ def peak_rss_mb(mode: str, target: str, inputs) -> float:
         data.write_bytes(pickle.dumps([tuple(a.numpy() for a in args) for args in inputs]))
         script = Path(scratch) / "rss.py"
         script.write_text(_RSS_SCRIPT)
-        out = subprocess.run([sys.executable, str(script), mode, target, str(data)], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run([sys.executable, str(script), mode, target, str(data), str(ROOT)], capture_output=True,
+                             text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
