@@ -2,8 +2,9 @@
 
 The method: each contender first runs ``warmup`` times on every one of the
 first few inputs (allocators, thread pools and lazily built sessions settle);
-then, input by input, the contenders take turns, each called ``repeat`` times,
-so a machine that is busy for a while slows all of them alike. An input's time
+then, input by input, the contenders take turns, each called ``repeat`` times
+(each round starting one contender later, so that no contender always runs right
+after the same other one), so a machine that is busy for a while slows all of them alike. An input's time
 is the best of its ``repeat`` calls (what the code costs, not what the machine
 was doing); a contender's result is the median over inputs and the 25th–75th
 percentiles (the spread over inputs, which take different paths, and over
@@ -59,12 +60,15 @@ def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any,
             for per_input in runs.values():
                 for _ in range(warmup):
                     per_input[index](*args)
+        names = list(runs)
         for index, args in enumerate(inputs):
             fastest = dict.fromkeys(runs, math.inf)
-            for _ in range(repeat):
-                for name, per_input in runs.items():
+            for turn in range(repeat):
+                # each repeat starts with the next contender: none always follows the same one (a
+                # contender right after eager torch finds ONNX Runtime's threads asleep)
+                for name in names[turn % len(names):] + names[:turn % len(names)]:
                     start = time.perf_counter()
-                    per_input[index](*args)
+                    runs[name][index](*args)
                     fastest[name] = min(fastest[name], time.perf_counter() - start)
             for name, seconds in fastest.items():
                 best[name].append(seconds)
