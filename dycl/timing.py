@@ -2,9 +2,12 @@
 
 The method: each contender first runs ``warmup`` times on every one of the
 first few inputs (allocators, thread pools and lazily built sessions settle);
-then, input by input, the contenders take turns, each called ``repeat`` times
-(each round starting one contender later, so that no contender always runs right
-after the same other one), so a machine that is busy for a while slows all of them alike. An input's time
+then, input by input, the contenders take turns, each timed ``repeat`` times
+(each round starting one contender later), so a machine that is busy for a while
+slows all of them alike. Each timed call comes right after an untimed call of the
+same contender on the same input: a call right after another framework's (ONNX
+Runtime after eager torch) finds its thread pool asleep, which measures the order of
+the contenders, not their code. An input's time
 is the best of its ``repeat`` calls (what the code costs, not what the machine
 was doing); a contender's result is the median over inputs and the 25th–75th
 percentiles (the spread over inputs, which take different paths, and over
@@ -67,6 +70,7 @@ def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any,
                 # each repeat starts with the next contender: none always follows the same one (a
                 # contender right after eager torch finds ONNX Runtime's threads asleep)
                 for name in names[turn % len(names):] + names[:turn % len(names)]:
+                    runs[name][index](*args)  # untimed: the timed call follows this contender, not another
                     start = time.perf_counter()
                     runs[name][index](*args)
                     fastest[name] = min(fastest[name], time.perf_counter() - start)

@@ -34,8 +34,9 @@ def test_interleaved_warms_up_takes_turns_and_keeps_the_best_of_repeats():
     times = interleaved({"a": make("a", True), "b": [make("b", False)] * 3}, inputs, repeat=2, warmup=1,
                         warmup_inputs=1)
     assert calls[:2] == ["a", "b"]  # warm-up: each once on the first input
-    assert calls[2:6] == ["a", "b", "b", "a"]  # then per input, turn by turn, each round starting one later
-    assert len(calls) == 2 + 3 * 2 * 2
+    # then per input, turn by turn, each round starting one later; each timed call after an untimed one
+    assert calls[2:10] == ["a", "a", "b", "b", "b", "b", "a", "a"]
+    assert len(calls) == 2 + 3 * 2 * 2 * 2
     assert times["a"].median_ms < 10  # the slow first call was the warm-up, not a measurement
     assert 1.5 <= times["b"].median_ms < 10 and times["b"].inputs == 3
 
