@@ -20,6 +20,7 @@ as text to ``dir/<n>-<stage>.txt``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import linecache
@@ -55,6 +56,7 @@ from dycl.hostgen.manifest import Manifest, ShapeGuard
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
+from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
 from dycl.signature import bind_example, call_description, flat_example
 from dycl.subdnn import SubDNNModule
@@ -341,6 +343,8 @@ def emit(compiled: Compiled) -> CompileResult:
 STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("rewrite", rewrite), ("build", build_graph), ("optimize", optimize), ("explore", explore),
     ("ports", ports), ("compile", compile_variants), ("emit", emit))
+#: the stages that run with the cyclic garbage collector paused (``rewriter.collector``)
+FRONT_END = frozenset({"rewrite", "build", "optimize", "explore"})
 #: the phases ``stats["seconds"]`` reports (benchmarks/results.md): which stages each one sums
 PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile"),
           "host": ("emit",)}
@@ -357,7 +361,8 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     seconds: dict[str, float] = {}
     for number, (name, stage) in enumerate(STAGES):
         start = time.perf_counter()
-        value = stage(value)
+        with paused_collector() if name in FRONT_END else contextlib.nullcontext():
+            value = stage(value)
         seconds[name] = time.perf_counter() - start
         if dump:
             _dump(Path(dump) / f"{number}-{name}.txt", value)
