@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import linecache
 import os
 import time
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -411,15 +409,4 @@ def _shapes(values: tuple[Any, ...], shapes: SymbolicShapes | None) -> list[Any]
             for v in values]
 
 
-def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__file__ = f"<{name}-{_sha256(source.encode())[:12]}>"
-    # tracebacks (and the host's own error messages) show the generated lines
-    linecache.cache[module.__file__] = (len(source), None, source.splitlines(keepends=True), module.__file__)
-    # dont_inherit: compiled as host.py is, without this module's __future__ flags (string annotations
-    # would send dataclasses looking for the module in sys.modules, where it is deliberately absent)
-    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - our host
-    return module
-
-
-__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "load_host_module", "run"]
+__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "run"]
