@@ -110,6 +110,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
+        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts])),
     )
 
 
