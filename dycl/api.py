@@ -14,6 +14,7 @@ from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
+from dycl.globals_guard import GlobalsGuard
 from dycl.guard_alternatives import module_of
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
@@ -60,6 +61,7 @@ class CompiledModel:
         self.host_source = host_source
         self._result = result
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
+        self._globals_guard: GlobalsGuard | None = None  # set by compile(): detects globals rebound since
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
 
     @property
@@ -87,6 +89,8 @@ class CompiledModel:
         are stored constants come back read-only."""
         if self._guard is not None:
             self._guard.check()
+        if self._globals_guard is not None:
+            self._globals_guard.check()
         if self._eval_model is None:
             return self._host(*args, **kwargs)
         with eval_mode(self._eval_model):  # the torch backend runs the live modules
@@ -139,7 +143,8 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     Compiling never changes ``model`` (its state is restored after tracing); a
     ``forward`` that writes module state is refused. The weights are compiled as
     they are now: calling the result after changing them raises
-    ``dycl.staleness.StaleWeightsError``.
+    ``dycl.staleness.StaleWeightsError``; the module globals its code read, likewise
+    (``dycl.globals_guard.StaleGlobalsError``; the saved artifact cannot see them).
 
     ``per_sample=True`` compiles a model written for one sample (the example has a
     batch dim of 1) to take a batch and return, per sample, what eager returns for it
@@ -158,6 +163,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
                                levers=levers, per_sample=per_sample)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
+    compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled

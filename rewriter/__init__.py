@@ -33,6 +33,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
+from dycl.rewriter.hooks import refuse_dropped_hooks, refuse_impure_hooks
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
@@ -75,6 +76,10 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
+    refuse_impure_hooks(model)
+    code = getattr(resolved.function, "__code__", None)
+    refuse_dropped_hooks(model, f"the model ({type(model).__qualname__})",
+                         SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug)
@@ -110,6 +115,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
+        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts])),
     )
 
 

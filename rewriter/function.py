@@ -48,6 +48,7 @@ class RewrittenFunction:
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
     original_signature: inspect.Signature | None = None
     higher_order: bool = False  # the source called torch.cond/map: the original must never be traced
+    functions: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # user functions read (globals guard)
 
     @property
     def plain_source(self) -> str:

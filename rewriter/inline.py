@@ -17,6 +17,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
 from dycl.rewriter.flow import Env, Exits, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
+from dycl.rewriter.hooks import refuse_dropped_hooks
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
@@ -263,10 +264,16 @@ class Inline(FlowWalker):
         """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
         callee, sequential = self.resolve(call, env)
         if sequential is not None:
-            return self._expand_sequential(call, sequential, stmt, env)
-        if callee is None:
+            expansion = self._expand_sequential(call, sequential, stmt, env)
+        elif callee is None:
             return None
-        return self.rewrite_callee(callee, stmt)
+        else:
+            expansion = self.rewrite_callee(callee, stmt)
+        target = self.flow.evaluate(call.func, env)
+        if expansion is not None and target is not None and isinstance(target.value, torch.nn.Module):
+            what = f"{cst.Module([]).code_for_node(call.func)} ({type(target.value).__qualname__})"
+            refuse_dropped_hooks(target.value, what, self.ctx.locations.resolve(stmt))
+        return expansion
 
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
         if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:

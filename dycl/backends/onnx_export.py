@@ -70,6 +70,7 @@ from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
 from dycl.backends.onnx_symbolics import local_symbolics
+from dycl.backends.sampling import refuse_sampling
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard
@@ -131,6 +132,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
                                       do_constant_folding=True, **names)
                 except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
+                    refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
     symbolic = bool(dynamic_axes)
     guarded = False
@@ -146,6 +148,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     for record in caught:
         _check_warning(record, module, symbolic, shown, guarded)
     data = buffer.getvalue()
+    refuse_sampling(data, module, variant)
     check_dataflow(data, module, variant)
     return data
 

@@ -1,0 +1,148 @@
+"""Detect module globals and closure cells changed after compiling.
+
+dycl folds what the model's code reads from its module's globals (``THRESHOLD =
+0.5``, ``CONFIG["depth"]``, a helper function) into the compiled sub-DNNs and
+host, as ``torch.compile`` does; ``torch.compile`` then guards those reads and
+recompiles. ``GlobalsGuard`` records, for every user function the rewriter read
+(``RewrittenFunction.functions``: the forward, the helpers and submodule
+methods it inlined or proved branch-free, the module hooks it compiled), which
+object each global name it uses denotes now, and which object fills each of its
+closure cells; ``check`` raises ``StaleGlobalsError`` naming the global and its
+file once any of them was rebound.
+
+Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``). An
+in-place change of a mutable global (``CONFIG["depth"] = 3``) keeps the same
+object and is not seen; nor is a class attribute changed after compiling. A
+rebinding to an equal immutable value (``N = 3`` again, a fresh ``"relu"``)
+is not a change. Calling ``check`` costs one dict lookup per recorded name when
+nothing changed (``bench_check`` measures it).
+
+The saved artifact (``host.py``) cannot see the user's globals at all: it runs
+with the values read at compile time.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_MISSING = object()
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range)
+
+
+class StaleGlobalsError(RuntimeError):
+    """A global (or closure variable) the model's code read was rebound after ``dycl.compile``."""
+
+
+@dataclass(frozen=True)
+class GlobalRead:
+    """``name`` read from ``namespace`` (a function's ``__globals__`` or a closure cell) as ``value``."""
+
+    where: str  # the file (or module name) that defines the global, for the message
+    name: str
+    value: object
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:  # lambdas, nested functions, comprehensions
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _file_of(namespace: dict) -> str:
+    return str(namespace.get("__file__") or namespace.get("__name__") or "<unknown module>")
+
+
+def _function_reads(function: types.FunctionType) -> Iterable[tuple[object, object, GlobalRead]]:
+    namespace = function.__globals__
+    for name in sorted(_code_names(function.__code__)):
+        if name in namespace:
+            yield namespace, name, GlobalRead(_file_of(namespace), name, namespace[name])
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell: nothing was read
+            continue
+        where = f"the closure of {function.__qualname__} ({function.__code__.co_filename})"
+        yield cell, None, GlobalRead(where, name, value)
+
+
+class GlobalsGuard:
+    """Raises on ``check()`` once any global or closure cell the functions read was rebound."""
+
+    def __init__(self, functions: Iterable[types.FunctionType]) -> None:
+        seen: set[tuple[int, object]] = set()
+        namespaces: list[dict] = []
+        cells: list[types.CellType] = []
+        self._global_reads: list[GlobalRead] = []
+        self._cell_reads: list[GlobalRead] = []
+        for function in functions:
+            for holder, name, read in _function_reads(function):
+                if (id(holder), name) in seen:
+                    continue
+                seen.add((id(holder), name))
+                if name is None:
+                    cells.append(holder)
+                    self._cell_reads.append(read)
+                else:
+                    namespaces.append(holder)
+                    self._global_reads.append(read)
+        self._namespaces = tuple(namespaces)
+        self._names = tuple(read.name for read in self._global_reads)
+        self._values = tuple(read.value for read in self._global_reads)
+        self._cells = tuple(cells)
+        self._cell_values = tuple(read.value for read in self._cell_reads)
+
+    def __len__(self) -> int:
+        return len(self._names) + len(self._cells)
+
+    def check(self) -> None:
+        """Raise ``StaleGlobalsError`` if a recorded global or cell now holds another value."""
+        if all(map(operator.is_, map(dict.get, self._namespaces, self._names), self._values)) and all(
+                map(operator.is_, map(_cell_value, self._cells), self._cell_values)):
+            return
+        changed = [read for namespace, read in zip(self._namespaces, self._global_reads)
+                   if not _same(namespace.get(read.name, _MISSING), read.value)]
+        changed += [read for cell, read in zip(self._cells, self._cell_reads)
+                    if not _same(_cell_value(cell), read.value)]
+        if changed:
+            shown = "; ".join(f"{read.name!r} in {read.where}" for read in changed[:3])
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            raise StaleGlobalsError(f"a global the model's code read was changed after dycl.compile: {shown}{more}; "
+                                    "the compiled model still uses the value it had then: call dycl.compile again "
+                                    "(or pass the value as an input or a module attribute)")
+
+
+def _cell_value(cell: types.CellType) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+def _same(now: object, then: object) -> bool:
+    """Whether ``now`` denotes what ``then`` did: the same object, or an equal immutable value."""
+    if now is then:
+        return True
+    if type(now) is not type(then) or not isinstance(then, _IMMUTABLE):
+        return False
+    try:
+        return bool(now == then)
+    except Exception:  # noqa: BLE001 - a tuple holding tensors: compare by identity only
+        return False
+
+
+def bench_check(guard: GlobalsGuard, calls: int = 100_000) -> float:
+    """Seconds one ``guard.check()`` takes when nothing changed (the per-call cost)."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        guard.check()
+    return (time.perf_counter() - start) / calls
+
+
+__all__ = ["GlobalsGuard", "StaleGlobalsError", "GlobalRead", "bench_check"]
