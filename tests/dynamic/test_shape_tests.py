@@ -75,3 +75,52 @@ def test_exportdb_size_asserts_are_checked_per_call(name, paths, tmp_path):
     compiled = dycl.compile(model, torch.randn(3, 2))  # the batch is symbolic by default
     inputs = [(torch.randn(b, 2),) for b in (1, 2, 3, 4, 5, 7, 8)]
     _check(model, compiled, inputs, tmp_path, paths)
+
+
+# -- item 6: a shape test is explored with shapes on which its branch is taken --------------------
+
+
+class SqueezeSingle(nn.Module):
+    """Drops the batch dim for a single sample, as serving code often does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if x.shape[0] == 1:
+            h = h.squeeze(0)
+        return torch.tanh(h) * 2
+
+
+class DecodeStep(nn.Module):
+    """One token (seq == 1) returns per-sample logits, a sequence returns per-token ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.proj(x))
+        if x.size(1) == 1:
+            h = h.squeeze(1)
+        elif h.mean() > 0.3:
+            h = h * 0.5
+        return self.head(h).log_softmax(-1)
+
+
+@pytest.mark.parametrize("batches, example, dynamic, paths", [
+    ("batch", (2, 4), True, 2),
+    ("seq", (2, 5, 4), {"x": {0: "batch", 1: "seq"}}, 3),
+])
+def test_a_size_test_the_example_cannot_take_is_explored_at_its_size(batches, example, dynamic, paths, tmp_path):
+    torch.manual_seed(1)
+    model = (SqueezeSingle() if batches == "batch" else DecodeStep()).eval()
+    compiled = dycl.compile(model, torch.randn(*example), dynamic=dynamic)
+    if batches == "batch":
+        inputs = [(torch.randn(b, 4),) for b in (1, 2, 3, 1, 6)]
+    else:
+        inputs = [(torch.randn(b, s, 4) + shift,) for b in (1, 3) for s in (1, 2, 5) for shift in (-1.0, 1.0)]
+    _check(model, compiled, inputs, tmp_path, paths)
