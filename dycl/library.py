@@ -22,8 +22,8 @@ returned ``call`` description binds a call to the wrapper's inputs
 
 Used only when the rewrite of the library's forward, specialized to the
 example's call form, is straight-line (``decides_nothing``) but for argument
-checks that raise (the traced call keeps the example's outcome of such a check;
-static dims are still checked by the host); otherwise the forward is compiled
+checks that raise and read no size (the traced call keeps the example's outcome
+of such a check); otherwise the forward is compiled
 like user code. Assumed, as for every library submodule
 called from user code: the library's own submodules and helpers make no
 data-dependent decision (they are traced).
@@ -49,7 +49,7 @@ from dycl.rewriter.forward import resolve_method, signature_of
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import descendants
-from dycl.size_numbers import has_size_calls
+from dycl.size_numbers import has_size_calls, reads_size
 
 _P = inspect.Parameter
 
@@ -79,10 +79,13 @@ def decides_nothing(rewritten: RewrittenFunction) -> bool:
 
 
 def _is_guard(node: cst.CSTNode) -> bool:
-    """``if <check>: raise ...`` with no ``else``: an argument check, not a decision about the output."""
+    """``if <check>: raise ...`` with no ``else``: an argument check, not a decision about the output.
+    A check that reads a size (``assert x.shape[0] > 2``) is a decision: on a symbolic dim the
+    traced call would keep the example's outcome, the rewritten forward checks it per call."""
     return (isinstance(node, cst.If) and node.orelse is None and len(node.body.body) == 1
             and isinstance(node.body.body[0], cst.SimpleStatementLine)
-            and all(isinstance(small, cst.Raise) for small in node.body.body[0].body))
+            and all(isinstance(small, cst.Raise) for small in node.body.body[0].body)
+            and not reads_size(node.test))
 
 
 def is_library_model(model: torch.nn.Module, method: str = "forward") -> bool:

@@ -150,6 +150,11 @@ def _static(node: cst.BaseExpression, namespace: dict[str, Any], local: set[str]
     return None
 
 
+def reads_size(node: cst.CSTNode) -> bool:
+    """Whether ``node`` reads a size (``.shape``, ``.ndim``, ``.size()``, ``.dim()``, ``.numel()``, ``len()``)."""
+    return _reads_size(node, set())
+
+
 def _reads_size(node: cst.CSTNode, numbers: set[str]) -> bool:
     for current in descendants(node):
         if isinstance(current, cst.Attribute) and current.attr.value in _SIZE_ATTRIBUTES:

@@ -177,6 +177,9 @@ class HCFGBuilder:
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
             nodes.append(HostOp(new_stmt))
+            if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
+                states = []
+                continue
             self.run_all([new_stmt], states)
             if always_exits([new_stmt]):
                 states = []

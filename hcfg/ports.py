@@ -166,7 +166,8 @@ def _describe_node(spec: Any, leaves: Any) -> Any:
 @dataclass(frozen=True)
 class Variant:
     """One compilable form of a sub-DNN: ``key`` holds the lengths of its list
-    inputs (the host picks the variant by ``len()``), ``inputs``/``outputs`` its
+    inputs, then the ranks of its ``ranked`` inputs (the host picks the variant by
+    ``len()`` and ``.ndim``), ``inputs``/``outputs`` its
     flat ports, ``input_layouts``/``output_layouts`` how each variable maps onto
     them, ``examples`` the flat example inputs it is compiled for."""
 
@@ -177,6 +178,8 @@ class Variant:
     examples: tuple[tuple[Any, ...], ...]
     input_layouts: tuple[Layout, ...]
     output_layouts: tuple[Layout, ...]
+    #: inputs whose ranks follow the list lengths in ``key`` (their rank differs between paths)
+    ranked: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

@@ -29,11 +29,13 @@ from dycl.hcfg.liveness import reads_writes, statements_reads_writes
 from dycl.hcfg.pycode import compile_statements, statement_text
 from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.shared_runs import run_key
+from dycl.hcfg.size_tests import pinned_sizes, resized
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.symbolic import SizeDependentStructure
 from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
 from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.walk import read_names
 
 if TYPE_CHECKING:
     from dycl.hcfg.observations import Observations
@@ -99,6 +101,7 @@ class _Tracer:
         self._code: dict[int, Any] = {}
         self._run_keys: dict[int, tuple | None] = {}
         self._fingerprints: dict[int, tuple] = {}
+        self._tests: dict[int, tuple[Any, set[str]]] = {}  # id of a Cond -> its compiled test and the names it reads
         nodes = list(walk(graph.body))
         statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
                                                   (n.statement,) if isinstance(n, HostOp) else ())]
@@ -136,14 +139,16 @@ class _Tracer:
                         if symbolic is not None:
                             examples.symbolic_outputs.append(self.symbolic_values(path, node.outputs))
             elif isinstance(node, HostOp):
+                if isinstance(node.statement.body[0], cst.Raise):  # the host raises: no path goes on
+                    return []
                 code = self.code(-1 - id(node), [node.statement])
                 for path in states:
                     exec(code, path.concrete)  # noqa: S102
                     self.run_symbolic(node, code, path, None)
             elif isinstance(node, Cond):
                 then_in, else_in = self.flags.split(node.test, states)
-                then = self.branch(node.then, then_in)
-                orelse = self.branch(node.orelse, else_in)
+                then = self.branch(node.then, self.sized_for(node, then_in, True))
+                orelse = self.branch(node.orelse, self.sized_for(node, else_in, False))
                 states = self.flags.merge(then + orelse, self.live_after[id(node)])
             elif isinstance(node, Return):
                 return []
@@ -153,6 +158,27 @@ class _Tracer:
         if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
             self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
         return self.block(block, [s.fork() for s in states])
+
+    def sized_for(self, cond: Cond, states: list[PathState], outcome: bool) -> list[PathState]:
+        """``states`` to explore the branch of ``cond`` taken when its test is ``outcome``:
+        where the test is a size test the example cannot make come out so, and a size makes
+        it (``batch == 1``), each state resized to that size (``hcfg.size_tests``)."""
+        if self.shapes is None:
+            return states
+        if id(cond) not in self._tests:
+            text = cst.Module([]).code_for_node(cond.test)
+            self._tests[id(cond)] = (compile(text, self.code_name(-1 - id(cond)), "eval"), read_names(cond.test))
+        code, reads = self._tests[id(cond)]
+        sized = []
+        for path in states:
+            relation = None if path.symbolic is None else self.shapes.test_relation(code, path.symbolic, reads)
+            if relation is None or bool(relation.xreplace(self.shapes.examples)) == outcome:
+                sized.append(path)
+                continue
+            sizes = pinned_sizes(relation, outcome)
+            other = None if sizes is None else resized(path, sizes, self.shapes)
+            sized.append(path if other is None else other)
+        return sized
 
     def frozen_decision(self, sub: SubDNN, decision: Decision) -> UnsupportedError:
         """The error for a tensor value read by Python inside ``sub``'s code."""

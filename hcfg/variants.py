@@ -3,8 +3,10 @@
 Every variable a sub-DNN reads or writes gets a ``Layout`` (``hcfg.ports``).
 Lists of tensors of different lengths reach the same sub-DNN on different paths
 (``torch.stack(tokens)`` after a decoding loop), so a sub-DNN has one variant
-per tuple of the lengths of its top-level tensor-list inputs; the host picks
-the variant from ``len()`` of those lists. Any other structure — nested
+per tuple of the lengths of its top-level tensor-list inputs and of the ranks
+of its tensor inputs whose rank differs between paths (``squeeze(0)`` on the
+path of a batch of 1: ``hcfg.size_tests``); the host picks the variant from
+``len()`` of those lists and ``.ndim`` of those tensors. Any other structure — nested
 containers, dict keys, dataclass fields, statics such as a device — must be
 the same on every path that reaches the sub-DNN: where two paths disagree (a
 list of two on one branch and of three on the other, read as ``h, *rest``),
@@ -22,6 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+import torch
 from dycl.hcfg.graph import SubDNN
 from dycl.hcfg.ports import Layout, Port, Record, Variant
 from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
@@ -45,10 +48,12 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
     where = _Where(sub, locations or LocationTable())
     in_layouts = [_layouts(sub.inputs, values, where, "read") for values in examples.inputs]
     out_layouts = [_layouts(sub.outputs, values, where, "written") for values in examples.outputs]
+    ranks = [_ranks(sub.inputs, values, layouts) for values, layouts in zip(examples.inputs, in_layouts)]
+    ranked = tuple(name for name in sub.inputs if len({rank.get(name) for rank in ranks}) > 1)
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, layouts in enumerate(in_layouts):
         key = tuple(len(layout.leaves) for layout in layouts if layout.is_tensor_list)
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(key + tuple(ranks[i].get(name, -1) for name in ranked), []).append(i)
     variants = []
     for key, members in sorted(groups.items()):
         inputs_layout = _agreed(sub.inputs, [in_layouts[i] for i in members], where, "read")
@@ -67,7 +72,7 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
         outputs = tuple(replace(p, name=f"{p.name}:out")
                         for p in _ports(out_names, flat_outputs, prefix, "out", named_outputs))
         examples_flat = tuple(tuple(t for _, t in flat) for flat in flat_inputs)
-        variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout))
+        variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout, ranked))
     for variant in variants[1:]:
         if [layout.signature() for layout in variant.output_layouts] != [
                 layout.signature() for layout in variants[0].output_layouts]:
@@ -79,6 +84,12 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
         if [layout.signature() for layout in other] != [layout.signature() for layout in walked[0]]:
             raise _disagree(where, names, [walked[0], other], "read")
     return variants
+
+
+def _ranks(names: tuple[str, ...], values: tuple[Any, ...], layouts: tuple[Layout, ...]) -> dict[str, int]:
+    """The rank of every input that is one tensor port."""
+    return {name: value.dim() for name, value, layout in zip(names, values, layouts)
+            if layout.is_port and isinstance(value, torch.Tensor)}
 
 
 class _Where:

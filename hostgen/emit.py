@@ -43,7 +43,7 @@ _TORCH_CHECKS = {
 
 @dataclass(frozen=True)
 class CallSpec:
-    """How the host calls one sub-DNN: its variants (by list lengths), which of
+    """How the host calls one sub-DNN: its variants (by list lengths and ranks), which of
     its inputs are lists of tensors (passed as ``*name``), which outputs are Python
     scalars, and the structure descriptions (``hostgen.port_trees``) of its
     structured inputs (by name) and of all its outputs when any is structured."""
@@ -53,6 +53,13 @@ class CallSpec:
     scalar_outputs: tuple[str, ...] = ()
     input_trees: dict[str, Any] = field(default_factory=dict)
     output_trees: tuple[Any, ...] = ()
+    ranked_inputs: tuple[str, ...] = ()  # their ``.ndim`` follows the list lengths in a variant's key
+
+    @property
+    def key(self) -> str:
+        """The host expression of the variant key: list lengths, then ranks."""
+        parts = [f"len({name})" for name in self.list_inputs] + [f"{name}.ndim" for name in self.ranked_inputs]
+        return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
 
 def call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
@@ -71,7 +78,7 @@ def call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
         structured = any(not layout.is_port for layout in first.output_layouts)
         outputs = tuple(describe(layout) for layout in first.output_layouts) if structured else ()
         scalars = () if structured else tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
-        specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs)
+        specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs, first.ranked)
     return specs
 
 
@@ -218,8 +225,7 @@ class HostCodegen:
         if len(spec.variants) == 1:
             callee = f"self._call[{node.index}]"
         else:
-            key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
-            callee = f"self._variant({node.index}, ({key}))"
+            callee = f"self._variant({node.index}, ({spec.key}))"
         where = _location(node.statements[0])
         if node.outputs:
             targets = ", ".join(node.outputs) + ("," if len(node.outputs) == 1 else "")

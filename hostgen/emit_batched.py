@@ -300,8 +300,7 @@ class BatchedHostCodegen(HostCodegen):
         pad = self.indent * depth
         arguments = self.call_arguments(node)  # as the single-sample host passes them
         arguments += "," if node.inputs else ""  # a tuple, also of one (starred) argument
-        key = ", ".join(f"len({name})" for name in spec.list_inputs) + ("," if len(spec.list_inputs) == 1 else "")
-        request = f"(yield ({node.index}, ({key}), ({arguments})))"
+        request = f"(yield ({node.index}, ({spec.key}), ({arguments})))"
         if spec.output_trees:
             request = f"build_values({request}, PORT_TREES[{node.index}][1])"
         where = _location(node.statements[0])

@@ -69,7 +69,8 @@ class Model:
             return self._variants[index][key]
         except KeyError:
             raise ValueError(
-                f"sub-DNN {{index}} was compiled for list lengths {{sorted(self._variants[index])}}, got {{key}}"
+                f"sub-DNN {{index}} was compiled for list lengths and ranks {{sorted(self._variants[index])}}, "
+                f"got {{key}}"
             ) from None
 
     def __call__(self, *args, **kwargs):

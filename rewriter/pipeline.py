@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
+from dycl.rewriter.asserts import Asserts
 from dycl.rewriter.callees import rewrite_callee
 from dycl.rewriter.constprop import ConstantPropagation
 from dycl.rewriter.context import RewriteContext
@@ -31,6 +32,7 @@ from dycl.rewriter.walk import bound_names
 
 PIPELINE: tuple[type[Pass], ...] = (
     Normalize,            # drop docstrings, splice `with torch.no_grad():` bodies
+    Asserts,              # `assert t, m` becomes `if not (t): raise AssertionError(m)`
     Unroll,               # unroll loops with static trip counts; break/continue become if/else
     Inline,               # inline helpers and submodules that still branch on data
     ConstantPropagation,  # substitute and fold static values; drop ifs with static tests

@@ -7,6 +7,7 @@ import textwrap
 import libcst as cst
 import torch
 import torch.nn as nn
+from dycl.rewriter.asserts import Asserts
 from dycl.rewriter.constprop import ConstantPropagation
 from dycl.rewriter.inline import Inline
 from dycl.rewriter.normalize import Normalize
@@ -647,11 +648,37 @@ def test_structure_alone_nests_elif_and_drops_empty_ifs_and_dead_code():
     """)
 
 
+class CheckedScale(nn.Module):
+    def forward(self, x):
+        assert x.dim() == 2, f"expected a matrix, got {x.dim()} dims"
+        y = x * 2; assert y.shape[0] > 0  # noqa: E702 - one line of two statements is split
+        if y.sum() > 0:
+            assert x.isfinite().all()
+            return y
+        return -y
+
+
+def test_asserts_alone_become_ifs_that_raise_and_keep_their_lines():
+    assert alone(seeded(CheckedScale), Asserts, signed_inputs(12), paths=2) == golden("""
+        def forward(self, x):
+            if not (x.dim() == 2):
+                raise AssertionError(f"expected a matrix, got {x.dim()} dims")
+            y = x * 2
+            if not (y.shape[0] > 0):
+                raise AssertionError()
+            if y.sum() > 0:
+                if not (x.isfinite().all()):
+                    raise AssertionError()
+                return y
+            return -y
+    """)
+
+
 def test_the_pipeline_runs_its_passes_in_order_and_traces_each_by_name():
     from dycl.rewriter.pipeline import PIPELINE
 
     names = [pass_.name for pass_ in PIPELINE]
-    assert names == ["normalize", "unroll", "inline", "constprop", "structure"]
+    assert names == ["normalize", "asserts", "unroll", "inline", "constprop", "structure"]
     assert all(pass_.description for pass_ in PIPELINE)
     result = rewriter.rewrite(EarlyExit(), debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "EarlyExit.forward"] == names
@@ -671,11 +698,11 @@ def test_a_new_flow_aware_pass_plugs_into_the_pipeline_and_sees_the_static_facts
             tests.append((cst.Module([]).code_for_node(stmt.test), self.flow.evaluate(stmt.test, env) is not None))
             return super().branch(stmt, env)
 
-    passes = (*PIPELINE[:2], RecordIfs, *PIPELINE[2:])
+    passes = (*PIPELINE[:3], RecordIfs, *PIPELINE[3:])
     model = seeded(SkipOne, seed=1)
     result = rewriter.rewrite(model, passes=passes, debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "SkipOne.forward"] == [
-        "normalize", "unroll", "record_ifs", "inline", "constprop", "structure"]
+        "normalize", "asserts", "unroll", "record_ifs", "inline", "constprop", "structure"]
     # iteration 1 is skipped statically: its body's test is never reached
     assert tests == [("i == self.skip", True), ("x.sum() > 0", False), ("not stopped", False),
                      ("i == self.skip", True), ("i == self.skip", True), ("x.sum() > 0", False)]
