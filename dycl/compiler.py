@@ -41,7 +41,7 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.guard_alternatives import alternative_name, other_size_variants
+from dycl.guard_alternatives import alternative_name, other_size_variants, warn_no_alternative
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -284,8 +284,9 @@ def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[S
         for other in other_size_variants(variant, found.get(variant.name, ())):
             try:
                 data = chosen.compile(ported.modules[variant.name], other)
-            except Exception:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
-                continue  # compiled so far and their checks stand (a call no graph fits is refused by name)
+            except Exception as error:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
+                warn_no_alternative(variant, other, error)  # compiled so far and their checks stand (a call
+                continue  # no graph fits is refused by name); the warning says which sizes and why
             made = alternatives.setdefault(fingerprint, [])
             name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
             files[name] = data

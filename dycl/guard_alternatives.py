@@ -21,6 +21,7 @@ same ports as the variant; it is only offered where its export succeeds.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ import torch
 
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard, ShapeGuardError, check_shape_guard
+from dycl.rewriter.errors import SpecialisationWarning
 
 #: how the host names an alternative entry: ``<variant>`` + this
 SUFFIX = "_other_size"
@@ -67,6 +69,29 @@ def _changed_along(variant: Variant, dim: object) -> list[Any] | None:
     return None if all(a is b for a, b in zip(changed, example)) else changed
 
 
+def changed_sizes(variant: Variant, other: Variant) -> dict[str, int]:
+    """The symbolic dims whose size ``other``'s example changes, with that size."""
+    sizes: dict[str, int] = {}
+    for port, before, after in zip(variant.inputs, variant.examples[0], other.examples[0]):
+        if isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor):
+            for axis, name in enumerate(port.shape):
+                if isinstance(name, str) and before.shape[axis] != after.shape[axis]:
+                    sizes[name] = int(after.shape[axis])
+    return sizes
+
+
+def warn_no_alternative(variant: Variant, other: Variant, error: Exception) -> None:
+    """Say that calls at ``other``'s sizes will be refused, because its graph failed."""
+    sizes = ", ".join(f"{name} = {size}" for name, size in changed_sizes(variant, other).items())
+    lines = str(error).strip().splitlines()
+    reason = f"{type(error).__name__}: {lines[0] if lines else ''}"[:400]
+    warnings.warn(SpecialisationWarning(
+        f"dycl: the graph of sub-DNN {variant.name} is valid only for the sizes its shape guards name, and "
+        f"exporting it once more for {sizes or 'the other sizes'} failed ({reason}); the compiled model refuses "
+        "calls at those sizes with a ShapeGuardError naming the guard. Compile with an example of those sizes, "
+        "or mark the dims static (dynamic=False), for a model that takes them."), stacklevel=3)
+
+
 def alternative_name(variant_name: str, index: int) -> str:
     """The manifest entry of a variant's ``index``-th graph traced at another size."""
     return f"{variant_name}{SUFFIX}{index}"
@@ -77,4 +102,5 @@ def module_of(modules: Mapping[str, Any], entry_name: str) -> Any:
     return modules[entry_name] if entry_name in modules else modules[entry_name.rsplit(SUFFIX, 1)[0]]
 
 
-__all__ = ["SUFFIX", "alternative_name", "module_of", "other_size_variants"]
+__all__ = ["SUFFIX", "alternative_name", "changed_sizes", "module_of", "other_size_variants",
+           "warn_no_alternative"]
