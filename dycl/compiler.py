@@ -41,7 +41,7 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.guard_alternatives import alternative_name, other_size_variants, warn_no_alternative
+from dycl.guard_alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -281,7 +281,10 @@ def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[S
     ``files``: fingerprint -> [(file, guards)]."""
     alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = {}
     for fingerprint, variant in ported.distinct.items():
+        made_guards = [found.get(variant.name, ())]
         for other in other_size_variants(variant, found.get(variant.name, ())):
+            if covered(other.examples[0], made_guards, variant.name):
+                continue
             try:
                 data = chosen.compile(ported.modules[variant.name], other)
             except Exception as error:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
@@ -291,6 +294,7 @@ def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[S
             name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
             files[name] = data
             made.append((name, tuple(getattr(chosen, "guards", {}).get(variant.name, ()))))
+            made_guards.append(made[-1][1])
     return alternatives
 
 
