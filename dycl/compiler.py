@@ -40,7 +40,7 @@ from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.guard_alternatives import alternative_name, other_size_variants
+from dycl.guard_alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -297,15 +297,20 @@ def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[S
     ``files``: fingerprint -> [(file, guards)]."""
     alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = {}
     for fingerprint, variant in ported.distinct.items():
+        made_guards = [found.get(variant.name, ())]
         for other in other_size_variants(variant, found.get(variant.name, ())):
+            if covered(other.examples[0], made_guards, variant.name):
+                continue
             try:
                 data = chosen.compile(ported.modules[variant.name], other)
-            except Exception:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
-                continue  # compiled so far and their checks stand (a call no graph fits is refused by name)
+            except Exception as error:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
+                warn_no_alternative(variant, other, error)  # compiled so far and their checks stand (a call
+                continue  # no graph fits is refused by name); the warning says which sizes and why
             made = alternatives.setdefault(fingerprint, [])
             name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
             files[name] = data
             made.append((name, tuple(getattr(chosen, "guards", {}).get(variant.name, ()))))
+            made_guards.append(made[-1][1])
     return alternatives
 
 

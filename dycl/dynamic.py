@@ -3,11 +3,14 @@
 Accepted forms (``torch.onnx.export(dynamic_axes=...)`` and ``torch.export``'s
 ``Dim`` give the same choices):
 
-- ``True`` or ``"batch"`` (the default): dim 0 of every tensor input of rank ≥ 1
-  is the symbolic dim ``"batch"`` (one name: all inputs share the batch size);
+- ``True`` or ``"batch"`` (the default): the batch is dim 0 of the first tensor
+  input of rank ≥ 1; dim 0 of every tensor input whose leading size is the same in
+  the example is the symbolic dim ``"batch"`` (one name: those inputs share the
+  batch size). An input whose leading size differs (a bias of shape ``(2,)`` beside
+  an ``x`` of ``(3, 2)``) does not carry the batch and stays static;
 - ``False``: every dim static — the compile of the example's exact shapes;
-- ``"all"``: every dim of every tensor input symbolic (dim 0 ``"batch"``, the
-  others ``"<input>_d<axis>"``);
+- ``"all"``: every dim of every tensor input symbolic (dim 0 ``"batch"`` where
+  the default names it, the others ``"<input>_d<axis>"``);
 - a dict ``{input: {axis: name}}`` or ``{input: [axis, ...]}`` (input by
   parameter name or position; negative axes count from the end), on top of the
   default batch dim; an axis mapped to ``None`` stays static (``{"x": {0: None}}``
@@ -41,7 +44,8 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
     if spec is True or spec == "batch":
         return _batch(tensors)
     if spec == "all":
-        return {name: {axis: BATCH if axis == 0 else f"{name}_d{axis}" for axis in range(value.dim())}
+        batch = _batch(tensors)
+        return {name: {axis: batch.get(name, {}).get(axis, f"{name}_d{axis}") for axis in range(value.dim())}
                 for name, value in tensors.items()}
     if isinstance(spec, str):
         raise ValueError(f"dynamic={spec!r}: expected True, False, 'batch', 'all' or a dict "
@@ -72,7 +76,13 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
 
 
 def _batch(tensors: dict[str, torch.Tensor]) -> dict[str, dict[int, str]]:
-    return {name: {0: BATCH} for name, value in tensors.items() if value.dim() >= 1}
+    """Dim 0 named ``batch`` on the inputs whose leading size is the first input's: an
+    input of another leading size cannot share that dim with it (naming it ``batch``
+    would make the host refuse every call)."""
+    leading = [value.shape[0] for value in tensors.values() if value.dim() >= 1]
+    if not leading:
+        return {}
+    return {name: {0: BATCH} for name, value in tensors.items() if value.dim() >= 1 and value.shape[0] == leading[0]}
 
 
 def _parameter(key: str | int, parameters: Sequence[str]) -> str:

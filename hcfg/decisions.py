@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from dycl.rewriter.errors import SourceLocation
@@ -77,11 +78,26 @@ class DecisionRecorder(TorchFunctionMode):
         super().__init__()
         self.inside_torch = inside_torch
         self.decisions: list[Decision] = []
+        # (tensor, its version, the bool it gave): kept alive so that ids are not reused
+        self._decided: list[tuple[torch.Tensor, int, bool]] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if name in VALUE_READS and any(isinstance(a, torch.Tensor) for a in args):
-            where = _caller(self.inside_torch)
-            if where is not None or self.inside_torch:
-                self.decisions.append(Decision(_describe(name), where))
-        return func(*args, **(kwargs or {}))
+        if name not in VALUE_READS or not any(isinstance(a, torch.Tensor) for a in args):
+            return func(*args, **(kwargs or {}))
+        where = _caller(self.inside_torch)
+        result = func(*args, **(kwargs or {}))
+        if (where is not None or self.inside_torch) and not self._repeats_a_decision(name, args[0], result):
+            self.decisions.append(Decision(_describe(name), where))
+        if name == "__bool__" and isinstance(args[0], torch.Tensor):
+            self._decided.append((args[0], args[0]._version, bool(result)))
+        return result
+
+    def _repeats_a_decision(self, name: str, tensor: Any, result: Any) -> bool:
+        """Whether ``tensor.item()`` reads a bool this recorder already saw decided by
+        ``bool()`` of the same, unchanged tensor (transformers' ``is_causal = q_len > 1
+        and ...`` then ``is_causal.item()`` while tracing): no new decision."""
+        if name != "item" or not isinstance(result, bool):
+            return False
+        return any(seen is tensor and version == tensor._version and outcome == result
+                   for seen, version, outcome in self._decided)

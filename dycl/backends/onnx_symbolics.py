@@ -9,10 +9,16 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   reduction, so a token index that occurs twice keeps one of its rows instead of
   their sum (torch only warns). Here: ``ScatterElements(reduction="add")`` with the
   index broadcast to the source's shape, which sums duplicates as eager does.
+- ``aten::cumsum`` (transformers' packed-sequence detection, ``(diff != 1).cumsum(-1)``):
+  eager sums bool and small integers as int64; torch's translation gives ONNX
+  Runtime a ``CumSum`` of bool, an invalid model. Cast first.
 
-- ``aten::cumsum`` of bool or small integers (transformers' packed-sequence
-  detection, ``(diff != 1).cumsum(-1)``): eager sums them as int64; torch's
-  translation gives ONNX Runtime a ``CumSum`` of bool, an invalid model. Cast first.
+Assumes: the translations read the graph only through the TorchScript graph API
+that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
+``onnx_graph_values``), never through ``torch.onnx.symbolic_helper``: that name is
+a deprecated shim which, once anyone imports it (torchvision does, and
+transformers imports torchvision), is a module without the helpers' private
+names. So the translations work whatever was imported first.
 
 Guarantees: ``local_symbolics()`` installs a translation only where the user has
 registered none of their own (theirs wins), as a custom override that it removes
@@ -26,51 +32,60 @@ import sys
 from collections.abc import Iterator
 
 import torch
-from torch.onnx import symbolic_helper
+
+from dycl.backends.onnx_graph_values import (
+    SymbolicUnsupported,
+    constant,
+    int_constant,
+    is_none,
+    onnx_type_of_dtype_code,
+    rank,
+    scalar_type,
+)
 
 _OPSET = 17
+# Element types eager torch sums as int64 (``torch.cumsum`` promotes them).
+_SUMMED_AS_INT64 = frozenset({"Bool", "Byte", "Char", "Short", "Int"})
+_ONNX_INT64 = 7
 
 
-def _constant(g, values: list[int]):
+def _int64s(g, values: list[int]):
     return g.op("Constant", value_t=torch.tensor(values, dtype=torch.int64))
 
 
-@symbolic_helper.parse_args("v", "i", "i", "v", "v")
 def _diff(g, self, n, dim, prepend, append):
-    if n != 1:
-        return symbolic_helper._unimplemented("diff", "n other than 1", self)
-    parts = [v for v in (prepend, self, append) if not symbolic_helper._is_none(v)]
+    if int_constant(n, "diff", "n") != 1:
+        raise SymbolicUnsupported("diff", "n other than 1")
+    dim = int_constant(dim, "diff", "dim")
+    parts = [v for v in (prepend, self, append) if not is_none(v)]
     values = g.op("Concat", *parts, axis_i=dim) if len(parts) > 1 else self
-    axes = _constant(g, [dim])
-    later = g.op("Slice", values, _constant(g, [1]), _constant(g, [sys.maxsize]), axes)
-    earlier = g.op("Slice", values, _constant(g, [0]), _constant(g, [-1]), axes)
-    scalar_types = symbolic_helper._type_utils.JitScalarType
-    if scalar_types.from_value(self, scalar_types.UNDEFINED) == scalar_types.BOOL:
-        return g.op("Xor", later, earlier)
-    return g.op("Sub", later, earlier)
+    axes = _int64s(g, [dim])
+    later = g.op("Slice", values, _int64s(g, [1]), _int64s(g, [sys.maxsize]), axes)
+    earlier = g.op("Slice", values, _int64s(g, [0]), _int64s(g, [-1]), axes)
+    return g.op("Xor" if scalar_type(self) == "Bool" else "Sub", later, earlier)
 
 
-@symbolic_helper.parse_args("v", "i", "v", "v", "v")
 def _index_add(g, self, dim, index, source, alpha):
-    if not symbolic_helper._is_none(alpha) and symbolic_helper._maybe_get_const(alpha, "f") != 1:
-        return symbolic_helper._unimplemented("index_add", "alpha other than 1", self)
-    rank = symbolic_helper._get_tensor_rank(self)
-    if rank is None or symbolic_helper._get_tensor_rank(source) != rank:
-        return symbolic_helper._unimplemented("index_add", "a source of another rank or an unknown rank", self)
-    dim = dim % rank if rank else 0
-    along = _constant(g, [-1 if axis == dim else 1 for axis in range(rank)])
+    if not is_none(alpha) and constant(alpha) != 1:
+        raise SymbolicUnsupported("index_add", "alpha other than 1")
+    dim = int_constant(dim, "index_add", "dim")
+    self_rank = rank(self)
+    if self_rank is None or rank(source) != self_rank:
+        raise SymbolicUnsupported("index_add", "a source of another rank or an unknown rank")
+    dim = dim % self_rank if self_rank else 0
+    along = _int64s(g, [-1 if axis == dim else 1 for axis in range(self_rank)])
     index = g.op("Expand", g.op("Reshape", index, along), g.op("Shape", source))
     return g.op("ScatterElements", self, index, source, axis_i=dim, reduction_s="add")
 
 
 def _cumsum(g, self, dim, dtype=None):
-    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
-
-    types = symbolic_helper._type_utils.JitScalarType
-    small = (types.BOOL, types.UINT8, types.INT8, types.INT16, types.INT)
-    if types.from_value(self, types.UNDEFINED) in small and (dtype is None or symbolic_helper._is_none(dtype)):
-        self = g.op("Cast", self, to_i=types.INT64.onnx_type())
-    return symbolic_opset11.cumsum(g, self, dim, dtype)
+    axis = g.op("Constant", value_t=torch.tensor(int_constant(dim, "cumsum", "dim"), dtype=torch.int64))
+    if dtype is not None and not is_none(dtype):
+        code = int_constant(dtype, "cumsum", "dtype")
+        self = g.op("Cast", self, to_i=onnx_type_of_dtype_code(code, "cumsum"))
+    elif scalar_type(self) in _SUMMED_AS_INT64:
+        self = g.op("Cast", self, to_i=_ONNX_INT64)
+    return g.op("CumSum", self, axis)
 
 
 _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum}
@@ -79,13 +94,7 @@ _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum"
 @contextlib.contextmanager
 def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
-    from torch.onnx._internal.torchscript_exporter import registration
-
-    added = []
-    for name in _SYMBOLICS:
-        group = registration.registry.get_function_group(name)
-        if group is None or not any(group._functions.overridden(version) for version in group._functions):
-            added.append(name)
+    added = [name for name in _SYMBOLICS if not _user_overridden(name)]
     for name in added:
         torch.onnx.register_custom_op_symbolic(name, _SYMBOLICS[name], _OPSET)
     try:
@@ -93,6 +102,18 @@ def local_symbolics() -> Iterator[None]:
     finally:
         for name in added:
             torch.onnx.unregister_custom_op_symbolic(name, _OPSET)
+
+
+def _user_overridden(name: str) -> bool:
+    """Whether someone registered their own translation of ``name``.
+
+    torch.onnx has no public query for this; the TorchScript exporter's registry is
+    read from its canonical module at call time (it is not one the shim replaces).
+    """
+    from torch.onnx._internal.torchscript_exporter import registration
+
+    group = registration.registry.get_function_group(name)
+    return group is not None and any(group._functions.overridden(version) for version in group._functions)
 
 
 __all__ = ["local_symbolics"]
