@@ -108,3 +108,58 @@ def test_try_except_else_finally_in_a_helper(tmp_path):
     model = GuardedNorm().eval()
     inputs = varied(3, 6, count=12, seed=4)
     assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- loops bounded by a counter ---------------------------------------------------------------------
+
+
+class Refiner(nn.Module):
+    """Iterative refinement until the update is small, at most ``max_iters`` times."""
+
+    def __init__(self, max_iters: int = 4) -> None:
+        super().__init__()
+        self.correction = nn.Linear(8, 8)
+        self.max_iters = max_iters
+        self.tol = 0.6
+
+    def forward(self, x):
+        steps = 0
+        delta = self.correction(x)
+        while delta.abs().mean() > self.tol and steps < self.max_iters:
+            x = 0.6 * x - 0.1 * delta
+            delta = self.correction(x)
+            steps += 1
+        return x, steps
+
+
+def test_while_with_a_tensor_test_and_a_counter(tmp_path):
+    torch.manual_seed(2)
+    model = Refiner().eval()
+    inputs = [x * 3 for x in varied(2, 8, count=16, seed=5)]
+    assert agree(model, inputs[0], inputs, tmp_path) >= 3
+
+
+class Halting(nn.Module):
+    """A halting loop: counter bound, tensor condition as a break."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(6, 6)
+        self.halt = nn.Linear(6, 1)
+
+    def forward(self, x):
+        h = torch.zeros_like(x)
+        n = 0
+        while n < 3:
+            h = self.cell(x, h)
+            n += 1
+            if torch.sigmoid(self.halt(h)).mean() > 0.6:
+                break
+        return h
+
+
+def test_while_counter_with_a_tensor_break(tmp_path):
+    torch.manual_seed(3)
+    model = Halting().eval()
+    inputs = [x * 3 for x in varied(1, 6, count=16, seed=6)]
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2

@@ -133,3 +133,91 @@ def test_try_whose_handler_or_finally_matters_is_refused_at_its_line(model_class
     with pytest.raises(dycl.UnsupportedError, match=construct) as info:
         dycl.compile(model_class().eval(), torch.randn(2, 3))
     assert "MARK" in info.value.location.source_line()
+
+
+def after(model: nn.Module, pass_name: str) -> str:
+    """The root function's body after ``pass_name``, without location comments."""
+    result = dycl.rewriter.rewrite(model, debug=True)
+    sources = [src for name, qualname, src in result.trace
+               if name == pass_name and qualname == f"{type(model).__qualname__}.forward"]
+    return result.locations.strip(sources[-1]).strip() + "\n"
+
+
+class Converge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.step_fn = nn.Linear(4, 4)
+        self.max_steps = 2
+
+    def forward(self, x):
+        steps = 0
+        while x.norm() > 1.0 and steps < self.max_steps:
+            x = self.step_fn(x)
+            steps += 1
+        return x, steps
+
+
+def test_while_bounded_by_a_counter_and_a_tensor_test_unrolls_to_the_bound():
+    assert after(Converge(), "unroll") == golden("""
+        steps = 0
+        if not (x.norm() > 1.0):
+            pass
+        else:
+            x = self.step_fn(x)
+            steps += 1
+            if not (x.norm() > 1.0):
+                pass
+            else:
+                x = self.step_fn(x)
+                steps += 1
+        return x, steps
+    """)
+
+
+class CounterFirst(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while steps < 1 and x.sum() > 0 and x.max() < 5:
+            x = x - 1
+            steps += 1
+        return x
+
+
+def test_every_dynamic_conjunct_guards_the_iteration():
+    assert after(CounterFirst(), "unroll") == golden("""
+        steps = 0
+        if not (x.sum() > 0 and x.max() < 5):
+            pass
+        else:
+            x = x - 1
+            steps += 1
+        return x
+    """)
+
+
+class UnboundedConjunction(nn.Module):
+    def forward(self, x):
+        while x.sum() > 0 and x.max() < 5:  # MARK
+            x = x - 1
+        return x
+
+
+class CounterLoopWithElse(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while x.sum() > 0 and steps < 3:  # MARK
+            x = x - 1
+            steps += 1
+        else:
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (UnboundedConjunction, "a while loop whose condition depends on the input"),
+    (CounterLoopWithElse, "a while loop with an else clause whose condition depends on the input"),
+])
+def test_while_without_a_static_bound_or_with_else_is_refused(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct) as info:
+        dycl.rewriter.rewrite(model_class())
+    assert "MARK" in info.value.location.source_line()
