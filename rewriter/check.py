@@ -7,8 +7,8 @@ from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.locations import COMPOUND
 
 _NOT_SUPPORTED: dict[type, tuple[str, str]] = {
-    cst.Try: ("a try statement", "move error handling out of forward(); tensor code cannot be guarded by try"),
-    cst.TryStar: ("a try statement", "move error handling out of forward()"),
+    cst.Try: ("a try statement", "move error handling out of forward()"),  # spliced first: rewriter.try_blocks
+    cst.TryStar: ("a try/except* statement", "move error handling out of forward()"),
     cst.Global: ("a global statement", "pass the value in, or store it on the module in __init__"),
     cst.Nonlocal: ("a nonlocal statement", "pass the value in, or store it on the module in __init__"),
     cst.Yield: ("yield (a generator)", "return a list or a tuple instead"),

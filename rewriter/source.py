@@ -14,6 +14,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
 from dycl.rewriter.locations import LocationTable, annotate_locations
 from dycl.rewriter.null_context import splice_null_contexts
+from dycl.rewriter.try_blocks import splice_try
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
     annotated = annotate_locations(module, source, locations.label_for(path), first_line)
     definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
+    definition = splice_try(definition, locations)
     higher_order = calls_higher_order(definition, function.__globals__)
     definition = desugar_higher_order(definition, function.__globals__, locations)
     definition = splice_null_contexts(definition, function.__globals__)

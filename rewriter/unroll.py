@@ -97,21 +97,56 @@ class Unroll(FlowWalker):
         current: Env | None = env
         while current is not None:
             self.flow.refuse_changes_in_test(loop.test, current, loop)
-            test = self.flow.evaluate(loop.test, current)
-            if test is None:
-                raise self.ctx.error(
-                    "a while loop whose condition depends on the input", loop,
-                    "bound the loop by a counter (while step < self.max_steps:) and `break` on the "
-                    "tensor condition inside the loop")
-            if not test.value:
+            runs, guard = self.while_test(loop, current)
+            if not runs:
                 break
             if len(iterations) >= MAX_TRIPS:
                 raise self.ctx.error(f"a while loop that runs more than {MAX_TRIPS} iterations", loop)
-            body, exits = self.block(list(loop.body.body), current)
+            body, exits = self.block(guard + list(loop.body.body), current)
             iterations.append(body)
             breaks += exits.breaks
             current = join([exits.fall, *exits.continues])
         return self.assemble(loop, iterations, breaks, current, [])
+
+    def while_test(self, loop: cst.While, env: Env) -> tuple[bool, Block]:
+        """Whether the loop runs another iteration, and the guard that iteration starts with.
+
+        A test ``a and b and ...`` whose static conjuncts (a counter: ``steps < n``) are all
+        true and whose others are dynamic runs an iteration that starts with ``if not
+        (<the dynamic conjuncts>): break``; a false static conjunct ends the loop. Python
+        evaluates the dynamic conjuncts before a false static one that follows them and
+        then leaves the loop all the same: tests change nothing (``refuse_changes_in_test``).
+        The ``else`` of such a loop would run only when the dynamic part is false, not on
+        the ``break`` that stands for it, so it is refused.
+        """
+        test = self.flow.evaluate(loop.test, env)
+        if test is not None:
+            return bool(test.value), []
+        dynamic: list[cst.BaseExpression] = []
+        bounded = False
+        for part in _conjuncts(loop.test):
+            value = self.flow.evaluate(part, env)
+            if value is None:
+                dynamic.append(part)
+            elif not value.value:
+                return False, []
+            else:
+                bounded = True
+        if not bounded:
+            raise self.ctx.error(
+                "a while loop whose condition depends on the input", loop,
+                "bound the loop by a counter (while step < self.max_steps:) and `break` on the "
+                "tensor condition inside the loop")
+        if loop.orelse is not None:
+            raise self.ctx.error("a while loop with an else clause whose condition depends on the input", loop,
+                                 "set a flag where the loop breaks and test it after the loop")
+        condition = dynamic[0] if len(dynamic) == 1 else cst.BooleanOperation(dynamic[0], cst.And(), dynamic[1])
+        for part in dynamic[2:]:
+            condition = cst.BooleanOperation(condition, cst.And(), part)
+        negated = cst.UnaryOperation(cst.Not(), condition.with_changes(lpar=[cst.LeftParen()],
+                                                                        rpar=[cst.RightParen()]))
+        guard = cst.If(negated, cst.IndentedBlock([cst.SimpleStatementLine([cst.Break()])]))
+        return True, [set_location(guard, comment_of(loop))]
 
     def assemble(self, loop: cst.For | cst.While, iterations: list[Block], breaks: list[Env],
                  completed: Env | None, prologue: Block) -> tuple[Block, Exits]:
@@ -273,3 +308,10 @@ def _is_dict_view(value) -> bool:
 
 def _is_items(value) -> bool:
     return type(value).__name__ in ("odict_items", "dict_items")
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of ``a and b and ...``, left to right (``[test]`` for any other test)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]

@@ -45,6 +45,8 @@ def sequential_model():
 class Unsupported(nn.Module):
     def forward(self, x):
         try:
+            if x.sum() > 0:
+                raise RuntimeError("positive")
             return x + 1
         except RuntimeError:
             return x

@@ -47,6 +47,8 @@ class Generator(nn.Module):
 class TryBlock(nn.Module):
     def forward(self, x):
         try:  # MARK
+            if x.sum() > 0:
+                raise RuntimeError("positive")
             y = x * 2
         except RuntimeError:
             y = x

@@ -1,0 +1,223 @@
+"""Golden before/after snippets for the constructs issue 27 compiles instead of refusing:
+``try`` statements (``rewriter.try_blocks``) and the forms that stay refused."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+import torch
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.source import parse_function
+from torch import nn
+
+import dycl
+
+
+def parsed_body(function) -> str:
+    """The body of ``function`` after parsing (which splices ``try``), without location comments."""
+    locations = LocationTable()
+    parsed = parse_function(function, locations)
+    return locations.strip(cst.Module(body=list(parsed.definition.body.body)).code).strip() + "\n"
+
+
+def golden(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+class TryAroundHead(nn.Module):
+    def forward(self, x):
+        h = self.features(x)
+        try:
+            out = self.head(h)
+        except Exception as exc:
+            print("head failed", exc)
+            out = h
+        else:
+            out = out * 2
+        finally:
+            h = None
+        return out
+
+
+def test_try_keeps_body_then_else_then_finally():
+    assert parsed_body(TryAroundHead.forward) == golden("""
+        h = self.features(x)
+        out = self.head(h)
+        out = out * 2
+        h = None
+        return out
+    """)
+
+
+class NestedTry(nn.Module):
+    def forward(self, x):
+        for i in range(2):
+            try:
+                try:
+                    x = x + i
+                except ValueError:
+                    break
+            except:  # noqa: E722
+                continue
+        return x
+
+
+def test_nested_try_in_a_loop_is_spliced_from_the_inside_out():
+    assert parsed_body(NestedTry.forward) == golden("""
+        for i in range(2):
+            x = x + i
+        return x
+    """)
+
+
+class TryFinallyAroundLoopBreak(nn.Module):
+    def forward(self, x):
+        try:
+            for _ in range(3):
+                x = x + 1
+                if x.sum() > 0:
+                    break
+        finally:
+            x = x * 2
+        return x
+
+
+def test_a_break_of_a_loop_inside_the_body_is_no_exit_of_the_try():
+    assert parsed_body(TryFinallyAroundLoopBreak.forward) == golden("""
+        for _ in range(3):
+            x = x + 1
+            if x.sum() > 0:
+                break
+        x = x * 2
+        return x
+    """)
+
+
+class RaisesForTheHandler(nn.Module):
+    def forward(self, x):
+        try:  # MARK
+            if x.sum() > 0:
+                raise ValueError("positive")
+            y = x * 2
+        except ValueError:
+            y = x
+        return y
+
+
+class AssertsForTheHandler(nn.Module):
+    def forward(self, x):
+        try:  # MARK
+            assert x.sum() > 0
+            y = x * 2
+        except AssertionError:
+            y = x
+        return y
+
+
+class ReturnBeforeFinally(nn.Module):
+    def forward(self, x):
+        try:  # MARK
+            return x * 2
+        finally:
+            print("done")
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (RaisesForTheHandler, "a try statement whose body raises"),
+    (AssertsForTheHandler, "a try statement whose body raises"),
+    (ReturnBeforeFinally, "a return, break or continue inside a try statement with a finally clause"),
+])
+def test_try_whose_handler_or_finally_matters_is_refused_at_its_line(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct) as info:
+        dycl.compile(model_class().eval(), torch.randn(2, 3))
+    assert "MARK" in info.value.location.source_line()
+
+
+def after(model: nn.Module, pass_name: str) -> str:
+    """The root function's body after ``pass_name``, without location comments."""
+    result = dycl.rewriter.rewrite(model, debug=True)
+    sources = [src for name, qualname, src in result.trace
+               if name == pass_name and qualname == f"{type(model).__qualname__}.forward"]
+    return result.locations.strip(sources[-1]).strip() + "\n"
+
+
+class Converge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.step_fn = nn.Linear(4, 4)
+        self.max_steps = 2
+
+    def forward(self, x):
+        steps = 0
+        while x.norm() > 1.0 and steps < self.max_steps:
+            x = self.step_fn(x)
+            steps += 1
+        return x, steps
+
+
+def test_while_bounded_by_a_counter_and_a_tensor_test_unrolls_to_the_bound():
+    assert after(Converge(), "unroll") == golden("""
+        steps = 0
+        if not (x.norm() > 1.0):
+            pass
+        else:
+            x = self.step_fn(x)
+            steps += 1
+            if not (x.norm() > 1.0):
+                pass
+            else:
+                x = self.step_fn(x)
+                steps += 1
+        return x, steps
+    """)
+
+
+class CounterFirst(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while steps < 1 and x.sum() > 0 and x.max() < 5:
+            x = x - 1
+            steps += 1
+        return x
+
+
+def test_every_dynamic_conjunct_guards_the_iteration():
+    assert after(CounterFirst(), "unroll") == golden("""
+        steps = 0
+        if not (x.sum() > 0 and x.max() < 5):
+            pass
+        else:
+            x = x - 1
+            steps += 1
+        return x
+    """)
+
+
+class UnboundedConjunction(nn.Module):
+    def forward(self, x):
+        while x.sum() > 0 and x.max() < 5:  # MARK
+            x = x - 1
+        return x
+
+
+class CounterLoopWithElse(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while x.sum() > 0 and steps < 3:  # MARK
+            x = x - 1
+            steps += 1
+        else:
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (UnboundedConjunction, "a while loop whose condition depends on the input"),
+    (CounterLoopWithElse, "a while loop with an else clause whose condition depends on the input"),
+])
+def test_while_without_a_static_bound_or_with_else_is_refused(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct) as info:
+        dycl.rewriter.rewrite(model_class())
+    assert "MARK" in info.value.location.source_line()
