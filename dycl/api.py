@@ -109,6 +109,27 @@ class CompiledModel:
         files[MANIFEST_FILE] = manifest.to_bytes()
         return write_artifact(directory, files)
 
+    def __repr__(self) -> str:
+        """Model, backend, sub-DNN and condition counts, inputs and outputs (``dycl.summary``)."""
+        from dycl.summary import text
+
+        return text(self.manifest, self.stats)
+
+    def _repr_html_(self) -> str:
+        from dycl.summary import html_table
+
+        return html_table(self.manifest, self.stats)
+
+    def draw(self, path: str | Path, engine: str | None = None) -> str:
+        """Draw the HCFG to ``path`` (.svg or .png, ``dycl.hcfg.draw``); returns the path. Only
+        for a model compiled in this process (a saved artifact: ``python -m dycl show DIR --picture``)."""
+        if self._result is None:
+            raise ValueError("this model was loaded from an artifact: draw it with "
+                             "`python -m dycl show DIR --picture FILE.svg`")
+        from dycl.hcfg.draw import draw
+
+        return draw(self._result.graph, path, engine)
+
 
 def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
             optimize: bool | Levers = True, progress: bool | None = None, dynamic: DynamicSpec = True,

@@ -225,11 +225,13 @@ def _check(args: argparse.Namespace) -> int:
     compiled = dycl.compile(spec.model, spec.example, **kwargs)
     inputs = [spec.sample(seed) for seed in range(args.n)]
     report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced,
-                   repeat=args.repeat)
+                   repeat=args.repeat, progress=args.progress)
     print(f"# {spec.name} on {args.backend}")
     print(report.table())
     for text in report.warnings:
         print(f"dycl: warning: {text}", file=sys.stderr)
+    for text in report.noise:
+        print(f"dycl: warning: timing noise: {text}", file=sys.stderr)
     if args.json:
         print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json()}))
     if args.require_coverage and report.warnings:
