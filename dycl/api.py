@@ -12,6 +12,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
+from dycl.batch_check import static_batch_needed
 from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
 from dycl.guard_alternatives import module_of
@@ -20,6 +21,7 @@ from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
+from dycl.quiet import muted
 from dycl.staleness import WeightGuard
 from dycl.validate import validate
 
@@ -78,7 +80,13 @@ class CompiledModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs = pytree.tree_map(_to_numpy, (args, kwargs))
-        outputs = _to_torch(self.run_numpy(*args, **kwargs))
+        try:
+            raw = self.run_numpy(*args, **kwargs)
+        except ValueError as error:
+            if type(error).__name__ != "InputTypeError":  # the host's own copy of hostgen.manifest's class
+                raise
+            raise TypeError(f"expected a torch.Tensor for {error.name}, got {error.got}") from None
+        outputs = _to_torch(raw)
         spec = self._result.output_spec if self._result is not None else None
         return rebuild(outputs, spec) if spec is not None else outputs
 
@@ -172,11 +180,15 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     training = training_modules(model)
     if training and mode is None:
         raise TrainingModeError(model, training)
-    with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
+    with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
         levers = Levers.of(optimize)
         result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
                                progress=progress, backend_options=backend_options, dynamic=dynamic, kwargs=kwargs,
                                levers=levers, per_sample=per_sample)
+        if static_batch_needed(model, example_input, kwargs, dynamic, per_sample):  # dycl.batch_check
+            result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
+                                   progress=progress, backend_options=backend_options, dynamic=False, kwargs=kwargs,
+                                   levers=levers, per_sample=per_sample)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
