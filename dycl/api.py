@@ -12,6 +12,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
+from dycl.batch_check import static_batch_needed
 from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
 from dycl.globals_guard import GlobalsGuard
@@ -21,6 +22,7 @@ from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
+from dycl.quiet import muted
 from dycl.staleness import WeightGuard
 from dycl.validate import validate
 
@@ -80,7 +82,13 @@ class CompiledModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs = pytree.tree_map(_to_numpy, (args, kwargs))
-        outputs = _to_torch(self.run_numpy(*args, **kwargs))
+        try:
+            raw = self.run_numpy(*args, **kwargs)
+        except ValueError as error:
+            if type(error).__name__ != "InputTypeError":  # the host's own copy of hostgen.manifest's class
+                raise
+            raise TypeError(f"expected a torch.Tensor for {error.name}, got {error.got}") from None
+        outputs = _to_torch(raw)
         spec = self._result.output_spec if self._result is not None else None
         return rebuild(outputs, spec) if spec is not None else outputs
 
@@ -112,6 +120,27 @@ class CompiledModel:
         files["requirements.txt"] = requirements_txt(manifest).encode()
         files[MANIFEST_FILE] = manifest.to_bytes()
         return write_artifact(directory, files)
+
+    def __repr__(self) -> str:
+        """Model, backend, sub-DNN and condition counts, inputs and outputs (``dycl.summary``)."""
+        from dycl.summary import text
+
+        return text(self.manifest, self.stats)
+
+    def _repr_html_(self) -> str:
+        from dycl.summary import html_table
+
+        return html_table(self.manifest, self.stats)
+
+    def draw(self, path: str | Path, engine: str | None = None) -> str:
+        """Draw the HCFG to ``path`` (.svg or .png, ``dycl.hcfg.draw``); returns the path. Only
+        for a model compiled in this process (a saved artifact: ``python -m dycl show DIR --picture``)."""
+        if self._result is None:
+            raise ValueError("this model was loaded from an artifact: draw it with "
+                             "`python -m dycl show DIR --picture FILE.svg`")
+        from dycl.hcfg.draw import draw
+
+        return draw(self._result.graph, path, engine)
 
 
 def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
@@ -156,11 +185,15 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     training = training_modules(model)
     if training and mode is None:
         raise TrainingModeError(model, training)
-    with preserved(model):  # in eval mode; restored after; refused if tracing wrote module state
+    with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
         levers = Levers.of(optimize)
         result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
                                progress=progress, backend_options=backend_options, dynamic=dynamic, kwargs=kwargs,
                                levers=levers, per_sample=per_sample)
+        if static_batch_needed(model, example_input, kwargs, dynamic, per_sample):  # dycl.batch_check
+            result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
+                                   progress=progress, backend_options=backend_options, dynamic=False, kwargs=kwargs,
+                                   levers=levers, per_sample=per_sample)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     compiled._guard = WeightGuard(model)
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)

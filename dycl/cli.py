@@ -42,7 +42,7 @@ _CHECK_EXAMPLES = """examples:
   python -m dycl check models.skipnet_rnn --backend torch --no-traced --repeat 1
 """
 _SHOW_EXAMPLES = """examples:
-  python -m dycl show build/blockdrop              # summary; writes hcfg.svg and hcfg.png there
+  python -m dycl show build/blockdrop              # summary only; writes nothing
   python -m dycl show build/blockdrop --picture /tmp/blockdrop.svg
 """
 _ZOO_EXAMPLES = """examples:
@@ -114,11 +114,12 @@ def _parser() -> argparse.ArgumentParser:
 
     show_cmd = commands.add_parser("show", help="summarise an artifact and draw its HCFG (never runs host.py)",
                                    formatter_class=_formatter, epilog=_SHOW_EXAMPLES,
-                                   description="Print an artifact's inputs and sub-DNNs from manifest.json and "
-                                               "draw hcfg.json/hcfg.dot as SVG and PNG.")
+                                   description="Print an artifact's inputs and sub-DNNs from manifest.json; "
+                                               "with --picture, draw its HCFG (hcfg.json) as SVG or PNG.")
     show_cmd.add_argument("directory", type=Path, help="an artifact directory written by compile")
     show_cmd.add_argument("--picture", type=Path, metavar="FILE",
-                          help="where to draw the HCFG (.svg or .png; default DIR/hcfg.svg and DIR/hcfg.png)")
+                          help="draw the HCFG to FILE (.svg or .png; repeatable); nothing is written without it",
+                          action="append", default=[])
 
     zoo_cmd = commands.add_parser("zoo", help="check every zoo model; print (or write into README) the table",
                                   formatter_class=_formatter, epilog=_ZOO_EXAMPLES,
@@ -225,11 +226,13 @@ def _check(args: argparse.Namespace) -> int:
     compiled = dycl.compile(spec.model, spec.example, **kwargs)
     inputs = [spec.sample(seed) for seed in range(args.n)]
     report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced,
-                   repeat=args.repeat)
+                   repeat=args.repeat, progress=args.progress)
     print(f"# {spec.name} on {args.backend}")
     print(report.table())
     for text in report.warnings:
         print(f"dycl: warning: {text}", file=sys.stderr)
+    for text in report.noise:
+        print(f"dycl: warning: timing noise: {text}", file=sys.stderr)
     if args.json:
         print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json()}))
     if args.require_coverage and report.warnings:
@@ -250,12 +253,10 @@ def _show(args: argparse.Namespace) -> int:
         shape = ", ".join(str(dim) for dim in port.shape)  # a symbolic dim by its name
         print(f"input      {port.name}: {port.dtype} [{shape}]")
     print(f"sub-DNNs   {len(manifest.sub_dnns)} variants in {len(files)} files")
-    layout_file, dot_file = directory / "hcfg.json", directory / "hcfg.dot"
-    if layout_file.is_file() or dot_file.is_file():
+    if args.picture:
         from dycl.hcfg.draw import render_artifact
 
-        targets = [args.picture] if args.picture else [directory / "hcfg.svg", directory / "hcfg.png"]
-        for picture in targets:
+        for picture in args.picture:
             how = render_artifact(directory, picture)
             print(f"picture    {picture}   ({how})")
     return 0
@@ -268,9 +269,18 @@ def _zoo(args: argparse.Namespace) -> int:
     import datetime
 
     from dycl.timing import machine
-    from models import ZOO
+    from dycl.zoo import zoo_hint
+
+    try:
+        from models import ZOO
+    except ImportError as exc:
+        raise ValueError(f"cannot import the zoo: {exc}{zoo_hint(exc)}") from None
 
     names = [f"models.{name}" for name in args.models.split(",")] if args.models else list(ZOO)
+    unknown = [name.removeprefix("models.") for name in names if name not in ZOO]
+    if unknown:  # before any work
+        raise ValueError(f"--models: unknown zoo model(s) {', '.join(unknown)}; the zoo has "
+                         f"{', '.join(name.removeprefix('models.') for name in ZOO)}")
     command = f"python -m dycl zoo -n {args.n} --readme README.md"
     timed = (f"{args.repeat} timed calls per input, `dycl.timing`" if args.repeat else
              "not timed: `--repeat 0`, run the command on a quiet machine for the latency columns")

@@ -31,8 +31,9 @@ from torch.overrides import TorchFunctionMode
 from dycl.coverage import HostCoverage, Tally, user_code
 from dycl.hostgen.names import FORWARD
 from dycl.paths import model_source_files, record_path
+from dycl.progress import Progress
 from dycl.rewriter.arguments import positional_arguments
-from dycl.timing import Timing, interleaved
+from dycl.timing import Timing, interleaved, noise
 
 EPSILON = 1e-10
 
@@ -59,6 +60,7 @@ class Report:
     sub_dnns: int = 0
     never_run: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()
+    noise: tuple[str, ...] = ()  # timings that look disturbed (dycl.timing.noise); not coverage warnings
 
     @property
     def both_outcomes(self) -> int:
@@ -105,6 +107,7 @@ class Report:
             lines += [f"{row['condition']:>9}  {row['true']:>4}  {row['false']:>5}  {row['where'] or '?'}  "
                       f"{row['code'][:70]}" for row in self.conditions]
         lines += [f"warning: {text}" for text in self.warnings]
+        lines += [f"warning: timing noise: {text}" for text in self.noise]
         return "\n".join(lines)
 
 
@@ -216,19 +219,24 @@ def _restructure(template: Any, flat: Sequence[torch.Tensor]) -> Any:
 
 
 def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence[Any],
-          postprocess: Callable[[Any], Any] | None = None, traced: bool = True, repeat: int = 3) -> Report:
+          postprocess: Callable[[Any], Any] | None = None, traced: bool = True, repeat: int = 3,
+          progress: bool | None = None) -> Report:
     """Measure ``compiled`` against eager ``model`` on ``inputs`` (each a tensor
     or a tuple of positional arguments): η, δ, paths and branch coverage on one
     pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
-    ``repeat=0`` skips timing and reports NaN)."""
+    ``repeat=0`` skips timing and reports NaN). ``progress``: bars over the inputs on
+    stderr (None: when someone is watching, ``dycl.progress``); timings that look
+    disturbed are named in ``Report.noise``."""
     arguments = [positional_arguments(item) for item in inputs]
     files = model_source_files(model)
     baseline = _traced_or_none(model, arguments[0]) if traced else None
     recorder = _recorder(compiled)
     tally = recorder.tally() if recorder else None
     found = _Agreement(postprocess or default_postprocess)
+    bar = Progress("checking eager vs compiled", len(arguments), progress)
     with torch.no_grad():
         for args in arguments:
+            bar.step()
             expected, path = record_path(model, *args, files=files)
             found.paths.add(path)
             if recorder is not None:
@@ -238,7 +246,8 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
                 actual = compiled(*args)
             found.add(expected, actual, baseline(*args) if baseline is not None else None)
     nan = Timing(math.nan, math.nan, math.nan, 0)
-    times = interleaved({"eager": model, "compiled": compiled}, arguments, repeat=repeat) if repeat else {
+    contenders = {"eager": model, "compiled": compiled}
+    times = interleaved(contenders, arguments, repeat=repeat, progress=progress) if repeat else {
         "eager": nan, "compiled": nan}
     eager, fast = times["eager"], times["compiled"]
     n = len(arguments)
@@ -248,6 +257,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
         traced_eta=found.traced_inconsistent / n if baseline is not None else None,
         traced_delta=log_error(found.traced_worst) if baseline is not None else None,
         eager_iqr_ms=(eager.p25_ms, eager.p75_ms), compiled_iqr_ms=(fast.p25_ms, fast.p75_ms),
+        noise=tuple(noise(times)) if repeat else (),
         **(_coverage_fields(tally) if tally else {}),
     )
 

@@ -42,6 +42,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from dycl import outputs
+from dycl.example_run import run_on_example
 from dycl.rewriter import ReturnForm, RewrittenFunction
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import UnsupportedError
@@ -122,8 +123,7 @@ def _example_output(model: torch.nn.Module,
     signature = signature_of(resolved, inspect.unwrap(resolved.function))
     parameters = list(signature.parameters.values())[1:]
     bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
-    with torch.no_grad():
-        output = model(*bound.args, **bound.kwargs)
+    output = run_on_example(model, bound.args, bound.kwargs)  # a failure says "while running ... on the example"
     leaves, spec = outputs.flatten(output)
     return parameters, leaves, spec
 

@@ -12,6 +12,13 @@ is the best of its ``repeat`` calls (what the code costs, not what the machine
 was doing); a contender's result is the median over inputs and the 25th–75th
 percentiles (the spread over inputs, which take different paths, and over
 noise). Calls run under ``torch.no_grad()``.
+
+A progress bar over the inputs goes to stderr when someone is watching
+(``dycl.progress``: a terminal or Jupyter) or when asked (``progress=True``).
+``noise`` says in words when a measurement is not to be trusted: the repeats of
+one input disagree (the median over inputs of slowest/fastest repeat above
+``REPEAT_SPREAD``: the machine was busy) or the interquartile range is wider than
+``RELATIVE_IQR`` times the median (a few calls far slower than the rest).
 """
 
 from __future__ import annotations
@@ -22,10 +29,17 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+
+from dycl.progress import Progress
+
+#: the median over inputs of (slowest repeat / fastest repeat) above which timings are called noisy
+REPEAT_SPREAD = 2.0
+#: (p75 - p25) / median above which timings are called noisy
+RELATIVE_IQR = 1.0
 
 Contender = Callable[..., Any] | Sequence[Callable[..., Any]]
 """One callable, or one callable per input (e.g. a per-path oracle)."""
@@ -39,6 +53,7 @@ class Timing:
     p25_ms: float
     p75_ms: float
     inputs: int
+    spread: float = 1.0  # the median over inputs of slowest/fastest repeat (1.0: one repeat)
 
     def __str__(self) -> str:
         return f"{self.median_ms:.2f} ms (IQR {self.p25_ms:.2f}–{self.p75_ms:.2f})"
@@ -53,11 +68,14 @@ def summarize(seconds: Sequence[float]) -> Timing:
 
 
 def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]], repeat: int = 3,
-                warmup: int = 2, warmup_inputs: int = 3) -> dict[str, Timing]:
-    """Time every contender on every input (argument tuples) by the method above."""
+                warmup: int = 2, warmup_inputs: int = 3, progress: bool | None = None) -> dict[str, Timing]:
+    """Time every contender on every input (argument tuples) by the method above;
+    ``progress``: a bar over the inputs (None: when someone is watching)."""
     runs = {name: list(run) if isinstance(run, Sequence) else [run] * len(inputs)
             for name, run in contenders.items()}
     best: dict[str, list[float]] = {name: [] for name in runs}
+    spreads: dict[str, list[float]] = {name: [] for name in runs}
+    bar = Progress(f"timing {' vs '.join(runs)}", len(inputs), progress)
     with torch.no_grad():
         for index, args in enumerate(inputs[:warmup_inputs]):
             for per_input in runs.values():
@@ -66,6 +84,7 @@ def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any,
         names = list(runs)
         for index, args in enumerate(inputs):
             fastest = dict.fromkeys(runs, math.inf)
+            slowest = dict.fromkeys(runs, 0.0)
             for turn in range(repeat):
                 # each repeat starts with the next contender: none always follows the same one (a
                 # contender right after eager torch finds ONNX Runtime's threads asleep)
@@ -73,10 +92,31 @@ def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any,
                     runs[name][index](*args)  # untimed: the timed call follows this contender, not another
                     start = time.perf_counter()
                     runs[name][index](*args)
-                    fastest[name] = min(fastest[name], time.perf_counter() - start)
+                    seconds = time.perf_counter() - start
+                    fastest[name], slowest[name] = min(fastest[name], seconds), max(slowest[name], seconds)
             for name, seconds in fastest.items():
                 best[name].append(seconds)
-    return {name: summarize(values) for name, values in best.items()}
+                spreads[name].append(slowest[name] / seconds if seconds > 0 else 1.0)
+            bar.step(f"input {index + 1}")
+    bar.close()
+    return {name: replace(summarize(values), spread=statistics.median(spreads[name]) if spreads[name] else 1.0)
+            for name, values in best.items()}
+
+
+def noise(timings: Mapping[str, Timing]) -> list[str]:
+    """A sentence per contender whose timing looks disturbed (see the module docstring)."""
+    found = []
+    for name, timing in timings.items():
+        if not math.isfinite(timing.median_ms) or timing.median_ms <= 0:
+            continue
+        relative = (timing.p75_ms - timing.p25_ms) / timing.median_ms
+        if timing.spread > REPEAT_SPREAD:
+            found.append(f"{name}: repeats of one input differ {timing.spread:.1f}x (median over inputs): the "
+                         "machine was busy; timings are unreliable, rerun on a quiet machine")
+        elif relative > RELATIVE_IQR:
+            found.append(f"{name}: IQR {timing.p25_ms:.2f}–{timing.p75_ms:.2f} ms is {relative:.1f}x the median: "
+                         "some calls were far slower than the rest; rerun on a quiet machine")
+    return found
 
 
 def machine() -> str:
@@ -87,4 +127,4 @@ def machine() -> str:
             "threads")
 
 
-__all__ = ["Contender", "Timing", "interleaved", "machine", "summarize"]
+__all__ = ["Contender", "Timing", "interleaved", "machine", "noise", "summarize"]

@@ -288,17 +288,25 @@ def dot_program() -> str | None:
 # -- rendering ---------------------------------------------------------------------------------------------------
 
 
+FORMATS = (".svg", ".png")
+
+
 def render(data: dict[str, Any], path: str | Path, engine: str | None = None) -> str:
     """Write the picture to ``path`` (.svg or .png); returns what drew it ("graphviz" or
     "matplotlib"). ``engine`` forces one of them."""
     path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise ValueError(f"cannot draw {path.name}: supported picture formats are {', '.join(FORMATS)}")
     program = dot_program() if engine in (None, "graphviz") else None
     if engine == "graphviz" and program is None:
         raise RuntimeError("no Graphviz dot program found (install graphviz, or `pip install graphviz-pure`)")
     if program is not None:
         fmt = path.suffix.lstrip(".").lower() or "svg"
-        subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=to_dot(data).encode(), check=True,
-                       capture_output=True, timeout=120)
+        done = subprocess.run([program, f"-T{fmt}", "-o", str(path)], input=to_dot(data).encode(),
+                              capture_output=True, timeout=120)
+        if done.returncode:
+            reason = done.stderr.decode(errors="replace").strip().splitlines()
+            raise RuntimeError(f"Graphviz could not draw {path}: {reason[-1] if reason else done.returncode}")
         return "graphviz"
     figure(data).savefig(path, dpi=100)
     return "matplotlib"

@@ -51,6 +51,16 @@ class ShapeGuardError(ValueError):
     """Inputs whose sizes a compiled sub-DNN's graph is not valid for (``ShapeGuard``)."""
 
 
+class InputTypeError(ValueError):
+    """An input that is not an array: ``name`` is the input, ``got`` the name of the type given
+    (``dycl.CompiledModel`` says it again in torch's terms)."""
+
+    def __init__(self, name, got):
+        super().__init__(f"input {name!r}: expected a numpy array, got {got}")
+        self.name = name
+        self.got = got
+
+
 # -- checks of parsed JSON: each returns the value or raises naming ``where`` --------------------
 
 def _json_fail(where, expected, value):

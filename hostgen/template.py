@@ -205,7 +205,7 @@ def _check_input(spec, value, dims):
     every symbolic dim seen so far, so that inputs sharing a dim name agree on it."""
     name = spec.name
     if not isinstance(value, np.ndarray):
-        raise ValueError(f"input {{name!r}}: expected a numpy array, got {{type(value).__name__}}")
+        raise InputTypeError(name, type(value).__name__)
     if value.dtype != np.dtype(spec.dtype):
         raise ValueError(f"input {{name!r}}: expected dtype {{spec.dtype}}, got {{value.dtype}}")
     shape = spec.shape
@@ -329,11 +329,19 @@ def _main(argv=None):
     parser.add_argument("inputs", nargs="*", metavar="INPUT.npy", help="one array per argument, in order")
     parser.add_argument("--out", required=True, metavar="OUT.npz", help="where to write the outputs")
     parser.add_argument("--threads", type=int, help="threads per sub-DNN (default: every CPU)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
-    model = load(directory, threads=args.threads)
-    inputs = [np.load(path, allow_pickle=False) for path in args.inputs]
-    arrays = {{name: np.asarray(value) for name, value in flat_outputs(model(*inputs)) if value is not None}}
-    np.savez(args.out, **arrays)
+    try:
+        model = load(directory, threads=args.threads)
+        inputs = [np.load(path, allow_pickle=False) for path in args.inputs]
+        arrays = {{name: np.asarray(value) for name, value in flat_outputs(model(*inputs)) if value is not None}}
+        np.savez(args.out, **arrays)
+    except Exception as error:  # one line for a person at a shell; --debug for the traceback
+        if args.debug:
+            raise
+        lines = str(error).strip().splitlines()
+        print(f"host.py: error: {{type(error).__name__}}: {{lines[0] if lines else ''}}", file=sys.stderr)
+        return 1
     for name, value in arrays.items():
         print(f"{{name}}: {{value.dtype}} {{list(value.shape)}}")
     return 0

@@ -50,6 +50,15 @@ class RewrittenFunction:
     higher_order: bool = False  # the source called torch.cond/map: the original must never be traced
     functions: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # user functions read (globals guard)
 
+    def __str__(self) -> str:
+        """The rewritten source (``print(dycl.rewrite(model))``)."""
+        return self.source
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(self.source)}</pre>"
+
     @property
     def plain_source(self) -> str:
         """``source`` without the location comments."""

@@ -98,7 +98,7 @@ def test_api_options_reach_compile(tmp_path, capsys):
     assert "--dynamic 'x': expected batch, all, none or a JSON object" in capsys.readouterr().err
 
 
-def test_show_reads_data_files_only_and_writes_svg_and_png(tmp_path, capsys, monkeypatch):
+def test_show_reads_data_files_only_and_draws_svg_and_png_only_where_asked(tmp_path, capsys, monkeypatch):
     out = tmp_path / "net"
     assert main(["compile", "tests.dycl.factories:exit_model", "--out", str(out)]) == 0
 
@@ -114,8 +114,12 @@ def test_show_reads_data_files_only_and_writes_svg_and_png(tmp_path, capsys, mon
     assert main(["show", str(out)]) == 0
     text = capsys.readouterr().out
     assert "input      x: float32 [batch, 4]" in text and "sub-DNNs   2 variants in 2 files" in text
-    assert (out / "hcfg.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
-    assert (out / "hcfg.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(out.glob("hcfg.svg")) + list(out.glob("hcfg.png"))  # nothing written unless asked
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    assert main(["show", str(out), "--picture", str(pictures / "a.svg"), "--picture", str(pictures / "a.png")]) == 0
+    assert (pictures / "a.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert (pictures / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_check_warns_about_one_sided_conditions_and_require_coverage_fails(capsys):

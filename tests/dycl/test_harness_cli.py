@@ -61,10 +61,10 @@ def test_check_json_last_line(capsys):
 def test_compile_and_show(tmp_path, capsys):
     assert main(["compile", "models.sdn_vgg19", "--out", str(tmp_path / "vgg")]) == 0
     assert "6 conditions" in capsys.readouterr().out
-    assert main(["show", str(tmp_path / "vgg")]) == 0
+    assert main(["show", str(tmp_path / "vgg"), "--picture", str(tmp_path / "vgg.png")]) == 0
     out = capsys.readouterr().out
     assert "backend    onnxruntime" in out and "x: float32 [batch, 3, 32, 32]" in out  # batch: symbolic
-    assert (tmp_path / "vgg" / "hcfg.png").stat().st_size > 1000
+    assert (tmp_path / "vgg.png").stat().st_size > 1000
 
 
 def test_factory_model_spec(tmp_path, capsys):

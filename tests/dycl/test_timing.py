@@ -73,3 +73,31 @@ def test_check_twice_gives_medians_within_the_reported_spread():
             return
         tables.append((first.table(), second.table()))
     raise AssertionError(tables)
+
+
+def test_noise_names_busy_repeats_and_a_wide_iqr_and_passes_a_quiet_timing():
+    from dycl.timing import Timing, noise
+
+    quiet = Timing(2.0, 1.8, 2.4, 100, spread=1.1)
+    busy = Timing(2.0, 1.8, 2.4, 100, spread=3.5)
+    bimodal = Timing(3.37, 2.65, 448.44, 100, spread=1.2)  # issue 31: eager 3.37 ms (IQR 2.65–448.44)
+    assert noise({"compiled": quiet}) == []
+    [busy_text] = noise({"eager": busy})
+    assert busy_text.startswith("eager: repeats of one input differ 3.5x")
+    [wide_text] = noise({"eager": bimodal})
+    assert "IQR 2.65–448.44 ms" in wide_text and "quiet machine" in wide_text
+
+
+def test_interleaved_measures_the_repeat_spread_and_shows_progress_when_asked(capsys):
+    state = {"n": 0}
+
+    def jittery(x):
+        state["n"] += 1
+        time.sleep(0.012 if state["n"] % 4 == 0 else 0.002)  # every second timed call is slow
+
+    times = interleaved({"a": jittery}, [(1,), (2,), (3,), (4,)], repeat=2, warmup=0, warmup_inputs=0,
+                        progress=True)
+    assert times["a"].spread > 3
+    assert "[dycl] timing a" in capsys.readouterr().err
+    interleaved({"a": jittery}, [(1,)], repeat=1, warmup=0, progress=False)
+    assert capsys.readouterr().err == ""

@@ -26,6 +26,7 @@ def test_quickstart_notebook_executes(tmp_path, monkeypatch):
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     elapsed = time.perf_counter() - start
+    assert not list(tmp_path.iterdir()), "the notebook wrote into its working directory"  # issue 31: only `work`
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     errors = [o for cell in code for o in cell.get("outputs", []) if o.output_type == "error"]
     assert not errors, errors[0].get("evalue")

@@ -1,0 +1,96 @@
+"""Running the user's model eagerly on the example (and on a derived batch) for dycl.
+
+Assumes the model is in the state compiling wants (``dycl.model_state.preserved``).
+Guarantees: the model's own ``print`` is silent (``dycl.quiet``); an exception from
+the user's code or from torch under it is raised again as the same exception type
+with one message that says it happened while running the model on the example, what
+torch said, and the user's innermost line (``file.py:42  code``) — not thirty frames
+of dycl and torch. ``batch_failure`` says whether a model that runs at the example's
+batch fails at another batch size (``dycl.batch_check`` acts on it).
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from dycl import hcfg, hostgen, rewriter
+from dycl.quiet import muted
+from dycl.rewriter.errors import UnsupportedError
+
+#: where frames are not the user's: torch, the standard library, dycl's packages
+_NOT_USER = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+                  for module in (torch, os, hcfg, hostgen, rewriter)) + (os.path.dirname(os.path.abspath(__file__))
+                                                                          + os.sep,)
+
+
+def run_eagerly(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``model(*args, **kwargs)`` under ``torch.no_grad()`` with its prints silent."""
+    with muted(), torch.no_grad():
+        return model(*args, **dict(kwargs or {}))
+
+
+def run_on_example(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``run_eagerly``, with a failure explained as the module docstring says."""
+    try:
+        return run_eagerly(model, args, kwargs)
+    except UnsupportedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - raised again, same type, with the context added
+        raise explained(exc) from None
+
+
+def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc`` in the user's code (not torch, dycl or the standard library)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(_NOT_USER) and not f.filename.startswith("<")]
+    return frames[-1] if frames else None
+
+
+def explained(exc: Exception) -> Exception:
+    """``exc`` again (same type where it can be built from a message), saying where it happened."""
+    said = str(exc).strip().splitlines()
+    frame = user_frame(exc)
+    where = ""
+    if frame is not None:
+        code = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+        where = f" (at {os.path.basename(frame.filename)}:{frame.lineno}: {code})"
+    message = (f"while running your model on the example: {type(exc).__name__}: {said[0] if said else ''}"
+               f"{where}; check the example's shape and dtype against what forward() expects")
+    try:
+        again = type(exc)(message)
+    except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+        again = RuntimeError(message)
+    again.__cause__ = None
+    return again
+
+
+def batch_failure(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None = None,
+                  factor: int = 2) -> str | None:
+    """None if eager runs at ``factor`` times the example's batch (dim 0 of every tensor input
+    repeated) or if it fails on the example itself; else what it raised at the larger batch,
+    in one line. The model's state must be saved and restored by the caller."""
+    def bigger(value: Any) -> Any:
+        return torch.cat([value] * factor) if isinstance(value, torch.Tensor) and value.dim() else value
+
+    try:
+        run_eagerly(model, tuple(bigger(a) for a in args), {k: bigger(v) for k, v in (kwargs or {}).items()})
+        return None
+    except Exception as exc:  # noqa: BLE001 - the finding
+        failure = exc
+    try:
+        run_eagerly(model, args, kwargs)
+    except Exception:  # noqa: BLE001 - fails on the example too: compiling says so itself
+        return None
+    said = str(failure).strip().splitlines()
+    frame = user_frame(failure)
+    where = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame is not None else ""
+    return f"{type(failure).__name__}{where}: {said[0] if said else ''}"
+
+
+__all__ = ["batch_failure", "explained", "run_eagerly", "run_on_example", "user_frame"]
