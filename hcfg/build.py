@@ -176,6 +176,9 @@ class HCFGBuilder:
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
             nodes.append(HostOp(new_stmt))
+            if isinstance(small, cst.Raise):
+                states = []  # the host raises where eager does; the paths that reach it end here
+                continue
             self.run_all([new_stmt], states)
             if always_exits([new_stmt]):
                 states = []

@@ -35,7 +35,7 @@ the user's file:line) and the invariant:
 from __future__ import annotations
 
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, source_of, where
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, raises, source_of, where
 from dycl.hcfg.liveness import Liveness
 
 
@@ -148,7 +148,7 @@ class _Verifier:
             if missing:
                 raise self.fail("defined-before-use", node, f"reads {sorted(missing)}, which some path to it "
                                 "does not assign")
-            if isinstance(node, Return):
+            if isinstance(node, Return) or raises(node):
                 return None
             if isinstance(node, Cond):
                 outs = [d for d in (self.defined(node.then, set(defined)), self.defined(node.orelse, set(defined)))

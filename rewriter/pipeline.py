@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 from dycl.rewriter.callees import rewrite_callee
+from dycl.rewriter.choices import Choices
 from dycl.rewriter.constprop import ConstantPropagation
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.exits import Block
@@ -32,6 +33,7 @@ from dycl.rewriter.walk import bound_names
 PIPELINE: tuple[type[Pass], ...] = (
     Normalize,            # drop docstrings, splice `with torch.no_grad():` bodies
     Unroll,               # unroll loops with static trip counts; break/continue become if/else
+    Choices,              # data-dependent choices (a if c else b, lo < m < hi, heads[i](x)) become ifs
     Inline,               # inline helpers and submodules that still branch on data
     ConstantPropagation,  # substitute and fold static values; drop ifs with static tests
     Structure,            # elif and early returns become nested if/else

@@ -651,7 +651,7 @@ def test_the_pipeline_runs_its_passes_in_order_and_traces_each_by_name():
     from dycl.rewriter.pipeline import PIPELINE
 
     names = [pass_.name for pass_ in PIPELINE]
-    assert names == ["normalize", "unroll", "inline", "constprop", "structure"]
+    assert names == ["normalize", "unroll", "choices", "inline", "constprop", "structure"]
     assert all(pass_.description for pass_ in PIPELINE)
     result = rewriter.rewrite(EarlyExit(), debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "EarlyExit.forward"] == names
