@@ -87,8 +87,8 @@ class Choices(FlowWalker):
     def choice(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block] | None:
         if isinstance(node, cst.IfExp) and self.decides(node.test, env):
             result = self.fresh("choice")
-            return result, [cst.If(node.test, make_block([self.line(result, node.body, stmt)]),
-                                   orelse=cst.Else(make_block([self.line(result, node.orelse, stmt)])))]
+            return result, [_at(cst.If(node.test, make_block([self.line(result, node.body, stmt)]),
+                                       orelse=cst.Else(make_block([self.line(result, node.orelse, stmt)]))), stmt)]
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
             return self.chain(node, stmt)
         if isinstance(node, (cst.Call, cst.Subscript)):
@@ -112,8 +112,10 @@ class Choices(FlowWalker):
             left = right
         body: Block = []
         for test in reversed(tests[1:]):
-            body = [self.line(result, test, stmt), *([cst.If(cst.Name(result), make_block(body))] if body else [])]
-        return result, [*before, self.line(result, tests[0], stmt), cst.If(cst.Name(result), make_block(body))]
+            body = [self.line(result, test, stmt), *([_at(cst.If(cst.Name(result), make_block(body)), stmt)]
+                                                     if body else [])]
+        return result, [*before, self.line(result, tests[0], stmt), _at(cst.If(cst.Name(result), make_block(body)),
+                                                                       stmt)]
 
     def switch(self, chooser: cst.Call | cst.Subscript, found: Members, stmt: cst.BaseStatement
                ) -> tuple[str, Block]:
@@ -129,7 +131,8 @@ class Choices(FlowWalker):
         for member in reversed(found.members):
             value = chooser.with_changes(func=member.term) if isinstance(chooser, cst.Call) else member.term
             branch = [self.line(result, value, stmt)]
-            orelse = [cst.If(found.test(key, member), make_block(branch), orelse=cst.Else(make_block(orelse)))]
+            orelse = [_at(cst.If(found.test(key, member), make_block(branch), orelse=cst.Else(make_block(orelse))),
+                          stmt)]
         return result, [*before, *orelse]
 
     def decides(self, node: cst.BaseExpression, env: Env) -> bool:
@@ -147,6 +150,10 @@ class Choices(FlowWalker):
     def line(name: str, value: cst.BaseExpression, like: cst.BaseStatement) -> cst.SimpleStatementLine:
         return set_location(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)]),
                             comment_of(like))
+
+
+def _at(stmt: cst.If, like: cst.BaseStatement) -> cst.If:
+    return set_location(stmt, comment_of(like))
 
 
 def _eager_order(node: cst.CSTNode):
