@@ -24,6 +24,8 @@ statements before it, and the choice replaced by a fresh name:
 - ``table[k](args)``       → ``if k == "a": t = table["a"](args)`` / ... / ``else: raise KeyError(k)``
 - ``getattr(m, name)(args)`` → the same over ``m``'s submodules and callable attributes
   whose names fit ``name`` (the literal parts of an f-string), ``else: raise AttributeError``
+- ``max(seq, key=f)``/``min`` over a sequence of static length → ``best = seq[0]`` and, per later
+  item, ``if f(item) > best_key: best = item`` (the first of equal items wins, as in Python)
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
@@ -91,6 +93,8 @@ class Choices(FlowWalker):
                                        orelse=cst.Else(make_block([self.line(result, node.orelse, stmt)]))), stmt)]
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
             return self.chain(node, stmt)
+        if isinstance(node, cst.Call) and self.extreme_of(node, env) is not None and self.decides(node, env):
+            return self.extreme(node, env, stmt)
         if isinstance(node, (cst.Call, cst.Subscript)):
             found = members(node.func if isinstance(node, cst.Call) else node, self.flow, env)
             if found is not None and self.decides(found.key, env):
@@ -134,6 +138,33 @@ class Choices(FlowWalker):
             orelse = [_at(cst.If(found.test(key, member), make_block(branch), orelse=cst.Else(make_block(orelse))),
                           stmt)]
         return result, [*before, *orelse]
+
+    def extreme_of(self, call: cst.Call, env: Env) -> str | None:
+        """``"max"``/``"min"`` for ``max(seq, key=f)`` over a sequence of static length, else None."""
+        function = self.flow.evaluate(call.func, env)
+        keys = [a.keyword.value for a in call.args if a.keyword is not None]
+        positional = [a for a in call.args if a.keyword is None]
+        if function is None or function.value not in (max, min) or keys != ["key"] or len(positional) != 1 or (
+                positional[0].star or not self.flow.static_length(positional[0].value, env)):
+            return None
+        return function.value.__name__
+
+    def extreme(self, call: cst.Call, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block]:
+        """``max(seq, key=f)`` as Python runs it: the first item whose key no later item beats."""
+        sequence = next(a.value for a in call.args if a.keyword is None)
+        key = next(a.value for a in call.args if a.keyword is not None)
+        beats = cst.GreaterThan() if self.extreme_of(call, env) == "max" else cst.LessThan()
+        items, best, best_key = self.fresh("items"), self.fresh("best"), self.fresh("best_key")
+        item = lambda i: cst.Subscript(cst.Name(items), [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])  # noqa: E731
+        statements: Block = [self.line(items, sequence, stmt), self.line(best, item(0), stmt),
+                             self.line(best_key, cst.Call(key, [cst.Arg(cst.Name(best))]), stmt)]
+        for i in range(1, self.flow.static_length(sequence, env)):
+            score = self.fresh("score")
+            statements.append(self.line(score, cst.Call(key, [cst.Arg(item(i))]), stmt))
+            test = cst.Comparison(cst.Name(score), [cst.ComparisonTarget(beats, cst.Name(best_key))])
+            statements.append(_at(cst.If(test, make_block([self.line(best, item(i), stmt),
+                                                           self.line(best_key, cst.Name(score), stmt)])), stmt))
+        return best, statements
 
     def decides(self, node: cst.BaseExpression, env: Env) -> bool:
         """Whether ``node`` is not static and reads more than metadata."""

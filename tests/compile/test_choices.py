@@ -5,6 +5,9 @@ agrees with eager in process and as a torch-free host on inputs that take every 
 
 from __future__ import annotations
 
+import enum
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -202,3 +205,69 @@ def test_index_out_of_range_raises_like_eager():
         model(too_far)
     with pytest.raises(Exception, match="index out of range"):
         compiled(too_far)
+
+
+def energy(t):
+    return t.pow(2).mean()
+
+
+class BestCandidate(nn.Module):
+    """Pick among candidate refinements by a score, with a named function and a method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refine = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def margin(self, t):
+        return t.max() - t.min()
+
+    def forward(self, x):
+        candidates = [self.refine[0](x), self.refine[1](x), self.refine[2](x), x]
+        loudest = max(candidates, key=energy)
+        calmest = min(candidates, key=self.margin)
+        return loudest + calmest
+
+
+def test_max_and_min_with_a_key_function(tmp_path):
+    torch.manual_seed(9)
+    model = BestCandidate()
+    inputs = [x * s for x, s in zip(_inputs(), [0.2, 1.0, 3.0] * 6)]
+
+    def choice(x):
+        candidates = [layer(x) for layer in model.refine] + [x]
+        energies = [float(energy(c)) for c in candidates]
+        margins = [float(model.margin(c)) for c in candidates]
+        return energies.index(max(energies)), margins.index(min(margins))
+
+    assert _check(model, inputs, choice, tmp_path) >= 2
+
+
+class Mode(enum.Enum):
+    FAST = 0
+    SLOW = 1
+
+
+class MatchOnLevel(nn.Module):
+    def forward(self, x):
+        level = int(x.mean() > 0)
+        match level:
+            case 0:
+                return x
+            case _:
+                return -x
+
+
+class EnumFromData(nn.Module):
+    def forward(self, x):
+        mode = Mode(int(x.mean() > 0))
+        return x + 1 if mode is Mode.FAST else x - 1
+
+
+@pytest.mark.parametrize(("model", "construct", "offset"), [(MatchOnLevel(), "match", 3), (EnumFromData(), "", 2)])
+def test_match_and_enum_from_data_are_refused_at_their_line(model, construct, offset):
+    line = inspect.getsourcelines(type(model).forward)[1] + offset
+    with pytest.raises(dycl.UnsupportedError, match=construct) as refused:
+        dycl.compile(model.eval(), torch.randn(2, 8))
+    # the match statement is refused with its forward's first line (the parser's location for it)
+    first = inspect.getsourcelines(type(model).forward)[1]
+    assert first <= refused.value.location.line <= line and refused.value.location.path == __file__
