@@ -18,22 +18,38 @@ Shape reads (``x.size(0)``, iterating a tensor) are not value reads in eager
 mode; while the TorchScript exporter traces, shapes are tensors, and the same
 recorder run around the export sees ``range(x.shape[0])`` (``__index__``) too
 (``dycl.backends.onnx_export``).
+
+Note: why reads of values from data are followed into torch. Around an export the
+recorder ignores torch's own reads (torch reads shape tensors for its own checks),
+but a number the host computed from data (``i = int(x.mean() > 0)``) enters the
+export as a 0-d tensor, and torch's code may be the one that reads it:
+``self.heads[i]`` reads it in ``ModuleList.__getitem__`` (``operator.index``),
+``f"head{i}"`` in ``Tensor.__format__`` (``.item()``). So the recorder takes
+``sources`` (those tensors) and follows them through every torch function: a read
+of a source or of a value computed from one (not of its shape) is recorded as
+``from_data`` whoever makes it, user, library or torch.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from dycl.rewriter.errors import SourceLocation
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
 
 #: Tensor methods and torch functions that hand a tensor's value to Python
 VALUE_READS = frozenset({"__bool__", "item", "__int__", "__float__", "__index__", "__complex__", "tolist",
-                         "numpy", "__array__", "__contains__", "equal", "allclose", "is_nonzero"})
+                         "numpy", "__array__", "__contains__", "equal", "allclose", "is_nonzero",
+                         "__format__"})
+#: what a value computed from a source keeps of it: its shape only (``hcfg.decisions`` note)
+_SHAPE_ONLY = frozenset({"size", "dim", "numel", "nelement", "ndimension", "__len__", "stride"})
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _THIS_FILE = __file__
@@ -45,12 +61,13 @@ class Decision:
 
     what: str
     where: SourceLocation | None
+    from_data: bool = False
 
 
 def _describe(name: str) -> str:
     dunder = {"__bool__": "bool()", "__int__": "int()", "__float__": "float()", "__index__": "an index (range(), "
               "list index, shape argument)", "__complex__": "complex()", "__array__": "numpy.asarray()",
-              "__contains__": "`in`"}
+              "__contains__": "`in`", "__format__": "format() (an f-string)"}
     return dunder.get(name, f".{name}()" if name in {"item", "tolist", "numpy"} else f"torch.{name}()")
 
 
@@ -72,25 +89,43 @@ class DecisionRecorder(TorchFunctionMode):
     """Records every tensor value that Python code reads while the mode is active.
 
     ``inside_torch=False`` ignores reads made by torch's own code: while an exporter
-    traces, torch reads tensors for its own bookkeeping (and shapes are tensors then)."""
+    traces, torch reads tensors for its own bookkeeping (and shapes are tensors then),
+    except reads of ``sources`` and of values computed from them (see the module note)."""
 
-    def __init__(self, inside_torch: bool = True) -> None:
+    def __init__(self, inside_torch: bool = True, sources: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
         self.inside_torch = inside_torch
         self.decisions: list[Decision] = []
         # (tensor, its version, the bool it gave): kept alive so that ids are not reused
         self._decided: list[tuple[torch.Tensor, int, bool]] = []
+        self._from_data: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+        self._follow(sources)
+
+    def _follow(self, values: Iterable) -> None:
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                self._from_data[id(value)] = value
+
+    def _reads_data(self, args: tuple, kwargs: dict) -> bool:
+        leaves, _ = tree_flatten((args, kwargs))
+        return any(isinstance(a, torch.Tensor) and self._from_data.get(id(a)) is a for a in leaves)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        from_data = bool(self._from_data) and self._reads_data(args, kwargs)
         if name not in VALUE_READS or not any(isinstance(a, torch.Tensor) for a in args):
-            return func(*args, **(kwargs or {}))
-        where = _caller(self.inside_torch)
-        result = func(*args, **(kwargs or {}))
-        if (where is not None or self.inside_torch) and not self._repeats_a_decision(name, args[0], result):
-            self.decisions.append(Decision(_describe(name), where))
-        if name == "__bool__" and isinstance(args[0], torch.Tensor):
-            self._decided.append((args[0], args[0]._version, bool(result)))
+            result = func(*args, **kwargs)
+        else:
+            where = _caller(self.inside_torch or from_data)
+            result = func(*args, **kwargs)
+            if ((where is not None or self.inside_torch or from_data)
+                    and not self._repeats_a_decision(name, args[0], result)):
+                self.decisions.append(Decision(_describe(name), where, from_data))
+            if name == "__bool__" and isinstance(args[0], torch.Tensor):
+                self._decided.append((args[0], args[0]._version, bool(result)))
+        if from_data and name not in _SHAPE_ONLY and not _is_shape(func):
+            self._follow(tree_flatten(result)[0])
         return result
 
     def _repeats_a_decision(self, name: str, tensor: Any, result: Any) -> bool:
@@ -101,3 +136,9 @@ class DecisionRecorder(TorchFunctionMode):
             return False
         return any(seen is tensor and version == tensor._version and outcome == result
                    for seen, version, outcome in self._decided)
+
+
+def _is_shape(func) -> bool:
+    """``Tensor.shape`` (a property read: its ``__get__``)."""
+    return getattr(func, "__name__", "") == "__get__" and getattr(getattr(func, "__self__", None),
+                                                                  "__name__", "") == "shape"

@@ -26,7 +26,7 @@ from functools import cached_property
 from dycl.hcfg import verify as verifier  # a module: tests count the checks by patching verifier.verify
 from dycl.hcfg.draw import outline_dot
 from dycl.hcfg.liveness import Liveness
-from dycl.hcfg.nodes import Block, Cond, HostOp, Node, Return, SubDNN, always_returns, source_of, walk, where
+from dycl.hcfg.nodes import Block, Cond, HostOp, Node, Return, SubDNN, always_returns, raises, source_of, walk, where
 
 
 @dataclass(frozen=True)
@@ -70,5 +70,5 @@ class HCFG:
         return outline_dot(self)
 
 
-__all__ = ["HCFG", "Block", "Cond", "HostOp", "Node", "Return", "SubDNN", "always_returns", "source_of", "walk",
-           "where"]
+__all__ = ["HCFG", "Block", "Cond", "HostOp", "Node", "Return", "SubDNN", "always_returns", "raises", "source_of",
+           "walk", "where"]

@@ -63,12 +63,18 @@ Block = tuple[Node, ...]
 
 
 def always_returns(block: Block) -> bool:
+    """Whether every path through ``block`` ends in a ``Return`` or a host ``raise``."""
     for node in block:
-        if isinstance(node, Return):
+        if isinstance(node, Return) or raises(node):
             return True
         if isinstance(node, Cond) and always_returns(node.then) and always_returns(node.orelse):
             return True
     return False
+
+
+def raises(node: Node) -> bool:
+    """A host ``raise``: the paths that reach it end there, as in eager mode."""
+    return isinstance(node, HostOp) and isinstance(node.statement.body[0], cst.Raise)
 
 
 def walk(block: Block) -> Iterator[Node]:
@@ -80,4 +86,5 @@ def walk(block: Block) -> Iterator[Node]:
             yield from walk(node.orelse)
 
 
-__all__ = ["Block", "Cond", "HostOp", "Node", "Return", "SubDNN", "always_returns", "source_of", "walk", "where"]
+__all__ = ["Block", "Cond", "HostOp", "Node", "Return", "SubDNN", "always_returns", "raises", "source_of", "walk",
+           "where"]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 from dycl.hcfg.liveness import Liveness
-from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, always_returns, source_of, where
+from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, always_returns, raises, source_of, where
 
 if TYPE_CHECKING:
     from dycl.hcfg.graph import HCFG
@@ -153,7 +153,7 @@ class _Verifier:
             if missing:
                 raise self.fail("defined-before-use", node, f"reads {sorted(missing)}, which some path to it "
                                 "does not assign")
-            if isinstance(node, Return):
+            if isinstance(node, Return) or raises(node):
                 return None
             if isinstance(node, Cond):
                 outs = [d for d in (self.defined(node.then, set(defined)), self.defined(node.orelse, set(defined)))

@@ -24,8 +24,9 @@ from the model's own values and refuse to hand one back as an output
 (``dycl.artifact_outputs``).
 
 Assumed: a value has the structure its description says (the compiler proved
-one structure on every path); ``port_leaves`` checks lengths and keys anyway
-and raises ``ValueError`` rather than pass misplaced arrays. This module imports
+one structure on every path); ``port_leaves`` checks lengths, keys and compiled-in
+values anyway and raises ``ValueError`` rather than pass misplaced arrays or run a graph
+compiled for another value. This module imports
 only the standard library: its source is copied into every host that needs it.
 """
 
@@ -58,6 +59,7 @@ def port_leaves(value, tree):
     if isinstance(tree, str):
         return [value]
     if tree[0] in _STATICS:
+        _check_static(value, tree)
         return []
     kind, keys, children = tree
     if kind == "dict":
@@ -71,6 +73,15 @@ def port_leaves(value, tree):
         if len(items) != len(children):
             raise ValueError(f"a {kind} of {len(items)} where the model was compiled for {len(children)}")
     return [leaf for item, child in zip(items, children) for leaf in port_leaves(item, child)]
+
+
+def _check_static(value, tree):
+    """A compiled-in value is the one the sub-DNN was compiled for: any other (a string the
+    host computed from data, ``"relu" if ... else "tanh"``) would run the wrong graph."""
+    same = value is tree[1] or value == tree[1]
+    if not (same is True or (isinstance(same, bool) and same)):
+        raise ValueError(f"{value!r} where the model was compiled for {tree[1]!r}: this input takes a path "
+                         "dycl did not compile (a Python value computed from data chose it)")
 
 
 def build_values(arrays, trees):

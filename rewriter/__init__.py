@@ -9,9 +9,10 @@ into plain code (``rewriter.higher_order``). The passes, in order
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. asserts    — ``assert t, m`` becomes ``if not (t): raise AssertionError(m)``
 3. unroll     — unroll loops with static trip counts; break/continue become if/else
-4. inline     — inline helper methods and submodules that still branch on data
-5. constprop  — substitute and fold static values; drop ``if``s with static tests
-6. structure  — ``elif`` and early ``return`` become nested if/else
+4. choices    — data-dependent choices (``a if c else b``, ``lo < m < hi``, ``heads[i](x)``) become ifs
+5. inline     — inline helper methods and submodules that still branch on data
+6. constprop  — substitute and fold static values; drop ``if``s with static tests
+7. structure  — ``elif`` and early ``return`` become nested if/else
 
 ``rewrite(model, debug=True)`` keeps the source after every pass in ``.trace``.
 """

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import libcst as cst
 from dycl.rewriter.asserts import Asserts
 from dycl.rewriter.callees import rewrite_callee
+from dycl.rewriter.choices import Choices
 from dycl.rewriter.constprop import ConstantPropagation
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.exits import Block
@@ -34,6 +35,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     Normalize,            # drop docstrings, splice `with torch.no_grad():` bodies
     Asserts,              # `assert t, m` becomes `if not (t): raise AssertionError(m)`
     Unroll,               # unroll loops with static trip counts; break/continue become if/else
+    Choices,              # data-dependent choices (a if c else b, lo < m < hi, heads[i](x)) become ifs
     Inline,               # inline helpers and submodules that still branch on data
     ConstantPropagation,  # substitute and fold static values; drop ifs with static tests
     Structure,            # elif and early returns become nested if/else

@@ -133,7 +133,10 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                                         dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
         else:
-            with _DataAsDetach(), DecisionRecorder(inside_torch=False) as recorder, local_symbolics():
+            # a scalar input is a number the host computed from data: its reads are followed into torch
+            scalars = [value for value, port in zip(variant.examples[0], variant.inputs) if port.kind != "tensor"]
+            with _DataAsDetach(), DecisionRecorder(inside_torch=False, sources=scalars) as recorder, \
+                    local_symbolics():
                 try:
                     torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
                                       do_constant_folding=True, **names)
@@ -142,6 +145,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     raise exporter_error(error, module, variant) from error
     symbolic = bool(dynamic_axes)
     guarded = False
+    read = next((d for d in recorder.decisions if d.from_data), None) if dynamo is False else None
+    if read is not None:  # a value from data chose something in the graph (hcfg.decisions note): no guard keeps it
+        raise _frozen_error(f"{read.what} of a number computed from the inputs' data", read.where, module)
     # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
     # input is a 0-d tensor here, so any read of one freezes a value the host computes.
     if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)) and recorder.decisions:

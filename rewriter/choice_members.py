@@ -1,0 +1,113 @@
+"""The members a called container element may be, for ``rewriter.choices``.
+
+``members(func, flow, env)`` looks at the callee of a call: ``seq[i]`` (a static
+ModuleList, Sequential, list or tuple), ``table[k]`` (a static ModuleDict or
+dict with literal keys) or ``getattr(module, name)`` (a static module), and
+gives the deciding expression (``i``, ``k``, ``name``), every value it may take
+with the static term of the member it picks, and what eager raises for any
+other. It says nothing (None) where the container is not static or a key has
+no literal; the choice then stays as it is (and an export that reads the key is
+refused, ``hcfg.decisions``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+import torch
+from dycl.rewriter.flow import Env, StaticFlow
+from dycl.rewriter.values import is_literal, literal_term
+
+_SEQUENCES = (torch.nn.ModuleList, torch.nn.Sequential, list, tuple)
+_TABLES = (torch.nn.ModuleDict, dict)
+#: more members than this (a vocabulary indexed by a token id) stay as they are: no switch
+_MAX_MEMBERS = 64
+
+
+@dataclass(frozen=True)
+class Member:
+    """``key == value`` (``value - size`` too, for a sequence index) picks ``term``."""
+
+    value: Any
+    term: cst.BaseExpression
+
+
+@dataclass(frozen=True)
+class Members:
+    """The deciding ``key``, its ``members`` and the exception (``missing``) eager raises for any other key.
+    ``size``: the length of a sequence (a negative index counts from its end); None for keys."""
+
+    key: cst.BaseExpression
+    members: tuple[Member, ...]
+    missing: str
+    size: int | None = None
+
+    def raise_missing(self, key: cst.BaseExpression) -> cst.Raise:
+        """``raise IndexError("index out of range")``, ``raise KeyError(key)``, ``raise AttributeError(key)``."""
+        argument = cst.SimpleString('"index out of range"') if self.size is not None else key
+        return cst.Raise(cst.Call(cst.Name(self.missing), [cst.Arg(argument)]))
+
+    def test(self, key: cst.BaseExpression, member: Member) -> cst.BaseExpression:
+        equal = cst.Comparison(key, [cst.ComparisonTarget(cst.Equal(), literal_term(member.value))])
+        if self.size is None:
+            return equal
+        # ``|``, not ``or``: the key may be a 0-d tensor (``self.experts[idx]``), computed in its sub-DNN
+        negative = cst.Comparison(key, [cst.ComparisonTarget(cst.Equal(), literal_term(member.value - self.size))])
+        return cst.BinaryOperation(_paren(equal), cst.BitOr(), _paren(negative))
+
+
+def _paren(node: cst.Comparison) -> cst.Comparison:
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | None:
+    """The members ``func`` (a call's callee) may be (see the module docstring)."""
+    if isinstance(func, cst.Subscript) and len(func.slice) == 1 and isinstance(func.slice[0].slice, cst.Index):
+        container = flow.evaluate(func.value, env)
+        key = func.slice[0].slice.value
+        if container is None:
+            return None
+        value = container.value
+        if not isinstance(value, (*_SEQUENCES, *_TABLES)) or not 0 < len(value) <= _MAX_MEMBERS:
+            return None
+        if isinstance(value, _SEQUENCES):
+            found = tuple(Member(i, _item(func.value, i)) for i in range(len(value)))
+            return Members(key, found, "IndexError", len(value))
+        if all(is_literal(k) for k in value):
+            found = tuple(Member(k, _item(func.value, k)) for k in value)
+            return Members(key, found, "KeyError")
+        return None
+    if (isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "getattr"
+            and len(func.args) == 2 and not any(a.keyword or a.star for a in func.args)):
+        receiver = flow.evaluate(func.args[0].value, env)
+        if receiver is None or not isinstance(receiver.value, torch.nn.Module):
+            return None
+        name = func.args[1].value
+        found = tuple(Member(n, cst.Call(cst.Name("getattr"), [func.args[0], cst.Arg(cst.SimpleString(repr(n)))]))
+                      for n in _attributes(receiver.value, name))[:_MAX_MEMBERS + 1]
+        if len(found) > _MAX_MEMBERS:
+            return None
+        return Members(name, found, "AttributeError") if found else None
+    return None
+
+
+def _item(container: cst.BaseExpression, key: Any) -> cst.Subscript:
+    return cst.Subscript(container, [cst.SubscriptElement(cst.Index(literal_term(key)))])
+
+
+def _attributes(module: torch.nn.Module, name: cst.BaseExpression) -> list[str]:
+    """The submodules and callable instance attributes of ``module`` whose names ``name``
+    may give: an f-string's literal parts must match; any name otherwise."""
+    pattern = _pattern(name)
+    candidates = list(module._modules) + [n for n, v in vars(module).items() if not n.startswith("_") and callable(v)]
+    return [n for n in dict.fromkeys(candidates) if n.isidentifier() and (pattern is None or pattern.fullmatch(n))]
+
+
+def _pattern(name: cst.BaseExpression) -> re.Pattern | None:
+    if not isinstance(name, cst.FormattedString):
+        return None
+    parts = [re.escape(p.value) if isinstance(p, cst.FormattedStringText) else ".+?" for p in name.parts]
+    return re.compile("".join(parts))

@@ -1,0 +1,273 @@
+"""Values computed from data that choose on the host (issue 26 items 1-2, issue 27): a module
+picked by a data-dependent index or key, conditional expressions and chained comparisons on
+tensors. Each compiles to one condition per outcome (``rewriter.choices``); the compiled model
+agrees with eager in process and as a torch-free host on inputs that take every outcome."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dycl
+from dycl.testing import assert_equivalent
+from dycl.testing_host import run_host_without_torch
+
+
+def _inputs(count: int = 18, seed: int = 0, shape=(3, 8)) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=generator) * 0.5 + (i % 3 - 1) * 0.8 for i in range(count)]
+
+
+def _check(model: nn.Module, inputs: list[torch.Tensor], choice, tmp_path) -> int:
+    """Compile ``model`` on the first input, compare on all, in process and as a host; the
+    number of distinct outcomes ``choice`` (the model's own decision, computed eagerly) takes."""
+    model.eval()
+    compiled = dycl.compile(model, inputs[0])
+    assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-5)
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+    with torch.no_grad():
+        return len({choice(x) for x in inputs})
+
+
+class TopOneExperts(nn.Module):
+    """Top-1 routing of a whole batch: the router's favourite expert runs."""
+
+    def __init__(self, dim: int = 8, experts: int = 3) -> None:
+        super().__init__()
+        self.router = nn.Linear(dim, experts)
+        self.experts = nn.ModuleList([nn.Sequential(nn.Linear(dim, dim), nn.GELU()) for _ in range(experts)])
+
+    def chosen(self, x):
+        return self.router(x).mean(0).argmax()
+
+    def forward(self, x):
+        idx = self.chosen(x)
+        return self.experts[idx.item()](x)
+
+
+def test_expert_chosen_by_item_of_argmax(tmp_path):
+    torch.manual_seed(1)
+    model = TopOneExperts()
+    inputs = _inputs(24, seed=3)
+    assert _check(model, inputs, lambda x: int(model.chosen(x)), tmp_path) >= 2
+
+
+class SignHeads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(8, 4), nn.Linear(8, 4)])
+
+    def forward(self, x):
+        i = int(x.mean() > 0)
+        return torch.softmax(self.heads[i](x), dim=-1)
+
+
+def test_head_chosen_by_int_of_comparison(tmp_path):
+    torch.manual_seed(2)
+    assert _check(SignHeads(), _inputs(), lambda x: int(x.mean() > 0), tmp_path) == 2
+
+
+class NamedHeads(nn.Module):
+    """Heads as numbered attributes, looked up by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for i in range(3):
+            setattr(self, f"head{i}", nn.Linear(8, 8))
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        level = (x.abs().mean() > 0.6).long() + (x.mean() > 0.3).long()
+        return self.norm(getattr(self, f"head{level}")(x))
+
+
+def test_head_chosen_by_formatted_name(tmp_path):
+    torch.manual_seed(3)
+    model = NamedHeads()
+    choice = lambda x: int((x.abs().mean() > 0.6).long() + (x.mean() > 0.3).long())  # noqa: E731
+    assert _check(model, _inputs(), choice, tmp_path) >= 2
+
+
+class PolarityHeads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleDict({"pos": nn.Linear(8, 2), "neg": nn.Linear(8, 2)})
+        self.scale = {"pos": 1.0, "neg": -2.0}
+
+    def forward(self, x):
+        key = "pos" if x.mean() > 0 else "neg"
+        return self.heads[key](x) * self.scale[key]
+
+
+def test_module_dict_keyed_by_conditional_expression(tmp_path):
+    torch.manual_seed(4)
+    assert _check(PolarityHeads(), _inputs(), lambda x: bool(x.mean() > 0), tmp_path) == 2
+
+
+class Activations(nn.Module):
+    """A plain dict of functions, keyed by a string chosen from the data."""
+
+    ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "gelu": F.gelu}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        spread = h.std()
+        name = "relu" if spread > 0.9 else "tanh" if spread > 0.5 else "gelu"
+        return self.ACTIVATIONS[name](h)
+
+
+def test_function_table_keyed_by_nested_conditional_expression(tmp_path):
+    torch.manual_seed(5)
+    model = Activations()
+    inputs = [x * s for x, s in zip(_inputs(), [0.3, 1.0, 2.5] * 6)]
+
+    def choice(x):
+        spread = model.fc(x).std()
+        return "relu" if spread > 0.9 else "tanh" if spread > 0.5 else "gelu"
+
+    assert _check(model, inputs, choice, tmp_path) == 3
+
+
+class ReturnsEitherBranch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.small = nn.Linear(8, 8)
+        self.large = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+
+    def forward(self, x):
+        return self.small(x) if x.norm() < 4.0 else self.large(x) + x
+
+
+def test_return_of_conditional_expression(tmp_path):
+    torch.manual_seed(6)
+    inputs = [x * s for x, s in zip(_inputs(), [0.5, 3.0] * 9)]
+    assert _check(ReturnsEitherBranch(), inputs, lambda x: bool(x.norm() < 4.0), tmp_path) == 2
+
+
+class Band(nn.Module):
+    """Chained comparisons on tensors, in an ``if`` and as a value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        m = self.fc(x).mean()
+        if -0.1 < m < 0.1:
+            y = self.fc(x) * 2
+        else:
+            y = x
+        inside = 0.0 <= x.mean() < 0.5
+        return y + inside.float()
+
+
+def test_chained_comparisons(tmp_path):
+    torch.manual_seed(7)
+    model = Band()
+
+    def choice(x):
+        m = model.fc(x).mean()
+        return bool(-0.1 < m < 0.1), bool(0.0 <= x.mean() < 0.5)
+
+    assert _check(model, _inputs(24), choice, tmp_path) == 4
+
+
+class Buckets(nn.Module):
+    """An index that eager may find out of range."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        return self.heads[int(x.mean() * 2)](x)
+
+
+def test_index_out_of_range_raises_like_eager():
+    torch.manual_seed(8)
+    model = Buckets().eval()
+    inputs = [torch.full((2, 8), v) + torch.randn(2, 8) * 0.01 for v in (0.1, 0.7, -0.2)]
+    compiled = dycl.compile(model, inputs[0])
+    assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-5)
+    assert len({int(x.mean() * 2) for x in inputs}) == 2
+    too_far = torch.full((2, 8), 1.6)
+    with pytest.raises(IndexError):
+        model(too_far)
+    with pytest.raises(Exception, match="index out of range"):
+        compiled(too_far)
+
+
+def energy(t):
+    return t.pow(2).mean()
+
+
+class BestCandidate(nn.Module):
+    """Pick among candidate refinements by a score, with a named function and a method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refine = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def margin(self, t):
+        return t.max() - t.min()
+
+    def forward(self, x):
+        candidates = [self.refine[0](x), self.refine[1](x), self.refine[2](x), x]
+        loudest = max(candidates, key=energy)
+        calmest = min(candidates, key=self.margin)
+        return loudest + calmest
+
+
+def test_max_and_min_with_a_key_function(tmp_path):
+    torch.manual_seed(9)
+    model = BestCandidate()
+    inputs = [x * s for x, s in zip(_inputs(), [0.2, 1.0, 3.0] * 6)]
+
+    def choice(x):
+        candidates = [layer(x) for layer in model.refine] + [x]
+        energies = [float(energy(c)) for c in candidates]
+        margins = [float(model.margin(c)) for c in candidates]
+        return energies.index(max(energies)), margins.index(min(margins))
+
+    assert _check(model, inputs, choice, tmp_path) >= 2
+
+
+class Mode(enum.Enum):
+    FAST = 0
+    SLOW = 1
+
+
+class MatchOnLevel(nn.Module):
+    def forward(self, x):
+        level = int(x.mean() > 0)
+        match level:
+            case 0:
+                return x
+            case _:
+                return -x
+
+
+class EnumFromData(nn.Module):
+    def forward(self, x):
+        mode = Mode(int(x.mean() > 0))
+        return x + 1 if mode is Mode.FAST else x - 1
+
+
+@pytest.mark.parametrize(("model", "construct", "offset"), [(MatchOnLevel(), "match", 3), (EnumFromData(), "", 2)])
+def test_match_and_enum_from_data_are_refused_at_their_line(model, construct, offset):
+    line = inspect.getsourcelines(type(model).forward)[1] + offset
+    with pytest.raises(dycl.UnsupportedError, match=construct) as refused:
+        dycl.compile(model.eval(), torch.randn(2, 8))
+    # the match statement is refused with its forward's first line (the parser's location for it)
+    first = inspect.getsourcelines(type(model).forward)[1]
+    assert first <= refused.value.location.line <= line and refused.value.location.path == __file__

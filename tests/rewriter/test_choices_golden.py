@@ -1,0 +1,111 @@
+"""Golden snippets of ``rewriter.choices``: each data-dependent choice becomes ``if`` statements."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from tests.rewriter.test_golden import after, golden
+
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.table = nn.ModuleDict({"pos": nn.Linear(4, 4), "neg": nn.Linear(4, 4)})
+
+    def forward(self, x):
+        i = int(x.mean() > 0)
+        y = self.heads[i](x)
+        key = "pos" if y.sum() > 0 else "neg"
+        return self.table[key](y)
+
+
+def test_index_and_key_become_switches_and_the_conditional_expression_an_if():
+    assert after(Heads(), "choices") == golden("""
+        i = int(x.mean() > 0)
+        if (i == 0) | (i == -2):
+            chosen = self.heads[0](x)
+        else:
+            if (i == 1) | (i == -1):
+                chosen = self.heads[1](x)
+            else:
+                raise IndexError("index out of range")
+        y = chosen
+        if y.sum() > 0:
+            choice = "pos"
+        else:
+            choice = "neg"
+        key = choice
+        if key == 'pos':
+            chosen_1 = self.table['pos'](y)
+        else:
+            if key == 'neg':
+                chosen_1 = self.table['neg'](y)
+            else:
+                raise KeyError(key)
+        return chosen_1
+    """)
+
+
+class Band(nn.Module):
+    def forward(self, x):
+        if -1 < x.mean() < 1 <= x.max():
+            return x
+        return -x
+
+
+def test_a_chained_comparison_runs_each_later_comparison_only_where_the_earlier_held():
+    assert after(Band(), "choices") == golden("""
+        operand = x.mean()
+        chain = -1 < operand
+        if chain:
+            chain = operand < 1
+            if chain:
+                chain = 1 <= x.max()
+        if chain:
+            return x
+        return -x
+    """)
+
+
+class Static(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.scale = None
+
+    def forward(self, x, h=None):
+        for i in range(2):
+            x = self.heads[i](x)                         # static after unrolling
+        x = x.unsqueeze(0) if x.dim() == 1 else x        # metadata: left as it is
+        x = x if h is None else x + h                    # an `is` test: left as it is
+        y = x.relu() if self.scale else x.tanh()         # static
+        return y.sum() > 0 and (y if y.mean() > 0 else -y)  # may not run: left as it is
+
+
+def test_static_metadata_and_lazy_choices_stay_as_they_are():
+    assert after(Static(), "choices") == golden("""
+        i = 0
+        x = self.heads[i](x)
+        i = 1
+        x = self.heads[i](x)
+        x = x.unsqueeze(0) if x.dim() == 1 else x
+        x = x if h is None else x + h
+        y = x.relu() if self.scale else x.tanh()
+        return y.sum() > 0 and (y if y.mean() > 0 else -y)
+    """)
+
+
+def test_choices_compile_to_conditions_that_agree_with_eager():
+    import dycl
+    from dycl.testing import assert_equivalent
+
+    torch.manual_seed(0)
+    model = Heads().eval()
+    inputs = [torch.randn(3, 4) + shift for shift in (-1.0, -0.3, 0.0, 0.4, 1.0) for _ in range(3)]
+    compiled = dycl.compile(model, inputs[0])
+    assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-5)
+    with torch.no_grad():
+        outcomes = {(int(x.mean() > 0), bool(model.heads[int(x.mean() > 0)](x).sum() > 0)) for x in inputs}
+    assert len(outcomes) >= 3
