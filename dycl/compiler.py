@@ -41,6 +41,7 @@ from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.example_copy import ExampleSnapshot
 from dycl.guard_alternatives import alternative_name, other_size_variants
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
@@ -359,10 +360,12 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     dump = os.environ.get("DYCL_DUMP")
     value: Any = job
     seconds: dict[str, float] = {}
+    example = ExampleSnapshot.take((example_input, options.kwargs))  # each stage starts from the example's values
     for number, (name, stage) in enumerate(STAGES):
         start = time.perf_counter()
         with paused_collector() if name in FRONT_END else contextlib.nullcontext():
             value = stage(value)
+        example.restore()
         seconds[name] = time.perf_counter() - start
         if dump:
             _dump(Path(dump) / f"{number}-{name}.txt", value)
