@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from dycl import per_sample as per_sample_mode
-from dycl import rewriter
+from dycl import rewriter, written_inputs
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
@@ -115,6 +115,7 @@ class Frontend:
     example_args: tuple
     call: Any
     output_spec: Any
+    written_inputs: tuple[str, ...] = ()  # inputs forward() updates in place (dycl.written_inputs)
 
 
 @dataclass
@@ -180,9 +181,13 @@ def rewrite(job: Job) -> Frontend:
         if returns is not None:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns)
-    front = Frontend(job, model, rewritten, flat_example(rewritten, passed), call or call_description(rewritten),
-                     output_spec)
+    example_args = flat_example(rewritten, passed)
+    written = written_inputs.find(rewritten, [flat.name for flat, value in zip(rewritten.inputs, example_args)
+                                              if isinstance(value, torch.Tensor)])
+    front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
+                     call or call_description(rewritten), output_spec, written)
     if job.options.per_sample:
+        written_inputs.refuse_per_sample(written, rewritten)
         per_sample_mode.check_request(job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
         per_sample_mode.check_outputs(output_spec)
     job.bar.step("rewritten")
@@ -325,7 +330,7 @@ def emit(compiled: Compiled) -> CompileResult:
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, constants, front.output_spec,
                                      per_sample=front.job.options.per_sample, guards=compiled.guards,
-                                     alternatives=compiled.alternatives)
+                                     alternatives=compiled.alternatives, written_inputs=front.written_inputs)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
