@@ -4,10 +4,11 @@ Accepted forms (``torch.onnx.export(dynamic_axes=...)`` and ``torch.export``'s
 ``Dim`` give the same choices):
 
 - ``True`` or ``"batch"`` (the default): dim 0 of every tensor input of rank ≥ 1
-  is the symbolic dim ``"batch"`` (one name: all inputs share the batch size);
+  is the symbolic dim ``"batch"`` (one name: all inputs share the batch size), except
+  an input whose dim 0 in the example differs from the first one's (it is not batched);
 - ``False``: every dim static — the compile of the example's exact shapes;
-- ``"all"``: every dim of every tensor input symbolic (dim 0 ``"batch"``, the
-  others ``"<input>_d<axis>"``);
+- ``"all"``: every dim of every tensor input symbolic (dim 0 ``"batch"`` where the
+  default has it, the others ``"<input>_d<axis>"``);
 - a dict ``{input: {axis: name}}`` or ``{input: [axis, ...]}`` (input by
   parameter name or position; negative axes count from the end), on top of the
   default batch dim; an axis mapped to ``None`` stays static (``{"x": {0: None}}``
@@ -41,7 +42,9 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
     if spec is True or spec == "batch":
         return _batch(tensors)
     if spec == "all":
-        return {name: {axis: BATCH if axis == 0 else f"{name}_d{axis}" for axis in range(value.dim())}
+        batched = _batch(tensors)
+        return {name: {axis: BATCH if axis == 0 and name in batched else f"{name}_d{axis}"
+                       for axis in range(value.dim())}
                 for name, value in tensors.items()}
     if isinstance(spec, str):
         raise ValueError(f"dynamic={spec!r}: expected True, False, 'batch', 'all' or a dict "
@@ -72,7 +75,12 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
 
 
 def _batch(tensors: dict[str, torch.Tensor]) -> dict[str, dict[int, str]]:
-    return {name: {0: BATCH} for name, value in tensors.items() if value.dim() >= 1}
+    """Dim 0 of the inputs whose dim 0 has the first such input's size in the example: an
+    input of another size there (a caller's (6,) statistics next to a (5, 6) batch) does not
+    share the batch, and naming it so would refuse the example itself."""
+    ranked = [value for value in tensors.values() if value.dim() >= 1]
+    size = ranked[0].shape[0] if ranked else None
+    return {name: {0: BATCH} for name, value in tensors.items() if value.dim() >= 1 and value.shape[0] == size}
 
 
 def _parameter(key: str | int, parameters: Sequence[str]) -> str:

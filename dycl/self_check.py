@@ -123,10 +123,11 @@ def _compare(subject: Subject, derived: Derived) -> bool:
     try:
         with torch.no_grad():
             actual = subject.compiled(*arguments[0], **arguments[1])
-    except ValueError:
-        if derived.resized:  # the compiled model refuses that size by name (specialised dim, shape guard)
+    except Exception as error:
+        if derived.resized and isinstance(error, ValueError):  # a size refused by name (specialised dim, guard)
             return False
-        raise
+        raise SelfCheckError(f"the compiled model raises on the {derived.description}, which eager takes "
+                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False)}") from error
     problem = difference(expected, actual, compare_values=not sampled)
     if problem is not None:
         raise SelfCheckError(f"the compiled model differs from eager on the {derived.description}: output{problem}"

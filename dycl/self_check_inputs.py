@@ -75,7 +75,7 @@ def _map_tensors(value: Any, change: Callable[[torch.Tensor], torch.Tensor]) -> 
             return leaf
         if id(leaf) not in memo:
             with torch.no_grad():
-                memo[id(leaf)] = change(leaf.detach())
+                memo[id(leaf)] = change(leaf).detach()
             changed = changed or memo[id(leaf)].shape != leaf.shape or not torch.equal(memo[id(leaf)], leaf)
         return memo[id(leaf)]
 
