@@ -171,7 +171,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
         compiled._eval_model = model
     if self_check.enabled(check):
         with preserved(model):
-            self_check.run(self_check.subject(model, compiled, result, *pristine))
+            result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
     return compiled
 
 

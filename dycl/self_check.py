@@ -23,6 +23,7 @@ the check off.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,15 @@ def symbolic_axes(passed: dict[str, Any], flat_inputs: tuple[Any, ...], ports: t
         if isinstance(value, torch.Tensor) and named and value.dim() == len(port.shape):
             axes[id(value)] = named
     return axes
+
+
+def timed_run(subject: Subject) -> dict[str, float]:
+    """``run``, with what it cost: ``{"inputs": compared, "seconds": wall-clock, "cpu_seconds": process}``
+    (``compiled.stats["self_check"]``)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    compared = run(subject)
+    return {"inputs": compared, "seconds": round(time.perf_counter() - wall, 4),
+            "cpu_seconds": round(time.process_time() - cpu, 4)}
 
 
 def _compare(subject: Subject, derived: Derived) -> bool:
@@ -237,4 +247,4 @@ def _form(value: Any) -> str:
     return type(value).__name__
 
 
-__all__ = ["SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes"]
+__all__ = ["SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes", "timed_run"]
