@@ -12,10 +12,11 @@ from dycl.hostgen.manifest import DYCL_VERSION
 from dycl.model_state import ModelStateError, TrainingModeError
 from dycl.rewriter import RewrittenFunction, rewrite
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
+from dycl.self_check import SelfCheckError
 from dycl.staleness import StaleWeightsError
 
 __version__ = DYCL_VERSION
 
 __all__ = ["compile", "load", "check", "Report", "CompiledModel", "UnsupportedError", "SpecialisationWarning",
            "SourceLocation", "RewrittenFunction", "rewrite", "TrainingModeError", "ModelStateError",
-           "StaleWeightsError", "__version__"]
+           "StaleWeightsError", "SelfCheckError", "__version__"]

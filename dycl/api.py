@@ -10,11 +10,13 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
+from dycl import self_check
 from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.batch_check import static_batch_needed
 from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
+from dycl.example_copy import copy_tensors
 from dycl.globals_guard import GlobalsGuard
 from dycl.guard_alternatives import module_of
 from dycl.hcfg.draw import layout_json, to_dot
@@ -146,7 +148,7 @@ class CompiledModel:
 def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "onnxruntime",
             optimize: bool | Levers = True, progress: bool | None = None, dynamic: DynamicSpec = True,
             kwargs: dict[str, Any] | None = None, mode: str | None = None, threads: int | None = None,
-            per_sample: bool = False,
+            per_sample: bool = False, check: bool | None = None,
             **backend_options: Any) -> CompiledModel:  # noqa: A001 - the design's name
     """Compile ``model`` (whose ``forward`` may branch on data) for ``example_input``
     (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
@@ -178,13 +180,20 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     ``per_sample=True`` compiles a model written for one sample (the example has a
     batch dim of 1) to take a batch and return, per sample, what eager returns for it
     alone: each sub-DNN runs once per group of samples that take its branch
-    (``dycl.per_sample``, which also says how the outputs are joined)."""
+    (``dycl.per_sample``, which also says how the outputs are joined).
+
+    Compiling runs ``forward`` on copies of the example only. It ends by comparing the
+    compiled model with eager on the example and on inputs derived from it
+    (``dycl.self_check``), raising ``dycl.SelfCheckError`` at the first difference;
+    ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that."""
     validate(model, example_input, kwargs)
     if mode not in (None, "eval"):
         raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
     training = training_modules(model)
     if training and mode is None:
         raise TrainingModeError(model, training)
+    pristine = copy_tensors((example_input, kwargs))  # compiling runs forward on copies (dycl.example_copy)
+    example_input, kwargs = copy_tensors(pristine)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
         levers = Levers.of(optimize)
         result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
@@ -199,6 +208,9 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
+    if self_check.enabled(check):
+        with preserved(model), muted():
+            result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
     return compiled
 
 

@@ -48,7 +48,7 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []
     # the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
-    returned = getattr(model, FORWARD)(*args, **specialized)
+    returned, _ = host.split_written_inputs(getattr(model, FORWARD)(*args, **specialized), manifest)
     _check_plain(returned, host, locations or LocationTable())
     for name, value in host.flat_outputs(returned):
         if isinstance(value, (np.ndarray, np.generic)):

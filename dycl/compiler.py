@@ -33,13 +33,14 @@ from typing import Any
 import torch
 
 from dycl import per_sample as per_sample_mode
-from dycl import rewriter
+from dycl import rewriter, written_inputs
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
 from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
+from dycl.example_copy import ExampleSnapshot
 from dycl.guard_alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
@@ -113,6 +114,7 @@ class Frontend:
     example_args: tuple
     call: Any
     output_spec: Any
+    written_inputs: tuple[str, ...] = ()  # inputs forward() updates in place (dycl.written_inputs)
 
 
 @dataclass
@@ -180,9 +182,13 @@ def rewrite(job: Job) -> Frontend:
         if returns is not None:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns)
-    front = Frontend(job, model, rewritten, flat_example(rewritten, passed), call or call_description(rewritten),
-                     output_spec)
+    example_args = flat_example(rewritten, passed)
+    written = written_inputs.find(rewritten, [flat.name for flat, value in zip(rewritten.inputs, example_args)
+                                              if isinstance(value, torch.Tensor)])
+    front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
+                     call or call_description(rewritten), output_spec, written)
     if job.options.per_sample:
+        written_inputs.refuse_per_sample(written, rewritten)
         per_sample_mode.check_request(job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
         per_sample_mode.check_outputs(output_spec)
     job.bar.step("rewritten")
@@ -345,7 +351,8 @@ def emit(compiled: Compiled) -> CompileResult:
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, constants, front.output_spec,
                                      per_sample=front.job.options.per_sample, guards=compiled.guards,
-                                     alternatives=compiled.alternatives, calling_thread=compiled.calling_thread)
+                                     alternatives=compiled.alternatives, calling_thread=compiled.calling_thread,
+                                     written_inputs=front.written_inputs)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
@@ -380,10 +387,12 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     dump = os.environ.get("DYCL_DUMP")
     value: Any = job
     seconds: dict[str, float] = {}
+    example = ExampleSnapshot.take((example_input, options.kwargs))  # each stage starts from the example's values
     for number, (name, stage) in enumerate(STAGES):
         start = time.perf_counter()
         with paused_collector() if name in FRONT_END else contextlib.nullcontext():
             value = stage(value)
+        example.restore()
         seconds[name] = time.perf_counter() - start
         if dump:
             _dump(Path(dump) / f"{number}-{name}.txt", value)

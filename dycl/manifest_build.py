@@ -56,7 +56,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    output_spec: Any = None, per_sample: bool = False,
                    guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
                    alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]] | None = None,
-                   calling_thread: frozenset[str] = frozenset()) -> tuple[Manifest, dict[str, bytes]]:
+                   calling_thread: frozenset[str] = frozenset(),
+                   written_inputs: tuple[str, ...] = ()) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
@@ -85,6 +86,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         constants=stored,
         output=outputs.describe(output_spec) if output_spec is not None else None,
         per_sample=per_sample,
+        written_inputs=written_inputs,
     )
     returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
                             rewritten.locations)

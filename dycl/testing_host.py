@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from dycl.example_copy import copy_tensors
 from dycl.rewriter.arguments import positional_arguments
 
 _SCRIPT = r'''
@@ -62,10 +63,13 @@ def differ(expected, actual):
     return None if expected == actual else f"expected {expected!r}, got {actual!r}"
 
 problems = []
-for i, (args, kwargs, expected) in enumerate(cases):
+for i, (args, kwargs, expected, arguments_after) in enumerate(cases):
     problem = differ(expected, model(*args, **kwargs))
     if problem:
         problems.append(f"input {i}: {problem}")
+    problem = differ(arguments_after, (args, kwargs))  # an input forward() updates in place is updated
+    if problem:
+        problems.append(f"input {i}: the arguments after the call: {problem}")
 torch_loaded = sys.modules.get("torch") is not None
 print(json.dumps({"checked": len(cases), "problems": problems, "torch_loaded": torch_loaded}))
 '''
@@ -96,14 +100,18 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
                            env: dict[str, str] | None = None) -> dict:
     """Run ``artifact``'s host on ``inputs`` in a torch-free process (with ``env`` added
     to its environment); return ``{"checked": n, "problems": [...]}`` comparing with
-    ``model``'s eager outputs."""
+    ``model``'s eager outputs, and the arguments after each call with eager's (an input
+    that forward() updates in place). Eager runs on copies: ``inputs`` stay as they are."""
     cases = []
     with torch.no_grad():
         for item in inputs:
             args, kwargs = (item.args, item.kwargs) if isinstance(item, Call) else (
                 positional_arguments(item), {})
-            cases.append((tuple(to_numpy(a) for a in args), {k: to_numpy(v) for k, v in kwargs.items()},
-                          to_numpy(model(*args, **kwargs))))
+            given = (tuple(to_numpy(a) for a in args), {k: to_numpy(v) for k, v in kwargs.items()})
+            args, kwargs = copy_tensors((args, kwargs))  # eager may update them in place: the caller's stay
+            expected = to_numpy(model(*args, **kwargs))
+            cases.append((*given, expected, (tuple(to_numpy(a) for a in args),
+                                             {k: to_numpy(v) for k, v in kwargs.items()})))
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "cases.pkl"
         data.write_bytes(pickle.dumps((cases, atol)))

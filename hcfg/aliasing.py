@@ -25,17 +25,42 @@ from dycl.rewriter import UnsupportedError
 from dycl.rewriter.errors import SourceLocation
 from dycl.rewriter.walk import descendants
 
+# the names a module is commonly imported as: ``F.relu_(x)`` updates ``x``, not ``F``
+_MODULE_NAMES = frozenset({"torch", "F", "nn", "functional", "init"})
+
 
 def updated_in_place(stmt: cst.CSTNode) -> list[str]:
-    """Names ``stmt`` updates in place: ``name op= ...`` and ``name.method_(...)``."""
+    """Names ``stmt`` updates in place: ``name op= ...``, ``name.method_(...)`` (also
+    ``name.data.method_(...)``), ``torch.fn_(name, ...)`` / ``F.fn_(name)``, ``f(name, ...,
+    inplace=True)`` and ``f(..., out=name)``."""
     names = []
     for node in descendants(stmt):
         if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
             names.append(node.target.value)
-        elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-              and isinstance(node.func.value, cst.Name) and node.func.attr.value.endswith("_")
-              and not node.func.attr.value.startswith("_")):
-            names.append(node.func.value.value)
+        elif isinstance(node, cst.Call):
+            names += _call_updates(node)
+    return names
+
+
+def _call_updates(call: cst.Call) -> list[str]:
+    names = []
+    first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "out" and isinstance(arg.value, cst.Name):
+            names.append(arg.value.value)
+        elif keyword == "inplace" and isinstance(arg.value, cst.Name) and arg.value.value == "True" and isinstance(
+                first, cst.Name):
+            names.append(first.value)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+        root = func.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and root.value in _MODULE_NAMES:
+            names += [first.value] if isinstance(first, cst.Name) else []
+        elif isinstance(root, cst.Name):
+            names.append(root.value)
     return names
 
 

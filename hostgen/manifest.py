@@ -420,7 +420,7 @@ def _json_dim_uses(value, where):
 
 
 _MANIFEST_REQUIRED = ("schema", "dycl_version", "backend", "model", "inputs", "host", "sub_dnns")
-_MANIFEST_OPTIONAL = ("outputs", "call", "dynamic_dims", "constants", "output", "per_sample")
+_MANIFEST_OPTIONAL = ("outputs", "call", "dynamic_dims", "constants", "output", "per_sample", "written_inputs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -449,6 +449,9 @@ class Manifest:
     constants: Constants | None = None
     output: object = None
     per_sample: bool = False
+    #: inputs forward() updates in place, by flat input name: the host writes their final values back into
+    #: the caller's arrays (``dycl.written_inputs``)
+    written_inputs: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
 
     @classmethod
@@ -484,6 +487,8 @@ class Manifest:
             constants=Constants.from_json(value["constants"], "constants") if "constants" in value else None,
             output=value.get("output"),
             per_sample=_json_flag(value.get("per_sample", False), "per_sample"),
+            written_inputs=tuple(_json_string(name, f"written_inputs[{position}]") for position, name
+                                 in enumerate(_json_list(value.get("written_inputs", []), "written_inputs"))),
         )
 
     def to_json(self):
@@ -507,6 +512,8 @@ class Manifest:
             value["output"] = json.loads(json.dumps(self.output))
         if self.per_sample:
             value["per_sample"] = True
+        if self.written_inputs:
+            value["written_inputs"] = list(self.written_inputs)
         return value
 
     def to_bytes(self):

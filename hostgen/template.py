@@ -79,7 +79,7 @@ class Model:
         for spec in self._inputs:
             _check_input(spec, arguments[spec.name], dims)
         try:
-            return self.@FORWARD@(**arguments)
+            returned = self.@FORWARD@(**arguments)
         except ShapeGuardError:
             raise
         except Exception as error:
@@ -97,6 +97,11 @@ class Model:
             first = (str(error).strip().splitlines() or [""])[0][:300]
             kind = type(error).__name__
             raise RuntimeError(f"the compiled code of {{lines}} failed ({{kind}}: {{first}})") from error
+        returned, finals = split_written_inputs(returned, self.manifest)
+        for name, final in zip(self.manifest.written_inputs, finals):
+            if final is not arguments[name]:  # forward() updates this input in place: so does the call
+                np.copyto(arguments[name], final)
+        return returned
 
 {forward}
 
@@ -305,6 +310,14 @@ class _Guarded:
                 continue
             return executable(*args)
         raise first
+
+
+def split_written_inputs(returned, manifest):
+    """``(what forward() returns, the final values of the inputs it updates in place)``:
+    ``@FORWARD@`` returns both as a pair when ``manifest.written_inputs`` names any."""
+    if not manifest.written_inputs:
+        return returned, ()
+    return returned
 
 
 def flat_outputs(value, name="output"):

@@ -1,0 +1,250 @@
+"""The check every ``dycl.compile`` ends with: the compiled model against eager, on the
+example and on inputs derived from it, whatever the model's patterns.
+
+Assumes: the model is in eval semantics while ``run`` runs (``dycl.api.compile`` calls it
+inside ``model_state.preserved``), and calling the compiled model is side-effect free
+apart from the input write-back it promises (``dycl.written_inputs``).
+
+Guarantees: ``run`` raises ``SelfCheckError`` naming the first difference (which input,
+which output or input leaf, expected against got) when, on the example or on a derived
+input eager accepts, the compiled model returns another structure, type, dtype, shape or
+value than eager (values within ``tolerance``), or leaves the arguments in another state
+than eager leaves them (a mutated input). Eager and the compiled model each run on their
+own copy of every input, so the caller's example is never touched. A derived input on
+which eager raises is skipped, and so is one of another size that the compiled model
+refuses with a ``ValueError`` (a documented refusal: a specialised dim, a shape guard).
+A model whose eager outputs differ between two runs on the same input (it samples) is
+compared on structure, dtypes and shapes only.
+
+``DYCL_SELF_CHECK=0`` in the environment, or ``dycl.compile(..., check=False)``, turns
+the check off.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dycl.example_copy import copy_tensors
+from dycl.self_check_inputs import Derived, derived_inputs
+from dycl.signature import bind_example, example_arguments
+
+#: absolute tolerance, relative to the largest magnitude of the expected value (ONNX Runtime and TVM fuse and
+#: reorder float arithmetic); the same order as the tests' ``atol=1e-4`` on unit-scale outputs
+ATOL, RTOL = 1e-4, 1e-3
+
+
+class SelfCheckError(RuntimeError):
+    """dycl compiled a model that is already wrong on the example or on an input derived
+    from it: a dycl bug. The message names the input and the first difference."""
+
+
+def enabled(requested: bool | None) -> bool:
+    """Whether to run the check: ``requested`` when given, else unless ``DYCL_SELF_CHECK=0``."""
+    if requested is not None:
+        return requested
+    return os.environ.get("DYCL_SELF_CHECK", "1") not in ("0", "")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the check compares: ``eager`` and ``compiled`` are called as ``f(*args, **kwargs)``;
+    ``symbolic`` maps the id of each example tensor to the axes the compiled model takes at
+    any size (``dycl.self_check_inputs``)."""
+
+    eager: Callable[..., Any]
+    compiled: Callable[..., Any]
+    args: tuple
+    kwargs: dict[str, Any]
+    symbolic: dict[int, tuple[int, ...]]
+
+
+def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, example_input: Any,
+            kwargs: dict[str, Any] | None) -> Subject:
+    """The check of ``compiled``, compiled by ``result`` (``dycl.compiler.CompileResult``) from
+    ``model`` and the example call ``model(*example_input, **kwargs)``. A per-sample model
+    is checked at the example's size only (on a batch it answers per sample, not as eager)."""
+    args, kwargs = example_arguments(example_input), dict(kwargs or {})
+    symbolic: dict[int, tuple[int, ...]] = {}
+    if not result.manifest.per_sample:
+        try:
+            passed = bind_example(model, args, kwargs)
+        except TypeError:
+            passed = {}
+        symbolic = symbolic_axes(passed, result.rewritten.inputs, result.manifest.inputs)
+    return Subject(model, compiled, args, kwargs, symbolic)
+
+
+def run(subject: Subject) -> int:
+    """Compare on the example and its derived inputs; return how many were compared."""
+    compared = 0
+    for derived in derived_inputs(subject.args, subject.kwargs, subject.symbolic):
+        if _compare(subject, derived):
+            compared += 1
+    return compared
+
+
+def symbolic_axes(passed: dict[str, Any], flat_inputs: tuple[Any, ...], ports: tuple[Any, ...]
+                  ) -> dict[int, tuple[int, ...]]:
+    """The id of each example tensor -> its axes the compiled model takes at any size (a
+    manifest dim that is a plain name), from ``passed`` (``dycl.signature.bind_example``),
+    the rewritten function's ``FlatInput`` s and the manifest's input ports. Inputs that do
+    not line up (a library model's wrapper) are left out."""
+    by_name = {flat.name: flat for flat in flat_inputs}
+    axes: dict[int, tuple[int, ...]] = {}
+    for port in ports:
+        flat = by_name.get(port.name)
+        if flat is None or flat.parameter not in passed:
+            continue
+        value = passed[flat.parameter]
+        try:
+            value = value if flat.key is None else value[flat.key]
+        except (KeyError, IndexError, TypeError):
+            continue
+        named = tuple(axis for axis, dim in enumerate(port.shape) if isinstance(dim, str) and dim.isidentifier())
+        if isinstance(value, torch.Tensor) and named and value.dim() == len(port.shape):
+            axes[id(value)] = named
+    return axes
+
+
+def timed_run(subject: Subject) -> dict[str, float]:
+    """``run``, with what it cost: ``{"inputs": compared, "seconds": wall-clock, "cpu_seconds": process}``
+    (``compiled.stats["self_check"]``)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    compared = run(subject)
+    return {"inputs": compared, "seconds": round(time.perf_counter() - wall, 4),
+            "cpu_seconds": round(time.process_time() - cpu, 4)}
+
+
+def _compare(subject: Subject, derived: Derived) -> bool:
+    """Compare one input; False if it was skipped (eager raised; a refused size)."""
+    try:
+        expected, eager_after, sampled = _eager(subject.eager, derived.args, derived.kwargs)
+    except Exception:  # noqa: BLE001 - an input eager refuses tells nothing about the compiled model
+        if derived.is_example:
+            raise
+        return False
+    arguments = copy_tensors((derived.args, derived.kwargs))
+    try:
+        with torch.no_grad():
+            actual = subject.compiled(*arguments[0], **arguments[1])
+    except Exception as error:
+        if derived.resized and isinstance(error, ValueError):  # a size refused by name (specialised dim, guard)
+            return False
+        raise SelfCheckError(f"the compiled model raises on the {derived.description}, which eager takes "
+                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False)}") from error
+    problem = difference(expected, actual, compare_values=not sampled)
+    if problem is not None:
+        raise SelfCheckError(f"the compiled model differs from eager on the {derived.description}: output{problem}"
+                             f"{_hint(sampled)}")
+    problem = difference(eager_after, arguments, compare_values=not sampled)
+    if problem is not None:
+        raise SelfCheckError(f"the compiled model leaves the arguments of the call in another state than eager on "
+                             f"the {derived.description}: argument{_argument_name(problem)}")
+    return True
+
+
+def _eager(model: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any, bool]:
+    """``(outputs, arguments after the call, sampled)`` of eager on copies of the input;
+    ``sampled`` when a second run on fresh copies returns other values."""
+    first = copy_tensors((args, kwargs))
+    second = copy_tensors((args, kwargs))
+    with torch.no_grad():
+        expected = model(*first[0], **first[1])
+        again = model(*second[0], **second[1])
+    sampled = difference(expected, again, compare_values=True, atol=0.0, rtol=0.0) is not None
+    return expected, first, sampled
+
+
+def _hint(sampled: bool) -> str:
+    return (" (the model samples: only structure, dtypes and shapes were compared)" if sampled else
+            ". This is a dycl bug: please report it with the model; dycl.compile(..., check=False) returns the "
+            "model regardless")
+
+
+def _argument_name(problem: str) -> str:
+    """``[0][1]...`` of the (args, kwargs) pair as ``[1]`` (positional) or ``['name']``."""
+    return problem[3:] if problem.startswith(("[0]", "[1]")) else problem
+
+
+def difference(expected: Any, actual: Any, compare_values: bool = True, atol: float = ATOL,
+               rtol: float = RTOL) -> str | None:
+    """None if ``actual`` matches ``expected``, else ``"[path]: expected ..., got ..."``
+    for the first leaf (or container) that differs."""
+    for path, want, got in _pairs(expected, actual, ""):
+        problem = _leaf_difference(want, got, compare_values, atol, rtol)
+        if problem is not None:
+            return f"{path}: {problem}"
+    return None
+
+
+def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    """``(path, expected leaf, actual leaf)``; a container that differs in form is one pair."""
+    if isinstance(expected, (tuple, list)) and not isinstance(expected, torch.Size):
+        if type(expected) is not type(actual) or len(expected) != len(actual):
+            yield path, expected, actual
+            return
+        for index, (want, got) in enumerate(zip(expected, actual)):
+            yield from _pairs(want, got, f"{path}[{index}]")
+    elif isinstance(expected, dict):
+        if not isinstance(actual, dict) or list(expected) != list(actual):
+            yield path, expected, actual
+            return
+        for key in expected:
+            yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]")
+    else:
+        yield path, expected, actual
+
+
+def _leaf_difference(want: Any, got: Any, compare_values: bool, atol: float, rtol: float) -> str | None:
+    if isinstance(want, (tuple, list, dict)) and not isinstance(want, torch.Size):
+        return f"expected {_form(want)}, got {_form(got)}"
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor, got {_form(got)}"
+        if want.shape != got.shape or want.dtype != got.dtype:
+            return f"expected {tuple(want.shape)} {want.dtype}, got {tuple(got.shape)} {got.dtype}"
+        return _tensor_difference(want, got, atol, rtol) if compare_values else None
+    if type(want) is not type(got):
+        return f"expected {type(want).__name__} {want!r:.60}, got {type(got).__name__} {got!r:.60}"
+    if not compare_values:
+        return None
+    if isinstance(want, float):
+        close = want == got or abs(want - got) <= atol + rtol * abs(want) or (want != want and got != got)
+        return None if close else f"expected {want!r}, got {got!r}"
+    return None if _equal(want, got) else f"expected {want!r:.60}, got {got!r:.60}"
+
+
+def _tensor_difference(want: torch.Tensor, got: torch.Tensor, atol: float, rtol: float) -> str | None:
+    if not (want.is_floating_point() or want.is_complex()):
+        if torch.equal(want, got):
+            return None
+        return f"values differ at {int((want != got).sum())} of {want.numel()} elements"
+    scale = float(want.abs().nan_to_num(0.0, 0.0, 0.0).max()) if want.numel() else 0.0
+    if torch.allclose(got, want, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True):
+        return None
+    gap = (want.double() - got.double()).abs().nan_to_num(float("inf"))
+    return f"values differ (max abs diff {float(gap.max()):.3g}, expected magnitude up to {scale:.3g})"
+
+
+def _equal(want: Any, got: Any) -> bool:
+    try:
+        return bool(want == got)
+    except Exception:  # noqa: BLE001 - an object without a usable ==: its type matched, nothing more to compare
+        return True
+
+
+def _form(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of {len(value)}"
+    if isinstance(value, dict):
+        return f"{type(value).__name__} with keys {list(value)}"
+    return type(value).__name__
+
+
+__all__ = ["SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes", "timed_run"]
