@@ -26,6 +26,7 @@ from dycl.model_state import TrainingModeError, eval_mode, preserved, training_m
 from dycl.outputs import rebuild
 from dycl.quiet import muted
 from dycl.staleness import WeightGuard
+from dycl.state_sync import ModuleState
 from dycl.validate import validate
 
 
@@ -67,6 +68,7 @@ class CompiledModel:
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
         self._globals_guard: GlobalsGuard | None = None  # set by compile(): detects globals rebound since
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
+        self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -101,10 +103,22 @@ class CompiledModel:
             self._guard.check()
         if self._globals_guard is not None:
             self._globals_guard.check()
+        if self._state is not None:
+            return self._with_module_state(args, kwargs)
+        return self._run_host(self._host, *args, **kwargs)
+
+    def _run_host(self, call: Any, *args: Any, **kwargs: Any) -> Any:
         if self._eval_model is None:
-            return self._host(*args, **kwargs)
+            return call(*args, **kwargs)
         with eval_mode(self._eval_model):  # the torch backend runs the live modules
-            return self._host(*args, **kwargs)
+            return call(*args, **kwargs)
+
+    def _with_module_state(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """One call that starts from the user's module state and writes the final state back to it."""
+        with self._state.lock:
+            outputs, final = self._run_host(self._host.call_with_state, self._state.read(), *args, **kwargs)
+            self._state.write(final)
+        return outputs
 
     def save(self, directory: str | Path) -> Path:
         if self._result is None:
@@ -204,7 +218,9 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
                                    progress=progress, backend_options=backend_options, dynamic=False, kwargs=kwargs,
                                    levers=levers, per_sample=per_sample)
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
-    compiled._guard = WeightGuard(model)
+    if result.rewritten.state:  # read from the model before each call, written back after (dycl.state_sync)
+        compiled._state = ModuleState(result.rewritten.state)
+    compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model

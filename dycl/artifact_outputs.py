@@ -32,10 +32,12 @@ from dycl.subdnn import SubDNNModule
 
 def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, SubDNNModule],
                  constants: Mapping[str, torch.Tensor], example_args: tuple,
-                 specialized: dict[str, Any], locations: LocationTable | None = None) -> tuple[Output, ...]:
+                 specialized: dict[str, Any], locations: LocationTable | None = None,
+                 state: bool = False) -> tuple[Output, ...]:
     """The manifest's output table: one entry per array or Python value the model
     returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
-    ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)."""
+    ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``).
+    ``state``: the host threads module state, so ``FORWARD`` returns ``(outputs, state)``."""
     from dycl.guard_alternatives import module_of
 
     host = host_module.load_host_module(host_source)
@@ -49,6 +51,8 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     specs = []
     # the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
     returned, _ = host.split_written_inputs(getattr(model, FORWARD)(*args, **specialized), manifest)
+    if state:  # (outputs, final module state): the host returns the outputs (rewriter.state_threading)
+        returned = returned[0]
     _check_plain(returned, host, locations or LocationTable())
     for name, value in host.flat_outputs(returned):
         if isinstance(value, (np.ndarray, np.generic)):

@@ -59,6 +59,7 @@ from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
 from dycl.signature import bind_example, call_description, flat_example
+from dycl.state_sync import host_state, initial_state
 from dycl.subdnn import SubDNNModule
 
 
@@ -178,7 +179,7 @@ def rewrite(job: Job) -> Frontend:
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
         rewritten = rewriter.rewrite(model, example=passed)
-        returns = object_output(model, passed) if call is None else None
+        returns = object_output(model, passed, _threaded_output(rewritten, model, passed)) if call is None else None
         if returns is not None:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns)
@@ -187,12 +188,26 @@ def rewrite(job: Job) -> Frontend:
                                               if isinstance(value, torch.Tensor)])
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
                      call or call_description(rewritten), output_spec, written)
+    if job.options.per_sample and rewritten.state:
+        raise UnsupportedError(f"per_sample=True with module state written in forward() "
+                               f"({', '.join(s.path for s in rewritten.state)})", None,
+                               "state shared by the samples of a batch has no per-sample meaning: compile "
+                               "without per_sample")
     if job.options.per_sample:
         written_inputs.refuse_per_sample(written, rewritten)
         per_sample_mode.check_request(job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
         per_sample_mode.check_outputs(output_spec)
     job.bar.step("rewritten")
     return front
+
+
+def _threaded_output(rewritten: rewriter.RewrittenFunction, model: torch.nn.Module,
+                     passed: dict[str, Any]) -> Callable[[], Any] | None:
+    """For a forward that writes module state, the example's output made by the rewritten
+    function (which threads the state instead of writing it: ``rewriter.state_threading``)."""
+    if not rewritten.state:
+        return None
+    return lambda: rewritten.compile()(model, *flat_example(rewritten, passed))[0]
 
 
 def build_graph(front: Frontend) -> Graph:
@@ -218,7 +233,9 @@ def explore(stage: Graph) -> Explored:
     bound = rewritten.signature.bind(front.model, *front.example_args)
     bound.apply_defaults()
     initial = dict(bound.arguments)
-    declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:], front.example_args)
+    inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
+    declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
+                            front.example_args[:inputs])
     if front.job.options.per_sample:
         declared = per_sample_mode.without_batch(declared)
     shapes = SymbolicShapes() if declared else None
@@ -346,10 +363,11 @@ def emit(compiled: Compiled) -> CompileResult:
         codegen, extra = BatchedHostCodegen, {"sample_inputs": names}
     host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                           call=front.call, globals=rewritten.globals, locations=rewritten.locations,
-                          uses_constants=bool(constants), **extra).emit()
+                          uses_constants=bool(constants), state=host_state(rewritten.state), **extra).emit()
+    stored = {**constants, **initial_state(rewritten.state, front.example_args[len(rewritten.inputs):])}
     manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
-                                     host_source, ported.modules, constants, front.output_spec,
+                                     host_source, ported.modules, stored, front.output_spec,
                                      per_sample=front.job.options.per_sample, guards=compiled.guards,
                                      alternatives=compiled.alternatives, calling_thread=compiled.calling_thread,
                                      written_inputs=front.written_inputs)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,27 +104,31 @@ def wraps_forward(model: torch.nn.Module) -> bool:
     return False
 
 
-def object_output(model: torch.nn.Module, passed: dict[str, Any]) -> ReturnForm | None:
+def object_output(model: torch.nn.Module, passed: dict[str, Any],
+                  run: Callable[[], Any] | None = None) -> ReturnForm | None:
     """For a user model whose forward returns, on the example, objects other than
     tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
     returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
-    with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None."""
-    _, leaves, spec = _example_output(model, passed)
+    with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None.
+    ``run`` makes the example's output instead of calling the model (one that must not
+    write the model's state: ``rewriter.state_threading``)."""
+    _, leaves, spec = _example_output(model, passed, run)
     if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None  # a Python number in the output is left to the host, which computes it per call
     return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
                        functools.partial(_plain, spec, leaves), spec)
 
 
-def _example_output(model: torch.nn.Module,
-                    passed: dict[str, Any]) -> tuple[list[inspect.Parameter], list[Any], pytree.TreeSpec]:
+def _example_output(model: torch.nn.Module, passed: dict[str, Any],
+                    run: Callable[[], Any] | None = None) -> tuple[list[inspect.Parameter], list[Any], pytree.TreeSpec]:
     """forward()'s parameters (less ``self``) and the flat leaves and spec of its
     output when called as the example ``passed`` (arguments by parameter name)."""
     resolved = resolve_method(model)
     signature = signature_of(resolved, inspect.unwrap(resolved.function))
     parameters = list(signature.parameters.values())[1:]
     bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
-    output = run_on_example(model, bound.args, bound.kwargs)  # a failure says "while running ... on the example"
+    # a failure says "while running ... on the example"
+    output = run_on_example(model, bound.args, bound.kwargs) if run is None else run()
     leaves, spec = outputs.flatten(output)
     return parameters, leaves, spec
 

@@ -89,7 +89,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         written_inputs=written_inputs,
     )
     returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
-                            rewritten.locations)
+                            rewritten.locations, state=bool(rewritten.state))
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files
@@ -151,7 +151,8 @@ def pack_constants(constants: Mapping[str, torch.Tensor]) -> tuple[bytes, dict[s
     data = bytearray()
     table = {}
     for key in sorted(constants):
-        array = np.ascontiguousarray(constants[key].numpy())
+        value = constants[key].numpy()
+        array = np.ascontiguousarray(value).reshape(value.shape)  # ascontiguousarray makes a 0-d array 1-d
         offset = (len(data) + 63) // 64 * 64
         data.extend(b"\0" * (offset - len(data)))
         data.extend(array.tobytes())

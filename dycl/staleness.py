@@ -11,7 +11,8 @@ every call and raises ``StaleWeightsError`` when any differs.
 Assumes: the weights are changed through torch (a write through a numpy view of
 a parameter, or through raw memory, does not bump ``_version`` and is not seen).
 Module-level globals are not checked; the README says they are frozen at compile
-time.
+time. Slots named in ``state`` (``(id(module), name)``: module state the compiled
+model reads and writes back, ``dycl.state_sync``) are not weights and not checked.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _DATA_PTR = torch.Tensor.data_ptr
 class WeightGuard:
     """Raises on ``check()`` once any parameter or buffer of ``model`` was written or replaced."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, state: frozenset[tuple[int, str]] = frozenset()) -> None:
         tables: list[dict] = []
         keys: list[str] = []
         tensors: list[torch.Tensor] = []
@@ -41,7 +42,8 @@ class WeightGuard:
             dot = f"{prefix}." if prefix else ""
             for table in (module._parameters, module._buffers):
                 for name, tensor in table.items():
-                    if tensor is not None:
+                    # module state forward() writes is an input of the compiled model, not a weight (dycl.state_sync)
+                    if tensor is not None and (id(module), name) not in state:
                         tables.append(table)
                         keys.append(name)
                         tensors.append(tensor)

@@ -92,6 +92,8 @@ class HostCodegen:
     specialized: dict[str, object] = field(default_factory=dict)
     call: dict[str, Any] | None = None
     uses_constants: bool = False
+    #: module state threaded through forward (``rewriter.state_threading``): [parameter, path, kind]
+    state: tuple[tuple[str, str, str], ...] = ()
     globals: dict[str, Any] | None = None
     locations: LocationTable | None = None
     indent: str = "    "
@@ -131,6 +133,7 @@ class HostCodegen:
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
             call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
+            state=repr([list(entry) for entry in self.state]),
             forward=forward,
         )
 

@@ -29,6 +29,7 @@ import inspect
 import linecache
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -47,6 +48,9 @@ PARAMETERS = {parameters}
 SPECIALIZED = {specialized}
 # forward()'s parameters and the form of the call the model was compiled for (see _bind)
 CALL = {call}
+# module state forward() writes, kept between calls: [parameter of @FORWARD@, attribute path in the
+# model, kind]; its value when the model was compiled is stored with the constants as "<parameter>@state"
+STATE = {state}
 
 
 class Model:
@@ -57,6 +61,10 @@ class Model:
         self.manifest = manifest
         self.@MODEL_CONSTANTS@ = constants or {{}}
         self._inputs = manifest.inputs
+        stored = {{name: self.@MODEL_CONSTANTS@[name + "@state"] for name, _, _ in STATE}}
+        self.state = {{name: _state_value(kind, stored[name] if kind == "tensor" else stored[name].item(), name)
+                      for name, _, kind in STATE}}
+        self._state_lock = threading.Lock()
         self._call = {{}}
         self._variants = {{}}
         for index, variants in SUB_DNNS.items():
@@ -74,7 +82,19 @@ class Model:
             ) from None
 
     def __call__(self, *args, **kwargs):
-        arguments = _bind(args, kwargs)
+        if not STATE:
+            return self._run(_bind(args, kwargs))
+        with self._state_lock:  # a model that keeps state runs its calls one at a time
+            outputs, self.state = self.call_with_state(self.state, *args, **kwargs)
+        return outputs
+
+    def call_with_state(self, state, *args, **kwargs):
+        """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
+        parameter -> value); ``self.state`` is left as it is."""
+        outputs, final = self._run(dict(_bind(args, kwargs), **state))
+        return outputs, {{name: _state_value(kind, value, name) for (name, _, kind), value in zip(STATE, final)}}
+
+    def _run(self, arguments):
         dims = {{}}
         for spec in self._inputs:
             _check_input(spec, arguments[spec.name], dims)
@@ -140,6 +160,15 @@ def _bind(args, kwargs):
                              f"(forward{{_SIGNATURE}})")
         arguments[flat] = given[name] if key is None else given[name][key]
     return arguments
+
+
+def _state_value(kind, value, name):
+    """A value of state ``name`` as the host keeps it: an array it owns, or a Python number."""
+    if kind == "tensor" and isinstance(value, (np.ndarray, np.generic)):
+        return np.array(value, copy=True)
+    if kind != "tensor" and not isinstance(value, np.ndarray):
+        return value.item() if isinstance(value, np.generic) else value
+    raise TypeError(f"module state {{name!r}} was compiled as a {{kind}}, got {{type(value).__name__}}")
 
 
 def _signature(parameters):

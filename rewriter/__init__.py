@@ -41,7 +41,9 @@ from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
 from dycl.rewriter.pipeline import PIPELINE, run_passes
 from dycl.rewriter.source import ParsedFunction, parse_function
-from dycl.rewriter.state_writes import reject_state_writes
+from dycl.rewriter.state_slots import collect_state_writes, prescan_state
+from dycl.rewriter.state_threading import ThreadedState, thread_state
+from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.values import ModuleIndex, Static
 from dycl.rewriter.verify import verify_printed
 from dycl.rewriter.walk import all_names, bound_names
@@ -85,6 +87,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug)
+    prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns)
     definition = parsed.definition
     env = Env()
@@ -93,9 +96,11 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
+    body, state = thread_state(body, self_name, model, ctx.state, namespace)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(
         body=definition.body.with_changes(body=distinct_statements(body), header=header),
+        params=_with_state_parameters(definition.params, len(flat.inputs), state),
         decorators=[], leading_lines=[])
     source = cst.Module(body=[new_definition]).code
     if checks_enabled():
@@ -118,6 +123,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
         functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts])),
+        state=state,
     )
 
 
@@ -139,8 +145,8 @@ def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: 
     if returns is not None:
         flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
     parsed = dataclasses.replace(parsed, definition=flat.definition)
-    reject_unsupported(ctx, parsed.definition)
-    reject_state_writes(ctx, parsed.function, parsed.definition)
+    reject_unsupported(ctx, parsed.definition, receiver_name(parsed.function, parsed.definition) is not None)
+    collect_state_writes(ctx, parsed.function, parsed.definition)
     ctx.caches.parsed[parsed.function] = parsed
     names = all_names(parsed.definition)
     for name in sorted(names):
@@ -149,6 +155,15 @@ def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: 
         if name in parsed.globals:
             globals_table.register_root(name, parsed.globals[name])
     return parsed, flat, params[0].name.value
+
+
+def _with_state_parameters(params: cst.Parameters, inputs: int, state: tuple[ThreadedState, ...]) -> cst.Parameters:
+    """``params`` with one parameter per threaded state slot after the inputs (before the specialized ones)."""
+    if not state:
+        return params
+    listed = list(params.params)
+    added = [cst.Param(cst.Name(s.parameter)) for s in state]
+    return params.with_changes(params=[*listed[:1 + inputs], *added, *listed[1 + inputs:]])
 
 
 def _signature_of(definition: cst.FunctionDef, specialized: dict[str, Any]) -> inspect.Signature:

@@ -24,7 +24,8 @@ from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.forward import resolve_method
 from dycl.rewriter.inline import Callee, InlinedBody, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
-from dycl.rewriter.state_writes import reject_state_writes
+from dycl.rewriter.state_slots import collect_state_writes
+from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.substitute import rename
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from dycl.rewriter.walk import bound_names, descendants
@@ -61,8 +62,8 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
     parsed = ctx.caches.parsed.get(function)
     if parsed is None:
         parsed = parse_function(function, ctx.locations)
-        reject_unsupported(ctx, parsed.definition)
-        reject_state_writes(ctx, parsed.function, parsed.definition)
+        reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
+        collect_state_writes(ctx, parsed.function, parsed.definition)
         ctx.caches.parsed[function] = parsed
     return parsed
 
@@ -90,7 +91,8 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     branching = any(isinstance(n, _BRANCHING) or converts(n) for n in nodes)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
-    if not branching and not early_return and not parsed.higher_order:
+    # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
+    if not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers:
         facts = SyntaxFacts(parsed, [n for n in nodes if isinstance(n, cst.Call)], bound_names(parsed.definition))
     ctx.caches.syntax_facts[function] = facts
     return facts
@@ -219,7 +221,7 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     finally:
         ctx.call_stack.pop()
     if not parsed.higher_order and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
-            converts(n) for stmt in body for n in descendants(stmt)):
+            converts(n) for stmt in body for n in descendants(stmt)) and callee.function not in ctx.state.writers:
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
     inlined = InlinedBody(body, params)

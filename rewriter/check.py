@@ -32,12 +32,13 @@ class RejectUnsupported(cst.CSTVisitor):
     ``exec``/``eval`` call, ``*args``/``**kwargs`` parameter or async loop.
     """
 
-    def __init__(self, ctx: RewriteContext, definition: cst.FunctionDef) -> None:
+    def __init__(self, ctx: RewriteContext, definition: cst.FunctionDef, receiver_writes: bool = False) -> None:
         super().__init__()
         self.ctx = ctx
         self.root = definition
         params = definition.params.params
-        self.self_name = params[0].name.value if params else None
+        # a method's writes to its receiver are checked (compiled or refused) by ``rewriter.state_slots``
+        self.self_name = params[0].name.value if params and not receiver_writes else None
         self.statement: list[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -89,5 +90,6 @@ class RejectUnsupported(cst.CSTVisitor):
                               if node.func.value == "super" else "")
 
 
-def reject_unsupported(ctx: RewriteContext, definition: cst.FunctionDef) -> None:
-    definition.visit(RejectUnsupported(ctx, definition))
+def reject_unsupported(ctx: RewriteContext, definition: cst.FunctionDef, receiver_writes: bool = False) -> None:
+    """``receiver_writes``: the function is a method whose writes to ``self`` ``rewriter.state_slots`` checks."""
+    definition.visit(RejectUnsupported(ctx, definition, receiver_writes))

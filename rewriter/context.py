@@ -21,6 +21,7 @@ import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.values import FreshContainers, Static
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class RewriteContext:
     call_stack: list[Frame] = field(default_factory=list)
     caches: RewriteCaches = field(default_factory=RewriteCaches)
     fresh: FreshContainers = field(default_factory=FreshContainers)
+    state: StateTable = field(default_factory=StateTable)  # module state forward() writes (rewriter.state_slots)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
 

@@ -179,7 +179,7 @@ class StaticFlow:
         self.index = index
 
     def evaluator(self, env: Env) -> StaticEvaluator:
-        return StaticEvaluator(_FlowScope(self, env), self.index, self.ctx.fresh)
+        return StaticEvaluator(_FlowScope(self, env), self.index, self.ctx.fresh, self.ctx.state)
 
     def evaluate(self, node: cst.BaseExpression, env: Env) -> Static | None:
         return self.evaluator(env).evaluate(node)

@@ -12,6 +12,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.arguments import FlatInput
 from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.state_threading import ThreadedState
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class RewrittenFunction:
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
     original_signature: inspect.Signature | None = None
     higher_order: bool = False  # the source called torch.cond/map: the original must never be traced
+    #: module state threaded through the function (``rewriter.state_threading``): parameters after the
+    #: inputs, and the function returns ``(output, (final state...))``
+    state: tuple[ThreadedState, ...] = ()
     functions: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # user functions read (globals guard)
 
     def __str__(self) -> str:
@@ -91,8 +95,16 @@ class RewrittenFunction:
                     raise ValueError(
                         f"argument {name!r} was specialized to {expected!r} when the model was rewritten; "
                         f"got {bound.arguments[name]!r}")
+            if not self.state:
+                with torch.no_grad():
+                    return function(model, *args, **kwargs)
+            # module state in, its final value written back (rewriter.state_threading)
+            current = {s.parameter: s.slot.read() for s in self.state}
             with torch.no_grad():
-                return function(model, *args, **kwargs)
+                output, final = function(model, *args, **current, **kwargs)
+            for threaded, value in zip(self.state, final):
+                threaded.slot.write(value)
+            return output
 
         return call
 

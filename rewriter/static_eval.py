@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
+from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
     CONTAINERS,
@@ -92,10 +93,12 @@ class StaticEvaluator:
     """Evaluates expressions against a ``Scope``; ``evaluate`` returns a ``Static``
     or ``None`` when the expression is dynamic."""
 
-    def __init__(self, scope: Scope, index: ModuleIndex, fresh: FreshContainers | None = None) -> None:
+    def __init__(self, scope: Scope, index: ModuleIndex, fresh: FreshContainers | None = None,
+                 state: StateTable | None = None) -> None:
         self.scope = scope
         self.index = index
         self.fresh = fresh if fresh is not None else FreshContainers()
+        self.state = state  # module state forward() writes: never folded (rewriter.state_table)
 
     def evaluate(self, node: cst.BaseExpression) -> Static | None:
         try:
@@ -175,6 +178,8 @@ class StaticEvaluator:
         base = self._value(node.value)
         name = node.attr.value
         if _is_tensor(base) and name not in TENSOR_METADATA_ATTRIBUTES:
+            raise _Dynamic
+        if self.state is not None and self.state.holds(base, name):
             raise _Dynamic
         return getattr(base, name)
 

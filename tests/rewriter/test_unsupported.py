@@ -126,7 +126,7 @@ CASES = [
     (GlobalStatement, "global statement"),
     (EscapingNestedFunction, "nested function inner used as a value"),
     (LambdaPassedToPython, "lambda"),
-    (AttributeAssignment, "assignment to a model attribute"),
+    (AttributeAssignment, "an assignment to self.last) inside forward(): the attribute 'last' does not exist"),
     (OpenFile, "with statement other than torch.no_grad()"),
     (SuperCall, "super()"),
     (LoopOverTensor, "for loop over a value that is not known at compile time"),

@@ -1,0 +1,75 @@
+"""Module state between the user's model and the compiled host.
+
+A ``forward`` that writes module state is compiled with that state threaded
+through it (``rewriter.state_threading``): the host's ``_forward`` takes each
+slot's value as an input and returns ``(outputs, final state)``. The host keeps
+the state between calls (``Model.state``; a saved artifact starts from the values
+stored with its constants as ``<parameter>@state``). The in-process model is tied
+to the user's module instead: before each call it reads the slots from the module
+and after it writes them back (``ModuleState``), so eager and compiled calls can
+be interleaved and continue one sequence.
+
+Guarantees: ``ModuleState.write`` copies a tensor of the slot's shape and dtype in
+place under ``no_grad`` (the parameter or buffer object stays the one the user
+holds) and assigns any other value (``StateSlot.write``); ``keys`` names the slots,
+which the staleness guard does not count as changed weights (``dycl.staleness``).
+Assumes: one in-process call at a time changes the state (``lock``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from dycl.rewriter.state_table import kind_of
+from dycl.rewriter.state_threading import ThreadedState
+
+
+def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str], ...]:
+    """The host's ``STATE`` table: ``(parameter, path, kind)`` per slot."""
+    return tuple((state.parameter, state.path, state.kind) for state in threaded)
+
+
+def initial_state(threaded: Sequence[ThreadedState], values: Sequence[Any]) -> dict[str, torch.Tensor]:
+    """The constants that store each slot's value at compile time (``<parameter>@state``)."""
+    return {f"{state.parameter}@state": value.detach().cpu() if isinstance(value, torch.Tensor)
+            else torch.tensor(value) for state, value in zip(threaded, values)}
+
+
+class ModuleState:
+    """The state slots of the user's ``model`` that the compiled model reads and writes."""
+
+    def __init__(self, threaded: Sequence[ThreadedState]) -> None:
+        self.threaded = tuple(threaded)
+        self.lock = threading.Lock()
+
+    @property
+    def keys(self) -> frozenset[tuple[int, str]]:
+        """``(id(module), attribute)`` of every slot."""
+        return frozenset(state.slot.key for state in self.threaded)
+
+    def read(self) -> dict[str, Any]:
+        """The host's state from the module now: arrays (copies) and Python numbers."""
+        current = {}
+        for state in self.threaded:
+            value = getattr(state.slot.module, state.slot.attribute)
+            if kind_of(value) != state.kind:
+                raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was compiled "
+                                f"as a {state.kind}: compile the model again")
+            current[state.parameter] = value.detach().cpu().numpy().copy() if state.kind == "tensor" else value
+        return current
+
+    def write(self, final: dict[str, Any]) -> None:
+        """Write the state after a call back to the module."""
+        for state in self.threaded:
+            value = final[state.parameter]
+            if isinstance(value, np.ndarray):
+                value = torch.from_numpy(value)
+            state.slot.write(value)
+
+
+__all__ = ["ModuleState", "host_state", "initial_state"]

@@ -1,0 +1,216 @@
+"""Find the module state a method writes, and refuse the writes dycl does not compile.
+
+``RejectStateWrites`` finds every write to module state syntactically; this
+subclass records the ones dycl compiles as state slots (``rewriter.state_table``)
+and refuses the rest with the user's file:line, as before:
+
+- compiled: a write to ``self.<attr>`` or ``self.<sub>...<attr>`` (also through a
+  local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
+  model and holds a tensor (parameter, buffer or plain tensor attribute), a
+  ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
+  ``out=``, assignment and augmented assignment;
+- refused: containers on ``self`` (item writes, ``append``...), ``del``, ``setattr``,
+  module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
+  and attributes holding any other value.
+
+``prescan_state`` records, before any rewriting, the slots that any method of a
+user class in the model may write, without refusing anything: a read of state is
+not folded even where the rewrite sees it before the write (an earlier statement,
+another method). Assumes: a write through a plain function's argument is not seen
+here (it is caught when compiling, by ``dycl.model_state``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import types
+
+import libcst as cst
+import torch
+from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.state_table import StateTable, kind_of
+from dycl.rewriter.state_writes import (
+    _CONTAINER_WRITES,
+    _MODULE_WRITES,
+    _SELF_CONVERSIONS,
+    _VIEWS,
+    RejectStateWrites,
+    _code,
+    receiver_name,
+)
+from dycl.rewriter.walk import bound_names
+
+_HINT = ("dycl compiles writes to module attributes holding tensors, bools, ints and floats; keep other state "
+         "in local variables and return it, or update it outside the compiled model")
+
+
+class CollectStateWrites(RejectStateWrites):
+    """Records compiled writes in ``table``; refuses the others (or, ``lenient``, skips them)."""
+
+    def __init__(self, ctx: RewriteContext, receiver: str | None, locals_: frozenset[str],
+                 owners: list[torch.nn.Module], table: StateTable, lenient: bool = False) -> None:
+        super().__init__(ctx, receiver, locals_, owners[0] if owners else None)
+        self.owners = owners
+        self.table = table
+        self.lenient = lenient
+        self.wrote = False  # whether some write was recorded
+
+    def _refuse(self, what: cst.CSTNode, how: str = "") -> None:
+        reason = self._record(what, how)
+        self.wrote = self.wrote or reason is None
+        if reason is None or self.lenient:
+            return
+        raise self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward(): "
+                             f"{reason}", self.statement[-1] if self.statement else None, _HINT)
+
+    def _record(self, what: cst.CSTNode, how: str) -> str | None:
+        """Record the slot ``what`` writes; the reason it is not compiled, or None."""
+        if how == "del of":
+            return "deleting module state is not compiled"
+        chain = self._written(what)
+        if chain is None:
+            return _unfollowed(what)
+        parts = _attribute_path(chain, self.receiver)
+        if parts is None:
+            return "a container on self (an item or a method of a list/dict) is not compiled as state"
+        if not self.owners:
+            return "the module this method belongs to is not part of the model"
+        for owner in self.owners:
+            reason = self._add(owner, parts)
+            if reason is not None:
+                return reason
+        return None
+
+    def _add(self, owner: torch.nn.Module, parts: list[str]) -> str | None:
+        module: object = owner
+        for part in parts[:-1]:
+            module = getattr(module, part, None)
+        attribute = parts[-1]
+        if not isinstance(module, torch.nn.Module):
+            return f"{'.'.join(parts[:-1])} is not a module of the model"
+        if not _has_attribute(module, attribute):
+            return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
+        value = getattr(module, attribute)
+        kind = kind_of(value)
+        if kind is None:
+            return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
+        self.table.add(module, attribute, kind)
+        return None
+
+    def _written(self, what: cst.CSTNode) -> cst.BaseExpression | None:
+        """The state expression ``what`` (a target, a call, an augmented alias) writes, aliases resolved."""
+        if isinstance(what, cst.AugAssign):
+            return self._resolved(what.target)
+        if isinstance(what, cst.Call):
+            func = what.func
+            if isinstance(func, cst.Name):
+                if func.value in ("setattr", "delattr"):
+                    return None
+                positional = [a.value for a in what.args if a.keyword is None and not a.star]
+                return self._resolved(positional[0]) if positional else None
+            if isinstance(func, cst.Attribute):
+                name = func.attr.value
+                bare = isinstance(func.value, cst.Name) and func.value.value == self.receiver
+                if name.startswith("__") or name in _MODULE_WRITES or name in _CONTAINER_WRITES or (
+                        bare and name in _SELF_CONVERSIONS):
+                    return None
+                if self.state(func.value):
+                    return self._resolved(func.value)
+                positional = [a.value for a in what.args if a.keyword is None and not a.star]
+                return self._resolved(positional[0]) if positional else None
+            return None
+        return self._resolved(what) if isinstance(what, cst.BaseExpression) else None
+
+    def _resolved(self, node: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+        """``node`` with views stripped and aliases replaced by what they alias."""
+        if depth > 20:
+            return None
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
+            return self._resolved(node.func.value, depth + 1)
+        if isinstance(node, cst.Name) and node.value != self.receiver:
+            origin = self.origins.get(node.value)
+            return None if origin is None else self._resolved(origin, depth + 1)
+        return node
+
+
+def _unfollowed(what: cst.CSTNode) -> str:
+    """Why the write ``what`` is not one to an attribute dycl can thread."""
+    func = what.func if isinstance(what, cst.Call) else None
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    if name in ("setattr", "delattr", "__setattr__", "__delattr__"):
+        return f"{name}() on module state is not compiled (assign the attribute directly)"
+    if name in _CONTAINER_WRITES or name in ("__setitem__", "__delitem__"):
+        return f"a container on self ({name}() of a list/dict/set) is not compiled as state"
+    if name in _MODULE_WRITES or name in _SELF_CONVERSIONS:
+        return f"{name}() changes the model itself, which is not compiled as state"
+    return ("the state is reached through a name dycl cannot follow to one attribute (a loop over "
+            "self.parameters()/buffers(), a value returned by a call)")
+
+
+def _attribute_path(node: cst.BaseExpression, receiver: str | None) -> list[str] | None:
+    """``["sub", "attr"]`` for ``self.sub.attr``; None for anything but an attribute chain from the receiver."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not parts or not isinstance(node, cst.Name) or node.value != receiver:
+        return None
+    return parts[::-1]
+
+
+def _has_attribute(module: torch.nn.Module, attribute: str) -> bool:
+    return (attribute in vars(module) or attribute in module._parameters or attribute in module._buffers
+            or attribute in module._modules)
+
+
+def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torch.nn.Module]:
+    """Every module of ``model`` whose class has ``function`` as its method of that name."""
+    found = []
+    for module in model.modules():
+        method = getattr(type(module), function.__name__, None)
+        if method is not None and inspect.unwrap(method) is function:
+            found.append(module)
+    return found
+
+
+def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, definition: cst.FunctionDef) -> None:
+    """Record the state ``function`` writes in ``ctx.state``; refuse writes dycl does not compile."""
+    receiver = receiver_name(function, definition)
+    owners = owners_of(ctx.model, function) if receiver is not None else []
+    locals_ = frozenset(bound_names(definition)) - {receiver}
+    collector = CollectStateWrites(ctx, receiver, locals_, owners, ctx.state)
+    definition.visit(collector)
+    if collector.wrote:
+        ctx.state.writers.add(function)
+
+
+def prescan_state(ctx: RewriteContext) -> None:
+    """Record the slots any method of a user class of the model may write (nothing refused)."""
+    from dycl.rewriter.inline import is_user_code  # noqa: PLC0415 - inline imports the passes, which import this
+
+    seen: set[object] = set()
+    for module in ctx.model.modules():
+        for cls in type(module).__mro__:
+            if cls in seen or cls is torch.nn.Module or not is_user_code(cls):
+                continue
+            seen.add(cls)
+            for member in vars(cls).values():
+                function = inspect.unwrap(member.__func__ if isinstance(member, (classmethod, staticmethod))
+                                          else member)
+                if isinstance(function, types.FunctionType):
+                    _scan(ctx, function)
+
+
+def _scan(ctx: RewriteContext, function: types.FunctionType) -> None:
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        definition = next(s for s in cst.parse_module(source).body if isinstance(s, cst.FunctionDef))
+        receiver = receiver_name(function, definition)
+        if receiver is None:
+            return
+        owners = owners_of(ctx.model, function)
+        locals_ = frozenset(bound_names(definition)) - {receiver}
+        definition.visit(CollectStateWrites(ctx, receiver, locals_, owners, ctx.state, lenient=True))
+    except Exception:  # noqa: BLE001 - the source of a method the rewrite never reaches may not parse
+        return

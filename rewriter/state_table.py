@@ -1,0 +1,90 @@
+"""The module state a ``forward`` writes: the slots the rewrite threads through the compiled function.
+
+A *state slot* is one attribute of one module instance of the model (``self.count``,
+``self.inner.ema``, ``self.steps``) that some method of the model may write. dycl
+compiles such a slot the way ``torch.export`` compiles a buffer mutation: its value
+is an input of the rewritten function and its final value an extra output
+(``rewriter.state_threading``); the host keeps it between calls and the in-process
+model writes it back (``dycl.state_sync``).
+
+Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float`` or
+``bool``: the only values threaded); the static evaluator never folds a read of a
+recorded slot (its value at compile time is only its first value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+#: the Python types of the values a state slot may hold, by kind (bool before int: bool is an int)
+SCALAR_KINDS: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float"))
+
+
+def kind_of(value: Any) -> str | None:
+    """``tensor``/``bool``/``int``/``float`` for a value a slot can hold, else None."""
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    for python_type, kind in SCALAR_KINDS:
+        if type(value) is python_type:
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """Attribute ``attribute`` of ``module`` (an ``nn.Module`` of the model), holding a ``kind`` value."""
+
+    module: torch.nn.Module = field(compare=False, hash=False, repr=False)
+    attribute: str
+    kind: str
+    module_id: int = 0
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.module_id, self.attribute)
+
+    def read(self) -> Any:
+        """The slot's current value (a tensor as a detached copy)."""
+        value = getattr(self.module, self.attribute)
+        return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+    def write(self, value: Any) -> None:
+        """Set the slot to ``value`` as ``forward`` would have: a tensor of the slot's shape and dtype
+        is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
+        other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
+        current = getattr(self.module, self.attribute)
+        if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) and (
+                current.shape == value.shape and current.dtype == value.dtype):
+            with torch.no_grad():
+                current.copy_(value)
+        elif self.kind != "tensor":
+            setattr(self.module, self.attribute, value)
+        elif self.attribute in self.module._parameters:
+            self.module._parameters[self.attribute] = torch.nn.Parameter(value, current.requires_grad)
+        else:
+            setattr(self.module, self.attribute, value)
+
+
+@dataclass
+class StateTable:
+    """The slots found so far (``rewriter.state_slots``), by ``(id(module), attribute)``."""
+
+    slots: dict[tuple[int, str], StateSlot] = field(default_factory=dict)
+    writers: set[Any] = field(default_factory=set)  # the functions that write a slot: always inlined
+
+    def add(self, module: torch.nn.Module, attribute: str, kind: str) -> StateSlot:
+        slot = StateSlot(module, attribute, kind, id(module))
+        return self.slots.setdefault(slot.key, slot)
+
+    def holds(self, owner: Any, attribute: str) -> bool:
+        """Whether ``owner.attribute`` is a state slot (so not a compile-time constant)."""
+        return (id(owner), attribute) in self.slots
+
+    def get(self, owner: Any, attribute: str) -> StateSlot | None:
+        return self.slots.get((id(owner), attribute))
+
+
+__all__ = ["SCALAR_KINDS", "StateSlot", "StateTable", "kind_of"]
