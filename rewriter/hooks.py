@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.vocabulary import MUTATING_METHODS
 from torch.nn.modules import module as _module
 
@@ -159,8 +160,6 @@ def _reached(function: types.FunctionType) -> Iterator[object]:
             values.append(cell.cell_contents)
         except ValueError:
             continue
-    from dycl.rewriter.inline import is_user_code  # inline imports this module
-
     for value in values:
         if (isinstance(value, types.FunctionType) and is_user_code(value)) or _callable_instance(value):
             yield value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sysconfig
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +20,9 @@ from dycl.rewriter.hooks import refuse_dropped_hooks
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
+from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
 from dycl.rewriter.walk import bound_names, descendants, map_children
-
-_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 @dataclass
@@ -60,20 +58,6 @@ class InlinedBody:
 @functools.lru_cache(maxsize=4096)
 def _signature(function: types.FunctionType) -> inspect.Signature:
     return inspect.signature(function)
-
-
-@functools.lru_cache(maxsize=4096)
-def is_user_code(obj: object) -> bool:
-    """Whether ``obj`` (a function or class) comes from outside torch and the
-    installed libraries, i.e. is model code dycl should look into."""
-    module = getattr(obj, "__module__", "") or ""
-    if module.split(".")[0] in ("torch", "builtins", "math", "numpy"):
-        return False
-    try:
-        path = inspect.getsourcefile(obj) or ""
-    except TypeError:
-        return False
-    return not path.startswith(_LIBRARY_PATHS)
 
 
 def user_function(function: object) -> object:
