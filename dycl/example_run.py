@@ -72,11 +72,21 @@ def explained(exc: Exception) -> Exception:
 
 def batch_failure(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None = None,
                   factor: int = 2) -> str | None:
-    """None if eager runs at ``factor`` times the example's batch (dim 0 of every tensor input
-    repeated) or if it fails on the example itself; else what it raised at the larger batch,
-    in one line. The model's state must be saved and restored by the caller."""
+    """None if eager runs at ``factor`` times the example's batch or if it fails on the example
+    itself; else what it raised at the larger batch, in one line. The batch is dim 0 of the
+    inputs that ``dycl.dynamic`` names ``batch`` (those whose leading size is the first tensor
+    input's); every run is on copies, so the example is left as it was. The model's state must be
+    saved and restored by the caller."""
+    leading = next((v.shape[0] for v in (*args, *(kwargs or {}).values())
+                    if isinstance(v, torch.Tensor) and v.dim()), None)
+
     def bigger(value: Any) -> Any:
-        return torch.cat([value] * factor) if isinstance(value, torch.Tensor) and value.dim() else value
+        if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == leading:
+            return torch.cat([value] * factor)
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    def same(value: Any) -> Any:
+        return value.clone() if isinstance(value, torch.Tensor) else value
 
     try:
         run_eagerly(model, tuple(bigger(a) for a in args), {k: bigger(v) for k, v in (kwargs or {}).items()})
@@ -84,7 +94,7 @@ def batch_failure(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any]
     except Exception as exc:  # noqa: BLE001 - the finding
         failure = exc
     try:
-        run_eagerly(model, args, kwargs)
+        run_eagerly(model, tuple(same(a) for a in args), {k: same(v) for k, v in (kwargs or {}).items()})
     except Exception:  # noqa: BLE001 - fails on the example too: compiling says so itself
         return None
     said = str(failure).strip().splitlines()
