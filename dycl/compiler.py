@@ -36,7 +36,7 @@ from dycl import per_sample as per_sample_mode
 from dycl import rewriter, written_inputs
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
-from dycl.backends.base import Backend, compile_all
+from dycl.backends.base import Backend
 from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
@@ -274,11 +274,10 @@ def compile_variants(ported: Ported) -> Compiled:
     chosen, distinct = job.backend, ported.distinct
     bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({job.options.backend})", len(distinct),
                    job.options.progress)
-    if job.options.per_sample and hasattr(chosen, "per_sample"):
-        chosen.per_sample = True  # a backend that builds from ONNX itself (TVM) builds the group models
+    chosen.per_sample = job.options.per_sample  # a backend that builds from ONNX itself (TVM) builds group models
     with bar.active():
-        compiled = compile_all(chosen, [ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
-                               bar.step)
+        compiled = chosen.compile_many([ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
+                                       bar.step)
     files: dict[str, bytes] = {}
     file_of: dict[str, str] = {}
     for (fingerprint, variant), data in zip(distinct.items(), compiled):
@@ -288,7 +287,7 @@ def compile_variants(ported: Ported) -> Compiled:
             data = per_sample_mode.group_file(data, chosen.file_suffix) if job.options.per_sample else data
             data = describe_onnx(data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname))
         files[file_of[fingerprint]] = data
-    found = dict(getattr(chosen, "guards", {}))
+    found = dict(chosen.guards)
     guards = {v.name: found.get(distinct[_identity(job, v)].name, ()) for v in ported.variants}
     if job.options.per_sample:
         _refuse_guards_per_sample(guards)
@@ -332,7 +331,7 @@ def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[S
             made = alternatives.setdefault(fingerprint, [])
             name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
             files[name] = data
-            made.append((name, tuple(getattr(chosen, "guards", {}).get(variant.name, ()))))
+            made.append((name, tuple(chosen.guards.get(variant.name, ()))))
             made_guards.append(made[-1][1])
     return alternatives
 
@@ -377,7 +376,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "variants": len(ported.variants),
         "conditions": len(stage.graph.conditions),
         "unique_compiled": len(ported.distinct),
-        "backend": dict(getattr(chosen, "last_stats", {})),
+        "backend": dict(chosen.last_stats),
         "dynamic_dims": sorted(manifest.dynamic_dims),
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dycl.backends import ort_runtime
+from dycl.backends.base import BackendBase
 from dycl.backends.onnx_export import export_onnx
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
@@ -10,16 +11,15 @@ from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
 from dycl.subdnn import SubDNNModule
 
 
-class OnnxRuntimeBackend:
+class OnnxRuntimeBackend(BackendBase):
     name = "onnxruntime"
     file_suffix = ".onnx"
     runtime = copied(ort_runtime.__file__)
     standalone = True
 
     def __init__(self) -> None:
+        super().__init__()
         self._shown_warnings: set[tuple[str, str, int]] = set()  # passed on once per compile
-        #: variant name -> the shape conditions its graph needs (``dycl.shape_guards``), for the manifest
-        self.guards: dict[str, tuple[ShapeGuard, ...]] = {}
 
     def compile(self, module: SubDNNModule, variant: Variant, static: bool = False) -> bytes:
         """The ONNX bytes of ``variant``; ``static``: at its first example's exact shapes."""

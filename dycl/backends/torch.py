@@ -8,13 +8,14 @@ import numpy as np
 import torch
 
 from dycl.backends import torch_runtime
+from dycl.backends.base import BackendBase
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
 from dycl.subdnn import SubDNNModule
 
 
-class TorchBackend:
+class TorchBackend(BackendBase):
     name = "torch"
     file_suffix = ".txt"
     runtime = copied(torch_runtime.__file__)

@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dycl.backends.base import BackendBase
 from dycl.backends.tvm.options import DEFAULT_CPU, SCHEDULES, TvmOptions
 from dycl.backends.tvm.recurrent import recurrent_layers_unrolled
 from dycl.backends.tvm.specialized import example_shapes, pack
@@ -70,7 +71,7 @@ from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
 
 
-class TvmBackend:
+class TvmBackend(BackendBase):
     name = "tvm"
     file_suffix = ".so"
     runtime = copied(Path(__file__).with_name("runtime.py"))  # not imported here: importing it loads TVM
@@ -81,14 +82,8 @@ class TvmBackend:
                  specialize: bool | None = None) -> None:
         explicit = {"tune_trials": tune_trials, "target": target, "schedule": schedule, "jobs": jobs,
                     "cache_dir": cache_dir, "build_cache": build_cache, "specialize": specialize}
+        super().__init__()  # per_sample: group models only (``dycl.per_sample_onnx``), no example-shaped build
         self.options = TvmOptions.from_env(**{k: v for k, v in explicit.items() if v is not None})
-        #: what the last compile did: seconds per phase, tuning summary, cache hits
-        self.last_stats: dict[str, Any] = {}
-        #: variant name -> the shape conditions its graph needs (``dycl.shape_guards``), for the manifest
-        self.guards: dict[str, tuple[Any, ...]] = {}
-        #: build each sub-DNN's per-sample group model (``dycl.per_sample_onnx``; set by the compiler
-        #: for ``per_sample=True``): it takes a group of samples, so it has no example-shaped build
-        self.per_sample = False
 
     # -- the Backend interface -------------------------------------------------------------------------------------
 
