@@ -90,9 +90,18 @@ class _PairReturns(cst.CSTTransformer):
     def __init__(self, names: tuple[str, ...]) -> None:
         super().__init__()
         self.names = names
+        self.depth = 0
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        return self.depth == 1  # the returns of a function defined inside forward() are its own
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.depth -= 1
+        return updated
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         finals = cst.Tuple([cst.Element(cst.Name(name), comma=cst.Comma()) for name in self.names])
