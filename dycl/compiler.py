@@ -184,8 +184,8 @@ def rewrite(job: Job) -> Frontend:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns)
     example_args = flat_example(rewritten, passed)
-    written = written_inputs.find(rewritten, [flat.name for flat, value in zip(rewritten.inputs, example_args)
-                                              if isinstance(value, torch.Tensor)])
+    written = written_inputs.find(rewritten, {flat.name: value for flat, value in zip(rewritten.inputs, example_args)
+                                              if isinstance(value, (torch.Tensor, dict, list, tuple))})
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
                      call or call_description(rewritten), output_spec, written)
     if job.options.per_sample and rewritten.state:

@@ -23,23 +23,34 @@ input update under ``per_sample=True``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import libcst as cst
+import torch
 
-from dycl.hcfg.aliasing import updated_in_place
+from dycl.hcfg.aliasing import item_assigned, updated_in_place
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.walk import descendants
 
 
-def find(rewritten: RewrittenFunction, tensor_inputs: Iterable[str]) -> tuple[str, ...]:
-    """The names among ``tensor_inputs`` that some statement of ``rewritten`` updates in
-    place, in parameter order; ``UnsupportedError`` where such a name is also rebound."""
-    candidates = set(tensor_inputs)
+def find(rewritten: RewrittenFunction, inputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names among ``inputs`` (flat input name -> example value) that some statement of
+    ``rewritten`` updates in place, in parameter order. ``UnsupportedError`` where such a name
+    is also rebound, and where an item of a structured input (a dict, list or tuple of
+    tensors) is assigned: the caller's container would change, not only its tensors."""
     written: set[str] = set()
     for stmt in _statements(rewritten.definition.body.body):
-        written |= candidates & (set(updated_in_place(stmt)) | _item_assigned(stmt))
+        updated, assigned = set(updated_in_place(stmt)) & inputs.keys(), item_assigned(stmt) & inputs.keys()
+        structured = sorted(name for name in assigned if not isinstance(inputs[name], torch.Tensor))
+        if structured:
+            raise UnsupportedError(
+                f"an assignment to an item of the input `{structured[0]}` (a {type(inputs[structured[0]]).__name__})",
+                rewritten.locations.resolve(stmt),
+                f"eager PyTorch changes the caller's container; build a new one instead "
+                f"(`{structured[0]} = {{**{structured[0]}, ...}}` or a new local name)")
+        written |= updated | assigned
     for stmt in _statements(rewritten.definition.body.body):
         rebound = written & _rebound(stmt)
         if rebound:
@@ -79,9 +90,18 @@ class _PairReturns(cst.CSTTransformer):
     def __init__(self, names: tuple[str, ...]) -> None:
         super().__init__()
         self.names = names
+        self.depth = 0
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        return self.depth == 1  # the returns of a function defined inside forward() are its own
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.depth -= 1
+        return updated
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         finals = cst.Tuple([cst.Element(cst.Name(name), comma=cst.Comma()) for name in self.names])
@@ -108,27 +128,6 @@ def _blocks(stmt: cst.BaseStatement) -> Iterable[Iterable[cst.BaseStatement]]:
         yield [orelse]
     elif orelse is not None and isinstance(getattr(orelse, "body", None), cst.IndentedBlock):
         yield orelse.body.body
-
-
-def _item_assigned(stmt: cst.BaseStatement) -> set[str]:
-    """Names whose items or attributes ``stmt`` assigns or deletes (``x[mask] = 0``)."""
-    found = set()
-    for node in descendants(stmt):
-        targets = []
-        if isinstance(node, cst.Assign):
-            targets = [target.target for target in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, cst.Del):
-            targets = [node.target]
-        for target in targets:
-            if isinstance(target, (cst.Subscript, cst.Attribute)):
-                root = target.value
-                while isinstance(root, (cst.Subscript, cst.Attribute)):
-                    root = root.value
-                if isinstance(root, cst.Name):
-                    found.add(root.value)
-    return found
 
 
 def _rebound(stmt: cst.BaseStatement) -> set[str]:

@@ -31,8 +31,8 @@ _MODULE_NAMES = frozenset({"torch", "F", "nn", "functional", "init"})
 
 def updated_in_place(stmt: cst.CSTNode) -> list[str]:
     """Names ``stmt`` updates in place: ``name op= ...``, ``name.method_(...)`` (also
-    ``name.data.method_(...)``), ``torch.fn_(name, ...)`` / ``F.fn_(name)``, ``f(name, ...,
-    inplace=True)`` and ``f(..., out=name)``."""
+    ``name.data.method_(...)``, ``name["key"].method_(...)``), ``torch.fn_(name, ...)`` /
+    ``F.fn_(name)``, ``f(name, ..., inplace=True)`` and ``f(..., out=name)``."""
     names = []
     for node in descendants(stmt):
         if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
@@ -55,13 +55,53 @@ def _call_updates(call: cst.Call) -> list[str]:
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
         root = func.value
-        while isinstance(root, cst.Attribute):
+        while isinstance(root, (cst.Attribute, cst.Subscript)):  # x.data.add_(1), batch["x"].mul_(2)
             root = root.value
         if isinstance(root, cst.Name) and root.value in _MODULE_NAMES:
             names += [first.value] if isinstance(first, cst.Name) else []
         elif isinstance(root, cst.Name):
             names.append(root.value)
     return names
+
+
+def item_assigned(stmt: cst.CSTNode) -> set[str]:
+    """Names whose items or attributes ``stmt`` assigns or deletes (``x[mask] = 0``)."""
+    found = set()
+    for node in descendants(stmt):
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.Del)):
+            targets = [node.target]
+        for target in targets:
+            root = target
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            if root is not target and isinstance(root, cst.Name):
+                found.add(root.value)
+    return found
+
+
+def tensor_versions(names: set[str], state: dict[str, Any]) -> dict[str, tuple[torch.Tensor, int]]:
+    """``name -> (tensor, its _version)`` for the names in ``names`` that hold a tensor."""
+    return {name: (state[name], state[name]._version) for name in names
+            if isinstance(state.get(name), torch.Tensor)}
+
+
+def check_seen_updates(stmt: cst.CSTNode, before: dict[str, tuple[torch.Tensor, int]], state: dict[str, Any],
+                       location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``stmt`` (just run on ``state``) changed a tensor it reads
+    in place without saying so (a call of code dycl does not rewrite, such as a helper or a
+    submodule applying ``nn.ReLU(inplace=True)`` to its argument): the dataflow, which knows
+    the updates ``updated_in_place`` and ``item_assigned`` name, would lose it."""
+    known = set(updated_in_place(stmt)) | item_assigned(stmt)
+    for name, (tensor, version) in before.items():
+        if name in known or state.get(name) is not tensor or tensor._version == version:
+            continue
+        raise UnsupportedError(
+            f"a call that updates `{name}` in place inside code dycl does not rewrite", location(),
+            f"make it return a new tensor and assign it (`{name} = f({name})`), or update `{name}` in this "
+            f"function (`{name}.relu_()`), where dycl sees the update")
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.aliasing import check_inplace_aliasing, updated_in_place
+from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tensor_versions, updated_in_place
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
@@ -52,7 +52,7 @@ from dycl.rewriter.vocabulary import (
     TENSOR_SHAPE_METHODS,
     TENSOR_TYPE_ATTRIBUTES,
 )
-from dycl.rewriter.walk import bound_names, descendants, map_children
+from dycl.rewriter.walk import bound_names, descendants, map_children, read_names
 
 _MUTATING = CONTAINER_MUTATORS
 
@@ -110,6 +110,7 @@ class HCFGBuilder:
         self.produced: dict[int, dict[str, Any]] = {}
         self._sub_count = 0
         self._cond_count = 0
+        self._statement: cst.BaseStatement | None = None  # the statement being placed (``evaluate``)
 
     # -- driver ------------------------------------------------------------------------------------
 
@@ -138,6 +139,7 @@ class HCFGBuilder:
 
         for stmt in stmts:
             self._evaluated.clear()
+            self._statement = stmt  # where ``evaluate`` says an unseen in-place update happened
             if not states:
                 break
             if isinstance(stmt, cst.If):
@@ -242,11 +244,13 @@ class HCFGBuilder:
                 decided = None if inplace else self._bind_evaluated(stmt, state)
                 if decided is None:
                     recorder = DecisionRecorder() if tensor else contextlib.nullcontext()
+                    before = tensor_versions(read_names(stmt) - bound_names(stmt), state) if tensor else {}
                     try:
                         with recorder:
                             exec(code, state)  # noqa: S102 - the rewritten function's own statement
                     except Exception as exc:
                         raise self._trace_error(stmt, exc) from exc
+                    check_seen_updates(stmt, before, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                     decided = bool(recorder.decisions) if tensor else True
                 if tensor:
                     self.observations.record(stmt, reads, state, decided)
@@ -289,11 +293,14 @@ class HCFGBuilder:
         if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _MUTATING
                and self._may_be_container(n.func.value, state) for n in descendants(node)):
             return _Unknown
+        before = tensor_versions(read_names(node), state)
         try:
             with DecisionRecorder() as recorder:
                 value = eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
         except Exception:
             return _Unknown
+        statement = self._statement
+        check_seen_updates(node, before, state, lambda: self.rewritten.locations.resolve(statement))
         if is_tensor_value(value):
             self._evaluated[(id(node), id(state))] = (node, state, value, bool(recorder.decisions))
         return value

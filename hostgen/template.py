@@ -119,8 +119,7 @@ class Model:
             raise RuntimeError(f"the compiled code of {{lines}} failed ({{kind}}: {{first}})") from error
         returned, finals = split_written_inputs(returned, self.manifest)
         for name, final in zip(self.manifest.written_inputs, finals):
-            if final is not arguments[name]:  # forward() updates this input in place: so does the call
-                np.copyto(arguments[name], final)
+            write_back(arguments[name], final)  # forward() updates this input in place: so does the call
         return returned
 
 {forward}
@@ -347,6 +346,19 @@ def split_written_inputs(returned, manifest):
     if not manifest.written_inputs:
         return returned, ()
     return returned
+
+
+def write_back(given, final):
+    """Copy ``final`` into the caller's array ``given`` (leaf by leaf in a dict, list or tuple)."""
+    if isinstance(given, np.ndarray):
+        if final is not given:
+            np.copyto(given, final)
+    elif isinstance(given, dict):
+        for key, item in given.items():
+            write_back(item, final[key])
+    elif isinstance(given, (list, tuple)):
+        for item, value in zip(given, final):
+            write_back(item, value)
 
 
 def flat_outputs(value, name="output"):

@@ -164,19 +164,89 @@ class UpdateThenRebind(nn.Module):
         return -x
 
 
+class HelperUpdate(nn.Module):
+    """The update happens in a method dycl calls as it is (no control flow: not inlined)."""
+
+    def _squash(self, t):
+        t.clamp_(-1, 1)
+        return t * 0.5
+
+    def forward(self, x):
+        h = self._squash(x)  # MARK helper
+        if h.sum() > 0:
+            return h * 2
+        return h - 1
+
+
+class ActivationModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(self.act(x))  # MARK module
+        if h.sum() > 0:
+            return h
+        return -h
+
+
+class NewEntry(nn.Module):
+    def forward(self, batch):
+        batch["scaled"] = batch["x"] * 2  # MARK entry
+        if batch["scaled"].sum() > 0:
+            return batch["scaled"]
+        return batch["x"]
+
+
 def _line(cls: type, mark: str) -> int:
     lines, first = inspect.getsourcelines(cls)
     return first + next(i for i, text in enumerate(lines) if f"# MARK {mark}" in text)
 
 
-@pytest.mark.parametrize("model_class, mark", [(AliasUpdate, "alias"), (UpdateThenRebind, "rebind")])
+@pytest.mark.parametrize("model_class, mark", [(AliasUpdate, "alias"), (UpdateThenRebind, "rebind"),
+                                               (HelperUpdate, "helper"), (ActivationModule, "module"),
+                                               (NewEntry, "entry")])
 def test_updates_dycl_cannot_reproduce_are_refused_at_their_line(model_class, mark):
-    example = torch.randn(2, 3)
-    before = example.clone()
+    example = torch.randn(2, 3) * 3
+    example = ({"x": example},) if model_class is NewEntry else example
     with pytest.raises(dycl.UnsupportedError) as raised:
         dycl.compile(model_class().eval(), example)
     assert raised.value.location.line == _line(model_class, mark)
-    assert torch.equal(example, before)
+
+
+class ScaleField(nn.Module):
+    """A batch dict whose tensors the model updates in place."""
+
+    def forward(self, batch):
+        batch["x"].mul_(batch["scale"])
+        if batch["x"].sum() > 0:
+            return batch["x"] + 1
+        return batch["x"].abs()
+
+
+def test_a_tensor_inside_a_dict_input_is_updated_for_the_caller(tmp_path):
+    model = ScaleField().eval()
+    inputs = [{"x": t, "scale": torch.tensor(1.5)} for t in _inputs((2, 3))]
+    example = {key: value.clone() for key, value in inputs[0].items()}
+    compiled = dycl.compile(model, (example,))
+    assert torch.equal(example["x"], inputs[0]["x"])
+    assert compiled.manifest.written_inputs == ("batch",)
+    compiled.save(tmp_path / "net")
+    files = model_source_files(model)
+    paths = set()
+    for candidate in (compiled, dycl.load(tmp_path / "net")):
+        for i, batch in enumerate(inputs):
+            eager_batch = {key: value.clone() for key, value in batch.items()}
+            compiled_batch = {key: value.clone() for key, value in batch.items()}
+            with torch.no_grad():
+                expected, path = record_path(model, eager_batch, files=files)
+            paths.add(path)
+            assert outputs_match(expected, candidate(compiled_batch), ATOL) is None, f"input {i}"
+            assert outputs_match(eager_batch, compiled_batch, ATOL) is None, f"input {i}: the caller's dict"
+    assert len(paths) >= 2
+    report = run_host_without_torch(tmp_path / "net", model, [(batch,) for batch in inputs], ATOL)
+    assert report["checked"] == len(inputs) and report["problems"] == []
 
 
 def test_compiling_leaves_the_example_untouched():
