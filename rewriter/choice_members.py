@@ -1,4 +1,5 @@
-"""The members a called container element may be, for ``rewriter.choices``.
+"""The members a called container element may be, and the literals a name chosen by data
+may hold, for ``rewriter.choices``.
 
 ``members(func, flow, env)`` looks at the callee of a call: ``seq[i]`` (a static
 ModuleList, Sequential, list or tuple), ``table[k]`` (a static ModuleDict or
@@ -12,6 +13,7 @@ refused, ``hcfg.decisions``).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +22,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.values import is_literal, literal_term
+from dycl.rewriter.walk import read_names
 
 _SEQUENCES = (torch.nn.ModuleList, torch.nn.Sequential, list, tuple)
 _TABLES = (torch.nn.ModuleDict, dict)
@@ -111,3 +114,75 @@ def _pattern(name: cst.BaseExpression) -> re.Pattern | None:
         return None
     parts = [re.escape(p.value) if isinstance(p, cst.FormattedStringText) else ".+?" for p in name.parts]
     return re.compile("".join(parts))
+
+
+class Domains:
+    """Names that hold one of a few literals chosen by data (``act = "relu" if c else "tanh"``,
+    and copies of such names), for ``rewriter.choices``: a statement that reads one is run
+    once per literal, under a test of which one it holds. The record is not flow-sensitive:
+    a value outside a recorded domain makes the compiled model raise, never pick a member."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[Any, ...]] = {}
+
+    def record(self, name: str, values: tuple[Any, ...] | None) -> None:
+        if values:
+            self.values[name] = tuple(dict.fromkeys(values))
+
+    def after(self, stmt: cst.BaseStatement, bound: set[str]) -> None:
+        """Follow ``stmt`` (binding ``bound``): a copy adds its source's domain (it may be one branch
+        of a choice), a literal of the domain keeps it, any other binding drops it. A domain too
+        large is safe (each value is tested), one too small makes the compiled model raise."""
+        copied = None
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+            assign = stmt.body[0]
+            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                target = assign.targets[0].target.value
+                copied = self.values.get(assign.value.value) if isinstance(assign.value, cst.Name) else None
+                if _literal(assign.value) in self.values.get(target, ()):
+                    return  # a branch of the lifted choice itself: one of the domain's values
+        previous = self.values.get(stmt.body[0].targets[0].target.value, ()) if copied is not None else ()
+        for name in bound:
+            self.values.pop(name, None)
+        if copied is not None:  # a copy in one branch of a lifted choice: the domains of both branches
+            target = stmt.body[0].targets[0].target.value
+            self.values[target] = tuple(dict.fromkeys(previous + copied))
+
+    def read_in(self, node: cst.CSTNode) -> str | None:
+        """A name with a domain that ``node`` reads (not a plain copy ``a = b``), if any."""
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
+            return None
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value in self.values:
+            return None
+        return next((n for n in sorted(read_names(node)) if n in self.values), None)
+
+
+class Substitute(cst.CSTTransformer):
+    """Every read of ``name`` replaced by ``term`` (attribute and keyword names are not reads)."""
+
+    def __init__(self, name: str, term: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name = name
+        self.term = term
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.term if original.value == self.name else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        return original if isinstance(original.target, cst.Name) else updated
+
+
+def _literal(node: cst.BaseExpression) -> Any:
+    try:
+        return ast.literal_eval(cst.Module([]).code_for_node(node))
+    except (ValueError, SyntaxError, TypeError):
+        return _NOT_LITERAL
+
+
+_NOT_LITERAL = object()

@@ -26,6 +26,10 @@ statements before it, and the choice replaced by a fresh name:
   whose names fit ``name`` (the literal parts of an f-string), ``else: raise AttributeError``
 - ``max(seq, key=f)``/``min`` over a sequence of static length → ``best = seq[0]`` and, per later
   item, ``if f(item) > best_key: best = item`` (the first of equal items wins, as in Python)
+- a statement (or an ``if`` test) reading a name that holds one of the literals of a lifted
+  conditional expression (``act = "relu" if c else "tanh"`` and copies of ``act``) → one copy
+  per literal under ``if act == "relu"``, the literal in place of the name (``getattr(torch,
+  act)(h)``, ``F.interpolate(x, mode=mode)`` become static); any other value raises
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
@@ -42,12 +46,13 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.choice_members import Members, members
+from dycl.rewriter.choice_members import Domains, Members, Substitute, members
 from dycl.rewriter.exits import Block, make_block
 from dycl.rewriter.flow import Env, Exits
 from dycl.rewriter.locations import comment_of, set_location
-from dycl.rewriter.passes import FlowWalker
-from dycl.rewriter.walk import descendants
+from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.values import is_literal, literal_term
+from dycl.rewriter.walk import bound_names, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
 _METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "dtype", "device", "is_floating_point",
@@ -59,19 +64,47 @@ class Choices(FlowWalker):
     name = "choices"
     description = "data-dependent choices (a ? b : c, chained comparisons, container[i](x)) become if statements"
 
+    def __init__(self, unit: FunctionUnit) -> None:
+        super().__init__(unit)
+        self.domains = Domains()
+
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.If):
-            lifted = self.lift(stmt.test, env, stmt)
+            lifted = self.by_domain(stmt.test, stmt) or self.lift(stmt.test, env, stmt)
             if lifted is not None:
                 before, test = lifted
                 return self.block([*before, stmt.with_changes(test=test)], env)
             return self.branch(stmt, env)
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            name = self.domains.read_in(stmt.body[0])
+            if name is not None:
+                return self.block(self.per_value(name, lambda term: stmt.visit(Substitute(name, term)), stmt), env)
             lifted = self.lift(stmt.body[0], env, stmt)
             if lifted is not None:
                 before, small = lifted
                 return self.block([*before, stmt.with_changes(body=[small])], env)
+        self.domains.after(stmt, bound_names(stmt))
         return [stmt], self.flow.step(stmt, env)
+
+    def by_domain(self, test: cst.BaseExpression, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
+        """``if`` on a name with a domain: its test computed once per value the name may hold."""
+        name = self.domains.read_in(test)
+        if name is None or _is_value_test(test):
+            return None
+        result = self.fresh("test")
+        return self.per_value(name, lambda term: self.line(result, test.visit(Substitute(name, term)), stmt),
+                              stmt), cst.Name(result)
+
+    def per_value(self, name: str, make, stmt: cst.BaseStatement) -> Block:
+        """``make(literal)`` under ``if name == literal`` for each value in ``name``'s domain."""
+        orelse: Block = [set_location(cst.parse_statement(
+            'raise RuntimeError("a value chosen by data that dycl did not compile this statement for")'),
+            comment_of(stmt))]
+        for value in reversed(self.domains.values[name]):
+            test = cst.Comparison(cst.Name(name), [cst.ComparisonTarget(cst.Equal(), literal_term(value))])
+            orelse = [_at(cst.If(test, make_block([make(literal_term(value))]), orelse=cst.Else(make_block(orelse))),
+                          stmt)]
+        return orelse
 
     def lift(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement
              ) -> tuple[Block, Any] | None:
@@ -89,6 +122,7 @@ class Choices(FlowWalker):
     def choice(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block] | None:
         if isinstance(node, cst.IfExp) and self.decides(node.test, env):
             result = self.fresh("choice")
+            self.domains.record(result, self.literals(node, env))
             return result, [_at(cst.If(node.test, make_block([self.line(result, node.body, stmt)]),
                                        orelse=cst.Else(make_block([self.line(result, node.orelse, stmt)]))), stmt)]
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
@@ -166,6 +200,14 @@ class Choices(FlowWalker):
                                                            self.line(best_key, cst.Name(score), stmt)])), stmt))
         return best, statements
 
+    def literals(self, node: cst.BaseExpression, env: Env) -> tuple[Any, ...] | None:
+        """The literals a (nested) conditional expression of literals may give, else None."""
+        if isinstance(node, cst.IfExp):
+            body, orelse = self.literals(node.body, env), self.literals(node.orelse, env)
+            return body + orelse if body is not None and orelse is not None else None
+        value = self.flow.evaluate(node, env)
+        return (value.value,) if value is not None and is_literal(value.value) else None
+
     def decides(self, node: cst.BaseExpression, env: Env) -> bool:
         """Whether ``node`` is not static and reads more than metadata."""
         if self.flow.evaluate(node, env) is not None:
@@ -181,6 +223,12 @@ class Choices(FlowWalker):
     def line(name: str, value: cst.BaseExpression, like: cst.BaseStatement) -> cst.SimpleStatementLine:
         return set_location(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)]),
                             comment_of(like))
+
+
+def _is_value_test(test: cst.BaseExpression) -> bool:
+    """``name == literal``: already the test of which value a name holds (``Choices.per_value``)."""
+    return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1 and (
+        isinstance(test.comparisons[0].operator, cst.Equal))
 
 
 def _at(stmt: cst.If, like: cst.BaseStatement) -> cst.If:

@@ -38,13 +38,48 @@ def test_index_and_key_become_switches_and_the_conditional_expression_an_if():
             choice = "neg"
         key = choice
         if key == 'pos':
-            chosen_1 = self.table['pos'](y)
+            return self.table['pos'](y)
         else:
             if key == 'neg':
-                chosen_1 = self.table['neg'](y)
+                return self.table['neg'](y)
             else:
-                raise KeyError(key)
-        return chosen_1
+                raise RuntimeError("a value chosen by data that dycl did not compile this statement for")
+    """)
+
+
+class Activation(nn.Module):
+    def forward(self, x, scale: float = 2.0):
+        act = "relu" if x.sum() > 0 else "tanh" if x.sum() > -1 else "sigmoid"
+        name = act
+        if name == "relu":
+            x = x * scale
+        return getattr(torch, name)(x)
+
+
+def test_a_name_holding_a_literal_chosen_by_data_runs_each_reader_once_per_literal():
+    assert after(Activation(), "choices") == golden("""
+        if x.sum() > 0:
+            choice = "relu"
+        else:
+            if x.sum() > -1:
+                choice_1 = "tanh"
+            else:
+                choice_1 = "sigmoid"
+            choice = choice_1
+        act = choice
+        name = act
+        if name == "relu":
+            x = x * scale
+        if name == 'relu':
+            return getattr(torch, 'relu')(x)
+        else:
+            if name == 'tanh':
+                return getattr(torch, 'tanh')(x)
+            else:
+                if name == 'sigmoid':
+                    return getattr(torch, 'sigmoid')(x)
+                else:
+                    raise RuntimeError("a value chosen by data that dycl did not compile this statement for")
     """)
 
 
