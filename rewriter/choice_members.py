@@ -41,12 +41,14 @@ class Member:
 @dataclass(frozen=True)
 class Members:
     """The deciding ``key``, its ``members`` and the exception (``missing``) eager raises for any other key.
-    ``size``: the length of a sequence (a negative index counts from its end); None for keys."""
+    ``size``: the length of a sequence (a negative index counts from its end); None for keys.
+    ``callable``: every member is (a module or a function the host cannot hold)."""
 
     key: cst.BaseExpression
     members: tuple[Member, ...]
     missing: str
     size: int | None = None
+    callable: bool = False
 
     def raise_missing(self, key: cst.BaseExpression) -> cst.Raise:
         """``raise IndexError("index out of range")``, ``raise KeyError(key)``, ``raise AttributeError(key)``."""
@@ -78,10 +80,10 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
             return None
         if isinstance(value, _SEQUENCES):
             found = tuple(Member(i, _item(func.value, i)) for i in range(len(value)))
-            return Members(key, found, "IndexError", len(value))
+            return Members(key, found, "IndexError", len(value), all(callable(v) for v in value))
         if all(is_literal(k) for k in value):
             found = tuple(Member(k, _item(func.value, k)) for k in value)
-            return Members(key, found, "KeyError")
+            return Members(key, found, "KeyError", None, all(callable(v) for v in value.values()))
         return None
     if (isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "getattr"
             and len(func.args) == 2 and not any(a.keyword or a.star for a in func.args)):
@@ -93,7 +95,7 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
                       for n in _attributes(receiver.value, name))[:_MAX_MEMBERS + 1]
         if len(found) > _MAX_MEMBERS:
             return None
-        return Members(name, found, "AttributeError") if found else None
+        return Members(name, found, "AttributeError", None, True) if found else None
     return None
 
 
@@ -116,23 +118,58 @@ def _pattern(name: cst.BaseExpression) -> re.Pattern | None:
     return re.compile("".join(parts))
 
 
+@dataclass(frozen=True)
+class Alias:
+    """A name bound to the member of ``members`` that the value of ``key`` (a fresh name, never
+    rebound) picks, in the block ``scope`` (``Domains``)."""
+
+    members: Members
+    key: str
+    scope: int
+
+
 class Domains:
-    """Names that hold one of a few literals chosen by data (``act = "relu" if c else "tanh"``,
-    and copies of such names), for ``rewriter.choices``: a statement that reads one is run
-    once per literal, under a test of which one it holds. The record is not flow-sensitive:
-    a value outside a recorded domain makes the compiled model raise, never pick a member."""
+    """What names chosen by data may hold, for ``rewriter.choices``: a statement that reads one
+    is run once per possibility, under a test of which one it is.
+
+    - a literal domain: a name holding one of a few literals chosen by data (``act = "relu" if c
+      else "tanh"`` and copies). Not flow-sensitive: the test is on the name itself where it is
+      read, so a value outside a recorded domain makes the compiled model raise, never pick.
+    - an alias: ``expert = self.experts[i]`` (a member the host cannot hold) is not bound; the
+      readers of ``expert`` in the same block or below get the member the key picks.
+    """
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[Any, ...]] = {}
+        self.aliases: dict[str, Alias] = {}
+        self.bound: set[str] = set()
+        self.lost: set[str] = set()
 
     def record(self, name: str, values: tuple[Any, ...] | None) -> None:
         if values:
             self.values[name] = tuple(dict.fromkeys(values))
 
-    def after(self, stmt: cst.BaseStatement, bound: set[str]) -> None:
+    def alias(self, name: str, alias: Alias, scopes: list[int]) -> bool:
+        """Record ``alias`` for ``name`` unless another binding of ``name`` could reach its readers."""
+        previous = self.aliases.get(name)
+        if name in self.bound and (previous is None or previous.scope != scopes[-1]):
+            return False
+        self.values.pop(name, None)
+        self.lost.discard(name)
+        self.aliases[name] = alias
+        return True
+
+    def after(self, stmt: cst.BaseStatement, bound: set[str], scope: int) -> None:
         """Follow ``stmt`` (binding ``bound``): a copy adds its source's domain (it may be one branch
         of a choice), a literal of the domain keeps it, any other binding drops it. A domain too
         large is safe (each value is tested), one too small makes the compiled model raise."""
+        self.bound |= bound
+        for name in bound:
+            alias = self.aliases.pop(name, None)
+            if alias is not None and alias.scope != scope:
+                self.lost.add(name)  # an alias on some paths only: a reader after the branch is refused
+            else:
+                self.lost.discard(name)
         copied = None
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
             assign = stmt.body[0]
@@ -149,12 +186,25 @@ class Domains:
             self.values[target] = tuple(dict.fromkeys(previous + copied))
 
     def read_in(self, node: cst.CSTNode) -> str | None:
-        """A name with a domain that ``node`` reads (not a plain copy ``a = b``), if any."""
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name):
+        """A name with a domain or an alias that ``node`` reads (not a plain copy ``a = b`` of a
+        literal domain), if any."""
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in self.values:
             return None
         if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value in self.values:
             return None
-        return next((n for n in sorted(read_names(node)) if n in self.values), None)
+        return next((n for n in sorted(read_names(node)) if n in self.values or n in self.aliases or n in self.lost),
+                    None)
+
+    def options(self, name: str) -> tuple[list[tuple[cst.BaseExpression, cst.BaseExpression]], cst.Raise]:
+        """(test, what ``name`` is where the test holds) per possibility, and the raise for none."""
+        alias = self.aliases.get(name)
+        if alias is None:
+            tests = [(cst.Comparison(cst.Name(name), [cst.ComparisonTarget(cst.Equal(), literal_term(v))]),
+                      literal_term(v)) for v in self.values[name]]
+            message = '"a value chosen by data that dycl did not compile this statement for"'
+            return tests, cst.Raise(cst.Call(cst.Name("RuntimeError"), [cst.Arg(cst.SimpleString(message))]))
+        key = cst.Name(alias.key)
+        return [(alias.members.test(key, m), m.term) for m in alias.members.members], alias.members.raise_missing(key)
 
 
 class Substitute(cst.CSTTransformer):

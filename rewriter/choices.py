@@ -30,6 +30,8 @@ statements before it, and the choice replaced by a fresh name:
   conditional expression (``act = "relu" if c else "tanh"`` and copies of ``act``) → one copy
   per literal under ``if act == "relu"``, the literal in place of the name (``getattr(torch,
   act)(h)``, ``F.interpolate(x, mode=mode)`` become static); any other value raises
+- ``expert = self.experts[i]`` (a callable member, bound to a name) → ``key = i``; each later
+  statement of the same block (or below) that reads ``expert`` is switched over the members
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
@@ -46,12 +48,12 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.choice_members import Domains, Members, Substitute, members
+from dycl.rewriter.choice_members import Alias, Domains, Members, Substitute, members
 from dycl.rewriter.exits import Block, make_block
-from dycl.rewriter.flow import Env, Exits
+from dycl.rewriter.flow import Env, Exits, thread
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
-from dycl.rewriter.values import is_literal, literal_term
+from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import bound_names, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
@@ -67,23 +69,41 @@ class Choices(FlowWalker):
     def __init__(self, unit: FunctionUnit) -> None:
         super().__init__(unit)
         self.domains = Domains()
+        self.scopes: list[int] = []  # the blocks being walked, innermost last (``Domains`` aliases)
+        self.walked = 0
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        self.walked += 1
+        self.scopes.append(self.walked)
+        try:
+            return super().block(stmts, env)
+        finally:
+            self.scopes.pop()
+
+    def replaced(self, stmts: Block, env: Env) -> tuple[Block, Exits]:
+        """Walk the statements that replace one statement, in the same block."""
+        return thread(stmts, env, self.statement)
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.If):
             lifted = self.by_domain(stmt.test, stmt) or self.lift(stmt.test, env, stmt)
             if lifted is not None:
                 before, test = lifted
-                return self.block([*before, stmt.with_changes(test=test)], env)
+                return self.replaced([*before, stmt.with_changes(test=test)], env)
             return self.branch(stmt, env)
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            aliased = self.alias(stmt, env)
+            if aliased is not None:
+                return self.replaced(aliased, env)
             name = self.domains.read_in(stmt.body[0])
             if name is not None:
-                return self.block(self.per_value(name, lambda term: stmt.visit(Substitute(name, term)), stmt), env)
+                return self.replaced(self.per_value(name, lambda term: stmt.visit(Substitute(name, term)), stmt),
+                                     env)
             lifted = self.lift(stmt.body[0], env, stmt)
             if lifted is not None:
                 before, small = lifted
-                return self.block([*before, stmt.with_changes(body=[small])], env)
-        self.domains.after(stmt, bound_names(stmt))
+                return self.replaced([*before, stmt.with_changes(body=[small])], env)
+        self.domains.after(stmt, bound_names(stmt), self.scopes[-1])
         return [stmt], self.flow.step(stmt, env)
 
     def by_domain(self, test: cst.BaseExpression, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
@@ -96,15 +116,31 @@ class Choices(FlowWalker):
                               stmt), cst.Name(result)
 
     def per_value(self, name: str, make, stmt: cst.BaseStatement) -> Block:
-        """``make(literal)`` under ``if name == literal`` for each value in ``name``'s domain."""
-        orelse: Block = [set_location(cst.parse_statement(
-            'raise RuntimeError("a value chosen by data that dycl did not compile this statement for")'),
-            comment_of(stmt))]
-        for value in reversed(self.domains.values[name]):
-            test = cst.Comparison(cst.Name(name), [cst.ComparisonTarget(cst.Equal(), literal_term(value))])
-            orelse = [_at(cst.If(test, make_block([make(literal_term(value))]), orelse=cst.Else(make_block(orelse))),
-                          stmt)]
+        """``make(term)`` under the test of each possibility of ``name`` (``Domains.options``)."""
+        alias = self.domains.aliases.get(name)
+        if name in self.domains.lost or (alias is not None and alias.scope not in self.scopes):
+            raise self.ctx.error(f"`{name}`, a member chosen by data in a branch, used after the branch", stmt,
+                                 "call the chosen member inside the branch that chooses it")
+        options, missing = self.domains.options(name)
+        orelse: Block = [set_location(cst.SimpleStatementLine([missing]), comment_of(stmt))]
+        for test, term in reversed(options):
+            orelse = [_at(cst.If(test, make_block([make(term)]), orelse=cst.Else(make_block(orelse))), stmt)]
         return orelse
+
+    def alias(self, stmt: cst.SimpleStatementLine, env: Env) -> Block | None:
+        """``name = table[k]``/``getattr(m, name)`` choosing a member by data: ``key = k`` only, and
+        ``name`` an alias for the member the key picks (``Domains``)."""
+        small = stmt.body[0]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target,
+                                                                                       cst.Name)):
+            return None
+        found = members(small.value, self.flow, env) if isinstance(small.value, (cst.Subscript, cst.Call)) else None
+        if found is None or not found.callable or not self.decides(found.key, env):
+            return None
+        key = self.fresh("key")
+        if not self.domains.alias(small.targets[0].target.value, Alias(found, key, self.scopes[-1]), self.scopes):
+            return None
+        return [self.line(key, found.key, stmt)]
 
     def lift(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement
              ) -> tuple[Block, Any] | None:

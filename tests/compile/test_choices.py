@@ -299,3 +299,35 @@ def test_strings_chosen_by_data_name_functions_and_modes(tmp_path):
         return bool(model.conv(x).mean() > 0), bool(x.std() > 1.0)
 
     assert _check(model, inputs, choice, tmp_path) >= 3
+
+
+class RoutedBlock(nn.Module):
+    """The chosen expert bound to a name, called twice; the head looked up by name, then called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.head_low = nn.Linear(8, 4)
+        self.head_high = nn.Linear(8, 4)
+
+    def forward(self, x):
+        expert_id = int(x.abs().sum() * 10) % len(self.experts)
+        expert = self.experts[expert_id]
+        h = expert(x)
+        h = h + expert(torch.relu(h))
+        level = "high" if h.std() > 0.5 else "low"
+        head = getattr(self, f"head_{level}")
+        return head(h)
+
+
+def test_chosen_members_bound_to_names(tmp_path):
+    torch.manual_seed(12)
+    model = RoutedBlock()
+    inputs = [x * s for x, s in zip(_inputs(), [0.3, 1.0, 3.0] * 6)]
+
+    def choice(x):
+        h = model.experts[int(x.abs().sum() * 10) % 3](x)
+        h = h + model.experts[int(x.abs().sum() * 10) % 3](torch.relu(h))
+        return int(x.abs().sum() * 10) % 3, bool(h.std() > 0.5)
+
+    assert _check(model, inputs, choice, tmp_path) >= 4
