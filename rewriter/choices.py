@@ -48,10 +48,11 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.choice_members import Alias, Domains, Members, Substitute, members
-from dycl.rewriter.exits import Block, make_block
+from dycl.rewriter.choice_domains import Alias, Domains, Substitute
+from dycl.rewriter.choice_lowering import Lowering
+from dycl.rewriter.choice_members import members
+from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
-from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import bound_names, descendants
@@ -111,8 +112,9 @@ class Choices(FlowWalker):
         name = self.domains.read_in(test)
         if name is None or _is_value_test(test):
             return None
-        result = self.fresh("test")
-        return self.per_value(name, lambda term: self.line(result, test.visit(Substitute(name, term)), stmt),
+        lowering = Lowering(self.ctx.namespace, stmt)
+        result = lowering.fresh("test")
+        return self.per_value(name, lambda term: lowering.line(result, test.visit(Substitute(name, term))),
                               stmt), cst.Name(result)
 
     def per_value(self, name: str, make, stmt: cst.BaseStatement) -> Block:
@@ -122,10 +124,7 @@ class Choices(FlowWalker):
             raise self.ctx.error(f"`{name}`, a member chosen by data in a branch, used after the branch", stmt,
                                  "call the chosen member inside the branch that chooses it")
         options, missing = self.domains.options(name)
-        orelse: Block = [set_location(cst.SimpleStatementLine([missing]), comment_of(stmt))]
-        for test, term in reversed(options):
-            orelse = [_at(cst.If(test, make_block([make(term)]), orelse=cst.Else(make_block(orelse))), stmt)]
-        return orelse
+        return Lowering(self.ctx.namespace, stmt).per_option(options, missing, make)
 
     def alias(self, stmt: cst.SimpleStatementLine, env: Env) -> Block | None:
         """``name = table[k]``/``getattr(m, name)`` choosing a member by data: ``key = k`` only, and
@@ -137,10 +136,11 @@ class Choices(FlowWalker):
         found = members(small.value, self.flow, env) if isinstance(small.value, (cst.Subscript, cst.Call)) else None
         if found is None or not found.callable or not self.decides(found.key, env):
             return None
-        key = self.fresh("key")
+        lowering = Lowering(self.ctx.namespace, stmt)
+        key = lowering.fresh("key")
         if not self.domains.alias(small.targets[0].target.value, Alias(found, key, self.scopes[-1]), self.scopes):
             return None
-        return [self.line(key, found.key, stmt)]
+        return [lowering.line(key, found.key)]
 
     def lift(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement
              ) -> tuple[Block, Any] | None:
@@ -156,58 +156,23 @@ class Choices(FlowWalker):
         return None
 
     def choice(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block] | None:
+        lowering = Lowering(self.ctx.namespace, stmt)
         if isinstance(node, cst.IfExp) and self.decides(node.test, env):
-            result = self.fresh("choice")
+            result, statements = lowering.conditional(node)
             self.domains.record(result, self.literals(node, env))
-            return result, [_at(cst.If(node.test, make_block([self.line(result, node.body, stmt)]),
-                                       orelse=cst.Else(make_block([self.line(result, node.orelse, stmt)]))), stmt)]
+            return result, statements
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
-            return self.chain(node, stmt)
-        if isinstance(node, cst.Call) and self.extreme_of(node, env) is not None and self.decides(node, env):
-            return self.extreme(node, env, stmt)
+            return lowering.chain(node)
+        extreme = self.extreme_of(node, env) if isinstance(node, cst.Call) else None
+        if extreme is not None and self.decides(node, env):
+            sequence = next(a.value for a in node.args if a.keyword is None)
+            key = next(a.value for a in node.args if a.keyword is not None)
+            return lowering.extreme(sequence, key, self.flow.static_length(sequence, env), extreme == "max")
         if isinstance(node, (cst.Call, cst.Subscript)):
             found = members(node.func if isinstance(node, cst.Call) else node, self.flow, env)
             if found is not None and self.decides(found.key, env):
-                return self.switch(node, found, stmt)
+                return lowering.switch(node, found)
         return None
-
-    def chain(self, node: cst.Comparison, stmt: cst.BaseStatement) -> tuple[str, Block]:
-        """``a < b < c`` as Python runs it: ``b`` once, ``b < c`` only where ``a < b`` holds."""
-        result = self.fresh("chain")
-        before: Block = []
-        left, tests = node.left, []
-        for position, target in enumerate(node.comparisons):
-            right = target.comparator
-            if position < len(node.comparisons) - 1 and not isinstance(right, (cst.Name, cst.BaseNumber)):
-                middle = self.fresh("operand")
-                before.append(self.line(middle, right, stmt))
-                right = cst.Name(middle)
-            tests.append(cst.Comparison(left, [target.with_changes(comparator=right)]))
-            left = right
-        body: Block = []
-        for test in reversed(tests[1:]):
-            body = [self.line(result, test, stmt), *([_at(cst.If(cst.Name(result), make_block(body)), stmt)]
-                                                     if body else [])]
-        return result, [*before, self.line(result, tests[0], stmt), _at(cst.If(cst.Name(result), make_block(body)),
-                                                                       stmt)]
-
-    def switch(self, chooser: cst.Call | cst.Subscript, found: Members, stmt: cst.BaseStatement
-               ) -> tuple[str, Block]:
-        """One branch per member: the member (or the call of it) in place of the chosen one."""
-        result = self.fresh("chosen")
-        before: Block = []
-        key = found.key
-        if not isinstance(key, cst.Name):
-            name = self.fresh("key")
-            before.append(self.line(name, key, stmt))
-            key = cst.Name(name)
-        orelse: Block = [set_location(cst.SimpleStatementLine([found.raise_missing(key)]), comment_of(stmt))]
-        for member in reversed(found.members):
-            value = chooser.with_changes(func=member.term) if isinstance(chooser, cst.Call) else member.term
-            branch = [self.line(result, value, stmt)]
-            orelse = [_at(cst.If(found.test(key, member), make_block(branch), orelse=cst.Else(make_block(orelse))),
-                          stmt)]
-        return result, [*before, *orelse]
 
     def extreme_of(self, call: cst.Call, env: Env) -> str | None:
         """``"max"``/``"min"`` for ``max(seq, key=f)`` over a sequence of static length, else None."""
@@ -218,23 +183,6 @@ class Choices(FlowWalker):
                 positional[0].star or not self.flow.static_length(positional[0].value, env)):
             return None
         return function.value.__name__
-
-    def extreme(self, call: cst.Call, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block]:
-        """``max(seq, key=f)`` as Python runs it: the first item whose key no later item beats."""
-        sequence = next(a.value for a in call.args if a.keyword is None)
-        key = next(a.value for a in call.args if a.keyword is not None)
-        beats = cst.GreaterThan() if self.extreme_of(call, env) == "max" else cst.LessThan()
-        items, best, best_key = self.fresh("items"), self.fresh("best"), self.fresh("best_key")
-        item = lambda i: cst.Subscript(cst.Name(items), [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])  # noqa: E731
-        statements: Block = [self.line(items, sequence, stmt), self.line(best, item(0), stmt),
-                             self.line(best_key, cst.Call(key, [cst.Arg(cst.Name(best))]), stmt)]
-        for i in range(1, self.flow.static_length(sequence, env)):
-            score = self.fresh("score")
-            statements.append(self.line(score, cst.Call(key, [cst.Arg(item(i))]), stmt))
-            test = cst.Comparison(cst.Name(score), [cst.ComparisonTarget(beats, cst.Name(best_key))])
-            statements.append(_at(cst.If(test, make_block([self.line(best, item(i), stmt),
-                                                           self.line(best_key, cst.Name(score), stmt)])), stmt))
-        return best, statements
 
     def literals(self, node: cst.BaseExpression, env: Env) -> tuple[Any, ...] | None:
         """The literals a (nested) conditional expression of literals may give, else None."""
@@ -252,23 +200,11 @@ class Choices(FlowWalker):
         return not (words & _METADATA) and not any(isinstance(n, cst.Comparison) and any(
             isinstance(c.operator, (cst.Is, cst.IsNot)) for c in n.comparisons) for n in descendants(node))
 
-    def fresh(self, stem: str) -> str:
-        return self.ctx.namespace.fresh(stem)
-
-    @staticmethod
-    def line(name: str, value: cst.BaseExpression, like: cst.BaseStatement) -> cst.SimpleStatementLine:
-        return set_location(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)]),
-                            comment_of(like))
-
 
 def _is_value_test(test: cst.BaseExpression) -> bool:
     """``name == literal``: already the test of which value a name holds (``Choices.per_value``)."""
     return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1 and (
         isinstance(test.comparisons[0].operator, cst.Equal))
-
-
-def _at(stmt: cst.If, like: cst.BaseStatement) -> cst.If:
-    return set_location(stmt, comment_of(like))
 
 
 def _eager_order(node: cst.CSTNode):
