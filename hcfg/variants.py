@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import SubDNN
-from dycl.hcfg.ports import Layout, Port, Record, Variant
+from dycl.hcfg.ports import Layout, Port, Record, Static, Variant
 from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
 from dycl.hcfg.trace import Examples
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
@@ -140,12 +140,16 @@ def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout,
         f"({_shape_of(a[index])} on one, {_shape_of(b[index])} on another)",
         where.location(name, role),
         "give the value one structure on every path (the same list length, dict keys and fields; the same "
-        "device, dtype or string), or keep the changing part in a tensor")
+        "device, dtype or string), or keep the changing part in a tensor; a string or other value chosen by "
+        "data may pick a member of a container dycl can see (`self.heads[key](x)`, `ACTIVATIONS[name](h)`) "
+        "or be used in the branches that chose it")
 
 
 def _shape_of(layout: Layout) -> str:
     if layout.spec is None:
-        return f"a {layout.leaves[0]}" if isinstance(layout.leaves[0], str) else "a static value"
+        leaf = layout.leaves[0]
+        return f"a {leaf}" if isinstance(leaf, str) else repr(leaf.value) if isinstance(leaf, Static) else (
+            "a static value")
     return f"a {layout.spec.type.__name__} of {layout.spec.num_children}"
 
 

@@ -38,12 +38,14 @@ class Member:
 @dataclass(frozen=True)
 class Members:
     """The deciding ``key``, its ``members`` and the exception (``missing``) eager raises for any other key.
-    ``size``: the length of a sequence (a negative index counts from its end); None for keys."""
+    ``size``: the length of a sequence (a negative index counts from its end); None for keys.
+    ``callable``: every member is (a module or a function the host cannot hold)."""
 
     key: cst.BaseExpression
     members: tuple[Member, ...]
     missing: str
     size: int | None = None
+    callable: bool = False
 
     def raise_missing(self, key: cst.BaseExpression) -> cst.Raise:
         """``raise IndexError("index out of range")``, ``raise KeyError(key)``, ``raise AttributeError(key)``."""
@@ -75,10 +77,10 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
             return None
         if isinstance(value, _SEQUENCES):
             found = tuple(Member(i, _item(func.value, i)) for i in range(len(value)))
-            return Members(key, found, "IndexError", len(value))
+            return Members(key, found, "IndexError", len(value), all(callable(v) for v in value))
         if all(is_literal(k) for k in value):
             found = tuple(Member(k, _item(func.value, k)) for k in value)
-            return Members(key, found, "KeyError")
+            return Members(key, found, "KeyError", None, all(callable(v) for v in value.values()))
         return None
     if (isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "getattr"
             and len(func.args) == 2 and not any(a.keyword or a.star for a in func.args)):
@@ -90,7 +92,7 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
                       for n in _attributes(receiver.value, name))[:_MAX_MEMBERS + 1]
         if len(found) > _MAX_MEMBERS:
             return None
-        return Members(name, found, "AttributeError") if found else None
+        return Members(name, found, "AttributeError", None, True) if found else None
     return None
 
 

@@ -271,3 +271,63 @@ def test_match_and_enum_from_data_are_refused_at_their_line(model, construct, of
     # the match statement is refused with its forward's first line (the parser's location for it)
     first = inspect.getsourcelines(type(model).forward)[1]
     assert first <= refused.value.location.line <= line and refused.value.location.path == __file__
+
+
+class AdaptiveActivation(nn.Module):
+    """A string chosen from the data names the function to call, and an interpolation mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+
+    def forward(self, x):
+        h = self.conv(x)
+        act = "relu" if h.mean() > 0 else "tanh"
+        h = getattr(torch, act)(h)
+        mode = "nearest" if x.std() > 1.0 else "bilinear"
+        return F.interpolate(h, scale_factor=2, mode=mode)
+
+
+def test_strings_chosen_by_data_name_functions_and_modes(tmp_path):
+    torch.manual_seed(10)
+    model = AdaptiveActivation()
+    generator = torch.Generator().manual_seed(11)
+    inputs = [torch.randn(1, 2, 4, 4, generator=generator) * s + m
+              for s, m in [(0.5, 0.0), (2.0, 0.5), (0.5, -1.0), (2.0, -1.5), (0.7, 1.0), (1.8, 0.0)] * 2]
+
+    def choice(x):
+        return bool(model.conv(x).mean() > 0), bool(x.std() > 1.0)
+
+    assert _check(model, inputs, choice, tmp_path) >= 3
+
+
+class RoutedBlock(nn.Module):
+    """The chosen expert bound to a name, called twice; the head looked up by name, then called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.head_low = nn.Linear(8, 4)
+        self.head_high = nn.Linear(8, 4)
+
+    def forward(self, x):
+        expert_id = int(x.abs().sum() * 10) % len(self.experts)
+        expert = self.experts[expert_id]
+        h = expert(x)
+        h = h + expert(torch.relu(h))
+        level = "high" if h.std() > 0.5 else "low"
+        head = getattr(self, f"head_{level}")
+        return head(h)
+
+
+def test_chosen_members_bound_to_names(tmp_path):
+    torch.manual_seed(12)
+    model = RoutedBlock()
+    inputs = [x * s for x, s in zip(_inputs(), [0.3, 1.0, 3.0] * 6)]
+
+    def choice(x):
+        h = model.experts[int(x.abs().sum() * 10) % 3](x)
+        h = h + model.experts[int(x.abs().sum() * 10) % 3](torch.relu(h))
+        return int(x.abs().sum() * 10) % 3, bool(h.std() > 0.5)
+
+    assert _check(model, inputs, choice, tmp_path) >= 4

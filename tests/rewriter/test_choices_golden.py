@@ -38,13 +38,48 @@ def test_index_and_key_become_switches_and_the_conditional_expression_an_if():
             choice = "neg"
         key = choice
         if key == 'pos':
-            chosen_1 = self.table['pos'](y)
+            return self.table['pos'](y)
         else:
             if key == 'neg':
-                chosen_1 = self.table['neg'](y)
+                return self.table['neg'](y)
             else:
-                raise KeyError(key)
-        return chosen_1
+                raise RuntimeError("a value chosen by data that dycl did not compile this statement for")
+    """)
+
+
+class Activation(nn.Module):
+    def forward(self, x, scale: float = 2.0):
+        act = "relu" if x.sum() > 0 else "tanh" if x.sum() > -1 else "sigmoid"
+        name = act
+        if name == "relu":
+            x = x * scale
+        return getattr(torch, name)(x)
+
+
+def test_a_name_holding_a_literal_chosen_by_data_runs_each_reader_once_per_literal():
+    assert after(Activation(), "choices") == golden("""
+        if x.sum() > 0:
+            choice = "relu"
+        else:
+            if x.sum() > -1:
+                choice_1 = "tanh"
+            else:
+                choice_1 = "sigmoid"
+            choice = choice_1
+        act = choice
+        name = act
+        if name == "relu":
+            x = x * scale
+        if name == 'relu':
+            return getattr(torch, 'relu')(x)
+        else:
+            if name == 'tanh':
+                return getattr(torch, 'tanh')(x)
+            else:
+                if name == 'sigmoid':
+                    return getattr(torch, 'sigmoid')(x)
+                else:
+                    raise RuntimeError("a value chosen by data that dycl did not compile this statement for")
     """)
 
 
@@ -109,3 +144,51 @@ def test_choices_compile_to_conditions_that_agree_with_eager():
     with torch.no_grad():
         outcomes = {(int(x.mean() > 0), bool(model.heads[int(x.mean() > 0)](x).sum() > 0)) for x in inputs}
     assert len(outcomes) >= 3
+
+
+class BoundExpert(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+    def forward(self, x):
+        expert = self.experts[x.argmax()]
+        return expert(x)
+
+
+def test_a_member_bound_to_a_name_is_switched_where_it_is_read():
+    assert after(BoundExpert(), "choices") == golden("""
+        key = x.argmax()
+        if (key == 0) | (key == -2):
+            return self.experts[0](x)
+        else:
+            if (key == 1) | (key == -1):
+                return self.experts[1](x)
+            else:
+                raise IndexError("index out of range")
+    """)
+
+
+class ExpertInOneBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+    def forward(self, x):
+        if x.mean() > 0:
+            expert = self.experts[x.argmax()]
+        else:
+            expert = self.experts[0]
+        return expert(x)
+
+
+def test_a_member_chosen_in_one_branch_and_called_after_it_is_refused_at_the_call():
+    import inspect
+
+    import pytest
+
+    from dycl import rewriter
+
+    with pytest.raises(rewriter.UnsupportedError, match="chosen by data in a branch") as refused:
+        rewriter.rewrite(ExpertInOneBranch())
+    assert refused.value.location.line == inspect.getsourcelines(ExpertInOneBranch.forward)[1] + 5

@@ -1,0 +1,103 @@
+"""The statements ``rewriter.choices`` writes for each kind of choice.
+
+``Lowering`` writes, for one statement being rewritten (``like``: the new
+statements carry its location), the ``if`` statements that make a choice and
+the fresh name that holds its result. It decides nothing: ``Choices`` has
+already found that the choice is made by a value that is not static.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+from dycl.rewriter.choice_members import Members
+from dycl.rewriter.exits import Block, make_block
+from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.names import Namespace
+
+Option = tuple[cst.BaseExpression, cst.BaseExpression]  # (the test, the term that holds where it does)
+
+
+class Lowering:
+    """Writes choices as ``if`` statements at the location of ``like``."""
+
+    def __init__(self, namespace: Namespace, like: cst.BaseStatement) -> None:
+        self.namespace = namespace
+        self.like = like
+
+    def fresh(self, stem: str) -> str:
+        return self.namespace.fresh(stem)
+
+    def line(self, name: str, value: cst.BaseExpression) -> cst.SimpleStatementLine:
+        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
+        return set_location(assign, comment_of(self.like))
+
+    def if_(self, test: cst.BaseExpression, body: Block, orelse: Block = ()) -> cst.If:
+        stmt = cst.If(test, make_block(body), orelse=cst.Else(make_block(orelse)) if orelse else None)
+        return set_location(stmt, comment_of(self.like))
+
+    def conditional(self, node: cst.IfExp) -> tuple[str, Block]:
+        """``a if c else b`` → ``if c: t = a`` / ``else: t = b``."""
+        result = self.fresh("choice")
+        return result, [self.if_(node.test, [self.line(result, node.body)], [self.line(result, node.orelse)])]
+
+    def chain(self, node: cst.Comparison) -> tuple[str, Block]:
+        """``a < b < c`` as Python runs it: ``b`` once, ``b < c`` only where ``a < b`` holds."""
+        result = self.fresh("chain")
+        before: Block = []
+        left, tests = node.left, []
+        for position, target in enumerate(node.comparisons):
+            right = target.comparator
+            if position < len(node.comparisons) - 1 and not isinstance(right, (cst.Name, cst.BaseNumber)):
+                middle = self.fresh("operand")
+                before.append(self.line(middle, right))
+                right = cst.Name(middle)
+            tests.append(cst.Comparison(left, [target.with_changes(comparator=right)]))
+            left = right
+        body: Block = []
+        for test in reversed(tests[1:]):
+            body = [self.line(result, test), *([self.if_(cst.Name(result), body)] if body else [])]
+        return result, [*before, self.line(result, tests[0]), self.if_(cst.Name(result), body)]
+
+    def switch(self, chooser: cst.Call | cst.Subscript, found: Members) -> tuple[str, Block]:
+        """One branch per member: the member (or the call of it) in place of the chosen one."""
+        result = self.fresh("chosen")
+        before: Block = []
+        key = found.key
+        if not isinstance(key, cst.Name):
+            name = self.fresh("key")
+            before.append(self.line(name, key))
+            key = cst.Name(name)
+
+        def make(term: cst.BaseExpression) -> cst.BaseStatement:
+            return self.line(result, chooser.with_changes(func=term) if isinstance(chooser, cst.Call) else term)
+
+        options = [(found.test(key, member), member.term) for member in found.members]
+        return result, [*before, *self.per_option(options, found.raise_missing(key), make)]
+
+    def per_option(self, options: Sequence[Option], missing: cst.Raise,
+                   make: Callable[[cst.BaseExpression], cst.BaseStatement]) -> Block:
+        """``if test: make(term)`` / ``else: ...`` for each option, then ``missing``."""
+        orelse: Block = [set_location(cst.SimpleStatementLine([missing]), comment_of(self.like))]
+        for test, term in reversed(options):
+            orelse = [self.if_(test, [make(term)], orelse)]
+        return orelse
+
+    def extreme(self, sequence: cst.BaseExpression, key: cst.BaseExpression, length: int,
+                largest: bool) -> tuple[str, Block]:
+        """``max(seq, key=f)`` as Python runs it: the first item whose key no later item beats."""
+        beats = cst.GreaterThan() if largest else cst.LessThan()
+        items, best, best_key = self.fresh("items"), self.fresh("best"), self.fresh("best_key")
+
+        def item(i: int) -> cst.Subscript:
+            return cst.Subscript(cst.Name(items), [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
+
+        statements: Block = [self.line(items, sequence), self.line(best, item(0)),
+                             self.line(best_key, cst.Call(key, [cst.Arg(cst.Name(best))]))]
+        for i in range(1, length):
+            score = self.fresh("score")
+            statements.append(self.line(score, cst.Call(key, [cst.Arg(item(i))])))
+            test = cst.Comparison(cst.Name(score), [cst.ComparisonTarget(beats, cst.Name(best_key))])
+            statements.append(self.if_(test, [self.line(best, item(i)), self.line(best_key, cst.Name(score))]))
+        return best, statements
