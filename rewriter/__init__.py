@@ -33,7 +33,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
-from dycl.rewriter.hooks import forward_hooks, refuse_impure_hooks
+from dycl.rewriter.hooks import forward_hooks, hook_functions, refuse_impure_hooks
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
@@ -119,7 +119,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
-        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts])),
+        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts, *hook_functions(model)])),
     )
 
 
