@@ -58,7 +58,7 @@ from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
-from dycl.signature import bind_example, call_description, flat_example
+from dycl.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.state_sync import host_state, initial_state
 from dycl.subdnn import SubDNNModule
 
@@ -165,11 +165,12 @@ class Compiled:
 
 def rewrite(job: Job) -> Frontend:
     model, passed = job.model, bind_example(job.model, job.example_input, job.options.kwargs)
+    positional = len(example_arguments(job.example_input))  # the model's hooks see them as args
     call, output_spec, rewritten = None, None, None
     if is_library_model(model):
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
-        rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed)
+        rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed, positional=positional)
         if rewritten is None or decides_nothing(rewritten):
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
@@ -178,11 +179,11 @@ def rewrite(job: Job) -> Frontend:
             rewritten = None
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
-        rewritten = rewriter.rewrite(model, example=passed)
+        rewritten = rewriter.rewrite(model, example=passed, positional=positional)
         returns = object_output(model, passed, _threaded_output(rewritten, model, passed)) if call is None else None
         if returns is not None:
             output_spec = returns.spec
-            rewritten = rewriter.rewrite(model, example=passed, returns=returns)
+            rewritten = rewriter.rewrite(model, example=passed, returns=returns, positional=positional)
     example_args = flat_example(rewritten, passed)
     written = written_inputs.find(rewritten, {flat.name: value for flat, value in zip(rewritten.inputs, example_args)
                                               if isinstance(value, (torch.Tensor, dict, list, tuple))})

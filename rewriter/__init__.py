@@ -35,11 +35,12 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
-from dycl.rewriter.hooks import refuse_dropped_hooks, refuse_impure_hooks
+from dycl.rewriter.hooks import forward_hooks, hook_functions, refuse_impure_hooks
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
 from dycl.rewriter.pipeline import PIPELINE, run_passes
+from dycl.rewriter.root_hooks import hooked_entry
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_slots import collect_state_writes, prescan_state
 from dycl.rewriter.state_threading import ThreadedState, thread_state
@@ -54,7 +55,7 @@ __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation",
 
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
             example: dict[str, Any] | None = None, returns: ReturnForm | None = None,
-            passes: Sequence[type[Pass]] = PIPELINE) -> RewrittenFunction:
+            passes: Sequence[type[Pass]] = PIPELINE, positional: int | None = None) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
@@ -67,23 +68,26 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     output with objects the host cannot build; ``rewriter.arguments.ReturnForm``).
     Raises ``UnsupportedError`` naming the construct and its file:line for code
     dycl cannot compile. ``passes`` replaces the pipeline (a golden test runs one
-    pass alone; the result then carries no guarantee of the full pipeline).
+    pass alone; the result then carries no guarantee of the full pipeline). ``positional``:
+    how many of the example's arguments were passed positionally; the model's own hooks
+    (``rewriter.root_hooks``) are compiled only when it is given.
     """
     with paused_collector():  # many short-lived libcst nodes (rewriter.collector)
-        return _rewrite(model, method, debug, example, returns, passes)
+        return _rewrite(model, method, debug, example, returns, passes, positional)
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
-             returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE) -> RewrittenFunction:
+             returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE,
+             positional: int | None = None) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
     refuse_impure_hooks(model)
-    code = getattr(resolved.function, "__code__", None)
-    refuse_dropped_hooks(model, f"the model ({type(model).__qualname__})",
-                         SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None)
+    if method == "forward" and forward_hooks(model):  # model(...) runs the model's hooks around forward
+        signature = signature_of(resolved, inspect.unwrap(resolved.function))
+        resolved = hooked_entry(model, resolved, signature, example, positional)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug)
@@ -122,7 +126,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         variadic=dict(flat.variadic),
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
-        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts])),
+        functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts, *hook_functions(model)])),
         state=state,
     )
 

@@ -79,6 +79,12 @@ def forward_hooks(module: torch.nn.Module) -> list[Hook]:
     return [Hook(kind, function) for kind, table in tables for function in table.values()]
 
 
+def hook_functions(model: torch.nn.Module) -> list[types.FunctionType]:
+    """The Python functions of every forward hook in ``model`` (what they read is compiled in)."""
+    hooks = (hook for module in model.modules() for hook in forward_hooks(module))
+    return [hook.target for hook in hooks if isinstance(hook.target, types.FunctionType)]
+
+
 def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLocation | None) -> None:
     """Raise for hooks of ``module``, whose ``forward`` dycl inlines (``what`` names the module)."""
     hooks = forward_hooks(module)
@@ -171,4 +177,4 @@ def _callable_instance(value: object) -> bool:
         "torch", "builtins", "numpy", "math", "functools")
 
 
-__all__ = ["Hook", "forward_hooks", "refuse_dropped_hooks", "refuse_impure_hooks"]
+__all__ = ["Hook", "forward_hooks", "hook_functions", "refuse_dropped_hooks", "refuse_impure_hooks"]

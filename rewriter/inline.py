@@ -16,7 +16,8 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
 from dycl.rewriter.flow import Env, Exits, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
-from dycl.rewriter.hooks import refuse_dropped_hooks
+from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
+from dycl.rewriter.hooks import forward_hooks, refuse_dropped_hooks
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
@@ -128,7 +129,7 @@ class Inline(FlowWalker):
         expansions = {id(call): self.expand(call, stmt, env) for call in calls}
         if all(expansion is None for expansion in expansions.values()):
             return [], node
-        sites: list[tuple[str, cst.Call, InlinedBody | Block]] = []
+        sites: list[tuple[str, cst.Call, InlinedBody | Block | HookedCall]] = []
 
         def replace_calls(current: cst.CSTNode) -> cst.CSTNode:
             if isinstance(current, cst.Lambda):
@@ -244,7 +245,7 @@ class Inline(FlowWalker):
             return cst.Dict([cst.DictElement(literal_term(key), expr) for key, expr in items])
         return _tuple([expr for _, expr in items])
 
-    def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | None:
+    def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | HookedCall | None:
         """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
         callee, sequential = self.resolve(call, env)
         if sequential is not None:
@@ -254,9 +255,12 @@ class Inline(FlowWalker):
         else:
             expansion = self.rewrite_callee(callee, stmt)
         target = self.flow.evaluate(call.func, env)
-        if expansion is not None and target is not None and isinstance(target.value, torch.nn.Module):
-            what = f"{cst.Module([]).code_for_node(call.func)} ({type(target.value).__qualname__})"
-            refuse_dropped_hooks(target.value, what, self.ctx.locations.resolve(stmt))
+        if expansion is None or target is None or not isinstance(target.value, torch.nn.Module):
+            return expansion
+        if forward_hooks(target.value) and sequential is None:  # __call__'s hooks around the inlined forward
+            return HookedCall(target.value, canonical_term(target.value, self.flow.index) or call.func)
+        what = f"{cst.Module([]).code_for_node(call.func)} ({type(target.value).__qualname__})"
+        refuse_dropped_hooks(target.value, what, self.ctx.locations.resolve(stmt))
         return expansion
 
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
@@ -274,16 +278,33 @@ class Inline(FlowWalker):
 
     # -- splicing -------------------------------------------------------------------------------
 
-    def splice(self, call: cst.Call, expansion: InlinedBody | Block, small: cst.BaseSmallStatement,
-               stmt: cst.BaseStatement, env: Env) -> Block:
-        """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``)."""
+    def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall, small: cst.BaseSmallStatement,
+               stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None) -> Block:
+        """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``);
+        ``wrap`` changes each value the callee returns (its forward hooks)."""
         if isinstance(expansion, list):
             return self._splice_sequential(expansion, small, stmt, env)
+        if isinstance(expansion, HookedCall):
+            return self._splice_hooked(call, expansion, small, stmt, env)
         callee, _ = self.resolve(call, env)
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
         body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
-        return prologue + replace_returns(body, _result_writer(small), comment_of(stmt))
+        writer = _result_writer(small) if wrap is None else self._wrapped_writer(small, wrap)
+        return prologue + replace_returns(body, writer, comment_of(stmt))
+
+    def _wrapped_writer(self, small: cst.BaseSmallStatement, wrap: Callable) -> Callable:
+        """Writes ``wrap(value)``; a returned one is first assigned, so that the hooks run in the
+        graph and the host only returns their result."""
+        plain = _result_writer(small)
+
+        def write(value: cst.BaseExpression | None) -> list:
+            wrapped = wrap(value if value is not None else cst.Name("None"))
+            if not isinstance(small, cst.Return):
+                return plain(wrapped)
+            name = cst.Name(self.ctx.namespace.fresh("hook_out"))
+            return [cst.Assign([cst.AssignTarget(name)], wrapped), cst.Return(name)]
+        return write
 
     def _splice_sequential(self, calls: list[cst.Call], small, stmt, env) -> Block:
         lines: Block = []
@@ -300,6 +321,25 @@ class Inline(FlowWalker):
             line = set_location(cst.SimpleStatementLine([new_small]), comment_of(stmt))
             lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
         return lines
+
+    def _splice_hooked(self, call: cst.Call, hooked: HookedCall, small, stmt, env) -> Block:
+        """The module's hooks written out around its inlined forward (``rewriter.hooked_calls``)."""
+        def is_static(value: cst.BaseExpression) -> bool:
+            return self.flow.evaluate(value, env) is not None
+
+        written = hooked_call_lines(self.ctx, hooked, call, stmt, is_static)
+        lines: Block = []
+        for line in written.prefix:
+            lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
+        inner = self.flow.run_block(lines, env.copy()).fall
+        expansion = self.expand(written.forward, stmt, inner)
+        if expansion is not None:
+            return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap)
+        if written.wrap is None:
+            final = [small.with_changes(value=written.forward)]
+        else:
+            final = self._wrapped_writer(small, written.wrap)(written.forward)
+        return lines + [set_location(cst.SimpleStatementLine([one]), comment_of(stmt)) for one in final]
 
     def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt) -> tuple[Block, dict[str, str]]:
         prologue: Block = []
@@ -402,16 +442,14 @@ def replace_returns(stmts: Block, write, comment: cst.Comment | None) -> Block:
             for small in stmt.body:
                 if isinstance(small, cst.Return):
                     smalls = before + write(small.value)
-                    return out + ([stmt.with_changes(body=smalls)] if smalls else [])
+                    return out + [stmt.with_changes(body=[one]) for one in smalls]  # one statement a line
                 before.append(small)
         if isinstance(stmt, cst.If) and contains(stmt, (cst.Return,), into_loops=True):
             body = replace_returns(list(stmt.body.body), write, comment_of(stmt))
             orelse = replace_returns(else_body(stmt), write, comment_of(stmt))
             return out + [rebuild_if(stmt, body, orelse)]
         out.append(stmt)
-    tail = write(None)
-    if tail:
-        out.append(set_location(cst.SimpleStatementLine(tail), comment))
+    out += [set_location(cst.SimpleStatementLine([one]), comment) for one in write(None)]
     return out
 
 

@@ -19,7 +19,7 @@ def is_user_code(obj: object) -> bool:
     """Whether ``obj`` (a function or class) comes from outside torch and the
     installed libraries, i.e. is model code dycl should look into."""
     module = getattr(obj, "__module__", "") or ""
-    if module.split(".")[0] in ("torch", "builtins", "math", "numpy"):
+    if module.split(".")[0] in ("torch", "builtins", "math", "numpy") or getattr(obj, "traced_as_library", False):
         return False
     try:
         path = inspect.getsourcefile(obj) or ""

@@ -12,7 +12,11 @@ import re
 from collections.abc import Callable
 
 from dycl.fuzz.patterns import DELETE, ITEM_WRITE
+from dycl.fuzz.patterns26 import PROBABILITY as _ISSUE_26
 from dycl.fuzz.program import Program, render_classes
+
+#: the features of issue 26 (their own random stream: leaving them out gives the programs of before)
+ISSUE_26 = tuple(_ISSUE_26)
 
 FEATURES = {
     "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
@@ -38,6 +42,17 @@ FEATURES = {
     "kwargs-callee": "helpers and the gate's forward take **kwargs (callers may pass scale=) and branch",
     "decorator": "helper methods wrapped by a user decorator (functools.wraps) that changes the result",
     "tensor-data": "tests on x.data (a tensor's .data)",
+    "module-choice": "a submodule chosen by a data-dependent index or name (self.heads[int(x.mean() > 0)](x), "
+                     "getattr(self, f'head{int(...)}')(x))",
+    "host-conditional": "a conditional expression on a tensor yielding a host value (an activation's or a head's "
+                        "name, a Python float)",
+    "hooks": "forward hooks and pre-hooks registered in __init__ (on opaque submodules, the model, a gate; one "
+             "storing its output on the module)",
+    "input-mutation": "forward changes its argument in place first (x.mul_(0.5), x[:, 0] = 0.0): the caller's "
+                      "tensor is compared too",
+    "sampling": "dropout in its functional (training) form, randn_like noise, a coin flip on torch.rand: values are "
+                "not compared, crashes and refusals are",
+    "shape-test": "a test on the batch size (x.shape[0] == 1), called with inputs of several batch sizes",
 }
 
 # features the zero-refusal campaign leaves out (`python -m dycl.fuzz --exclude known`, the first test of
@@ -54,6 +69,8 @@ KNOWN_BUGS: dict[str, str] = {
         "buffer-update", "nested-exit", "swapped-forward", "train-mode", "library", "kwargs-callee", "decorator",
         "tensor-data")
 }
+# issue 26's patterns (dycl.fuzz.patterns26): refused, some by design, on the compiler they were added for
+KNOWN_BUGS.update({name: "issue 26" for name in ISSUE_26})
 
 _WRITE = r"\[[^\]\n]*\]\s*(?:[-+*]?=)(?!=)"
 _SOURCE_PATTERNS = {
@@ -74,6 +91,12 @@ _SOURCE_PATTERNS = {
     "kwargs-callee": r"\*\*kwargs\):",
     "decorator": r"^\s*@(?:halve|squash)$",
     "tensor-data": r"\.data\.",
+    "module-choice": r"self\.heads\[(?:int\(|i\])|getattr\(self, f\"head",
+    "host-conditional": r"^\s*(?:act|key|gain) = .+ if .+ else ",
+    "hooks": r"register_forward(?:_pre)?_hook\(",
+    "input-mutation": r"^\s*x(?:\.(?:mul_|add_)\(|\[:, 0\] = )",
+    "sampling": r"dropout\(x, |randn_like\(|torch\.rand\(\(\)\)",
+    "shape-test": r"x\.shape\[0\] ==|x\.size\(0\) >",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,

@@ -11,8 +11,10 @@ program with its probability (``PROGRAM_PROBABILITY`` here, the container and st
 patterns in :mod:`dycl.fuzz.patterns`): mutated local containers and aliases, state
 on ``self`` and in buffers, helpers with early exits inside submodules, forwards
 swapped on instances, train mode, library functions, ``**kwargs`` callees,
-decorated helpers and ``.data``. Sizes are bounded (trip counts <= 4, nesting depth <= 3, about
-60 lines) and so is ``cost``, an estimate of the number of data-dependent
+decorated helpers and ``.data``; and issue 26's (:mod:`dycl.fuzz.patterns26`): submodules
+chosen by data, conditional expressions yielding host values, hooks, inputs changed in place,
+sampling ops and tests on the batch size with inputs of several batch sizes. Sizes are bounded
+(trip counts <= 4, nesting depth <= 3, about 60 lines) and so is ``cost``, an estimate of the number of data-dependent
 tests after unrolling, which keeps compilation fast.
 """
 
@@ -23,7 +25,8 @@ from dataclasses import dataclass, field, replace
 
 from dycl.fuzz.features import FEATURES, KNOWN_BUGS, mentions  # noqa: F401 - FEATURES, KNOWN_BUGS re-exported
 from dycl.fuzz.patterns import Patterns
-from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines
+from dycl.fuzz.patterns26 import DECIDING, Patterns26
+from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, render_classes
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
 PROGRAM_PROBABILITY = {"nested-exit": 0.25, "swapped-forward": 0.15, "train-mode": 0.15, "library": 0.2,
@@ -57,13 +60,15 @@ class Scope:
 
 class _Generator:
     def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
-                 feature_rng: random.Random | None = None) -> None:
+                 feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
         # the patterns come from their own stream, so that adding one leaves the other draws alone
         feature_rng = feature_rng or random.Random(0)
         self.patterns = Patterns(feature_rng, exclude)
         self.on = {name: name not in exclude and feature_rng.random() < p for name, p in PROGRAM_PROBABILITY.items()}
+        # issue 26's patterns from a third stream: a program without them draws as before
+        self.patterns26 = Patterns26(issue26_rng or random.Random(0), exclude)
         self.library: list[Helper] = []
         self.library_cost: dict[str, int] = {}
         self.gate_inner: list[Stmt] | None = None
@@ -192,7 +197,7 @@ class _Generator:
             options.append(f"x = self.gates[{rng.randrange(self.n_gates)}](x{scale})")
         if self.helpers:
             options += ["HELPER"] * 2
-        return options
+        return options + self.patterns26.statements()
 
     def chosen(self, choice: str, scope: Scope) -> str:
         """The statement ``choice`` stands for (a helper or library call is drawn here), with its cost counted."""
@@ -208,8 +213,8 @@ class _Generator:
             self.cost += self.library_cost[function.name] * scope.multiplier
             self.tensor_tests += scope.function == "forward"
             return f"x = {function.name}(x, {self.int_expr(scope)})"
-        if choice.startswith("if "):  # a guarded container removal: its test may depend on the path
-            self.cost += scope.multiplier
+        if choice.startswith("if ") or choice in DECIDING:  # a guarded container removal or an issue-26
+            self.cost += scope.multiplier  # choice, conditional or test: its test may depend on the path
         if "self.gates[" in choice or (scope.gate_var and choice.startswith(f"x = {scope.gate_var}(")):
             self.cost += self.gate_cost * scope.multiplier
             self.tensor_tests += 1
@@ -411,7 +416,7 @@ class _Generator:
 
     def uses_patterns(self) -> bool:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
-        return any(self.on.values()) or any(self.patterns.on.values())
+        return any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
 
     def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
         """Call the gate, a helper and a library function from ``body`` (top level, from index
@@ -489,6 +494,7 @@ class _Generator:
         first = 3 + len(self.patterns.preamble())  # the first statement after the declarations
         self.use_drawn_callees(body, first)
         self.observe_patterns(body, first)
+        self.use_issue26_patterns(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -498,7 +504,26 @@ class _Generator:
             train=self.on["train-mode"], library=self.library, buffers=dict(self.patterns.buffers),
             attributes=dict(self.patterns.attributes))
         _drop_unused(program)
+        has_gate = program.gate_body is not None and program.n_gates > 0
+        program.init_lines = self.patterns26.init_lines(self.width, has_gate)
+        program.batch_sizes = self.patterns26.batch_sizes()
         return program
+
+    def use_issue26_patterns(self, body: list[Stmt], first: int) -> None:
+        """Make every drawn issue-26 pattern show in ``forward``: a statement of each (at the top
+        level of ``body``, from index ``first``) where none was drawn, and the argument's in-place
+        change as the first statement."""
+        texts = "\n".join(_texts(body))
+        for text in self.patterns26.required():
+            if text.split("\n")[0] not in texts:
+                body.insert(self.rng.randint(first, len(body)), Line(text))
+                self.lines += text.count("\n") + 1
+                self.cost += 1
+                self.tensor_tests += 1
+        mutation = self.patterns26.first_statement()
+        if mutation is not None:
+            body.insert(0, Line(mutation))
+            self.lines += 1
 
 
 def _texts(body: list[Stmt]):
@@ -563,13 +588,16 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
         # the same patterns for a while, so that redrawing programs that are too big does not favour
         # programs without them; then others, in case these never fit
         features = random.Random(f"dycl.fuzz.features:{seed}:{index}:{attempt}:{retry // 100}")
-        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features)
+        issue26 = random.Random(f"dycl.fuzz.issue26:{seed}:{index}:{attempt}:{retry // 100}")
+        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26)
         program = gen.program()
         max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:
             continue
         if gen.tensor_tests == 0:
             continue
+        if program.batch_sizes != (1,) and mentions("batch-resize", render_classes(program)):
+            continue  # a batch cut to 1 or 3 rows no longer adds to a tensor of the input's batch
         return program
     raise RuntimeError(f"could not generate a program for seed {seed} index {index}")  # pragma: no cover
 

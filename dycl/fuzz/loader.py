@@ -101,6 +101,9 @@ def build_model(module, program: Program) -> torch.nn.Module:
 
 
 def make_inputs(program: Program, count: int) -> list[torch.Tensor]:
-    """``count`` inputs ``torch.randn(1, width) * scale`` drawn from ``program.seed``."""
+    """``count`` inputs ``torch.randn(batch, width) * scale`` drawn from ``program.seed``, the batch
+    sizes taken in turn from ``program.batch_sizes``."""
     generator = torch.Generator().manual_seed(program.seed)
-    return [torch.randn(1, program.width, generator=generator) * program.scale for _ in range(count)]
+    sizes = program.batch_sizes
+    return [torch.randn(sizes[i % len(sizes)], program.width, generator=generator) * program.scale
+            for i in range(count)]

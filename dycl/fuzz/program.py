@@ -100,6 +100,8 @@ class Program:
     library: list[Helper] = field(default_factory=list)  # functions of a separate, library-like module
     buffers: dict[str, str] = field(default_factory=dict)  # buffer name -> "scalar" | "vector"
     attributes: dict[str, str] = field(default_factory=dict)  # plain attribute (a container) -> its source
+    init_lines: list[str] = field(default_factory=list)  # last lines of __init__ (heads, hooks: issue 26)
+    batch_sizes: tuple[int, ...] = (1,)  # the inputs' batch sizes in turn; the first is the compile example's
 
     def copy(self) -> Program:
         return copy.deepcopy(self)
@@ -261,6 +263,7 @@ def render_classes(program: Program, with_library: bool = True) -> str:
         out.append(f"        self.gates = nn.ModuleList([Gate({w}) for _ in range({program.n_gates})])")
     for name, kind in program.buffers.items():
         out.append(f'        self.register_buffer("{name}", {BUFFER_SOURCE[kind].format(w=w)})')
+    out += [f"        {line}" for line in program.init_lines]
     if program.swap_forward:
         out.append("        self.forward = self._infer")
     for helper in program.helpers:

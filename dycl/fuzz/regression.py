@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import dycl
+from dycl.fuzz.features import program_features
 from dycl.fuzz.program import Program, render_classes
 from dycl.fuzz.runner import ATOL, Outcome, check_backend, run_eager
 
@@ -24,25 +25,30 @@ def _rows(inputs: Sequence[torch.Tensor]) -> str:
     rows = []
     for x in inputs:
         # repr of a float32 value widened to float is exact, so torch.tensor() gets the same input back
-        values = ", ".join(repr(float(v)) for v in x.reshape(-1).tolist())
-        rows.append(textwrap.fill(f"[{values}],", 100, initial_indent="    ", subsequent_indent="     "))
+        lines = [", ".join(repr(float(v)) for v in line.tolist()) for line in x.reshape(x.shape[0], -1)]
+        text = f"[{lines[0]}]," if len(lines) == 1 else "[" + ", ".join(f"[{line}]" for line in lines) + "],"
+        rows.append(textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="     "))
     return "\n".join(rows)
 
 
 def check_regression(model_class: type[torch.nn.Module], seed: int, rows: Sequence[Sequence[float]], backend: str,
-                     atol: float, train: bool = False) -> None:
+                     atol: float, train: bool = False, samples: bool = False) -> None:
     """What a regression test asserts, as the fuzzer's oracle does: the model built under ``seed``
     (in eval mode unless ``train``) and compiled on ``backend`` for the first row either is refused
     (``UnsupportedError``) or, compiling it having left it unchanged, equals eager on every row, the
-    rows given in order to each (state carried between calls); each row is one input of batch 1."""
+    rows given in order to each (state carried between calls), and so does every input as the call
+    left it; each row is one input of batch 1, or a list of rows (a batch). ``samples``: the model
+    draws random numbers, so only that every call runs is checked, not the values."""
     torch.manual_seed(seed)
     model = model_class()
     if not train:
         model.eval()
-    inputs = [torch.tensor([row]) for row in rows]
-    expected, _ = run_eager(copy.deepcopy(model), inputs)
+    inputs = [torch.tensor(row if isinstance(row[0], (list, tuple)) else [row]) for row in rows]
+    after: list[torch.Tensor] = []
+    expected, _ = run_eager(copy.deepcopy(model), inputs, after)
     # dycl.compile looked up now, so that a test can patch it
-    outcome = check_backend(copy.deepcopy(model), inputs, expected, backend, dycl.compile, atol=atol)
+    outcome = check_backend(copy.deepcopy(model), inputs, expected, backend, dycl.compile, atol=atol,
+                            expected_inputs=after, compare_values=not samples)
     assert outcome.status in ("ok", "unsupported"), f"{outcome.status}: {outcome.detail}"
 
 
@@ -57,6 +63,7 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
     (marked strict xfail if ``xfail``: a known bug, the mark goes once it is fixed)."""
     name = regression_name(program, outcome.backend)
     train = ", train=True" if program.train else ""
+    train += ", samples=True" if "sampling" in program_features(program) else ""
     shrunk = f" (shrunk from {original_lines} lines)" if original_lines else ""
     detail = textwrap.shorten(outcome.detail, 300, placeholder=" ...")
     header = ("# ruff: noqa  (generated code)\n"

@@ -5,7 +5,10 @@ or compiling changed the model: its ``state_dict`` values, a ``training`` flag o
 plain attribute, see :mod:`dycl.fuzz.state`), ``error`` (dycl raised while
 compiling or running the compiled model, or took longer than the time limit) and
 ``unsupported`` (``dycl.UnsupportedError``; for a model left in train mode also a
-``ValueError`` that tells the user to call ``eval()``).
+``ValueError`` that tells the user to call ``eval()``). Every call gets its own copy of its
+input, and the copy as the call left it is compared too (a ``forward`` that changes its argument
+in place), as is the example after compiling; a program that samples (feature ``sampling``) has
+only its crashes and refusals compared, not its values.
 
 Models may carry state between calls (buffers updated in place, containers on
 ``self``), so eager and every backend each start from their own deep copy of the
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 
 import dycl
+from dycl.fuzz.features import program_features
 from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
 from dycl.fuzz.program import Program
 from dycl.fuzz.state import ModelState
@@ -123,12 +127,15 @@ def _check_finite(value: Any) -> None:
             _check_finite(item)
 
 
-def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[list[Any], int]:
-    """Eager outputs on every input and the number of distinct eager paths; :class:`Discarded` on failure."""
+def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
+              after: list[torch.Tensor] | None = None) -> tuple[list[Any], int]:
+    """Eager outputs on every input and the number of distinct eager paths; :class:`Discarded` on failure.
+    Each call gets a copy of its input; ``after`` (if given) receives each copy as the call left it."""
     files = model_source_files(model)
     outputs, paths = [], set()
     with torch.no_grad():
         for x in inputs:
+            x = x.clone()
             try:
                 result, path = record_path(model, x, files=files)
             except Exception as exc:  # noqa: BLE001 - any eager failure discards the program
@@ -136,6 +143,8 @@ def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[l
             _check_finite(result)
             outputs.append(result)
             paths.add(path)
+            if after is not None:
+                after.append(x)
     return outputs, len(paths)
 
 
@@ -149,16 +158,20 @@ def refused(exc: Exception, training: bool) -> bool:
 
 def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: Sequence[Any], backend: str,
                   compile_fn: CompileFn = dycl.compile, timeout: float | None = None,
-                  atol: float | None = None) -> Outcome:
-    """Compile ``model`` for ``inputs[0]`` on ``backend``, check that compiling left the model as it was,
-    and compare the compiled model with ``expected`` on every input, called in order (``model`` must be
-    in the state eager started from; it is compiled and then left alone). ``atol``: default ``ATOL``."""
+                  atol: float | None = None, expected_inputs: Sequence[torch.Tensor] | None = None,
+                  compare_values: bool = True) -> Outcome:
+    """Compile ``model`` for ``inputs[0]`` on ``backend``, check that compiling left the model and the
+    example as they were, and compare the compiled model with ``expected`` on every input, called in
+    order (``model`` must be in the state eager started from; it is compiled and then left alone), and
+    each input as the call left it with ``expected_inputs`` (where given). ``compare_values=False`` (a
+    program that samples) compares only that every call runs. ``atol``: default ``ATOL``."""
     start = time.perf_counter()
     before = ModelState.of(model)
     training = any(before.training.values())
+    example = inputs[0].clone()
     try:
         with time_limit(timeout):
-            compiled = compile_fn(model, inputs[0], backend=backend)
+            compiled = compile_fn(model, example, backend=backend)
     except Exception as exc:  # noqa: BLE001 - any exception but a refusal is a compiler error
         changed = before.difference(ModelState.of(model))
         if changed:  # a refusal, too, must leave the model as it was
@@ -169,18 +182,25 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
         return Outcome(backend, kind, detail, error_type=type(exc).__name__, phase="compile",
                        seconds=time.perf_counter() - start)
     changed = before.difference(ModelState.of(model))
+    if not changed and not torch.equal(example, inputs[0]):
+        changed = "the example input (an argument forward changes in place)"
     if changed:
         return Outcome(backend, "inconsistent", f"compiling changed the model: {changed}", phase="compile",
                        seconds=time.perf_counter() - start)
     failing, first = [], ""
     for i, x in enumerate(inputs):
+        x = x.clone()
         try:
             with torch.no_grad():
                 actual = compiled(x)
         except Exception as exc:  # noqa: BLE001 - the compiled model must not raise
             return Outcome(backend, "error", f"input #{i}: {type(exc).__name__}: {exc}", [i],
                            error_type=type(exc).__name__, phase="run", seconds=time.perf_counter() - start)
-        problem = outputs_match(expected[i], actual, ATOL.get(backend, 1e-4) if atol is None else atol)
+        tolerance = ATOL.get(backend, 1e-4) if atol is None else atol
+        problem = outputs_match(expected[i], actual, tolerance) if compare_values else None
+        if problem is None and expected_inputs is not None:
+            problem = outputs_match(expected_inputs[i], x, tolerance)
+            problem = problem and f"the argument after the call: {problem}"
         if problem:
             failing.append(i)
             first = first or f"input #{i}: {problem}"
@@ -213,8 +233,11 @@ def check_program(program: Program, directory: Path, backends: Sequence[str], co
     with loaded_program(program, directory, stem) as (path, model):
         inputs = make_inputs(program, n_inputs)
         start = time.perf_counter()
-        expected, paths = run_eager(copy.deepcopy(model), inputs)
+        after: list[torch.Tensor] = []
+        expected, paths = run_eager(copy.deepcopy(model), inputs, after)
         eager_seconds = time.perf_counter() - start
-        outcomes = [check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, timeout)
+        samples = "sampling" in program_features(program)  # its values differ per call: not compared
+        outcomes = [check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, timeout,
+                                  expected_inputs=after, compare_values=not samples)
                     for backend in backends]
         return Checked(program, path, paths, outcomes, eager_seconds)

@@ -66,7 +66,8 @@ def _size(program: Program) -> int:
     attributes += (program.flag is not None) + (program.limit is not None)
     patterns = (program.train + program.swap_forward + program.gate_swap + program.gate_kwargs
                 + (program.gate_inner is not None) + len(program.library) + len(program.attributes)
-                + len(program.buffers) + sum(h.kwargs + (h.decorator is not None) for h in program.helpers))
+                + len(program.buffers) + sum(h.kwargs + (h.decorator is not None) for h in program.helpers)
+                + len(program.init_lines) + (program.batch_sizes != (1,)))
     return count_lines(program) + statements + trips + attributes + patterns
 
 

@@ -83,3 +83,28 @@ def test_the_check_is_cheap():
     guard = compiled._globals_guard
     per_check = min(timeit.repeat(guard.check, number=2000, repeat=5)) / 2000
     assert per_check < 20e-6, per_check  # a few globals: about a microsecond (see the report)
+
+
+def _make_offset_hook(offset: float):
+    def add_offset(module, args, output):
+        return output + offset * SCALE  # a closure cell and a global, read when the hook is traced
+
+    return add_offset
+
+
+def test_a_hook_reading_a_global_and_a_closure_cell_is_guarded(monkeypatch):
+    model, _ = _compiled()
+    hook = _make_offset_hook(0.05)
+    model.fc.register_forward_hook(hook)
+    compiled = dycl.compile(model, torch.randn(2, 4))
+    assert assert_equivalent(model, compiled, _inputs(), atol=1e-5) >= 2
+    cell = dict(zip(hook.__code__.co_freevars, hook.__closure__))["offset"]
+    cell.cell_contents = 1.5
+    with pytest.raises(StaleGlobalsError, match="'offset' in the closure of _make_offset_hook.<locals>.add_offset"):
+        compiled(torch.randn(2, 4))
+    cell.cell_contents = 0.05
+    compiled(torch.randn(2, 4))
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 4.0)
+    with pytest.raises(StaleGlobalsError, match="'SCALE'"):
+        compiled(torch.randn(2, 4))
+

@@ -117,16 +117,16 @@ def test_hooks_reaching_state_writes_are_refused(hook):
 _LOG: list = []
 
 
-def test_a_hook_on_the_model_is_refused_by_name():
+def test_hooks_on_the_model_are_compiled(tmp_path):
     model = _model()
 
     def add_bias(module, args, output):
         return output + 1
 
     model.register_forward_hook(add_bias)
-    with pytest.raises(dycl.UnsupportedError, match=r"forward hook .*add_bias, defined at .*test_hooks\.py:\d+ on "
-                                                    r"the model \(Backbone\)"):
-        dycl.compile(model, _inputs()[0])
+    model.register_forward_pre_hook(lambda module, args: (args[0] - 0.5,))
+    model.register_forward_hook(lambda module, args, kwargs, output: output * args[0].shape[1], with_kwargs=True)
+    assert _check(model, tmp_path) == 2
 
 
 class Gated(nn.Module):
@@ -134,9 +134,9 @@ class Gated(nn.Module):
         super().__init__()
         self.fc = nn.Linear(6, 6)
 
-    def forward(self, x):
+    def forward(self, x, gain: float = 1.0):
         if x.sum() > 0:
-            return self.fc(x)
+            return self.fc(x) * gain
         return x
 
 
@@ -144,27 +144,71 @@ class Outer(nn.Module):
     def __init__(self):
         super().__init__()
         self.gate = Gated()
+        self.blocks = nn.ModuleList([Gated(), Gated()])
         self.out = nn.Linear(6, 2)
 
     def forward(self, x):
-        h = self.gate(x)  # inlined: Gated.forward branches on data
+        h = self.gate(x, gain=2.0) + 1  # inlined: Gated.forward branches on data
+        for block in self.blocks:
+            h = block(h)
         return self.out(h)
 
 
-def test_a_hook_on_an_inlined_submodule_is_refused_at_the_call():
+def _outer_inputs() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(5)
+    return [torch.randn(2, 6, generator=generator) * 2 + b for b in (-2.0, -0.5, 0.5, 2.0) for _ in range(3)]
+
+
+def _check_outer(model: nn.Module, tmp_path) -> int:
+    inputs = _outer_inputs()
+    compiled = dycl.compile(model, inputs[0])
+    paths = assert_equivalent(model, compiled, inputs, atol=1e-5)
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-5)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+    return paths
+
+
+def test_hooks_on_inlined_submodules_are_compiled(tmp_path):
     torch.manual_seed(0)
     model = Outer().eval()
     model.gate.register_forward_pre_hook(lambda m, args: (args[0] + 1,))
-    with pytest.raises(dycl.UnsupportedError, match=r"forward pre-hook .*self\.gate \(Gated\)") as info:
+    model.gate.register_forward_hook(lambda m, args, kwargs, out: out * kwargs["gain"], with_kwargs=True)
+    model.blocks[0].register_forward_hook(lambda m, i, o: o - 3)
+    model.blocks[1].register_forward_pre_hook(lambda m, args: args[0].flip(0))  # one value: made a 1-tuple
+    model.blocks[1].register_forward_hook(lambda m, i, o: None)
+    assert _check_outer(model, tmp_path) >= 4
+
+
+def test_a_hook_that_decides_on_data_is_refused_at_its_line():
+    torch.manual_seed(0)
+    model = Outer().eval()
+
+    def double_if_positive(module, args, output):
+        if output.sum() > 0:  # a decision on data inside a hook
+            return output * 2
+        return None
+
+    model.gate.register_forward_hook(double_if_positive)
+    with pytest.raises(dycl.UnsupportedError) as info:
         dycl.compile(model, torch.randn(2, 6))
-    assert info.value.location.source_line().strip().startswith("h = self.gate(x)")
+    assert info.value.location.line == double_if_positive.__code__.co_firstlineno + 1
 
 
-def test_a_global_module_hook_is_refused():
-    model = _model()
-    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: o)
+def test_a_pre_hook_with_kwargs_on_an_inlined_submodule_is_refused_at_the_call():
+    torch.manual_seed(0)
+    model = Outer().eval()
+    model.gate.register_forward_pre_hook(lambda m, args, kwargs: (args, kwargs), with_kwargs=True)
+    with pytest.raises(dycl.UnsupportedError, match=r"forward pre-hook .*with_kwargs") as info:
+        dycl.compile(model, torch.randn(2, 6))
+    assert info.value.location.source_line().strip().startswith("h = self.gate(x, gain=2.0)")
+
+
+def test_a_global_module_hook_is_compiled(tmp_path):
+    torch.manual_seed(0)
+    model = Outer().eval()
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: o * 0.5 if isinstance(m, nn.Linear) else None)
     try:
-        with pytest.raises(dycl.UnsupportedError, match="global forward hook"):
-            dycl.compile(model, _inputs()[0])
+        assert _check_outer(model, tmp_path) >= 4
     finally:
         handle.remove()
