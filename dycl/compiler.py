@@ -239,11 +239,10 @@ def explore(stage: Graph) -> Explored:
                             front.example_args[:inputs])
     if front.job.options.per_sample:
         declared = per_sample_mode.without_batch(declared)
-    shapes = SymbolicShapes() if declared else None
-    symbolic = None
-    if shapes is not None:
-        symbolic = {name: shapes.declare(value, declared.get(name, {}))
-                    for name, value in initial.items() if isinstance(value, torch.Tensor)}
+    # symbolic even where no input dim is: a size that comes from data (nonzero, boolean indexing) always is
+    shapes = SymbolicShapes()
+    symbolic = {name: shapes.declare(value, declared.get(name, {}))
+                for name, value in initial.items() if isinstance(value, torch.Tensor)}
     if stage.constants:
         initial[CONSTANTS] = stage.constants
     examples = trace_examples(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations,

@@ -43,7 +43,7 @@ import sympy
 import torch
 from dycl.hcfg.shape_rules import ShapeRules, new_fake
 from torch._guards import GuardSource, Source
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
 _GENERIC_HINT = 3
@@ -277,6 +277,19 @@ class SymbolicShapes:
         except Exception as exc:  # noqa: BLE001 - not a test on sizes: explored as before
             self._failed(exc)
             return None
+
+    def sizes_from_data(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str]) -> bool:
+        """Whether the statements compute a size from tensor values (``nonzero``, ``torch.where(mask)``,
+        boolean indexing, ``masked_select``, ``unique``): fake tensors cannot give their output shapes."""
+        sizes = {symbol: self.examples[symbol] for symbol in self._symbols_of(
+            [mirror[name] for name in reads & mirror.keys()])}
+        try:
+            _probe(code, mirror, reads, writes, sizes)
+        except (DynamicOutputShapeException, DataDependentOutputException):
+            return True
+        except Exception:  # noqa: BLE001 - another failure says nothing about sizes
+            return False
+        return False
 
     def specialise(self, symbols) -> dict[sympy.Symbol, int]:
         """Make ``symbols`` static at their example sizes for the whole compilation."""

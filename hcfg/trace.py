@@ -270,6 +270,8 @@ class _Tracer:
         if done:
             return
         symbolic_inputs = any(self.shapes.has_symbols(v) for v in inputs or ())
+        if not symbolic_inputs and isinstance(node, SubDNN):  # a size from data is symbolic whatever dynamic= says
+            symbolic_inputs = self.shapes.sizes_from_data(code, mirror, reads, writes)
         for name in writes:
             if name in state:
                 prefix = f"{node.name}_{name}" if isinstance(node, SubDNN) else name

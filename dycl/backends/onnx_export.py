@@ -11,11 +11,13 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    and is recorded.
 2. Python reads of tensors while exporting (``hcfg.decisions``; shapes are
    tensors while tracing, so ``range(x.shape[0])`` is one), where the variant
-   has symbolic dims or scalar inputs, and the tracer's own warnings (``TracerWarning``: a tensor
-   converted to a Python bool/number/index, or — where the variant has symbolic
-   dims — iterated or measured with ``len()``) become ``UnsupportedError`` at
-   the file:line that made the conversion (library or user code; a line of the
-   sub-DNN itself is mapped to the user's statement). One exception: where
+   has symbolic dims or scalar inputs or computes a size from values
+   (``sizes_from_data``: ``x[x > 0]``, whatever ``dynamic=`` says), and the
+   tracer's own warnings (``TracerWarning``: a tensor converted to a Python
+   bool/number/index, or — where the variant has symbolic dims — iterated or
+   measured with ``len()``) become ``UnsupportedError`` at the file:line that
+   made the conversion (library or user code; a line of the sub-DNN itself is
+   mapped to the user's statement). One exception: where
    every such read is a ``bool()`` and the caller collects guards, the sub-DNN
    is run once more on fake tensors with symbolic sizes (``dycl.shape_guards``);
    if that run needs no tensor value, the conditions on the sizes that keep each
@@ -119,6 +121,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     names = {"input_names": [p.name for p in variant.inputs], "output_names": [p.name for p in variant.outputs],
              "dynamic_axes": dynamic_axes}
     buffer = io.BytesIO()
+    # the trace runs the statements: an in-place update of an input (``out.index_add_``) must not reach the
+    # example, which other variants' examples may share or view
+    example = tuple(value.clone() if isinstance(value, torch.Tensor) else value for value in variant.examples[0])
     # Note: catch_warnings swaps the module-global filter list for the duration of the export
     # and restores it on exit; "always" inside it only makes every warning reach the record.
     with warnings.catch_warnings(record=True) as caught:
@@ -128,7 +133,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             dims = {name: torch.export.Dim.DYNAMIC for axes in (dynamic_axes or {}).values() for name in axes.values()}
             shapes = (tuple({axis: dims[name] for axis, name in (dynamic_axes or {}).get(p.name, {}).items()} or None
                             for p in variant.inputs),)
-            program = torch.onnx.export(module, variant.examples[0], dynamo=True, verbose=False,
+            program = torch.onnx.export(module, example, dynamo=True, verbose=False,
                                         input_names=names["input_names"], output_names=names["output_names"],
                                         dynamic_shapes=shapes if dynamic_axes else None)
             buffer.write(program.model_proto.SerializeToString())
@@ -138,12 +143,14 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             with _DataAsDetach(), DecisionRecorder(inside_torch=False, sources=scalars) as recorder, \
                     local_symbolics():
                 try:
-                    torch.onnx.export(module, variant.examples[0], buffer, dynamo=False, opset_version=17,
+                    torch.onnx.export(module, example, buffer, dynamo=False, opset_version=17,
                                       do_constant_folding=True, **names)
                 except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
-    symbolic = bool(dynamic_axes)
+    data = buffer.getvalue()
+    # a size computed from values (NonZero: boolean indexing, torch.where(mask)) is never static
+    symbolic = bool(dynamic_axes) or sizes_from_data(data)
     guarded = False
     read = next((d for d in recorder.decisions if d.from_data), None) if dynamo is False else None
     if read is not None:  # a value from data chose something in the graph (hcfg.decisions note): no guard keeps it
@@ -159,10 +166,25 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
         guarded = True
     for record in caught:
         _check_warning(record, module, symbolic, shown, guarded)
-    data = buffer.getvalue()
     refuse_sampling(data, module, variant)
     check_dataflow(data, module, variant)
     return data
+
+
+#: ONNX operators whose output shape follows their input's values
+_DATA_SIZED = frozenset({"NonZero", "Compress", "Unique"})
+
+
+def sizes_from_data(data: bytes) -> bool:
+    """Whether the ONNX model ``data`` computes a size from tensor values (an operator of
+    ``_DATA_SIZED``, also inside ``If``/``Loop`` bodies)."""
+    def found(graph: onnx.GraphProto) -> bool:
+        return any(node.op_type in _DATA_SIZED or any(
+            found(inner) for attribute in node.attribute
+            for inner in ((attribute.g,) if attribute.HasField("g") else ()) + tuple(attribute.graphs))
+            for node in graph.node)
+
+    return found(onnx.load_from_string(data).graph)
 
 
 class _DataAsDetach(TorchFunctionMode):

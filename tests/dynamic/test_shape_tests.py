@@ -5,6 +5,13 @@ loaded from its artifact, and in the torch-free host."""
 
 from __future__ import annotations
 
+import json
+import linecache
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -124,3 +131,75 @@ def test_a_size_test_the_example_cannot_take_is_explored_at_its_size(batches, ex
     else:
         inputs = [(torch.randn(b, s, 4) + shift,) for b in (1, 3) for s in (1, 2, 5) for shift in (-1.0, 1.0)]
     _check(model, compiled, inputs, tmp_path, paths)
+
+
+# -- item 9: a size that comes from data is symbolic whatever dynamic= says -----------------------
+
+
+class PairUp(nn.Module):
+    """Pairs up the positive entries when there is an even number of them."""
+
+    def forward(self, x):
+        y = x[x > 0]
+        if y.shape[0] % 2 == 0:
+            return y.reshape(y.shape[0] // 2, -1)
+        return y.reshape(1, -1)
+
+
+class KeepConfident(nn.Module):
+    """Post-processing as detectors write it: keep the confident boxes, sort them by score."""
+
+    def forward(self, boxes, scores):
+        keep = scores > 0.5
+        boxes, scores = boxes[keep], scores[keep]
+        if scores.numel() == 0:
+            return boxes, scores
+        order = scores.argsort(descending=True)
+        return boxes[order] * 2, scores[order]
+
+
+def test_a_size_from_boolean_indexing_is_symbolic_under_dynamic_false(tmp_path):
+    model = PairUp().eval()
+    compiled = dycl.compile(model, torch.tensor([1.0, -1.0, 2.0, 3.0, -2.0, 4.0, -3.0, -4.0]), dynamic=False)
+    generator = torch.Generator().manual_seed(3)
+    inputs = [(torch.randn(8, generator=generator),) for _ in range(16)]
+    _check(model, compiled, inputs, tmp_path, paths=2)
+
+
+def test_a_graph_after_boolean_indexing_takes_any_count_under_dynamic_false(tmp_path):
+    model = KeepConfident().eval()
+    generator = torch.Generator().manual_seed(4)
+    compiled = dycl.compile(model, (torch.rand(10, 4, generator=generator), torch.rand(10, generator=generator)),
+                            dynamic=False)
+    inputs = [(torch.rand(10, 4, generator=generator), torch.rand(10, generator=generator) * scale)
+              for scale in (0.4, 1.0, 1.0, 1.5, 2.0, 0.5)]
+    _check(model, compiled, inputs, tmp_path, paths=2)
+
+
+class PairUpInline(nn.Module):
+    def forward(self, x):
+        y = x[x > 0]
+        return y.reshape(y.shape[0] // 2, -1) if y.shape[0] % 2 == 0 else y.reshape(1, -1)
+
+
+def test_a_decision_on_a_size_from_data_inside_one_graph_is_never_the_examples(tmp_path):
+    """Compiled correctly (the conditional expression as a condition), or refused at its line."""
+    model = PairUpInline().eval()
+    try:
+        compiled = dycl.compile(model, torch.tensor([1.0, -1.0, 2.0, 3.0, -2.0, 4.0, -3.0, -4.0]), dynamic=False)
+    except dycl.UnsupportedError as error:
+        assert error.location is not None and error.location.path == __file__, error
+        assert "y.shape[0] % 2 == 0" in linecache.getline(__file__, error.location.line), error
+        return
+    generator = torch.Generator().manual_seed(3)
+    _check(model, compiled, [(torch.randn(8, generator=generator),) for _ in range(16)], tmp_path, paths=2)
+
+
+def test_a_mixtral_style_block_with_unused_experts_compiles_under_dynamic_false(tmp_path):
+    # a subprocess: the regression this guards against killed the process (SIGFPE in torch's exporter)
+    completed = subprocess.run([sys.executable, "-m", "tests.dynamic.moe_block", str(tmp_path / "artifact")],
+                               capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[2],
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert completed.returncode == 0, f"rc {completed.returncode}: {completed.stderr[-3000:]}"
+    summary = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert summary["checked"] == 24 and summary["expert_sets"] >= 3 and summary["paths"] >= 3, summary
