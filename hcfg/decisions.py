@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from dycl.hcfg.traced_shapes import reads_only_shapes
 from dycl.rewriter.errors import SourceLocation
 from torch.overrides import TorchFunctionMode
 
@@ -41,10 +42,13 @@ _THIS_FILE = __file__
 
 @dataclass(frozen=True)
 class Decision:
-    """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``."""
+    """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``;
+    ``shape_only``: read while the TorchScript tracer ran, of a value computed from
+    shapes and constants only (``hcfg.traced_shapes``)."""
 
     what: str
     where: SourceLocation | None
+    shape_only: bool = False
 
 
 def _describe(name: str) -> str:
@@ -88,7 +92,7 @@ class DecisionRecorder(TorchFunctionMode):
         where = _caller(self.inside_torch)
         result = func(*args, **(kwargs or {}))
         if (where is not None or self.inside_torch) and not self._repeats_a_decision(name, args[0], result):
-            self.decisions.append(Decision(_describe(name), where))
+            self.decisions.append(Decision(_describe(name), where, reads_only_shapes(args[0])))
         if name == "__bool__" and isinstance(args[0], torch.Tensor):
             self._decided.append((args[0], args[0]._version, bool(result)))
         return result
