@@ -25,14 +25,15 @@ _TOKENS = [(2, 7), (1, 3), (3, 12), (2, 1), (1, 1), (4, 5)]  # (2, 1) and (1, 1)
 _TOKEN_DIMS = {"input_ids": {0: "batch", 1: "seq"}}
 
 
-def decoder_lms() -> dict[str, Callable[[], nn.Module]]:
-    """name -> a builder of the tiny LM (empty where transformers is not installed)."""
+def decoder_lms(layers: int = 2) -> dict[str, Callable[[], nn.Module]]:
+    """name -> a builder of the tiny LM with ``layers`` layers (empty where transformers
+    is not installed)."""
     try:
         import transformers as tf
     except Exception:  # noqa: BLE001 - an optional dependency
         return {}
-    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-                 max_position_embeddings=64, use_cache=False)
+    sizes = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                 intermediate_size=37, max_position_embeddings=64, use_cache=False)
     grouped = dict(sizes, num_key_value_heads=2)  # grouped-query attention, as these models ship
     return {
         "LlamaForCausalLM": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**grouped)),
@@ -42,7 +43,7 @@ def decoder_lms() -> dict[str, Callable[[], nn.Module]]:
         "GemmaForCausalLM": lambda: tf.GemmaForCausalLM(tf.GemmaConfig(head_dim=8, **grouped)),
         "GPTNeoXForCausalLM": lambda: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(**sizes)),
         "OPTForCausalLM": lambda: tf.OPTForCausalLM(tf.OPTConfig(
-            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=37,
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4, ffn_dim=37,
             max_position_embeddings=64, word_embed_proj_dim=32, use_cache=False)),
     }
 
