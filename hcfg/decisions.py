@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from dycl.hcfg.traced_shapes import reads_only_shapes
 from dycl.rewriter.errors import SourceLocation
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
@@ -57,11 +58,14 @@ _THIS_FILE = __file__
 
 @dataclass(frozen=True)
 class Decision:
-    """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``."""
+    """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``;
+    ``shape_only``: read while the TorchScript tracer ran, of a value computed from
+    shapes and constants only (``hcfg.traced_shapes``)."""
 
     what: str
     where: SourceLocation | None
     from_data: bool = False
+    shape_only: bool = False
 
 
 def _describe(name: str) -> str:
@@ -121,7 +125,7 @@ class DecisionRecorder(TorchFunctionMode):
             result = func(*args, **kwargs)
             if ((where is not None or self.inside_torch or from_data)
                     and not self._repeats_a_decision(name, args[0], result)):
-                self.decisions.append(Decision(_describe(name), where, from_data))
+                self.decisions.append(Decision(_describe(name), where, from_data, reads_only_shapes(args[0])))
             if name == "__bool__" and isinstance(args[0], torch.Tensor):
                 self._decided.append((args[0], args[0]._version, bool(result)))
         if from_data and name not in _SHAPE_ONLY and not _is_shape(func):

@@ -300,54 +300,83 @@ _TEST_NODES = (cst.Name, cst.Comparison, cst.ComparisonTarget, cst.Is, cst.IsNot
 def prune_fixed_branches(definition: cst.FunctionDef, specialized: dict[str, Any],
                          inputs: set[str] = frozenset()) -> cst.FunctionDef:
     """Keep only the taken branch of every ``if`` whose test reads nothing but
-    specialized parameters that the function never reassigns (``if labels is not
-    None:`` with ``labels`` left at ``None``): code there is never run for this call
-    form, so an unsupported construct inside it (``self.config.x = ...``) must not
-    stop the compile. A tensor input (never None: the host takes only arrays for it) may
-    appear as an operand of ``is``/``is not`` only. Evaluated on an explicit
-    namespace holding only those values."""
-    assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
-    known: dict[str, Any] = {name: value for name, value in specialized.items() if name not in assigned}
-    known.update({name: _PASSED for name in inputs if name not in assigned})
-    if not known:
+    specialized parameters that still hold their passed value where the test runs
+    (``if labels is not None:`` with ``labels`` left at ``None``): code there is never
+    run for this call form, so an unsupported construct inside it (``self.config.x =
+    ...``) must not stop the compile. A parameter holds its value at a test of the
+    function's top-level ``if``/``elif`` chains when no earlier top-level statement
+    binds it; at any other ``if`` when the function never binds it. A tensor input
+    (never None: the host takes only arrays for it) may appear as an operand of
+    ``is``/``is not`` only. Evaluated on an explicit namespace holding only those values."""
+    initial: dict[str, Any] = dict(specialized)
+    initial.update({name: _PASSED for name in inputs})
+    if not initial:
         return definition
+    assigned = bound_names(definition.body)
+    everywhere = {name: value for name, value in initial.items() if name not in assigned}
+    known_at: dict[int, dict[str, Any]] = {}
+    bound_before: set[str] = set()
+    for statement in definition.body.body:
+        chain = statement
+        while isinstance(chain, cst.If):
+            known_at[id(chain)] = {name: value for name, value in initial.items() if name not in bound_before}
+            chain = chain.orelse
+        bound_before |= bound_names(statement)
+    return definition.visit(_PruneFixedBranches(definition, known_at, everywhere))
 
-    def decide(test: cst.BaseExpression) -> bool | None:
-        nodes = list(descendants(test)) + [test]
-        names = {n.value for n in nodes if isinstance(n, cst.Name)} - {"None", "True", "False"}
-        if not names or not names <= set(known) or not all(isinstance(n, _TEST_NODES) for n in nodes):
-            return None
-        identity_operands = {id(part) for n in nodes if isinstance(n, cst.Comparison)
-                             and all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in n.comparisons)
-                             for part in [n.left, *(c.comparator for c in n.comparisons)]}
-        if any(isinstance(n, cst.Name) and known.get(n.value) is _PASSED and id(n) not in identity_operands
-               for n in nodes):
-            return None
-        text = cst.Module([]).code_for_node(test)
-        return bool(eval(compile(text, "<dycl-test>", "eval"), {"__builtins__": {}}, dict(known)))  # noqa: S307
 
-    class Prune(cst.CSTTransformer):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is definition
+def _decide(test: cst.BaseExpression, known: dict[str, Any]) -> bool | None:
+    """The value of ``test`` if it reads only ``known`` names (see prune_fixed_branches)."""
+    nodes = list(descendants(test)) + [test]
+    names = {n.value for n in nodes if isinstance(n, cst.Name)} - {"None", "True", "False"}
+    if not names or not names <= set(known) or not all(isinstance(n, _TEST_NODES) for n in nodes):
+        return None
+    identity_operands = {id(part) for n in nodes if isinstance(n, cst.Comparison)
+                         and all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in n.comparisons)
+                         for part in [n.left, *(c.comparator for c in n.comparisons)]}
+    if any(isinstance(n, cst.Name) and known.get(n.value) is _PASSED and id(n) not in identity_operands
+           for n in nodes):
+        return None
+    text = cst.Module([]).code_for_node(test)
+    return bool(eval(compile(text, "<dycl-test>", "eval"), {"__builtins__": {}}, dict(known)))  # noqa: S307
 
-        def leave_If(self, original: cst.If, updated: cst.If):
-            taken = decide(updated.test)
-            if taken is None:
-                return updated
-            if taken:
-                return cst.FlattenSentinel(list(updated.body.body))
-            if updated.orelse is None:
-                return cst.RemoveFromParent()
-            if isinstance(updated.orelse, cst.If):
-                return updated.orelse
-            return cst.FlattenSentinel(list(updated.orelse.body.body))
 
-        def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
-            if not updated.body:
-                return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+class _PruneFixedBranches(cst.CSTTransformer):
+    """Replaces each decided ``if`` by its taken branch (``prune_fixed_branches``); an
+    ``elif`` sits in its parent's ``orelse`` (one node, not a list of statements), so a
+    taken one becomes ``else:`` and one not taken becomes its own ``orelse``."""
+
+    def __init__(self, definition: cst.FunctionDef, known_at: dict[int, dict[str, Any]],
+                 everywhere: dict[str, Any]) -> None:
+        super().__init__()
+        self.definition, self.known_at, self.everywhere = definition, known_at, everywhere
+        self.elifs: set[int] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.definition
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(id(node.orelse))
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        taken = _decide(updated.test, self.known_at.get(id(original), self.everywhere))
+        elif_ = id(original) in self.elifs
+        if taken is None:
             return updated
+        if taken:
+            return cst.Else(body=updated.body, leading_lines=updated.leading_lines) if elif_ else \
+                cst.FlattenSentinel(list(updated.body.body))
+        if updated.orelse is None:
+            return cst.RemoveFromParent()
+        if isinstance(updated.orelse, cst.If) or elif_:
+            return updated.orelse
+        return cst.FlattenSentinel(list(updated.orelse.body.body))
 
-    return definition.visit(Prune())
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+        if not updated.body:
+            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return updated
 
 
 def _tensor_sequence(value: Any) -> bool:

@@ -21,7 +21,10 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    every such read is a ``bool()`` and the caller collects guards, the sub-DNN
    is run once more on fake tensors with symbolic sizes (``dycl.shape_guards``);
    if that run needs no tensor value, the conditions on the sizes that keep each
-   decision are handed to the host, which checks them on every call. Warnings
+   decision are handed to the host, which checks them on every call. Another:
+   where every read is of a value computed from shapes only (``hcfg.traced_shapes``:
+   ``torch.LongTensor([[start]] * x.size(0))``), the graph is pinned to the example's
+   sizes (``size_pins``: a guard per symbolic dim, a ``SpecialisationWarning``). Warnings
    the tracer raises inside torch are ignored, as torch itself does (its shape
    checks). Any other warning is re-emitted to the caller, never filtered out.
 3. After export, every output the eager run computes from an input's values
@@ -76,6 +79,7 @@ from torch.utils._pytree import tree_flatten
 from dycl.backends.export_errors import exporter_error
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
+from dycl.backends.size_pins import pin_guards, warn_specialised
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard
@@ -150,22 +154,31 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     raise exporter_error(error, module, variant) from error
     data = buffer.getvalue()
     # a size computed from values (NonZero: boolean indexing, torch.where(mask)) is never static
-    symbolic = bool(dynamic_axes) or sizes_from_data(data)
+    data_sizes = sizes_from_data(data)
+    symbolic = bool(dynamic_axes) or data_sizes
     guarded = False
     read = next((d for d in recorder.decisions if d.from_data), None) if dynamo is False else None
     if read is not None:  # a value from data chose something in the graph (hcfg.decisions note): no guard keeps it
         raise _frozen_error(f"{read.what} of a number computed from the inputs' data", read.where, module)
     # A shape read into Python is frozen too, which matters where a dim is symbolic; a scalar
     # input is a 0-d tensor here, so any read of one freezes a value the host computes.
+    pinned: set[tuple[str, int]] = set()
     if dynamo is False and (symbolic or any(p.kind != "tensor" for p in variant.inputs)) and recorder.decisions:
         found = _decision_guards(module, variant, dynamic_axes, recorder.decisions) if guards is not None else None
+        # a size made a number is pinned to the example only where no size comes from data: pinning a count
+        # that NonZero produces would keep the example's count for every call
+        if (found is None and guards is not None and symbolic and not data_sizes
+                and all(d.shape_only for d in recorder.decisions)):
+            found = _pinned(module, variant, dynamic_axes, recorder.decisions, shown)
+            pinned = {(d.where.path, d.where.line) for d in recorder.decisions if d.where is not None}
         if found is None:
             decision = recorder.decisions[0]
             raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
         guards.extend(found)
         guarded = True
     for record in caught:
-        _check_warning(record, module, symbolic, shown, guarded)
+        if (record.filename, record.lineno) not in pinned:  # a size made a number there: the graph is pinned
+            _check_warning(record, module, symbolic, shown, guarded)
     refuse_sampling(data, module, variant)
     check_dataflow(data, module, variant)
     return data
@@ -195,6 +208,18 @@ class _DataAsDetach(TorchFunctionMode):
                                                                   "__name__", "") == "data":
             return args[0].detach()
         return func(*args, **(kwargs or {}))
+
+
+def _pinned(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]],
+            decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...]:
+    """Guards that pin the graph to the example's sizes (``size_pins``), with the warning."""
+    decision = decisions[0]
+    where = decision.where
+    if where is not None and where.path == module.filename:
+        where = module.location_of(module.statement_at(where.line))
+    found = pin_guards(variant, dynamic_axes, str(where or "an unknown line"))
+    warn_specialised(found, decision, where, shown)
+    return found
 
 
 def _decision_guards(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,

@@ -64,3 +64,37 @@ def test_returns_are_flattened_to_leaves_and_rebuilt_in_plain_form():
             out_1, = _dycl_leaves({"y": -x})
             return {'y': out_1}
     """)
+
+
+class EitherInput(nn.Module):
+    """transformers' input check (DeBERTa, BERT): an ``elif`` chain on which input was given,
+    then the name rebound below it."""
+
+    def forward(self, input_ids=None, inputs_embeds=None):
+        if input_ids is not None and inputs_embeds is not None:
+            raise ValueError("You cannot specify both input_ids and inputs_embeds at the same time")
+        elif input_ids is not None:
+            input_shape = input_ids.size()
+        elif inputs_embeds is not None:
+            input_shape = inputs_embeds.size()[:-1]
+        else:
+            raise ValueError("You have to specify either input_ids or inputs_embeds")
+        if inputs_embeds is None:
+            inputs_embeds = input_ids.float()
+        return inputs_embeds.view(input_shape)
+
+
+def test_an_elif_decided_by_the_call_form_keeps_only_its_branch():
+    """The ``elif`` taken becomes the chain's only branch although ``inputs_embeds`` is
+    rebound later (its test runs before that); the rebinding ``if`` after it is decided too."""
+    assert rewritten(EitherInput(), {"input_ids": torch.ones(2, 3)}) == golden("""
+        def forward(self, input_ids, inputs_embeds=None):
+            input_shape = input_ids.size()
+            inputs_embeds = input_ids.float()
+            return inputs_embeds.view(input_shape)
+    """)
+    assert rewritten(EitherInput(), {"inputs_embeds": torch.ones(2, 3)}) == golden("""
+        def forward(self, inputs_embeds, input_ids=None):
+            input_shape = inputs_embeds.size()[:-1]
+            return inputs_embeds.view(input_shape)
+    """)

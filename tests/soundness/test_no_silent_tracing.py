@@ -306,14 +306,21 @@ class LibraryPerSample(nn.Module):
         return h
 
 
-def test_a_library_loop_over_a_symbolic_batch_is_refused_at_its_line(libpkg_is_a_library):
-    """``for i in range(x.shape[0])`` in a library traced at batch 1 would run once for every batch."""
+def test_a_library_loop_over_a_symbolic_batch_is_pinned_to_the_traced_sizes(libpkg_is_a_library):
+    """``for i in range(x.shape[0])`` in a library traced at batch 1 would run once for every
+    batch: the graph is pinned to the batches it was traced at (1, and 2 from the other-size
+    graph), with a warning at the library's line (issue 27: specialise, not refuse); any
+    other batch is refused by name, never answered by the wrong graph."""
     model = LibraryPerSample().eval()
     files = model_source_files(model) | {libpkg.__file__}
     with torch.no_grad():
         paths = {record_path(model, torch.randn(b, 4), files=files)[1] for b in (1, 2, 3)}
     assert len(paths) == 3
-    with pytest.raises(dycl.UnsupportedError, match="exported as one graph") as info:
-        dycl.compile(model, torch.randn(1, 4))
-    assert info.value.location.path == libpkg.__file__
-    assert info.value.location.line == _line_of(libpkg.per_sample, "# DECISION")
+    line = _line_of(libpkg.per_sample, "# DECISION")
+    with pytest.warns(dycl.SpecialisationWarning, match=rf"libpkg.*:{line}: .*batch == 1"):
+        compiled = dycl.compile(model, torch.randn(1, 4))
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(b, 4, generator=generator) * s for b in (1, 2) for s in (1.0, -1.0)]
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    with pytest.raises(ValueError, match=r"\(batch == 1\).*got batch = 3"):
+        compiled(torch.randn(3, 4))
