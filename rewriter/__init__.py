@@ -2,15 +2,16 @@
 constant-folded, so that every sub-DNN between two data-dependent branches is a
 fixed computation.
 
-Parsing a function first desugars ``torch.cond``/``map``, nested functions and lambdas
-into plain code (``rewriter.higher_order``). The passes, in order
+Parsing a function first splices ``try`` statements (``rewriter.try_blocks``) and desugars
+``torch.cond``/``map``, nested functions and lambdas into plain code (``rewriter.higher_order``). The passes, in order
 (``rewriter.pipeline.PIPELINE``; the shape of a pass is ``rewriter.passes.Pass``):
 
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. unroll     — unroll loops with static trip counts; break/continue become if/else
-3. inline     — inline helper methods and submodules that still branch on data
-4. constprop  — substitute and fold static values; drop ``if``s with static tests
-5. structure  — ``elif`` and early ``return`` become nested if/else
+3. super      — ``super().m(...)`` becomes ``Parent.m(self, ...)``
+4. inline     — inline helper methods and submodules that still branch on data
+5. constprop  — substitute and fold static values; drop ``if``s with static tests
+6. structure  — ``elif`` and early ``return`` become nested if/else
 
 ``rewrite(model, debug=True)`` keeps the source after every pass in ``.trace``.
 """

@@ -28,7 +28,7 @@ class RejectUnsupported(cst.CSTVisitor):
 
     Assumes: statements carry location comments (``annotate_locations``).
     Guarantees: if it returns, the function has none of the constructs in
-    ``_NOT_SUPPORTED``, no ``self.attr = ...`` assignment, no ``super()``,
+    ``_NOT_SUPPORTED``, no ``self.attr = ...`` assignment, no
     ``exec``/``eval`` call, ``*args``/``**kwargs`` parameter or async loop.
     """
 
@@ -82,11 +82,9 @@ class RejectUnsupported(cst.CSTVisitor):
         self._check_target(node.target)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in ("super", "exec", "eval", "locals",
-                                                                    "globals", "vars"):
-            raise self._error(f"a call of {node.func.value}()",
-                              "call the parent's method explicitly or restructure the code"
-                              if node.func.value == "super" else "")
+        # super() is resolved by rewriter.super_calls
+        if isinstance(node.func, cst.Name) and node.func.value in ("exec", "eval", "locals", "globals", "vars"):
+            raise self._error(f"a call of {node.func.value}()")
 
 
 def reject_unsupported(ctx: RewriteContext, definition: cst.FunctionDef) -> None:

@@ -275,3 +275,94 @@ def test_data_dependent_raise_and_assert_are_raised_by_the_host(tmp_path):
     assert raised(model, huge) == expected
     assert raised(compiled, huge) == expected
     assert raised(host, huge.numpy()) == expected
+
+
+# -- super() ------------------------------------------------------------------------------------------
+
+
+class SkippableBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.gate = nn.Linear(width, 1)
+
+    def forward(self, x):
+        if torch.sigmoid(self.gate(x)).mean() < 0.5:
+            return x
+        return x + torch.relu(self.fc(x))
+
+    def summary(self, x):
+        return x.mean(-1, keepdim=True)
+
+
+class NormedBlock(SkippableBlock):
+    """A subclass that wraps its parent's forward, with a data-dependent branch inside it."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        out = super().forward(self.norm(x))
+        return out - super().summary(out)
+
+
+class MaskedLinear(nn.Linear):
+    """A library layer subclassed: its forward (torch code) stays one call."""
+
+    def __init__(self) -> None:
+        super().__init__(6, 6)
+        self.register_buffer("mask", (torch.arange(6) % 2).float())
+
+    def forward(self, x):
+        return super().forward(x * self.mask)
+
+
+class SuperNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = MaskedLinear()
+        self.blocks = nn.ModuleList([NormedBlock(6) for _ in range(2)])
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return h
+
+
+def test_super_forward_and_super_method_in_subclasses(tmp_path):
+    torch.manual_seed(7)
+    model = SuperNet().eval()
+    inputs = varied(2, 6, count=16, seed=10)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- recursion with a static depth --------------------------------------------------------------------
+
+
+class TreeRefiner(nn.Module):
+    """A recursive helper whose depth is a static argument, with a data-dependent step."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.step = nn.Linear(5, 5)
+        self.depth = depth
+
+    def _refine(self, x, depth):
+        if depth == 0:
+            return x
+        h = self.step(x)
+        if h.norm() > x.norm():
+            h = h * 0.5
+        return self._refine(h, depth - 1)
+
+    def forward(self, x):
+        return self._refine(x, self.depth)
+
+
+def test_recursion_with_a_static_depth(tmp_path):
+    torch.manual_seed(8)
+    model = TreeRefiner().eval()
+    inputs = varied(2, 5, count=16, seed=11)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2

@@ -90,7 +90,8 @@ class OpenFile(nn.Module):
 
 class SuperCall(nn.Linear):
     def forward(self, x):
-        return super().forward(x) * 2  # MARK
+        forward = super().forward  # MARK
+        return forward(x) * 2
 
 
 class LoopOverTensor(nn.Module):
