@@ -19,7 +19,7 @@ _NOT_SUPPORTED: dict[type, tuple[str, str]] = {
     cst.Import: ("an import statement inside forward()", "import at module level"),
     cst.ImportFrom: ("an import statement inside forward()", "import at module level"),
     cst.Match: ("a match statement", "use if/elif"),
-    cst.NamedExpr: ("an assignment expression (:=)", "assign on a line of its own"),
+    cst.NamedExpr: ("an assignment expression (:=)", "assign on a line of its own"),  # hoisted: rewriter.walrus
 }
 
 

@@ -366,3 +366,38 @@ def test_recursion_with_a_static_depth(tmp_path):
     model = TreeRefiner().eval()
     inputs = varied(2, 5, count=16, seed=11)
     assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- walrus, lambdas on self, functions as arguments ----------------------------------------------------
+
+
+def soft_threshold(t, tau=0.1):
+    return torch.sign(t) * torch.clamp(t.abs() - tau, min=0)
+
+
+class AttentionPool(nn.Module):
+    """Activations chosen in __init__ (a lambda, a module-level function), the walrus in tests."""
+
+    def __init__(self, activation: str = "clamp") -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.act = (lambda t: t.clamp(min=0)) if activation == "clamp" else torch.tanh
+        self.shrink = soft_threshold
+
+    def _gated(self, fn, h):
+        if (energy := h.pow(2).mean()) > 0.01:
+            return fn(h) / energy.sqrt()
+        return fn(h)
+
+    def forward(self, x):
+        h = self.act(self.proj(x))
+        if (total := h.sum()) > 4:
+            h = h / total
+        return self._gated(self.shrink, h)
+
+
+def test_walrus_and_functions_stored_on_self(tmp_path):
+    torch.manual_seed(9)
+    model = AttentionPool().eval()
+    inputs = varied(3, 6, count=16, seed=12)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 3
