@@ -41,6 +41,7 @@ from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.trace import Examples
+from dycl.hcfg.type_tests import decided_type_test
 from dycl.rewriter import RewrittenFunction, UnsupportedError
 from dycl.rewriter.exits import always_exits
 from dycl.rewriter.flow import else_body
@@ -137,11 +138,16 @@ class HCFGBuilder:
                 self._sub_count += 1
                 pending.clear()
 
-        for stmt in stmts:
+        queue = list(stmts)
+        while queue:
+            stmt = queue.pop(0)
             self._evaluated.clear()
             self._statement = stmt  # where ``evaluate`` says an unseen in-place update happened
             if not states:
                 break
+            if isinstance(stmt, cst.If) and (taken := self.decided_branch(stmt, states)) is not None:
+                queue[:0] = taken  # a type test every state decides (hcfg.type_tests)
+                continue
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
@@ -197,6 +203,21 @@ class HCFGBuilder:
         orelse, else_states = self.branch(else_body(stmt), else_in)
         cond = Cond(self._next_cond(), stmt, test, then, orelse)
         return cond, self.flags.merge(then_states + else_states, self.live_after[id(stmt)])
+
+    @property
+    def _local_names(self) -> frozenset[str]:
+        return frozenset(self.locals) | frozenset(self.parameters)
+
+    def decided_branch(self, stmt: cst.If, states: list[PathState]) -> list[cst.BaseStatement] | None:
+        """The branch of ``stmt`` that every call takes, where its test is a type test
+        that the states decide (``hcfg.type_tests``); None otherwise."""
+        decided = decided_type_test(stmt.test, [s.concrete for s in states], self._local_names, self.evaluate)
+        if decided is None:
+            return None
+        taken, untaken = (list(stmt.body.body), else_body(stmt)) if decided else (else_body(stmt),
+                                                                                  list(stmt.body.body))
+        self.flags.skip(_tests(untaken))
+        return taken
 
     def tensor_statement(self, stmt: cst.SimpleStatementLine, states: list[PathState],
                          pending: list[cst.SimpleStatementLine]

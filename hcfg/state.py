@@ -22,6 +22,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.hcfg.type_tests import TypeTestEvaluator, type_test_outcomes
 from dycl.rewriter.walk import descendants, target_names
 
 State = dict[str, Any]
@@ -117,6 +118,8 @@ class PathFlags:
     take from there, and running it could fail on values that only exist on
     the other side. States whose flags differ are not merged while a test of
     the flag is still ahead (counted: each test is visited once, in order).
+    A type test (``isinstance(out, tuple)``, ``h is None``) routes the states the same way
+    (``hcfg.type_tests``): the types a state holds are the ones its calls have.
     """
 
     def __init__(self, statements: Iterable[cst.CSTNode], tests: Iterable[cst.BaseExpression],
@@ -136,6 +139,8 @@ class PathFlags:
                 elif isinstance(node, cst.AsName):
                     other.update(target_names(node.name))
         self.names = frozenset(literal - other)
+        self.local = frozenset(literal | other)
+        self.evaluate = TypeTestEvaluator()
         self.pending: Counter[str] = Counter()
         for test in tests:
             flag = self.tested(test)
@@ -152,6 +157,10 @@ class PathFlags:
 
     def split(self, test: cst.BaseExpression, states: list[PathState]) -> tuple[list[PathState], list[PathState]]:
         """The states that enter the then-branch and the else-branch of ``if test``."""
+        outcomes = type_test_outcomes(test, [s.concrete for s in states], self.local, self.evaluate)
+        if outcomes is not None:  # each state takes the branch its types take (hcfg.type_tests)
+            return ([s for s, taken in zip(states, outcomes) if taken],
+                    [s for s, taken in zip(states, outcomes) if not taken])
         flag = self.tested(test)
         if flag is None:
             return states, states

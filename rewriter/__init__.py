@@ -2,17 +2,18 @@
 constant-folded, so that every sub-DNN between two data-dependent branches is a
 fixed computation.
 
-Parsing a function first desugars ``torch.cond``/``map``, nested functions and lambdas
-into plain code (``rewriter.higher_order``). The passes, in order
+Parsing a function first splices ``try`` statements (``rewriter.try_blocks``) and desugars
+``torch.cond``/``map``, nested functions and lambdas into plain code (``rewriter.higher_order``). The passes, in order
 (``rewriter.pipeline.PIPELINE``; the shape of a pass is ``rewriter.passes.Pass``):
 
 1. normalize  — drop docstrings, splice ``with torch.no_grad():`` bodies
 2. asserts    — ``assert t, m`` becomes ``if not (t): raise AssertionError(m)``
 3. unroll     — unroll loops with static trip counts; break/continue become if/else
 4. choices    — data-dependent choices (``a if c else b``, ``lo < m < hi``, ``heads[i](x)``) become ifs
-5. inline     — inline helper methods and submodules that still branch on data
-6. constprop  — substitute and fold static values; drop ``if``s with static tests
-7. structure  — ``elif`` and early ``return`` become nested if/else
+5. super      — ``super().m(...)`` becomes ``Parent.m(self, ...)``
+6. inline     — inline helper methods and submodules that still branch on data
+7. constprop  — substitute and fold static values; drop ``if``s with static tests
+8. structure  — ``elif`` and early ``return`` become nested if/else
 
 ``rewrite(model, debug=True)`` keeps the source after every pass in ``.trace``.
 """

@@ -22,11 +22,12 @@ from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, contains
 from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.forward import resolve_method
-from dycl.rewriter.inline import Callee, InlinedBody, is_user_code, user_function
+from dycl.rewriter.inline import Callee, InlinedBody, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_slots import collect_state_writes
 from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.substitute import rename
+from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from dycl.rewriter.walk import bound_names, descendants
 
@@ -68,6 +69,9 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
     return parsed
 
 
+#: How deep a function may call itself (each level with other static arguments).
+MAX_RECURSION = 64
+
 _BRANCHING = (cst.If, cst.For, cst.While, cst.IfExp, cst.BooleanOperation, cst.Try)
 
 
@@ -88,7 +92,8 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     parsed = parse_checked(ctx, function)
     body = parsed.definition.body.body
     nodes = [n for stmt in body for n in descendants(stmt)]
-    branching = any(isinstance(n, _BRANCHING) or converts(n) for n in nodes)
+    # super() is resolved by a pass (rewriter.super_calls): such a callee is rewritten to see what it calls
+    branching = any(isinstance(n, _BRANCHING) or converts(n) or is_super_call(n) for n in nodes)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
@@ -144,7 +149,8 @@ def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: 
         return not is_user_code(function) or branch_free(ctx, function, Static(owner, func.term), flow.index)
     if isinstance(target, types.FunctionType):
         function = user_function(target)
-        return not is_user_code(function) or branch_free(ctx, function, None, flow.index)
+        receiver = explicit_receiver(flow, call, env, target)  # Parent.method(self, x)
+        return not is_user_code(function) or branch_free(ctx, function, receiver, flow.index)
     return True
 
 
@@ -183,7 +189,7 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
            tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
            tuple(sorted(callee.dynamic)))
     if key not in ctx.caches.callees:
-        ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body)
+        ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body, key)
     cached = ctx.caches.callees[key]
     if cached is None or receiver is None:
         return cached
@@ -192,12 +198,19 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
 
 
 def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement,
-                         outer_index: ModuleIndex, run_body: RunBody) -> CachedCallee | None:
+                         outer_index: ModuleIndex, run_body: RunBody, frame: tuple) -> CachedCallee | None:
+    """Note: recursion with a static depth. A call is rewritten for its static arguments
+    (``frame``: the cache key), so a recursive call whose static arguments differ
+    (``self._apply(x, depth - 1)``) is another specialisation, which constant propagation
+    ends where the depth test folds. The same call again would never end, and is refused;
+    so is a chain deeper than ``MAX_RECURSION``."""
     receiver = callee.receiver
-    frame = (callee.function, id(receiver.value) if receiver is not None else None)
-    if frame in ctx.call_stack:
-        raise ctx.error(f"recursion ({callee.function.__qualname__} calls itself)", call_site,
-                        "unroll the recursion by hand or bound it with a loop")
+    depth = sum(f[0] is callee.function for f in ctx.call_stack)
+    if frame in ctx.call_stack or depth >= MAX_RECURSION:
+        raise ctx.error(f"recursion ({callee.function.__qualname__} calls itself"
+                        + (" with the same static arguments)" if frame in ctx.call_stack
+                           else f" more than {MAX_RECURSION} levels deep)"), call_site,
+                        "bound the recursion by a static argument (a depth that decreases to a base case)")
     parsed = parse_checked(ctx, callee.function)
     mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound_names(parsed.definition))}
     definition = rename(parsed.definition, mapping)

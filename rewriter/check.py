@@ -19,7 +19,7 @@ _NOT_SUPPORTED: dict[type, tuple[str, str]] = {
     cst.Import: ("an import statement inside forward()", "import at module level"),
     cst.ImportFrom: ("an import statement inside forward()", "import at module level"),
     cst.Match: ("a match statement", "use if/elif"),
-    cst.NamedExpr: ("an assignment expression (:=)", "assign on a line of its own"),
+    cst.NamedExpr: ("an assignment expression (:=)", "assign on a line of its own"),  # hoisted: rewriter.walrus
 }
 
 
@@ -28,7 +28,7 @@ class RejectUnsupported(cst.CSTVisitor):
 
     Assumes: statements carry location comments (``annotate_locations``).
     Guarantees: if it returns, the function has none of the constructs in
-    ``_NOT_SUPPORTED``, no ``self.attr = ...`` assignment, no ``super()``,
+    ``_NOT_SUPPORTED``, no ``self.attr = ...`` assignment, no
     ``exec``/``eval`` call, ``*args``/``**kwargs`` parameter or async loop.
     """
 
@@ -83,11 +83,9 @@ class RejectUnsupported(cst.CSTVisitor):
         self._check_target(node.target)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value in ("super", "exec", "eval", "locals",
-                                                                    "globals", "vars"):
-            raise self._error(f"a call of {node.func.value}()",
-                              "call the parent's method explicitly or restructure the code"
-                              if node.func.value == "super" else "")
+        # super() is resolved by rewriter.super_calls
+        if isinstance(node.func, cst.Name) and node.func.value in ("exec", "eval", "locals", "globals", "vars"):
+            raise self._error(f"a call of {node.func.value}()")
 
 
 def reject_unsupported(ctx: RewriteContext, definition: cst.FunctionDef, receiver_writes: bool = False) -> None:

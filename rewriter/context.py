@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from dycl.rewriter.callees import CachedCallee, CalleeKey, SyntaxFacts
     from dycl.rewriter.source import ParsedFunction
 
-#: A function being rewritten and the id of its receiver (None for a plain
-#: function): a frame on the call stack.
-Frame = tuple[types.FunctionType, int | None]
+#: A callee being rewritten, as its cache key (``callees.CalleeKey``: the function first,
+#: then what its rewrite depends on): a frame on the call stack.
+Frame = tuple
 #: A function and what its rewrite depends on about its receiver (``callees._receiver_key``).
 ReceiverKey = tuple[types.FunctionType, object]
 
@@ -46,12 +46,24 @@ class GlobalTable:
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
         self.objects: dict[str, Any] = {}
+        self.introduced: set[str] = set()
 
     def register_root(self, name: str, obj: Any) -> None:
         self.objects[name] = obj
 
+    def introduce(self, base: str, obj: Any) -> Static:
+        """A fresh global name for ``obj``, which a pass writes into the code (``Parent`` in
+        ``Parent.forward(self, x)``): it denotes ``obj`` in every function, since no user
+        name can be fresh."""
+        name = next((n for n in sorted(self.introduced) if self.objects[n] is obj), None) or self.namespace.fresh(base)
+        self.objects[name] = obj
+        self.introduced.add(name)
+        return Static(obj, cst.Name(name))
+
     def resolve(self, name: str, fn_globals: dict[str, Any]) -> Static | None:
         """What global ``name`` denotes in a function whose globals are ``fn_globals``."""
+        if name in self.introduced:
+            return Static(self.objects[name], cst.Name(name))
         if name in fn_globals:
             obj = fn_globals[name]
             return Static(obj, cst.Name(self._name_for(name, obj)))

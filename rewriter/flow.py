@@ -160,9 +160,10 @@ class _FlowScope:
         fact = self.env.get(name)
         if fact is not None:
             return fact
-        if name in self.flow.locals or name in self.flow.ctx.namespace.generated:
+        globals_ = self.flow.ctx.globals
+        if name in self.flow.locals or name in self.flow.ctx.namespace.generated and name not in globals_.introduced:
             return None
-        return self.flow.ctx.globals.resolve(name, self.flow.fn_globals)
+        return globals_.resolve(name, self.flow.fn_globals)
 
 
 class StaticFlow:

@@ -14,7 +14,7 @@ from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
-from dycl.rewriter.flow import Env, Exits, else_body
+from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
 from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks, refuse_dropped_hooks
@@ -59,6 +59,24 @@ class InlinedBody:
 @functools.lru_cache(maxsize=4096)
 def _signature(function: types.FunctionType) -> inspect.Signature:
     return inspect.signature(function)
+
+
+def explicit_receiver(flow: StaticFlow, call: cst.Call, env: Env, function: types.FunctionType) -> Static | None:
+    """The receiver of ``Cls.method(obj, ...)`` — a method called through its class, as
+    ``super().method(...)`` is rewritten (``rewriter.super_calls``) — where ``Cls`` defines
+    ``function`` as ``method`` and ``obj`` is a static module that is an instance of ``Cls``;
+    None for any other call."""
+    if not (isinstance(call.func, cst.Attribute) and call.args and call.args[0].keyword is None
+            and not call.args[0].star):
+        return None
+    owner = flow.evaluate(call.func.value, env)
+    cls = owner.value if owner is not None else None
+    if not isinstance(cls, type) or vars(cls).get(call.func.attr.value) is not function:
+        return None
+    receiver = flow.evaluate(call.args[0].value, env)
+    if receiver is None or not isinstance(receiver.value, torch.nn.Module) or not isinstance(receiver.value, cls):
+        return None
+    return receiver
 
 
 def user_function(function: object) -> object:
@@ -183,6 +201,9 @@ class Inline(FlowWalker):
             receiver = Static(owner, canonical_term(owner, self.flow.index) or call.func.value)
         elif isinstance(target, types.FunctionType):
             function = target
+            receiver = explicit_receiver(self.flow, call, env, target)
+            if receiver is not None:  # Parent.method(self, x): a method call on self
+                call = call.with_changes(args=call.args[1:])
         else:
             return None, None
         function = user_function(function)

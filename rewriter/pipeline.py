@@ -26,6 +26,7 @@ from dycl.rewriter.normalize import Normalize
 from dycl.rewriter.passes import FunctionUnit, Pass
 from dycl.rewriter.source import ParsedFunction
 from dycl.rewriter.structure import Structure
+from dycl.rewriter.super_calls import ResolveSuper
 from dycl.rewriter.unroll import Unroll
 from dycl.rewriter.values import ModuleIndex
 from dycl.rewriter.verify import verify
@@ -36,6 +37,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     Asserts,              # `assert t, m` becomes `if not (t): raise AssertionError(m)`
     Unroll,               # unroll loops with static trip counts; break/continue become if/else
     Choices,              # data-dependent choices (a if c else b, lo < m < hi, heads[i](x)) become ifs
+    ResolveSuper,         # super().m(...) becomes Parent.m(self, ...)  (issue 27)
     Inline,               # inline helpers and submodules that still branch on data
     ConstantPropagation,  # substitute and fold static values; drop ifs with static tests
     Structure,            # elif and early returns become nested if/else

@@ -12,9 +12,11 @@ import libcst as cst
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
+from dycl.rewriter.lambdas import lambda_source
 from dycl.rewriter.locations import LocationTable, annotate_locations
 from dycl.rewriter.null_context import splice_null_contexts
 from dycl.rewriter.try_blocks import splice_try
+from dycl.rewriter.walrus import hoist_named_expressions
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,7 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
     if not isinstance(function, types.FunctionType):
         raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,
                                "dycl compiles methods written in Python")
-    if function.__name__ == "<lambda>":
-        raise UnsupportedError("a lambda used as a method", _where(function),
-                               "define the method with def")
-    captured = sorted(set(function.__code__.co_freevars) - {"__class__"})  # __class__: super(), refused later
+    captured = sorted(set(function.__code__.co_freevars) - {"__class__"})  # __class__: rewriter.super_calls
     if captured:
         raise UnsupportedError(f"{name}, a closure reading {', '.join(captured)} from an enclosing function",
                                _where(function), "store those values on the module in __init__, or pass them in")
@@ -62,12 +61,15 @@ def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
                                "define the model in a .py file (or a notebook cell) that Python can read back"
                                ) from None
     source = textwrap.dedent("".join(lines))
+    if function.__name__ == "<lambda>":  # a lambda kept as a value: the def it stands for
+        source, first_line = lambda_source(function, lines, _where(function))
     module = cst.parse_module(source)
     if sum(isinstance(s, cst.FunctionDef) for s in module.body) != 1:
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
     annotated = annotate_locations(module, source, locations.label_for(path), first_line)
     definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
     definition = splice_try(definition, locations)
+    definition = hoist_named_expressions(definition, locations)
     higher_order = calls_higher_order(definition, function.__globals__)
     definition = desugar_higher_order(definition, function.__globals__, locations)
     definition = splice_null_contexts(definition, function.__globals__)

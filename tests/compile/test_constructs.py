@@ -163,3 +163,241 @@ def test_while_counter_with_a_tensor_break(tmp_path):
     model = Halting().eval()
     inputs = [x * 3 for x in varied(1, 6, count=16, seed=6)]
     assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- static type tests --------------------------------------------------------------------------------
+
+
+class LSTMClassifier(nn.Module):
+    """Type tests on what a recurrent layer returns, and on an input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 8, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, tokens):
+        if not isinstance(tokens, torch.Tensor):
+            tokens = torch.as_tensor(tokens)
+        out = self.lstm(tokens)
+        if isinstance(out, tuple):
+            out, (h_n, _) = out
+        else:
+            h_n = None
+        feats = out[:, -1]
+        if h_n is not None and type(h_n) is torch.Tensor:
+            feats = feats + h_n[-1]
+        logits = self.head(feats)
+        if logits.max() > 0.3:
+            return logits.softmax(-1)
+        return logits
+
+
+def test_isinstance_on_an_rnn_output_is_folded(tmp_path):
+    torch.manual_seed(4)
+    model = LSTMClassifier().eval()
+    inputs = [x * 2 for x in varied(1, 5, 8, count=12, seed=7)]
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+class OptionalState(nn.Module):
+    """``x is None`` and ``hasattr`` on locals whose type the path fixes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+        self.gate = nn.Linear(4, 1)
+
+    def forward(self, x):
+        state = None
+        if self.gate(x).mean() > 0:
+            state = self.cell(x)
+        if state is None:
+            return x * 0.5
+        if hasattr(state, "shape") and state is not None:
+            return state + x
+        return x
+
+
+def test_is_none_on_a_local_assigned_on_one_path(tmp_path):
+    torch.manual_seed(5)
+    model = OptionalState().eval()
+    inputs = varied(1, 4, count=12, seed=8)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- data-dependent raise and assert --------------------------------------------------------------------
+
+
+class ValidatingScorer(nn.Module):
+    """Input validation and a sanity assert, as people guard a model in production."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 6), nn.ReLU())
+        self.score = nn.Linear(6, 2)
+
+    def forward(self, x):
+        if not torch.isfinite(x).all():
+            raise ValueError("input contains NaN or Inf")
+        h = self.body(x)
+        logits = self.score(h)
+        assert logits.abs().max() < 1e3, "logits exploded"
+        if logits[:, 0].mean() > logits[:, 1].mean():
+            return logits, "first"
+        return logits.flip(-1), "second"
+
+
+def raised(call, *args) -> tuple[type, str]:
+    try:
+        call(*args)
+    except Exception as error:  # noqa: BLE001 - the exception is what is compared
+        return type(error), str(error).splitlines()[0]  # pytest adds its explanation to an assert's message
+    raise AssertionError("no exception")
+
+
+def test_data_dependent_raise_and_assert_are_raised_by_the_host(tmp_path):
+    torch.manual_seed(6)
+    model = ValidatingScorer().eval()
+    inputs = varied(2, 6, count=12, seed=9)
+    compiled = dycl.compile(model, inputs[0])
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+    host = dycl.load(compiled.save(tmp_path / "raising"))
+    nan = inputs[1].clone()
+    nan[0, 3] = float("nan")
+    expected = (ValueError, "input contains NaN or Inf")
+    for bad in (nan, inputs[2] * float("inf")):
+        assert raised(model, bad) == expected
+        assert raised(compiled, bad) == expected
+        assert raised(host, bad.numpy()) == expected
+    huge = torch.full((2, 6), 1e6)  # finite, but the logits explode
+    expected = (AssertionError, "logits exploded")
+    assert raised(model, huge) == expected
+    assert raised(compiled, huge) == expected
+    assert raised(host, huge.numpy()) == expected
+
+
+# -- super() ------------------------------------------------------------------------------------------
+
+
+class SkippableBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.gate = nn.Linear(width, 1)
+
+    def forward(self, x):
+        if torch.sigmoid(self.gate(x)).mean() < 0.5:
+            return x
+        return x + torch.relu(self.fc(x))
+
+    def summary(self, x):
+        return x.mean(-1, keepdim=True)
+
+
+class NormedBlock(SkippableBlock):
+    """A subclass that wraps its parent's forward, with a data-dependent branch inside it."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        out = super().forward(self.norm(x))
+        return out - super().summary(out)
+
+
+class MaskedLinear(nn.Linear):
+    """A library layer subclassed: its forward (torch code) stays one call."""
+
+    def __init__(self) -> None:
+        super().__init__(6, 6)
+        self.register_buffer("mask", (torch.arange(6) % 2).float())
+
+    def forward(self, x):
+        return super().forward(x * self.mask)
+
+
+class SuperNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = MaskedLinear()
+        self.blocks = nn.ModuleList([NormedBlock(6) for _ in range(2)])
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return h
+
+
+def test_super_forward_and_super_method_in_subclasses(tmp_path):
+    torch.manual_seed(7)
+    model = SuperNet().eval()
+    inputs = varied(2, 6, count=16, seed=10)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- recursion with a static depth --------------------------------------------------------------------
+
+
+class TreeRefiner(nn.Module):
+    """A recursive helper whose depth is a static argument, with a data-dependent step."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.step = nn.Linear(5, 5)
+        self.depth = depth
+
+    def _refine(self, x, depth):
+        if depth == 0:
+            return x
+        h = self.step(x)
+        if h.norm() > x.norm():
+            h = h * 0.5
+        return self._refine(h, depth - 1)
+
+    def forward(self, x):
+        return self._refine(x, self.depth)
+
+
+def test_recursion_with_a_static_depth(tmp_path):
+    torch.manual_seed(8)
+    model = TreeRefiner().eval()
+    inputs = varied(2, 5, count=16, seed=11)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- walrus, lambdas on self, functions as arguments ----------------------------------------------------
+
+
+def soft_threshold(t, tau=0.1):
+    return torch.sign(t) * torch.clamp(t.abs() - tau, min=0)
+
+
+class AttentionPool(nn.Module):
+    """Activations chosen in __init__ (a lambda, a module-level function), the walrus in tests."""
+
+    def __init__(self, activation: str = "clamp") -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.act = (lambda t: t.clamp(min=0)) if activation == "clamp" else torch.tanh
+        self.shrink = soft_threshold
+
+    def _gated(self, fn, h):
+        if (energy := h.pow(2).mean()) > 0.01:
+            return fn(h) / energy.sqrt()
+        return fn(h)
+
+    def forward(self, x):
+        h = self.act(self.proj(x))
+        if (total := h.sum()) > 4:
+            h = h / total
+        return self._gated(self.shrink, h)
+
+
+def test_walrus_and_functions_stored_on_self(tmp_path):
+    torch.manual_seed(9)
+    model = AttentionPool().eval()
+    inputs = varied(3, 6, count=16, seed=12)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 3

@@ -221,3 +221,187 @@ def test_while_without_a_static_bound_or_with_else_is_refused(model_class, const
     with pytest.raises(dycl.UnsupportedError, match=construct) as info:
         dycl.rewriter.rewrite(model_class())
     assert "MARK" in info.value.location.source_line()
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x)
+
+    def score(self, h):
+        return h.mean()
+
+
+class ScaledGate(Gate):
+    def forward(self, x):
+        h = super().forward(x)
+        return super(ScaledGate, self).score(h) * h  # noqa: UP008 - the two-argument form, as older code has it
+
+
+def test_super_calls_become_calls_of_the_parents_method():
+    assert after(ScaledGate(), "super") == golden("""
+        h = Gate.forward(self, x)
+        return Gate.score(self, h) * h
+    """)
+
+
+class SuperAsValue(Gate):
+    def forward(self, x):
+        parent = super()  # MARK
+        return parent.forward(x)
+
+
+class SuperProperty(Gate):
+    @property
+    def width(self):
+        return 4
+
+    def forward(self, x):
+        return x * super().width  # MARK
+
+
+class WithWidth(SuperProperty):
+    def forward(self, x):
+        return super().forward(x) + super().width  # MARK
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (SuperAsValue, "super() used other than to call a method"),
+    (WithWidth, "super() used other than to call a method"),
+])
+def test_super_other_than_a_method_call_is_refused(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct.replace("(", r"\(").replace(")", r"\)")) as info:
+        dycl.rewriter.rewrite(model_class())
+    assert "MARK" in info.value.location.source_line()
+
+
+class Unfold(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+
+    def _apply_n(self, x, depth):
+        if depth == 0:
+            return x
+        h = self.f(x)
+        if h.mean() > 0:
+            h = torch.relu(h)
+        return self._apply_n(h, depth - 1)
+
+    def forward(self, x):
+        return self._apply_n(x, 2)
+
+
+def test_recursion_with_a_static_depth_is_inlined_level_by_level():
+    body = dycl.rewriter.rewrite(Unfold()).source
+    assert dycl.rewriter.rewrite(Unfold()).locations.strip(body).strip() + "\n" == golden("""
+        def forward(self, x):
+            h = self.f(x)
+            if h.mean() > 0:
+                h = torch.relu(h)
+            h_1 = self.f(h)
+            if h_1.mean() > 0:
+                h_1 = torch.relu(h_1)
+            return self._apply_n(h_1, 0)
+    """)  # depth 0 has no branch: that call stays a call
+
+
+class Endless(nn.Module):
+    def _grow(self, x, depth):
+        return self._grow(x * 2, depth + 1)  # MARK
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self._grow(x, 0)
+        return x
+
+
+def test_recursion_without_a_base_case_is_refused_at_a_depth_limit():
+    with pytest.raises(dycl.UnsupportedError, match="more than 64 levels deep") as info:
+        dycl.rewriter.rewrite(Endless())
+    assert "MARK" in info.value.location.source_line()
+
+
+class Walrus(nn.Module):
+    def forward(self, x):
+        if (s := x.sum()) > 0:
+            x = x / s
+        elif (m := x.abs().max()) > 1:
+            x = x / m
+        y = (n := (h := x * 2).norm()) + h.mean()
+        for row in (rows := [x, y]):
+            x = x + row * n
+        return x, rows
+
+
+def test_assignment_expressions_are_hoisted_before_their_statement():
+    assert parsed_body(Walrus.forward) == golden("""
+        s = x.sum()
+        if s > 0:
+            x = x / s
+        else:
+            m = x.abs().max()
+            if m > 1:
+                x = x / m
+        h = x * 2
+        n = h.norm()
+        y = n + h.mean()
+        rows = [x, y]
+        for row in rows:
+            x = x + row * n
+        return x, rows
+    """)
+
+
+class WalrusAfterOr(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0 or (m := x.max()) > 1:  # MARK
+            return x
+        return m
+
+
+class WalrusAfterCall(nn.Module):
+    def forward(self, x):
+        y = self.f(x) + (x := x * 2)  # MARK
+        return y
+
+
+class WalrusInWhile(nn.Module):
+    def forward(self, x):
+        steps = 0
+        while (steps := steps + 1) < 3:  # MARK
+            x = x * 2
+        return x
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (WalrusAfterOr, "runs only sometimes"),
+    (WalrusAfterCall, "after a call or a read of its name"),
+    (WalrusInWhile, "in a while test"),
+])
+def test_assignment_expressions_that_hoisting_would_change_are_refused(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct) as info:
+        dycl.rewriter.rewrite(model_class())
+    assert "MARK" in info.value.location.source_line()
+
+
+class StoredLambda(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = lambda t, low=0.0: t.clamp(min=low)  # MARK
+
+    def forward(self, x):
+        return self.act(x)
+
+
+def test_a_lambda_stored_on_the_module_is_read_as_the_def_it_stands_for():
+    assert parsed_body(StoredLambda().act) == golden("""
+        return (t.clamp(min=low))
+    """)
+    locations = LocationTable()
+    parsed = parse_function(StoredLambda().act, locations)
+    assert "MARK" in locations.resolve(parsed.definition.body.body[0]).source_line()
+    assert [p.name.value for p in parsed.definition.params.params] == ["t", "low"]

@@ -1,0 +1,152 @@
+"""Type tests that the explored states decide: ``isinstance(out, tuple)``, ``type(h) is
+torch.Tensor``, ``state is None``, ``hasattr(out, "logits")``, and ``and``/``or``/``not`` of them.
+
+Note: why a type test on explored values is static. Exploration (``hcfg.build``) reaches
+a statement in one state per structurally different way to get there (``hcfg.state``:
+states merge only where every value has the same type, structure, shapes and dtypes).
+The type and structure of a value a test reads are fixed on each such way: an input's
+by the host's signature checks, a sub-DNN output's by its export (a graph returns the
+structure it was exported with: an RNN's ``(output, h_n)`` is a tuple on every call), a
+host value's by the host code that computed it on that path. So a type test that comes out
+the same in every state comes out the same on every call, and only its branch is compiled;
+the other branch is code no call reaches (running it on the example would fail: the
+``else`` of ``isinstance(out, tuple)`` reads a tuple as a tensor).
+
+Assumes: host code does not choose between values of different types on data within one
+statement (an ``a if flag else b`` that the rewriter left as one expression); such a
+choice would give the value the type of the example's choice in every state.
+Where the states disagree, the test stays a condition of the HCFG (the host evaluates it)
+but each state enters only the branch it takes there (as ``hcfg.state.PathFlags`` does for
+flags): the other branch is not a way that state's calls can go.
+
+Guarantees: ``type_test_outcomes`` gives outcomes only for a test made solely of the type
+tests above (and what constant propagation left of it: ``True``/``False``), whose subjects
+are local names holding, in every state, None, a tensor or a tuple/list/dict of those
+(values whose type is one of the facts above), whose other operands read no local name,
+and which evaluates to a bool in every state; otherwise None.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any
+
+import libcst as cst
+import torch
+from dycl.hcfg.pycode import compile_expression
+from dycl.rewriter.walk import descendants
+
+_TYPE_FUNCTIONS = {"isinstance": builtins.isinstance, "hasattr": builtins.hasattr}
+_IDENTITY = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+
+
+def _structure(value: Any) -> bool:
+    """A value whose type an input check or an export fixes: None, a tensor, or a container of them."""
+    if value is None or isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(_structure(v) for v in value)
+    if isinstance(value, dict):
+        return all(_structure(v) for v in value.values())
+    return False
+
+
+class _Subjects:
+    """Collects the local names a test asks the type of; None where the test is not a type test."""
+
+    def __init__(self, local: frozenset[str], state: dict[str, Any]) -> None:
+        self.local = local
+        self.state = state
+
+    def of(self, test: cst.BaseExpression) -> set[str] | None:
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.of(test.left), self.of(test.right)
+            return None if left is None or right is None else left | right
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self.of(test.expression)
+        if isinstance(test, cst.Name) and test.value in ("True", "False"):
+            return set()  # what constant propagation left of a folded part (``isinstance(x, T) and True``)
+        if isinstance(test, cst.Call):
+            return self._call(test)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            return self._comparison(test.left, test.comparisons[0])
+        return None
+
+    def _subject(self, node: cst.BaseExpression) -> set[str] | None:
+        return {node.value} if isinstance(node, cst.Name) and node.value in self.local else None
+
+    def _static(self, node: cst.BaseExpression) -> bool:
+        return not any(isinstance(n, cst.Name) and n.value in self.local for n in descendants(node))
+
+    def _builtin(self, node: cst.BaseExpression, name: str) -> bool:
+        return (isinstance(node, cst.Name) and node.value == name and node.value not in self.local
+                and self.state.get(name, getattr(builtins, name)) is getattr(builtins, name))
+
+    def _call(self, call: cst.Call) -> set[str] | None:
+        function = next((name for name in _TYPE_FUNCTIONS if self._builtin(call.func, name)), None)
+        if function is None or len(call.args) != 2 or any(a.star or a.keyword for a in call.args):
+            return None
+        if not self._static(call.args[1].value):
+            return None
+        return self._subject(call.args[0].value)
+
+    def _comparison(self, left: cst.BaseExpression, target: cst.ComparisonTarget) -> set[str] | None:
+        if not isinstance(target.operator, _IDENTITY):
+            return None
+        right = target.comparator
+        if isinstance(target.operator, (cst.Is, cst.IsNot)):
+            for subject, other in ((left, right), (right, left)):
+                if isinstance(other, cst.Name) and other.value == "None" and self._subject(subject):
+                    return self._subject(subject)
+        if (isinstance(left, cst.Call) and self._builtin(left.func, "type") and len(left.args) == 1
+                and not left.args[0].star and self._static(right)):
+            return self._subject(left.args[0].value)
+        return None
+
+
+class TypeTestEvaluator:
+    """Evaluates a test in a state (each expression compiled once): the ``evaluate`` of
+    ``type_test_outcomes`` for a walk that has none of its own."""
+
+    def __init__(self) -> None:
+        self._code: dict[int, tuple[cst.BaseExpression, Any]] = {}
+
+    def __call__(self, test: cst.BaseExpression, state: dict[str, Any]) -> Any:
+        node, code = self._code.get(id(test), (None, None))
+        if node is not test:
+            code = compile_expression(test, "<dycl-type-test>")
+            self._code[id(test)] = (test, code)
+        try:
+            return eval(code, dict(state))  # noqa: S307 - the rewritten function's own test, explicit namespace
+        except Exception:  # noqa: BLE001 - not decided here: the test stays a condition
+            return None
+
+
+def type_test_outcomes(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
+                       evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> list[bool] | None:
+    """The value ``test`` has in each state of ``states``, where it is a type test that the
+    states decide (see the module note): each state then takes only its own branch. None
+    otherwise. ``evaluate`` gives an expression's value in a state (any non-bool for one
+    it could not evaluate)."""
+    outcomes = []
+    for state in states:
+        subjects = _Subjects(local, state).of(test)
+        if subjects is None or not all(name in state and _structure(state[name]) for name in subjects):
+            return None
+        value = evaluate(test, state)
+        if not isinstance(value, bool):
+            return None
+        outcomes.append(value)
+    return outcomes
+
+
+def decided_type_test(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
+                      evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> bool | None:
+    """The value of ``test`` where it is the same in every state (``type_test_outcomes``):
+    every call takes that branch, so the ``if`` is dropped. None otherwise."""
+    outcomes = type_test_outcomes(test, states, local, evaluate)
+    return outcomes[0] if outcomes and len(set(outcomes)) == 1 else None
+
+
+__all__ = ["TypeTestEvaluator", "decided_type_test", "type_test_outcomes"]
