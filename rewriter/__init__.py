@@ -89,7 +89,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
-    body, state = thread_state(body, self_name, model, ctx.state, namespace)
+    body, state = thread_state(ctx, body, self_name)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(
         body=definition.body.with_changes(body=distinct_statements(body), header=header),

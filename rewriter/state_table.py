@@ -83,6 +83,13 @@ class StateTable:
         """Whether ``owner.attribute`` is a state slot (so not a compile-time constant)."""
         return (id(owner), attribute) in self.slots
 
+    def reaches(self, module: Any) -> bool:
+        """Whether ``module`` or one of its submodules holds a slot (calling it may read state)."""
+        if not self.slots or not isinstance(module, torch.nn.Module):
+            return False
+        owners = {slot.module_id for slot in self.slots.values()}
+        return any(id(inner) in owners for inner in module.modules())
+
     def get(self, owner: Any, attribute: str) -> StateSlot | None:
         return self.slots.get((id(owner), attribute))
 

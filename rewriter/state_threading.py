@@ -23,6 +23,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.state_table import StateSlot, StateTable
 
@@ -76,6 +77,32 @@ class _ReplaceSlots(cst.CSTTransformer):
         return cst.Name(self.names[slot.key][0])
 
 
+class _OpaqueReaders(cst.CSTVisitor):
+    """Finds a call kept as a call (traced into a sub-DNN) of a module holding a threaded slot: the
+    traced graph would read the slot's value at compile time."""
+
+    def __init__(self, replacer: _ReplaceSlots, owners: dict[int, StateSlot]) -> None:
+        super().__init__()
+        self.replacer, self.owners = replacer, owners
+        self.statement: cst.CSTNode | None = None
+        self.found: tuple[cst.CSTNode, torch.nn.Module, StateSlot] | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        called = self.replacer._object(node.func)
+        module = getattr(called, "__self__", called)
+        if self.found is None and isinstance(module, torch.nn.Module):
+            for inner in module.modules():
+                if id(inner) in self.owners:
+                    self.found = (self.statement, module, self.owners[id(inner)])
+                    return
+
+
 class _ReturnState(cst.CSTTransformer):
     """``return v`` → ``return v, (s0, ...)``."""
 
@@ -85,7 +112,7 @@ class _ReturnState(cst.CSTTransformer):
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         value = "None" if updated.value is None else cst.Module([]).code_for_node(updated.value)
-        return updated.with_changes(value=cst.parse_expression(f"({value}, {self.state})"),
+        return updated.with_changes(value=cst.parse_expression(f"(({value}), {self.state})"),
                                     whitespace_after_return=cst.SimpleWhitespace(" "))
 
 
@@ -111,15 +138,25 @@ def _path(model: torch.nn.Module, slot: StateSlot) -> str:
     raise AssertionError(f"state slot {slot.attribute!r} on a module outside the model (a dycl bug)")
 
 
-def thread_state(body: list[cst.BaseStatement], receiver: str, model: torch.nn.Module, table: StateTable,
-                 namespace: Namespace) -> tuple[list[cst.BaseStatement], tuple[ThreadedState, ...]]:
+def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
+                 receiver: str) -> tuple[list[cst.BaseStatement], tuple[ThreadedState, ...]]:
     """``body`` with the slots it uses threaded (see the module docstring), and those slots in parameter order."""
+    model, table = ctx.model, ctx.state
     if not table.slots:
         return body, ()
-    replacer = _ReplaceSlots(receiver, model, table, namespace)
+    replacer = _ReplaceSlots(receiver, model, table, ctx.namespace)
     body = [statement.visit(replacer) for statement in body]
     if not replacer.names:
         return body, ()
+    readers = _OpaqueReaders(replacer, {slot.module_id: slot for _, slot in replacer.names.values()})
+    for statement in body:
+        statement.visit(readers)
+    if readers.found is not None:
+        statement, module, slot = readers.found
+        raise ctx.error(f"module state {slot.attribute!r} written in forward() and read inside the module "
+                        f"{type(module).__name__} it belongs to, whose call is compiled as one graph",
+                        statement, "write that state outside the compiled model, or keep it on a module "
+                        "whose forward() dycl rewrites (user code)")
     threaded = tuple(ThreadedState(name, _path(model, slot), slot) for name, slot in replacer.names.values())
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]

@@ -406,3 +406,27 @@ def test_inplace_on_locals_compiles(backend):
     inputs = [torch.randn(2, 4) * scale for scale in (0.1, 0.5, 1, 3, 5, 8) for _ in range(2)]
     assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
     _assert_same_state(before, _state(model))
+
+
+class WritesLibraryBuffer(nn.Module):
+    """State of a library module written in forward, then read inside that module's own call."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        self.bn.running_mean.mul_(0.5)
+        if x.sum() > 0:
+            return self.bn(x)  # MARK
+        return x
+
+
+def test_state_read_inside_a_library_module_is_refused():
+    model = WritesLibraryBuffer().eval()
+    before = _state(model)
+    with pytest.raises(dycl.UnsupportedError, match="'running_mean' written in forward.. and read inside the "
+                                                     "module BatchNorm1d") as info:
+        dycl.compile(model, torch.randn(2, 4))
+    assert info.value.location is not None and info.value.location.line == _line_of(WritesLibraryBuffer.forward)
+    _assert_same_state(before, _state(model))

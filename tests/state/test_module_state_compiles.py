@@ -140,6 +140,54 @@ class TrackedClassifier(nn.Module):
         return h + self.tracker.total / (self.tracker.count + 1)
 
 
+class Reader(nn.Module):
+    """No control flow: called as a graph of its own unless it reads state written elsewhere."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class ScaledByReader(nn.Module):
+    """The parent writes the submodule's buffer; the submodule reads it."""
+
+    def __init__(self):
+        super().__init__()
+        self.reader = Reader()
+
+    def forward(self, x):
+        self.reader.scale.mul_(1.5)
+        y = self.reader(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+class DepthStepper(nn.Module):
+    """Configuration set in __init__ stays static (the loop unrolls); a counter that forward
+    returns, and a reset() the user calls between calls."""
+
+    def __init__(self, depth=3):
+        super().__init__()
+        self.depth = depth
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(depth + 2))
+        self.steps = 0
+
+    def reset(self):
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        for i in range(self.depth):
+            x = torch.relu(self.blocks[i](x))
+        if self.steps > 2:
+            x = x + self.blocks[-1](x)
+        return x, self.steps
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -272,3 +320,20 @@ def test_changed_weights_are_still_stale_but_state_is_not():
         model.proj.weight.mul_(2)
     with pytest.raises(StaleWeightsError, match="proj.weight"):
         compiled(torch.randn(2, 6))
+
+
+def test_state_read_inside_a_submodule_call():
+    model, twin, compiled = _compile(ScaledByReader, torch.randn(2, 4))
+    assert run_sequence(model, twin, compiled, _rows(7, 6, (2, 4), scales=(1.0, -1.0))) == 2
+    assert torch.allclose(model.reader.scale, torch.full((4,), 1.5 ** 6))
+
+
+def test_counter_returned_with_config_static_and_reset_between_calls():
+    model, twin, compiled = _compile(DepthStepper, torch.randn(2, 4))
+    assert "for " not in compiled._result.rewritten.source  # range(self.depth) unrolled: depth is static
+    inputs = _rows(8, 5, (2, 4))
+    assert run_sequence(model, twin, compiled, inputs) == 2
+    model.reset()
+    twin.reset()
+    assert run_sequence(model, twin, compiled, inputs[:3]) == 2
+    assert compiled(inputs[0])[1] == 4 == model.steps
