@@ -344,7 +344,8 @@ def _written_in_place(statement: cst.SimpleStatementLine, names: frozenset[str])
             if isinstance(func, cst.Attribute) and _in_place_name(func.attr.value):
                 found.add(_root(func.value))
             positional = [a.value for a in node.args if a.keyword is None and not a.star]
-            called = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(
+                func, cst.Name) else ""
             inplace = any(a.keyword is not None and a.keyword.value == "inplace" for a in node.args)
             if positional and (_in_place_name(called) or inplace):
                 found.add(_root(positional[0]))

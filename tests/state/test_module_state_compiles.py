@@ -188,6 +188,27 @@ class DepthStepper(nn.Module):
         return x, self.steps
 
 
+class OutCounter(nn.Module):
+    """A helper counting with ``out=`` next to a call through a ModuleList index, and the count
+    read back with ``.item()`` to decide (found by the fuzzer: the call by index crashed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Sigmoid(), nn.Tanh()])
+        self.register_buffer("count", torch.zeros(1))
+
+    def _helper(self, x, k):
+        x = self.layers[k % 2](x)
+        torch.add(self.count, 1, out=self.count)
+        return x
+
+    def forward(self, x):
+        x = self._helper(x, 3)
+        if self.count.item() > 3:
+            x = x * 2
+        return x
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -337,3 +358,9 @@ def test_counter_returned_with_config_static_and_reset_between_calls():
     twin.reset()
     assert run_sequence(model, twin, compiled, inputs[:3]) == 2
     assert compiled(inputs[0])[1] == 4 == model.steps
+
+
+def test_out_counter_in_a_helper_read_with_item():
+    model, twin, compiled = _compile(OutCounter, torch.randn(1, 8))
+    assert run_sequence(model, twin, compiled, _rows(9, 6, (1, 8))) == 2
+    assert model.count.item() == 6
