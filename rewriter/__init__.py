@@ -154,7 +154,7 @@ def _with_state_parameters(params: cst.Parameters, inputs: int, state: tuple[Thr
     if not state:
         return params
     listed = list(params.params)
-    added = [cst.Param(cst.Name(s.parameter)) for s in state]
+    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind != "list"]  # a list starts empty
     return params.with_changes(params=[*listed[:1 + inputs], *added, *listed[1 + inputs:]])
 
 

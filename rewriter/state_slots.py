@@ -8,8 +8,9 @@ and refuses the rest with the user's file:line, as before:
   local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
   model and holds a tensor (parameter, buffer or plain tensor attribute), a
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
-  ``out=``, assignment and augmented assignment;
-- refused: containers on ``self`` (item writes, ``append``...), ``del``, ``setattr``,
+  ``out=``, assignment and augmented assignment; and ``self.<list>.append(v)`` on a
+  list of tensors (kind ``list``: the items appended are the compiled part);
+- refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
 
@@ -69,6 +70,9 @@ class CollectStateWrites(RejectStateWrites):
         """Record the slot ``what`` writes; the reason it is not compiled, or None."""
         if how == "del of":
             return "deleting module state is not compiled"
+        appended = _appended_to(what)
+        if appended is not None:
+            return self._record_list(appended)
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
@@ -83,7 +87,19 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str]) -> str | None:
+    def _record_list(self, appended: cst.BaseExpression) -> str | None:
+        """``<list on self>.append(v)``: the list is state whose compiled part is the items appended."""
+        chain = self._resolved(appended)
+        parts = None if chain is None else _attribute_path(chain, self.receiver)
+        if parts is None or not self.owners:
+            return "a container on self reached through another name (only self.<list>.append(v) is compiled)"
+        for owner in self.owners:
+            reason = self._add(owner, parts, appended=True)
+            if reason is not None:
+                return reason
+        return None
+
+    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -94,6 +110,12 @@ class CollectStateWrites(RejectStateWrites):
             return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
         value = getattr(module, attribute)
         kind = kind_of(value)
+        if appended:
+            if type(value) is not list or not all(isinstance(item, torch.Tensor) for item in value):
+                return (f"the attribute {attribute!r} holds a {type(value).__name__}"
+                        f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
+                        "compiled for a list of tensors")
+            kind = "list"
         if kind is None:
             return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
         self.table.add(module, attribute, kind)
@@ -133,6 +155,15 @@ class CollectStateWrites(RejectStateWrites):
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
         return node
+
+
+def _appended_to(what: cst.CSTNode) -> cst.BaseExpression | None:
+    """``x`` for a call ``x.append(v)`` (one positional argument), else None."""
+    if not isinstance(what, cst.Call) or not isinstance(what.func, cst.Attribute) or what.func.attr.value != "append":
+        return None
+    if len(what.args) != 1 or what.args[0].keyword is not None or what.args[0].star:
+        return None
+    return what.func.value
 
 
 def _unfollowed(what: cst.CSTNode) -> str:

@@ -13,6 +13,8 @@ each statement that may write it in place, so the write changes a local copy onl
 (a write through another name is refused by ``hcfg.aliasing``, except a plain alias
 bound once, which is renamed to the slot); ``s.copy_(v)`` and ``out=s`` become
 rebindings; a rebinding (``self.buf = t``, ``self.steps += 1``) rebinds the local.
+A list slot (only appended to: ``self.history.append(v)``) is no parameter: the function
+starts a fresh local list and returns the items it appended; any other use of it is refused.
 The function no longer reads or writes those slots on the model.
 """
 
@@ -158,6 +160,8 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
                         statement, "write that state outside the compiled model, or keep it on a module "
                         "whose forward() dycl rewrites (user code)")
     threaded = tuple(ThreadedState(name, _path(model, slot), slot) for name, slot in replacer.names.values())
+    lists = {state.parameter: state for state in threaded if state.kind == "list"}
+    _refuse_list_reads(ctx, body, lists)
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]
     if not _always_returns(body):
@@ -165,7 +169,48 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
             "(None, (" + "".join(f"{name}, " for name in names) + "))"))]))
     tensors = frozenset(state.parameter for state in threaded if state.kind == "tensor")
     body = _functional_writes(_aliases_replaced(body, tensors), tensors)
-    return _cloned_before_writes(body, tensors), threaded
+    fresh_lists = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
+    return fresh_lists + _cloned_before_writes(body, tensors), threaded
+
+
+def _refuse_list_reads(ctx: RewriteContext, body: list[cst.BaseStatement], lists: dict[str, ThreadedState]) -> None:
+    """A list slot may only be appended to (``self.history.append(v)`` on a line of its own): any
+    other use reads a list whose length grows with every call, which no compiled path can hold."""
+    if not lists:
+        return
+    finder = _ListUses(frozenset(lists))
+    for statement in body:
+        statement.visit(finder)
+    if finder.found is not None:
+        statement, name = finder.found
+        raise ctx.error(f"a read of the list {lists[name].path} on the model, which forward() appends to",
+                        statement, "only appending to a list on self is compiled (its length grows with every "
+                        "call); keep what forward() reads in a tensor buffer or a local list")
+
+
+class _ListUses(cst.CSTVisitor):
+    def __init__(self, lists: frozenset[str]) -> None:
+        super().__init__()
+        self.lists = lists
+        self.allowed: set[int] = set()
+        self.statement: cst.CSTNode | None = None
+        self.found: tuple[cst.CSTNode, str] | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
+            self.allowed.add(id(call.func.value))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.lists and id(node) not in self.allowed and self.found is None:
+            self.found = (self.statement, node.value)
 
 
 # Note: why ``s.copy_(v)`` and ``f(..., out=s)`` become assignments.

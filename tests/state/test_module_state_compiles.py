@@ -7,6 +7,7 @@ output and the whole module state after every call."""
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -209,6 +210,37 @@ class OutCounter(nn.Module):
         return x
 
 
+class ActivationLog(nn.Module):
+    """A list on self that forward() appends to (a different number of items per path), a tensor
+    per call, never read in forward()."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.log = []
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.mean() > 0:
+            self.log.append(h.detach().mean(0))
+            return h
+        self.log.append(h.min().detach())
+        self.log.append(h.max().detach())
+        return -h
+
+
+class ReadsItsLog(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def forward(self, x):
+        self.log.append(x.sum())
+        if len(self.log) > 2:  # MARK
+            return x * 2
+        return x
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -364,3 +396,39 @@ def test_out_counter_in_a_helper_read_with_item():
     model, twin, compiled = _compile(OutCounter, torch.randn(1, 8))
     assert run_sequence(model, twin, compiled, _rows(9, 6, (1, 8))) == 2
     assert model.count.item() == 6
+
+
+def _same_items(expected: list, actual: list) -> bool:
+    return len(expected) == len(actual) and all(
+        outputs_match(a, torch.as_tensor(b), ATOL) is None for a, b in zip(expected, actual))
+
+
+def test_list_appended_to_on_self(tmp_path):
+    torch.manual_seed(0)
+    model = ActivationLog().eval()
+    model.log.append(torch.ones(4))  # already holding an item when compiled: the saved host starts with it
+    twin = copy.deepcopy(model)
+    compiled = dycl.compile(model, torch.randn(2, 4))
+    _assert_same_state(twin, model, "after compiling")
+    assert _same_items(twin.log, model.log)
+    compiled.save(tmp_path / "artifact")
+    inputs = _rows(10, 8, (2, 4), scales=(1.0, -1.0, 2.0, -2.0))
+    fresh = copy.deepcopy(twin)
+    assert run_sequence(model, twin, compiled, inputs, eager_steps=frozenset({3})) == 2
+    assert _same_items(twin.log, model.log) and len(model.log) > len(inputs)
+    loaded = dycl.load(tmp_path / "artifact")
+    for step, x in enumerate(inputs):
+        with torch.no_grad():
+            assert outputs_match(fresh(x), loaded(x), ATOL) is None, f"call #{step}"
+    assert _same_items(fresh.log, loaded._host.state[compiled._result.rewritten.state[0].parameter])
+    report = run_host_without_torch(tmp_path / "artifact", copy.deepcopy(twin), inputs, ATOL)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+
+
+def test_list_read_in_forward_is_refused_at_its_line():
+    model = ReadsItsLog().eval()
+    with pytest.raises(dycl.UnsupportedError, match="a read of the list log on the model") as info:
+        dycl.compile(model, torch.randn(2, 4))
+    lines, first = inspect.getsourcelines(ReadsItsLog.forward)
+    assert info.value.location.line == first + next(i for i, text in enumerate(lines) if "MARK" in text)
+    assert model.log == []
