@@ -12,6 +12,10 @@ into plain code (``rewriter.higher_order``). The passes, in order
 4. constprop  — substitute and fold static values; drop ``if``s with static tests
 5. structure  — ``elif`` and early ``return`` become nested if/else
 
+Module state the methods write (``rewriter.state_slots``, found before the passes so that no
+pass folds it) is then threaded through the flat function as parameters and extra returned
+values (``rewriter.state_threading``).
+
 ``rewrite(model, debug=True)`` keeps the source after every pass in ``.trace``.
 """
 
