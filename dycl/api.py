@@ -185,11 +185,13 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
     dycl compiles inference: a model (or submodule) in training mode is refused
     with ``TrainingModeError`` unless ``mode="eval"`` asks for eval semantics.
-    Compiling never changes ``model`` (its state is restored after tracing); a
-    ``forward`` that writes module state is refused. The weights are compiled as
-    they are now: calling the result after changing them raises
-    ``dycl.staleness.StaleWeightsError``; the module globals its code read, likewise
-    (``dycl.globals_guard.StaleGlobalsError``; the saved artifact cannot see them).
+    Compiling never changes ``model`` (its state is restored after tracing). Module
+    state a ``forward`` writes (tensors, bools, ints and floats on modules) is an input
+    and an output of the compiled model: it is read from ``model`` before each call and
+    written back after (``dycl.state_sync``); other state writes are refused. The
+    weights are compiled as they are now: calling the result after changing them
+    raises ``dycl.staleness.StaleWeightsError``; the module globals its code read,
+    likewise (``dycl.globals_guard.StaleGlobalsError``; the saved artifact cannot see them).
 
     ``per_sample=True`` compiles a model written for one sample (the example has a
     batch dim of 1) to take a batch and return, per sample, what eager returns for it

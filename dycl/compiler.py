@@ -363,7 +363,7 @@ def emit(compiled: Compiled) -> CompileResult:
     host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                           call=front.call, globals=rewritten.globals, locations=rewritten.locations,
                           uses_constants=bool(constants), state=host_state(rewritten.state), **extra).emit()
-    stored = {**constants, **initial_state(rewritten.state, front.example_args[len(rewritten.inputs):])}
+    stored = {**constants, **initial_state(rewritten.state)}
     manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, stored, front.output_spec,

@@ -53,7 +53,7 @@ def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
         value = passed[flat.parameter]
         values.append(value if flat.key is None else value[flat.key])
     # then the module state threaded through the function, as it is now (rewriter.state_threading)
-    values.extend(state.slot.read() for state in rewritten.state)
+    values.extend(state.slot.read() for state in rewritten.state if state.kind != "list")
     return tuple(values)
 
 

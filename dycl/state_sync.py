@@ -34,10 +34,17 @@ def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str],
     return tuple((state.parameter, state.path, state.kind) for state in threaded)
 
 
-def initial_state(threaded: Sequence[ThreadedState], values: Sequence[Any]) -> dict[str, torch.Tensor]:
-    """The constants that store each slot's value at compile time (``<parameter>@state``)."""
-    return {f"{state.parameter}@state": value.detach().cpu() if isinstance(value, torch.Tensor)
-            else torch.tensor(value) for state, value in zip(threaded, values)}
+def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
+    """The constants that store each slot's value now (at compile time): ``<parameter>@state``, and
+    ``<parameter>@state.<i>`` for the items of a list."""
+    stored = {}
+    for state in threaded:
+        value = state.slot.read()
+        if state.kind == "list":
+            stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)})
+        else:
+            stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
+    return stored
 
 
 class ModuleState:
@@ -57,6 +64,12 @@ class ModuleState:
         current = {}
         for state in self.threaded:
             value = getattr(state.slot.module, state.slot.attribute)
+            if state.kind == "list":  # the host returns the items one call appends: start from none
+                if type(value) is not list:
+                    raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
+                                    "compiled as a list: compile the model again")
+                current[state.parameter] = []
+                continue
             if kind_of(value) != state.kind:
                 raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was compiled "
                                 f"as a {state.kind}: compile the model again")
@@ -67,7 +80,9 @@ class ModuleState:
         """Write the state after a call back to the module."""
         for state in self.threaded:
             value = final[state.parameter]
-            if isinstance(value, np.ndarray):
+            if state.kind == "list":
+                value = [torch.from_numpy(item) if isinstance(item, np.ndarray) else item for item in value]
+            elif isinstance(value, np.ndarray):
                 value = torch.from_numpy(value)
             state.slot.write(value)
 

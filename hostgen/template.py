@@ -50,6 +50,7 @@ SPECIALIZED = {specialized}
 CALL = {call}
 # module state forward() writes, kept between calls: [parameter of @FORWARD@, attribute path in the
 # model, kind]; its value when the model was compiled is stored with the constants as "<parameter>@state"
+# (a list, which forward() only appends to and gets no parameter: its items as "<parameter>@state.<i>")
 STATE = {state}
 
 
@@ -61,9 +62,7 @@ class Model:
         self.manifest = manifest
         self.@MODEL_CONSTANTS@ = constants or {{}}
         self._inputs = manifest.inputs
-        stored = {{name: self.@MODEL_CONSTANTS@[name + "@state"] for name, _, _ in STATE}}
-        self.state = {{name: _state_value(kind, stored[name] if kind == "tensor" else stored[name].item(), name)
-                      for name, _, kind in STATE}}
+        self.state = {{name: _stored_state(self.@MODEL_CONSTANTS@, name, kind) for name, _, kind in STATE}}
         self._state_lock = threading.Lock()
         self._call = {{}}
         self._variants = {{}}
@@ -91,8 +90,12 @@ class Model:
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
         parameter -> value); ``self.state`` is left as it is."""
-        outputs, final = self._run(dict(_bind(args, kwargs), **state))
-        return outputs, {{name: _state_value(kind, value, name) for (name, _, kind), value in zip(STATE, final)}}
+        inputs = {{name: state[name] for name, _, kind in STATE if kind != "list"}}
+        outputs, final = self._run(dict(_bind(args, kwargs), **inputs))
+        return outputs, {{name: _state_value(kind, value, name) if kind != "list" else
+                         state[name] + [np.array(item, copy=True) if isinstance(item, np.ndarray) else item
+                                        for item in value]
+                         for (name, _, kind), value in zip(STATE, final)}}
 
     def _run(self, arguments):
         dims = {{}}
@@ -159,6 +162,16 @@ def _bind(args, kwargs):
                              f"(forward{{_SIGNATURE}})")
         arguments[flat] = given[name] if key is None else given[name][key]
     return arguments
+
+
+def _stored_state(constants, name, kind):
+    """The value of state ``name`` when the model was compiled (``STATE``), from the constants."""
+    if kind == "list":
+        prefix = name + "@state."
+        items = sorted((int(key[len(prefix):]), value) for key, value in constants.items() if key.startswith(prefix))
+        return [np.array(value, copy=True) for _, value in items]
+    value = constants[name + "@state"]
+    return _state_value(kind, value if kind == "tensor" else value.item(), name)
 
 
 def _state_value(kind, value, name):

@@ -15,6 +15,10 @@ Parsing a function first splices ``try`` statements (``rewriter.try_blocks``) an
 7. constprop  — substitute and fold static values; drop ``if``s with static tests
 8. structure  — ``elif`` and early ``return`` become nested if/else
 
+Module state the methods write (``rewriter.state_slots``, found before the passes so that no
+pass folds it) is then threaded through the flat function as parameters and extra returned
+values (``rewriter.state_threading``).
+
 ``rewrite(model, debug=True)`` keeps the source after every pass in ``.trace``.
 """
 
@@ -101,7 +105,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
-    body, state = thread_state(body, self_name, model, ctx.state, namespace)
+    body, state = thread_state(ctx, body, self_name)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(
         body=definition.body.with_changes(body=distinct_statements(body), header=header),
@@ -167,7 +171,7 @@ def _with_state_parameters(params: cst.Parameters, inputs: int, state: tuple[Thr
     if not state:
         return params
     listed = list(params.params)
-    added = [cst.Param(cst.Name(s.parameter)) for s in state]
+    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind != "list"]  # a list starts empty
     return params.with_changes(params=[*listed[:1 + inputs], *added, *listed[1 + inputs:]])
 
 

@@ -113,8 +113,10 @@ def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Sta
         return ctx.caches.branch_free[key]
     ctx.caches.branch_free[key] = False  # a cycle is not provably branch-free
     facts = _syntax_facts(ctx, function)
-    result = facts is not None
-    if facts is not None:
+    # a call that may read module state some method writes is inlined: kept, it would be traced with the
+    # state's value now as a constant (rewriter.state_threading threads the inlined reads)
+    result = facts is not None and not (receiver is not None and ctx.state.reaches(receiver.value))
+    if result:
         env = Env()
         params = facts.parsed.definition.params.params
         if receiver is not None and params:
@@ -123,6 +125,13 @@ def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Sta
         result = all(_call_is_branch_free(ctx, flow, env, call) for call in facts.calls)
     ctx.caches.branch_free[key] = result
     return result
+
+
+def _touches_state(ctx: RewriteContext, callee: Callee) -> bool:
+    """Whether the callee writes module state or may read it (``rewriter.state_table``): then it is
+    inlined even without control flow, so that the state is threaded, not traced as a constant."""
+    receiver = callee.receiver
+    return callee.function in ctx.state.writers or (receiver is not None and ctx.state.reaches(receiver.value))
 
 
 def _receiver_key(ctx: RewriteContext, receiver: Static | None) -> object:
@@ -234,7 +243,7 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     finally:
         ctx.call_stack.pop()
     if not parsed.higher_order and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
-            converts(n) for stmt in body for n in descendants(stmt)) and callee.function not in ctx.state.writers:
+            converts(n) for stmt in body for n in descendants(stmt)) and not _touches_state(ctx, callee):
         return None
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
     inlined = InlinedBody(body, params)

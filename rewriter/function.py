@@ -99,7 +99,7 @@ class RewrittenFunction:
                 with torch.no_grad():
                     return function(model, *args, **kwargs)
             # module state in, its final value written back (rewriter.state_threading)
-            current = {s.parameter: s.slot.read() for s in self.state}
+            current = {s.parameter: s.slot.read() for s in self.state if s.kind != "list"}
             with torch.no_grad():
                 output, final = function(model, *args, **current, **kwargs)
             for threaded, value in zip(self.state, final):

@@ -8,13 +8,15 @@ and refuses the rest with the user's file:line, as before:
   local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
   model and holds a tensor (parameter, buffer or plain tensor attribute), a
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
-  ``out=``, assignment and augmented assignment;
-- refused: containers on ``self`` (item writes, ``append``...), ``del``, ``setattr``,
+  ``out=``, assignment and augmented assignment; and ``self.<list>.append(v)`` on a
+  list of tensors (kind ``list``: the items appended are the compiled part);
+- refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
 
-``prescan_state`` records, before any rewriting, the slots that any method of a
-user class in the model may write, without refusing anything: a read of state is
+``prescan_state`` records, before any rewriting, the slots that the methods
+``forward`` may reach write (found by name on the receiver or its submodules: ``self._update``,
+``self.sub.step``), without refusing anything: a read of state is
 not folded even where the rewrite sees it before the write (an earlier statement,
 another method). Assumes: a write through a plain function's argument is not seen
 here (it is caught when compiling, by ``dycl.model_state``).
@@ -39,7 +41,7 @@ from dycl.rewriter.state_writes import (
     _code,
     receiver_name,
 )
-from dycl.rewriter.walk import bound_names
+from dycl.rewriter.walk import bound_names, descendants
 
 _HINT = ("dycl compiles writes to module attributes holding tensors, bools, ints and floats; keep other state "
          "in local variables and return it, or update it outside the compiled model")
@@ -68,6 +70,9 @@ class CollectStateWrites(RejectStateWrites):
         """Record the slot ``what`` writes; the reason it is not compiled, or None."""
         if how == "del of":
             return "deleting module state is not compiled"
+        appended = _appended_to(what)
+        if appended is not None:
+            return self._record_list(appended)
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
@@ -82,7 +87,19 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str]) -> str | None:
+    def _record_list(self, appended: cst.BaseExpression) -> str | None:
+        """``<list on self>.append(v)``: the list is state whose compiled part is the items appended."""
+        chain = self._resolved(appended)
+        parts = None if chain is None else _attribute_path(chain, self.receiver)
+        if parts is None or not self.owners:
+            return "a container on self reached through another name (only self.<list>.append(v) is compiled)"
+        for owner in self.owners:
+            reason = self._add(owner, parts, appended=True)
+            if reason is not None:
+                return reason
+        return None
+
+    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -93,6 +110,12 @@ class CollectStateWrites(RejectStateWrites):
             return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
         value = getattr(module, attribute)
         kind = kind_of(value)
+        if appended:
+            if type(value) is not list or not all(isinstance(item, torch.Tensor) for item in value):
+                return (f"the attribute {attribute!r} holds a {type(value).__name__}"
+                        f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
+                        "compiled for a list of tensors")
+            kind = "list"
         if kind is None:
             return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
         self.table.add(module, attribute, kind)
@@ -132,6 +155,15 @@ class CollectStateWrites(RejectStateWrites):
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
         return node
+
+
+def _appended_to(what: cst.CSTNode) -> cst.BaseExpression | None:
+    """``x`` for a call ``x.append(v)`` (one positional argument), else None."""
+    if not isinstance(what, cst.Call) or not isinstance(what.func, cst.Attribute) or what.func.attr.value != "append":
+        return None
+    if len(what.args) != 1 or what.args[0].keyword is not None or what.args[0].star:
+        return None
+    return what.func.value
 
 
 def _unfollowed(what: cst.CSTNode) -> str:
@@ -186,31 +218,53 @@ def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, defi
 
 
 def prescan_state(ctx: RewriteContext) -> None:
-    """Record the slots any method of a user class of the model may write (nothing refused)."""
+    """Record the slots that the methods forward() may reach write (nothing refused): for each
+    module of the model, its ``forward`` and, transitively, the methods of its class named on
+    the receiver (``self._update(x)``, ``self.step``) in the methods found so far."""
     from dycl.rewriter.inline import is_user_code  # noqa: PLC0415 - inline imports the passes, which import this
 
-    seen: set[object] = set()
-    for module in ctx.model.modules():
-        for cls in type(module).__mro__:
-            if cls in seen or cls is torch.nn.Module or not is_user_code(cls):
-                continue
-            seen.add(cls)
-            for member in vars(cls).values():
-                function = inspect.unwrap(member.__func__ if isinstance(member, (classmethod, staticmethod))
-                                          else member)
-                if isinstance(function, types.FunctionType):
-                    _scan(ctx, function)
+    pending = [(module, "forward") for module in ctx.model.modules() if is_user_code(type(module))]
+    seen: set[tuple[int, object]] = set()
+    while pending:
+        module, name = pending.pop()
+        function = _method(module, name)
+        if function is None or (id(module), function) in seen or not is_user_code(function):
+            continue
+        seen.add((id(module), function))
+        for chain in _scan(ctx, function):  # self.name, self.sub.name: maybe methods forward() reaches
+            owner: object = module
+            for part in chain[:-1]:
+                owner = getattr(owner, part, None)
+            if isinstance(owner, torch.nn.Module):
+                pending.append((owner, chain[-1]))
 
 
-def _scan(ctx: RewriteContext, function: types.FunctionType) -> None:
+def _method(module: torch.nn.Module, name: str) -> types.FunctionType | None:
+    """The function behind ``module.<name>`` (an instance attribute first, as Python looks it up)."""
+    member = vars(module).get(name)
+    if member is None:
+        try:
+            member = inspect.getattr_static(type(module), name)
+        except AttributeError:
+            return None
+    member = getattr(member, "__func__", member)
+    member = getattr(member, "func", member)  # functools.partial
+    function = inspect.unwrap(member) if callable(member) else None
+    return function if isinstance(function, types.FunctionType) else None
+
+
+def _scan(ctx: RewriteContext, function: types.FunctionType) -> list[list[str]]:
+    """Record the slots ``function`` writes; the attribute chains it names on its receiver."""
     try:
         source = textwrap.dedent(inspect.getsource(function))
         definition = next(s for s in cst.parse_module(source).body if isinstance(s, cst.FunctionDef))
-        receiver = receiver_name(function, definition)
-        if receiver is None:
-            return
-        owners = owners_of(ctx.model, function)
-        locals_ = frozenset(bound_names(definition)) - {receiver}
-        definition.visit(CollectStateWrites(ctx, receiver, locals_, owners, ctx.state, lenient=True))
-    except Exception:  # noqa: BLE001 - the source of a method the rewrite never reaches may not parse
-        return
+    except Exception:  # noqa: BLE001 - a method whose source cannot be read is refused where it is reached
+        return []
+    receiver = receiver_name(function, definition)
+    if receiver is None:
+        return []
+    owners = owners_of(ctx.model, function)
+    locals_ = frozenset(bound_names(definition)) - {receiver}
+    definition.visit(CollectStateWrites(ctx, receiver, locals_, owners, ctx.state, lenient=True))
+    return [path for node in descendants(definition) if isinstance(node, cst.Attribute)
+            for path in [_attribute_path(node, receiver)] if path is not None]

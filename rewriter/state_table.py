@@ -1,14 +1,14 @@
 """The module state a ``forward`` writes: the slots the rewrite threads through the compiled function.
 
 A *state slot* is one attribute of one module instance of the model (``self.count``,
-``self.inner.ema``, ``self.steps``) that some method of the model may write. dycl
+``self.inner.ema``, ``self.steps``, ``self.history``) that some method of the model may write. dycl
 compiles such a slot the way ``torch.export`` compiles a buffer mutation: its value
 is an input of the rewritten function and its final value an extra output
 (``rewriter.state_threading``); the host keeps it between calls and the in-process
 model writes it back (``dycl.state_sync``).
 
-Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float`` or
-``bool``: the only values threaded); the static evaluator never folds a read of a
+Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
+``bool``, or ``list``: a list of tensors forward() only appends to); the static evaluator never folds a read of a
 recorded slot (its value at compile time is only its first value).
 """
 
@@ -47,15 +47,21 @@ class StateSlot:
         return (self.module_id, self.attribute)
 
     def read(self) -> Any:
-        """The slot's current value (a tensor as a detached copy)."""
+        """The slot's current value (a tensor as a detached copy; a list as a list of them)."""
         value = getattr(self.module, self.attribute)
+        if self.kind == "list":
+            return [item.detach().clone() for item in value]
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
     def write(self, value: Any) -> None:
-        """Set the slot to ``value`` as ``forward`` would have: a tensor of the slot's shape and dtype
+        """Set the slot to ``value`` as ``forward`` would have (a list: append the items ``value``
+        holds): a tensor of the slot's shape and dtype
         is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
         other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
         current = getattr(self.module, self.attribute)
+        if self.kind == "list":  # ``value``: the items one call appended
+            current.extend(value)
+            return
         if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) and (
                 current.shape == value.shape and current.dtype == value.dtype):
             with torch.no_grad():
@@ -82,6 +88,13 @@ class StateTable:
     def holds(self, owner: Any, attribute: str) -> bool:
         """Whether ``owner.attribute`` is a state slot (so not a compile-time constant)."""
         return (id(owner), attribute) in self.slots
+
+    def reaches(self, module: Any) -> bool:
+        """Whether ``module`` or one of its submodules holds a slot (calling it may read state)."""
+        if not self.slots or not isinstance(module, torch.nn.Module):
+            return False
+        owners = {slot.module_id for slot in self.slots.values()}
+        return any(id(inner) in owners for inner in module.modules())
 
     def get(self, owner: Any, attribute: str) -> StateSlot | None:
         return self.slots.get((id(owner), attribute))

@@ -8,6 +8,7 @@ module)`` for running in-process.
 
 from __future__ import annotations
 
-from dycl.backends.base import Backend, get_backend
+from dycl.backends.base import Backend
+from dycl.backends.registry import get_backend
 
 __all__ = ["Backend", "get_backend"]

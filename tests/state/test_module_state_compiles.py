@@ -7,6 +7,7 @@ output and the whole module state after every call."""
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -138,6 +139,106 @@ class TrackedClassifier(nn.Module):
             h = self.tracker(h)
             self._remember(h)
         return h + self.tracker.total / (self.tracker.count + 1)
+
+
+class Reader(nn.Module):
+    """No control flow: called as a graph of its own unless it reads state written elsewhere."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class ScaledByReader(nn.Module):
+    """The parent writes the submodule's buffer; the submodule reads it."""
+
+    def __init__(self):
+        super().__init__()
+        self.reader = Reader()
+
+    def forward(self, x):
+        self.reader.scale.mul_(1.5)
+        y = self.reader(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+class DepthStepper(nn.Module):
+    """Configuration set in __init__ stays static (the loop unrolls); a counter that forward
+    returns, and a reset() the user calls between calls."""
+
+    def __init__(self, depth=3):
+        super().__init__()
+        self.depth = depth
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(depth + 2))
+        self.steps = 0
+
+    def reset(self):
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        for i in range(self.depth):
+            x = torch.relu(self.blocks[i](x))
+        if self.steps > 2:
+            x = x + self.blocks[-1](x)
+        return x, self.steps
+
+
+class OutCounter(nn.Module):
+    """A helper counting with ``out=`` next to a call through a ModuleList index, and the count
+    read back with ``.item()`` to decide (found by the fuzzer: the call by index crashed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Sigmoid(), nn.Tanh()])
+        self.register_buffer("count", torch.zeros(1))
+
+    def _helper(self, x, k):
+        x = self.layers[k % 2](x)
+        torch.add(self.count, 1, out=self.count)
+        return x
+
+    def forward(self, x):
+        x = self._helper(x, 3)
+        if self.count.item() > 3:
+            x = x * 2
+        return x
+
+
+class ActivationLog(nn.Module):
+    """A list on self that forward() appends to (a different number of items per path), a tensor
+    per call, never read in forward()."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.log = []
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.mean() > 0:
+            self.log.append(h.detach().mean(0))
+            return h
+        self.log.append(h.min().detach())
+        self.log.append(h.max().detach())
+        return -h
+
+
+class ReadsItsLog(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def forward(self, x):
+        self.log.append(x.sum())
+        if len(self.log) > 2:  # MARK
+            return x * 2
+        return x
 
 
 # -- the sequence check ---------------------------------------------------------------------------
@@ -272,3 +373,62 @@ def test_changed_weights_are_still_stale_but_state_is_not():
         model.proj.weight.mul_(2)
     with pytest.raises(StaleWeightsError, match="proj.weight"):
         compiled(torch.randn(2, 6))
+
+
+def test_state_read_inside_a_submodule_call():
+    model, twin, compiled = _compile(ScaledByReader, torch.randn(2, 4))
+    assert run_sequence(model, twin, compiled, _rows(7, 6, (2, 4), scales=(1.0, -1.0))) == 2
+    assert torch.allclose(model.reader.scale, torch.full((4,), 1.5 ** 6))
+
+
+def test_counter_returned_with_config_static_and_reset_between_calls():
+    model, twin, compiled = _compile(DepthStepper, torch.randn(2, 4))
+    assert "for " not in compiled._result.rewritten.source  # range(self.depth) unrolled: depth is static
+    inputs = _rows(8, 5, (2, 4))
+    assert run_sequence(model, twin, compiled, inputs) == 2
+    model.reset()
+    twin.reset()
+    assert run_sequence(model, twin, compiled, inputs[:3]) == 2
+    assert compiled(inputs[0])[1] == 4 == model.steps
+
+
+def test_out_counter_in_a_helper_read_with_item():
+    model, twin, compiled = _compile(OutCounter, torch.randn(1, 8))
+    assert run_sequence(model, twin, compiled, _rows(9, 6, (1, 8))) == 2
+    assert model.count.item() == 6
+
+
+def _same_items(expected: list, actual: list) -> bool:
+    return len(expected) == len(actual) and all(
+        outputs_match(a, torch.as_tensor(b), ATOL) is None for a, b in zip(expected, actual))
+
+
+def test_list_appended_to_on_self(tmp_path):
+    torch.manual_seed(0)
+    model = ActivationLog().eval()
+    model.log.append(torch.ones(4))  # already holding an item when compiled: the saved host starts with it
+    twin = copy.deepcopy(model)
+    compiled = dycl.compile(model, torch.randn(2, 4))
+    _assert_same_state(twin, model, "after compiling")
+    assert _same_items(twin.log, model.log)
+    compiled.save(tmp_path / "artifact")
+    inputs = _rows(10, 8, (2, 4), scales=(1.0, -1.0, 2.0, -2.0))
+    fresh = copy.deepcopy(twin)
+    assert run_sequence(model, twin, compiled, inputs, eager_steps=frozenset({3})) == 2
+    assert _same_items(twin.log, model.log) and len(model.log) > len(inputs)
+    loaded = dycl.load(tmp_path / "artifact")
+    for step, x in enumerate(inputs):
+        with torch.no_grad():
+            assert outputs_match(fresh(x), loaded(x), ATOL) is None, f"call #{step}"
+    assert _same_items(fresh.log, loaded._host.state[compiled._result.rewritten.state[0].parameter])
+    report = run_host_without_torch(tmp_path / "artifact", copy.deepcopy(twin), inputs, ATOL)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+
+
+def test_list_read_in_forward_is_refused_at_its_line():
+    model = ReadsItsLog().eval()
+    with pytest.raises(dycl.UnsupportedError, match="a read of the list log on the model") as info:
+        dycl.compile(model, torch.randn(2, 4))
+    lines, first = inspect.getsourcelines(ReadsItsLog.forward)
+    assert info.value.location.line == first + next(i for i, text in enumerate(lines) if "MARK" in text)
+    assert model.log == []
