@@ -17,7 +17,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
 from dycl.rewriter.flow import Env, Exits, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
-from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
@@ -292,6 +292,8 @@ class Inline(FlowWalker):
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
         body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
+        context = context_of(comment_of(stmt))  # a call in an unrolled iteration: its body is in that iteration
+        body = with_context(body, context) if context else body
         return prologue + replace_returns(body, _result_writer(small), comment_of(stmt))
 
     def _splice_sequential(self, calls: list[cst.Call], small, stmt, env) -> Block:

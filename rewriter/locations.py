@@ -63,6 +63,12 @@ def with_context(block: Sequence[cst.BaseStatement], context: str) -> list[cst.B
     return [stmt.visit(transformer) for stmt in block]
 
 
+def context_of(comment: cst.Comment | None) -> str:
+    """The unrolled context in a location comment (``g=0, i=1``); "" if none."""
+    match = _LOCATION.match(comment.value) if comment is not None else None
+    return (match["context"] or "") if match is not None else ""
+
+
 def split_where(where: str) -> tuple[str, str]:
     """``"net.py:90 [g=0, i=1]"`` -> ``("net.py:90", "g=0, i=1")``; no brackets: context ""."""
     match = _LOCATION.match(f"# {where}")

@@ -55,3 +55,28 @@ def test_each_unrolled_condition_carries_its_iteration_everywhere():
 def test_split_where_separates_line_and_context():
     assert split_where("net.py:90 [g=0, blk=self.blocks[2]]") == ("net.py:90", "g=0, blk=self.blocks[2]")
     assert split_where("net.py:90") == ("net.py:90", "")
+
+
+class Stages(nn.Module):
+    """The condition sits in a helper called from the loop: inlined, it keeps the iteration."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def _stage(self, x, block):
+        if x.sum() > 0:
+            return block(x)
+        return x
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = self._stage(x, block)
+        return x
+
+
+def test_a_condition_inlined_from_a_helper_keeps_the_callers_iteration():
+    source = str(dycl.rewrite(Stages().eval()))
+    line = Stages._stage.__code__.co_firstlineno + 1
+    for i in range(2):
+        assert f"# test_unrolled_labels.py:{line} [block=self.blocks[{i}]]" in source, source
