@@ -5,7 +5,8 @@ outputs, and where each sub-DNN comes from.
 sub-DNN executed eagerly by its own module (no backend, no user ``forward``),
 and describes what it returns: the structure and dtypes are those of every call
 (the host returns the same structure on every path only if the model does, so
-they are the example's), the shapes are the example's (``example_shape``).
+they are the example's), the shapes are the example's (``example_shape``) and, where
+the inputs have symbolic dims, the same with those dims named (``shape``: ``[batch, 10]``).
 """
 
 from __future__ import annotations
@@ -54,12 +55,53 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     if state:  # (outputs, final module state): the host returns the outputs (rewriter.state_threading)
         returned = returned[0]
     _check_plain(returned, host, locations or LocationTable())
-    for name, value in host.flat_outputs(returned):
+    flat = host.flat_outputs(returned)
+    symbolic = {} if manifest.per_sample else _symbolic_shapes(
+        lambda *bigger: host.flat_outputs(getattr(model, FORWARD)(*bigger, **specialized)), manifest, args, flat)
+    for name, value in flat:
         if isinstance(value, (np.ndarray, np.generic)):
-            specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value))))
+            specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value)), symbolic.get(name)))
         else:
             specs.append(Output(name, type(value).__name__))
     return tuple(specs)
+
+
+def _symbolic_shapes(run: Any, manifest: Manifest, args: list, flat: list) -> dict[str, tuple[int | str, ...]]:
+    """Output name -> its shape with symbolic dims named: the host runs again with every
+    symbolic input dim doubled (each input repeated along it), and an output dim that
+    doubled with exactly one symbol is that symbol; one that stayed is static. Outputs
+    whose dims cannot be told that way (or a run that fails at the larger sizes) get none.
+    The shapes are those of the example's path at both sizes."""
+    if len(args) != len(manifest.inputs) or not any(isinstance(d, str) for p in manifest.inputs for d in p.shape):
+        return {}
+    sizes: dict[str, tuple[int, int]] = {}
+    bigger = list(args)
+    for position, port in enumerate(manifest.inputs):
+        for axis, dim in enumerate(port.shape):
+            if isinstance(dim, str) and isinstance(bigger[position], np.ndarray):
+                sizes.setdefault(dim, (args[position].shape[axis], 2 * args[position].shape[axis]))
+                bigger[position] = np.concatenate([bigger[position]] * 2, axis=axis)
+    try:
+        again = dict(run(*bigger))
+    except Exception:  # noqa: BLE001 - a model that cannot take the larger sizes: example shapes only
+        return {}
+    found = {}
+    for name, value in flat:
+        other = again.get(name)
+        if not isinstance(value, np.ndarray) or not isinstance(other, np.ndarray) or value.ndim != other.ndim:
+            continue
+        dims: list[int | str] = []
+        for small, large in zip(value.shape, other.shape):
+            names = [symbol for symbol, pair in sizes.items() if pair == (small, large)]
+            if small == large:
+                dims.append(small)
+            elif len(names) == 1:
+                dims.append(names[0])
+            else:
+                break
+        else:
+            found[name] = tuple(dims)
+    return found
 
 
 def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:

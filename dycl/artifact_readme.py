@@ -66,8 +66,12 @@ def _inputs_table(manifest: Manifest) -> str:
 def _outputs_table(manifest: Manifest) -> str:
     return "\n".join(
         f"| `{spec.name}` | {spec.dtype or spec.kind} | "
-        f"{_shape(spec.example_shape) + ' at the example' if spec.example_shape is not None else '-'} |"
+        f"{_shape(spec.shape) if spec.shape is not None else _example(spec.example_shape)} |"
         for spec in manifest.outputs) or "| (unknown) | | |"
+
+
+def _example(shape: tuple[int, ...] | None) -> str:
+    return f"{_shape(shape)} at the example" if shape is not None else "-"
 
 
 # how a loaded model uses threads (the README's "Threads" section)

@@ -21,7 +21,10 @@ afterwards (``dycl.model_state.preserved``), and calls this after a first compil
 succeeded: that compile ran ``forward`` and refused any write to module state, so
 these runs write none either (and a refusal of such a write keeps its own message).
 Where the batch must be static the caller compiles again with ``dynamic=False``: a
-second compile only for the models that need it, none for the others. A small,
+second compile only for the models that need it, none for the others. (Checking before
+the first compile would save that second compile, but a run before the rewrite's
+refusal of a state write would itself count as the write: restoring a tensor bumps its
+version counter, which is how ``preserved`` detects writes.) A small,
 separate function so that the compile's self-check can call it too.
 """
 

@@ -40,6 +40,7 @@ _CHECK_EXAMPLES = """examples:
   python -m dycl check models.caption_resnext -n 100 --json
   python -m dycl check mypkg.nets:build -n 30 --require-coverage
   python -m dycl check models.skipnet_rnn --backend torch --no-traced --repeat 1
+  python -m dycl check models.blockdrop -n 20 --profile   # time per sub-DNN
 """
 _SHOW_EXAMPLES = """examples:
   python -m dycl show build/blockdrop              # summary only; writes nothing
@@ -108,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
                                 "0 skips timing)")
     check_cmd.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     check_cmd.add_argument("--no-traced", action="store_true", help="skip the traced baseline")
+    check_cmd.add_argument("--profile", action="store_true",
+                           help="also time each sub-DNN call through the host and print where the time goes")
     check_cmd.add_argument("--require-coverage", action="store_true",
                            help=f"exit with status {COVERAGE_EXIT} unless every condition took both outcomes")
     _compile_options(check_cmd)
@@ -233,6 +236,11 @@ def _check(args: argparse.Namespace) -> int:
         print(f"dycl: warning: {text}", file=sys.stderr)
     for text in report.noise:
         print(f"dycl: warning: timing noise: {text}", file=sys.stderr)
+    if args.profile:
+        from dycl.harness import positional_arguments
+        from dycl.profile import profile
+
+        print(profile(compiled, [positional_arguments(item) for item in inputs]).table())
     if args.json:
         print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json()}))
     if args.require_coverage and report.warnings:

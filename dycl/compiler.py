@@ -54,6 +54,7 @@ from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.manifest import Manifest, ShapeGuard
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
+from dycl.log import get_logger
 from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
@@ -61,6 +62,8 @@ from dycl.rewriter.errors import UnsupportedError
 from dycl.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.state_sync import host_state, initial_state
 from dycl.subdnn import SubDNNModule
+
+_LOG = get_logger("compile")
 
 
 @dataclass
@@ -411,10 +414,13 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
             value = stage(value)
         example.restore()
         seconds[name] = time.perf_counter() - start
+        _LOG.debug("stage %s: %.3f s", name, seconds[name])  # dycl.log: the `dycl` logger, silent by default
         if dump:
             _dump(Path(dump) / f"{number}-{name}.txt", value)
     value.stats["stages"] = {name: round(spent, 4) for name, spent in seconds.items()}
     value.stats["seconds"] = {phase: round(sum(seconds[s] for s in stages), 4) for phase, stages in PHASES.items()}
+    _LOG.info("compiled %s: %d sub-DNNs, %d conditions in %.2f s (%s backend)", type(model).__name__,
+              value.stats.get("sub_dnns", 0), value.stats.get("conditions", 0), sum(seconds.values()), options.backend)
     return value
 
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from dycl.hostgen.names import FORWARD
 
-_IF = re.compile(r"^\s*if (?P<test>.*):(?:\s+# (?P<where>\S+))?\s*$")
+# the where: ``file.py:line``, then the unrolled context in brackets if any (``rewriter.locations``)
+_IF = re.compile(r"^\s*if (?P<test>.*?):(?:\s+# (?P<where>\S+:\d+(?: \[.*\])?))?\s*$")
 _CALL = re.compile(r"self\._call\[(\d+)\]|self\._variant\((\d+),")
 
 

@@ -11,6 +11,7 @@ batch fails at another batch size (``dycl.batch_check`` acts on it).
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
 import os
 import traceback
@@ -19,14 +20,28 @@ from typing import Any
 
 import torch
 
-from dycl import hcfg, hostgen, rewriter
 from dycl.quiet import muted
 from dycl.rewriter.errors import UnsupportedError
 
-#: where frames are not the user's: torch, the standard library, dycl's packages
-_NOT_USER = tuple(os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-                  for module in (torch, os, hcfg, hostgen, rewriter)) + (os.path.dirname(os.path.abspath(__file__))
-                                                                          + os.sep,)
+
+def _folders(*packages: str) -> tuple[str, ...]:
+    """Where the packages' files are (found without importing them: no import edge)."""
+    found = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        found += [os.path.abspath(folder) + os.sep for folder in (spec.submodule_search_locations or [])]
+    return tuple(found)
+
+
+#: where frames are not the user's: torch and dycl's packages (and the standard library, _STDLIB)
+_NOT_USER = (os.path.dirname(torch.__file__) + os.sep, *_folders("dycl", "dycl.hcfg", "dycl.hostgen", "dycl.rewriter"))
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+def _is_user(filename: str) -> bool:
+    if filename.startswith("<") or filename.startswith(_NOT_USER):
+        return False
+    return not filename.startswith(_STDLIB) or "-packages" + os.sep in filename  # installed libraries count
 
 
 def run_eagerly(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None = None) -> Any:
@@ -47,8 +62,7 @@ def run_on_example(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any
 
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc`` in the user's code (not torch, dycl or the standard library)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith(_NOT_USER) and not f.filename.startswith("<")]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user(f.filename)]
     return frames[-1] if frames else None
 
 

@@ -31,8 +31,8 @@ def rows(manifest: Manifest, stats: dict[str, Any]) -> list[tuple[str, str]]:
         found.append(("batching", "per_sample=True: each sample takes its own path"))
     found += [(f"input {port.name}", f"{port.dtype} {_shape(port.shape)}" if port.kind == "tensor" else port.kind)
               for port in manifest.inputs]
-    found += [(f"output {out.name}", f"{out.dtype} {_shape(out.example_shape)}" if out.dtype else out.kind)
-              for out in manifest.outputs]
+    found += [(f"output {out.name}", f"{out.dtype} {_shape(out.shape or out.example_shape)}" if out.dtype
+               else out.kind) for out in manifest.outputs]
     if manifest.dynamic_dims:
         found.append(("symbolic dims", ", ".join(sorted(manifest.dynamic_dims))))
     return found

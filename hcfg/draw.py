@@ -38,6 +38,7 @@ from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, source_of, wher
 
 if TYPE_CHECKING:
     from dycl.hcfg.graph import HCFG
+from dycl.rewriter.locations import split_where
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank
@@ -87,9 +88,10 @@ def _wrap(text: str, lines: int = 2) -> list[str]:
 class _Builder:
     """Boxes and edges in program order, with positions (lane x, row y) in one column."""
 
-    def __init__(self) -> None:
+    def __init__(self, numbers: dict[int, int] | None = None) -> None:
         self.nodes: list[dict[str, Any]] = []
         self.edges: list[list[Any]] = []
+        self.numbers = numbers or {}  # id(Cond) -> its number in program order (as the coverage report counts)
 
     def add(self, kind: str, title: str, lines: list[str], where: str, x: float, y: float,
             preds: list[tuple[int, str]]) -> int:
@@ -117,8 +119,7 @@ class _Builder:
                 ident = self.add("host", "", shown, where(hosts[0].statement), x, y, preds)
                 hosts, preds, y = [], [(ident, "")], y + 0.6 + 0.25 * len(shown)
             elif isinstance(node, SubDNN):
-                first, last = where(node.statements[0]), where(node.statements[-1])
-                span = first if first == last or not last else f"{first}–{last.rsplit(':', 1)[-1]}"
+                span = _span(where(node.statements[0]), where(node.statements[-1]))
                 lines = [_op_summary(node.statements), *_wrap(source_of(node.statements[0].body[0]), 1)]
                 ident = self.add("sub_dnn", node.name, lines, span, x, y, preds)
                 preds, y = [(ident, "")], y + 1.4
@@ -127,8 +128,9 @@ class _Builder:
                                  x, y, preds)
                 preds, y = [], y + 1.0
             elif isinstance(node, Cond):
-                ident = self.add("cond", "", _wrap(f"if {source_of(node.statement.test)}"),
-                                 where(node.statement), x, y, preds)
+                number = self.numbers.get(id(node))
+                ident = self.add("cond", "" if number is None else f"condition {number}",
+                                 _wrap(f"if {source_of(node.statement.test)}"), where(node.statement), x, y, preds)
                 then_exits, then_width, then_y = self.block(node.then, x, y + 1.2, [(ident, "T")])
                 else_x = x + (then_width if node.then else 0.5)
                 else_exits, else_width, else_y = self.block(node.orelse, else_x, y + 1.2, [(ident, "F")])
@@ -140,9 +142,20 @@ class _Builder:
         return preds, width, y
 
 
+def _span(first: str, last: str) -> str:
+    """``net.py:84–86 [i=0]``: the lines of a sub-DNN, with their unrolled context once."""
+    (start, context), (end, last_context) = split_where(first), split_where(last)
+    if not last or first == last:
+        return first
+    if context != last_context:
+        return f"{first}–{last}"
+    span = f"{start}–{end.rsplit(':', 1)[-1]}" if start.rsplit(":", 1)[0] == end.rsplit(":", 1)[0] else f"{start}–{end}"
+    return f"{span} [{context}]" if context else span
+
+
 def layout_json(graph: HCFG) -> dict[str, Any]:
     """The picture as plain data: boxes with positions, edges, columns (see the module docstring)."""
-    builder = _Builder()
+    builder = _Builder({id(cond): number for number, cond in enumerate(graph.conditions)})
     preds: list[tuple[int, str]] = []
     tops: list[tuple[int, float, float, float]] = []  # first node, start row, end row, width of each top node
     y = 0.0
@@ -222,7 +235,8 @@ def _dot_node(node: dict[str, Any]) -> str:
     if node["kind"] == "join":
         return f'{ident} [shape=point, width=0.08, color="{edge}"];'
     head = " ".join(part for part in (node["title"], node["where"]) if part)
-    text = "\\l".join(_escape(line) for line in ([head] if head and node["kind"] == "sub_dnn" else [])
+    text = "\\l".join(_escape(line) for line in ([head] if head and node["kind"] == "sub_dnn" else
+                                                  [node["title"]] if node["title"] and node["kind"] == "cond" else [])
                       + node["lines"]) + "\\l"
     if node["kind"] == "cond" and node["where"]:
         text += _escape(node["where"]) + "\\r"

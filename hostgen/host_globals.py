@@ -56,7 +56,7 @@ from dycl.rewriter.locations import LocationTable, set_location
 from dycl.rewriter.values import is_literal
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"numpy"}
-_COMMENT = re.compile(r"#\s*\S+:\d+\s*$")
+_COMMENT = re.compile(r"#\s*\S+:\d+(?:\s+\[.*\])?\s*$")  # a location comment (rewriter.locations)
 _HINT = ("compute it inside forward() from tensors (so it runs in the compiled graph), or make it a "
          "literal, a standard-library call, or a plain Python function of numbers")
 

@@ -384,21 +384,24 @@ class Constants:
 class Output:
     """One array or Python value the model returns, named as ``host.py`` names it
     in its ``.npz`` (``output_0``, ...); ``dtype`` and ``example_shape`` (the
-    shape at the example) for arrays only."""
+    shape at the example) for arrays only; ``shape`` with the input's symbolic dims
+    by name (``["batch", 10]``) where dycl found it (``dycl.artifact_outputs``)."""
 
     name: str
     kind: str
     dtype: str | None = None
     example_shape: tuple[int, ...] | None = None
+    shape: tuple[int | str, ...] | None = None
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("name", "kind"), ("dtype", "example_shape"))
+        _json_object(value, where, ("name", "kind"), ("dtype", "example_shape", "shape"))
         dtype = _json_dtype(value["dtype"], f"{where}.dtype") if "dtype" in value else None
-        shape = _json_shape(value["example_shape"], f"{where}.example_shape", symbolic=False) \
+        example = _json_shape(value["example_shape"], f"{where}.example_shape", symbolic=False) \
             if "example_shape" in value else None
+        shape = _json_shape(value["shape"], f"{where}.shape") if "shape" in value else None
         return cls(_json_string(value["name"], f"{where}.name"), _json_string(value["kind"], f"{where}.kind"),
-                   dtype, shape)
+                   dtype, example, shape)
 
     def to_json(self):
         value = {"name": self.name, "kind": self.kind}
@@ -406,6 +409,8 @@ class Output:
             value["dtype"] = self.dtype
         if self.example_shape is not None:
             value["example_shape"] = list(self.example_shape)
+        if self.shape is not None:
+            value["shape"] = list(self.shape)
         return value
 
 

@@ -18,7 +18,7 @@ from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
 from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks, refuse_dropped_hooks
-from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
@@ -311,6 +311,8 @@ class Inline(FlowWalker):
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
         body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
+        context = context_of(comment_of(stmt))  # a call in an unrolled iteration: its body is in that iteration
+        body = with_context(body, context) if context else body
         writer = _result_writer(small) if wrap is None else self._wrapped_writer(small, wrap)
         return prologue + replace_returns(body, writer, comment_of(stmt))
 

@@ -9,7 +9,7 @@ import torch
 from dycl.rewriter.aliases import tracks
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
-from dycl.rewriter.locations import comment_of, set_location
+from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
@@ -33,7 +33,9 @@ class Unroll(FlowWalker):
     can run; each iteration starts with assignments of the loop targets
     (``i = 2``, ``blk = self.blocks[2]``); a ``break`` or ``continue`` under a
     dynamic test becomes an ``if``/``else`` whose fall-through branch holds the
-    rest of the loop. ``for`` loops may iterate ranges, module containers,
+    rest of the loop; every statement of an iteration carries its bindings in
+    its location comment (``# net.py:90 [i=7]``, ``rewriter.locations``).
+    ``for`` loops may iterate ranges, module containers,
     ``enumerate``/``zip``/``reversed``, dict views, literal sequences and lists
     of statically known length; a ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
@@ -72,7 +74,7 @@ class Unroll(FlowWalker):
             for line in bindings:
                 current = self.flow.step(line, current).fall
             body, exits = self.block(list(loop.body.body), current)
-            iterations.append(bindings + body)
+            iterations.append(with_context(bindings + body, _context(bindings)))
             breaks += exits.breaks
             current = join([exits.fall, *exits.continues])
             if current is not None and any(current.get(name) != fact for name, fact in iterated.items()):
@@ -103,7 +105,7 @@ class Unroll(FlowWalker):
             if len(iterations) >= MAX_TRIPS:
                 raise self.ctx.error(f"a while loop that runs more than {MAX_TRIPS} iterations", loop)
             body, exits = self.block(guard + list(loop.body.body), current)
-            iterations.append(body)
+            iterations.append(with_context(body, f"iteration={len(iterations)}"))
             breaks += exits.breaks
             current = join([exits.fall, *exits.continues])
         return self.assemble(loop, iterations, breaks, current, [])
@@ -282,6 +284,17 @@ class Unroll(FlowWalker):
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
         line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
         return set_location(line, comment_of(loop))
+
+
+def _context(bindings: Block) -> str:
+    """``i=7, blk=self.blocks[7]``: an iteration's bindings, for its location comments; long terms cut."""
+    parts = []
+    for line in bindings:
+        assign = line.body[0]
+        target = cst.Module([]).code_for_node(assign.targets[0].target)
+        value = " ".join(cst.Module([]).code_for_node(assign.value).split())
+        parts.append(f"{target}={value if len(value) <= 40 else value[:39] + '…'}")
+    return ", ".join(parts)
 
 
 def _literal(value) -> Element:

@@ -1,10 +1,16 @@
-"""Backend: ONNX export of each sub-DNN (checked: ``dycl.backends.onnx_export``), run with ONNX Runtime."""
+"""Backend: ONNX export of each sub-DNN (checked: ``dycl.backends.onnx_export``), run with ONNX Runtime.
+
+``cache_dir`` (or ``DYCL_CACHE_DIR``) opts in to the content-addressed export cache
+(``dycl.backends.ort_cache``)."""
 
 from __future__ import annotations
+
+import os
 
 from dycl.backends import ort_runtime
 from dycl.backends.base import BackendBase
 from dycl.backends.onnx_export import export_onnx
+from dycl.backends.ort_cache import cache_from
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
@@ -17,9 +23,10 @@ class OnnxRuntimeBackend(BackendBase):
     runtime = copied(ort_runtime.__file__)
     standalone = True
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: str | os.PathLike | None = None) -> None:
         super().__init__()
         self._shown_warnings: set[tuple[str, str, int]] = set()  # passed on once per compile
+        self.cache = cache_from(cache_dir)  # None unless asked for
 
     def compile(self, module: SubDNNModule, variant: Variant, static: bool = False) -> bytes:
         """The ONNX bytes of ``variant``; ``static``: at its first example's exact shapes."""
@@ -28,10 +35,18 @@ class OnnxRuntimeBackend(BackendBase):
             symbolic = {axis: dim for axis, dim in enumerate(port.shape) if isinstance(dim, str)}
             if symbolic:
                 dynamic_axes[port.name] = symbolic
-        guards: list[ShapeGuard] = []
-        data = export_onnx(module, variant, dynamic_axes or None, self._shown_warnings, guards=guards)
+        key = self.cache.key(module, variant, static) if self.cache is not None else None
+        found = self.cache.get(key) if key is not None else None
+        if found is not None:
+            data, kept = found
+        else:
+            guards: list[ShapeGuard] = []
+            data = export_onnx(module, variant, dynamic_axes or None, self._shown_warnings, guards=guards)
+            kept = tuple(guards)
+            if key is not None:
+                self.cache.put(key, data, kept)
         if not static:
-            self.guards[variant.name] = tuple(guards)
+            self.guards[variant.name] = kept
         return data
 
     def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):

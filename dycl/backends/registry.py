@@ -9,7 +9,8 @@ from dycl.backends.base import Backend
 
 def get_backend(name: str, **options: Any) -> Backend:
     """The backend called ``name``; ``options`` (None values ignored) go to its
-    constructor: only ``tvm`` takes any (``tune_trials``, ``target``, ``schedule``, ``jobs``)."""
+    constructor: ``tvm`` takes ``tune_trials``, ``target``, ``schedule``, ``jobs``, ...;
+    ``onnxruntime`` takes ``cache_dir`` (the export cache, ``dycl.backends.ort_cache``)."""
     options = {key: value for key, value in options.items() if value is not None}
     if name == "tvm":
         try:
@@ -20,12 +21,13 @@ def get_backend(name: str, **options: Any) -> Backend:
         from dycl.backends.tvm import TvmBackend
 
         return TvmBackend(**options)
-    if options:
-        raise ValueError(f"backend {name!r} takes no options, got {sorted(options)}")
-    if name == "onnxruntime":
+    if name == "onnxruntime" and set(options) <= {"cache_dir"}:
         from dycl.backends.onnxruntime import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend()
+        return OnnxRuntimeBackend(**options)  # cache_dir: the export cache (dycl.backends.ort_cache)
+    if options:
+        accepted = " (onnxruntime takes only cache_dir)" if name == "onnxruntime" else ""
+        raise ValueError(f"backend {name!r} takes no options, got {sorted(options)}{accepted}")
     if name == "torch":
         from dycl.backends.torch import TorchBackend
 

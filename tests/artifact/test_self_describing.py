@@ -31,10 +31,10 @@ def artifact(tmp_path_factory) -> Path:
 def test_manifest_lists_outputs_and_readme_describes_them(artifact):
     manifest = dycl.artifact.verify(artifact)
     assert manifest["outputs"] == [
-        {"name": "output_0", "kind": "tensor", "dtype": "float32", "example_shape": [1, 2]},
+        {"name": "output_0", "kind": "tensor", "dtype": "float32", "example_shape": [1, 2], "shape": ["batch", 2]},
         {"name": "output_1", "kind": "int"}]
     readme = (artifact / "README.md").read_text()
-    for needle in ("| `x` | float32 | [batch, 4] |", "| `output_0` | float32 | [1, 2] at the example |",
+    for needle in ("| `x` | float32 | [batch, 4] |", "| `output_0` | float32 | [batch, 2] |",
                    "| `output_1` | int | - |", "Gate.forward", "onnxruntime>=", "numpy>=", "python host.py",
                    "An artifact is code", "many threads at once"):
         assert needle in readme, needle

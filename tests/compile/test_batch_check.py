@@ -69,3 +69,13 @@ def test_a_model_that_takes_any_batch_keeps_it_symbolic_and_dynamic_false_is_not
         assert compiled.manifest["inputs"][0]["shape"] == ["batch", 4]
         static = dycl.compile(OneSample().eval(), torch.randn(1, 4), dynamic=False)
     assert static.manifest["inputs"][0]["shape"] == [1, 4]
+
+
+def test_the_manifest_gives_output_shapes_with_symbolic_dims_by_name(tmp_path):
+    compiled = dycl.compile(AnyBatch().eval(), torch.randn(1, 4))
+    [output] = compiled.manifest["outputs"]
+    assert output["shape"] == ["batch", 4] and output["example_shape"] == [1, 4]
+    readme = (compiled.save(tmp_path / "any") / "README.md").read_text()
+    assert "| `output` | float32 | [batch, 4] |" in readme
+    static = dycl.compile(OneSample().eval(), torch.randn(1, 4), dynamic=False)
+    assert "shape" not in static.manifest["outputs"][0]  # nothing symbolic: the example's shape says it all

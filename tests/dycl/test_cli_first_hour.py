@@ -64,3 +64,13 @@ def test_check_shows_progress_while_timing_when_asked():
     assert "[dycl] timing eager vs compiled" in done.stderr and "[dycl] checking eager vs compiled" in done.stderr
     quiet = run("check", "tests.dycl.factories:exit_model", "-n", "3", "--no-traced", "--repeat", "1")
     assert "[dycl]" not in quiet.stderr  # not a terminal and not asked: no bars
+
+
+def test_check_profile_prints_the_time_of_each_sub_dnn():
+    done = run("check", "tests.dycl.factories:exit_model", "-n", "4", "--no-traced", "--repeat", "1", "--profile")
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("time per sub-DNN over 4 calls"):].splitlines()
+    assert table[1].split()[:3] == ["sub-DNN", "calls", "total"]
+    rows = [line.split() for line in table[2:]]
+    assert rows[-1][0] == "host" and len(rows) >= 2
+    assert all(int(row[1]) >= 1 and float(row[2]) >= 0 for row in rows[:-1])  # calls, total ms per sub-DNN

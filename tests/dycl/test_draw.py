@@ -33,7 +33,12 @@ def test_blockdrop_layout_is_at_least_half_as_wide_as_tall(blockdrop_picture):
     tags = [tag for _, _, tag in blockdrop_picture["edges"]]
     assert tags.count("T") == tags.count("F") == 54  # one of each per condition
     sub = next(n for n in blockdrop_picture["nodes"] if n["title"] == "subdnn_2")
-    assert re.fullmatch(r"blockdrop\.py:\d+", sub["where"]) and sub["lines"][0].startswith("1 stmt: relu")
+    assert re.fullmatch(r"blockdrop\.py:\d+(–\d+)? \[segment=0, num_blocks=18, b=0\]", sub["where"])
+    assert sub["lines"][0].startswith("1 stmt: relu")
+    # issue 31: conditions numbered in program order, each labelled with its unrolled iteration
+    conds = [n for n in blockdrop_picture["nodes"] if n["kind"] == "cond"]
+    assert [n["title"] for n in conds] == [f"condition {i}" for i in range(54)]
+    assert len({n["where"] for n in conds}) == 54 and all(re.search(r"\[.*b=\d+\]$", n["where"]) for n in conds)
 
 
 class EitherWay(torch.nn.Module):

@@ -46,3 +46,19 @@ def test_compiled_draw_writes_the_picture_where_asked(tmp_path):
     target = tmp_path / "gate.svg"
     assert compiled.draw(target) == str(target)
     assert target.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_dycl_logs_its_stages_on_its_own_logger_and_prints_nothing_by_default(caplog, capsys):
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="dycl"):
+        dycl.compile(Gate().eval(), torch.randn(1, 4))
+    names = {record.name for record in caplog.records if record.name.startswith("dycl")}
+    assert {"dycl.compile", "dycl.export"} <= names
+    messages = [r.getMessage() for r in caplog.records if r.name == "dycl.compile"]
+    assert any(m.startswith("stage rewrite: ") for m in messages)
+    assert any(m.startswith("compiled Gate: ") and "2 conditions" in m for m in messages)
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("dycl").handlers)
+    capsys.readouterr()
+    dycl.compile(Gate().eval(), torch.randn(1, 4))
+    assert capsys.readouterr() == ("", "")  # no handler configured by dycl: nothing printed

@@ -71,12 +71,12 @@ def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifes
         compiled(ids, attention_mask=torch.ones(2, 5, dtype=torch.long))
 
 
-def test_the_readme_example_runs():
+def test_the_usage_docs_example_runs():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "transformers" in b)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(block, "docs/usage.md", "exec"), namespace)  # noqa: S102 - our own docs
     assert type(namespace["out"]).__name__ == "SequenceClassifierOutput"
