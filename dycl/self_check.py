@@ -68,15 +68,18 @@ def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, e
             kwargs: dict[str, Any] | None) -> Subject:
     """The check of ``compiled``, compiled by ``result`` (``dycl.compiler.CompileResult``) from
     ``model`` and the example call ``model(*example_input, **kwargs)``. A per-sample model
-    is checked at the example's size only (on a batch it answers per sample, not as eager)."""
+    is checked at the example's size against eager on each sample alone, its outputs joined
+    (``dycl.per_sample_testing.PerSampleEager``)."""
     args, kwargs = example_arguments(example_input), dict(kwargs or {})
-    symbolic: dict[int, tuple[int, ...]] = {}
-    if not result.manifest.per_sample:
-        try:
-            passed = bind_example(model, args, kwargs)
-        except TypeError:
-            passed = {}
-        symbolic = symbolic_axes(passed, result.rewritten.inputs, result.manifest.inputs)
+    if result.manifest.per_sample:  # eager's reference: each sample alone, the outputs joined
+        from dycl.per_sample_testing import PerSampleEager
+
+        return Subject(PerSampleEager(model), compiled, args, kwargs, {})
+    try:
+        passed = bind_example(model, args, kwargs)
+    except TypeError:
+        passed = {}
+    symbolic = symbolic_axes(passed, result.rewritten.inputs, result.manifest.inputs)
     return Subject(model, compiled, args, kwargs, symbolic)
 
 
@@ -137,17 +140,18 @@ def _compare(subject: Subject, derived: Derived) -> bool:
         if derived.resized and isinstance(error, ValueError):  # a size refused by name (specialised dim, guard)
             return False
         raise SelfCheckError(f"the compiled model raises on the {derived.description}, which eager takes "
-                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False)}") from error
+                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
     problems = difference(expected, actual), difference(eager_after, arguments)
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
         problems = difference(expected, actual, False), difference(eager_after, arguments, False)
     if problems[0] is not None:
         raise SelfCheckError(f"the compiled model differs from eager on the {derived.description}: "
-                             f"output{problems[0]}{_hint(sampled)}")
+                             f"output{problems[0]}{_hint(sampled, derived)}")
     if problems[1] is not None:
         raise SelfCheckError(f"the compiled model leaves the arguments of the call in another state than eager on "
-                             f"the {derived.description}: argument{_argument_name(problems[1])}{_hint(sampled)}")
+                             f"the {derived.description}: argument{_argument_name(problems[1])}"
+                             f"{_hint(sampled, derived)}")
     return True
 
 
@@ -165,10 +169,13 @@ def _samples(model: Callable[..., Any], derived: Derived, expected: Any) -> bool
     return difference(expected, again, compare_values=True, atol=0.0, rtol=0.0) is not None
 
 
-def _hint(sampled: bool) -> str:
-    return (" (the model samples: only structure, dtypes and shapes were compared)" if sampled else
-            ". This is a dycl bug: please report it with the model; dycl.compile(..., check=False) returns the "
-            "model regardless")
+def _hint(sampled: bool, derived: Derived) -> str:
+    if sampled:
+        return " (the model samples: only structure, dtypes and shapes were compared)"
+    other_size = (" dycl.compile(..., dynamic=False) compiles the example's shapes only, which the check found "
+                  "right;" if derived.resized else "")
+    return (f". This is a dycl bug: please report it with the model;{other_size} dycl.compile(..., check=False) "
+            f"returns the model regardless")
 
 
 def _argument_name(problem: str) -> str:

@@ -14,8 +14,8 @@ left alone and the check is reproducible. The derived inputs are:
 - the values negated, and scaled by 3 (floating tensors);
 - the values reshuffled (every tensor);
 - random values with each floating tensor's own mean and standard deviation;
-- another size (each axis the compiled model takes at any size one longer), when the
-  caller names such axes.
+- another size (each axis the compiled model takes at any size one longer, the new
+  values random), when the caller names such axes.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def derived_inputs(args: tuple, kwargs: dict[str, Any], symbolic: dict[int, tupl
         if derived is not None:
             yield Derived(description, *derived)
     if symbolic:
-        derived = _map_tensors((args, kwargs), lambda tensor: _longer(tensor, symbolic.get(id(tensor), ())))
+        derived = _map_tensors((args, kwargs), lambda tensor: _longer(tensor, symbolic.get(id(tensor), ()), generator))
         if derived is not None:
             yield Derived("example with every symbolic dim one longer", *derived, resized=True)
 
@@ -105,15 +105,16 @@ def _random_like(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tens
     return (mean + (spread or 1.0) * noise).to(tensor.dtype)
 
 
-def _longer(tensor: torch.Tensor, axes: tuple[int, ...]) -> torch.Tensor:
-    """``tensor`` one longer along each of ``axes``: the new slice is a copy of the first
-    one (negated and halved for floating tensors, so that the rows are not identical)."""
+def _longer(tensor: torch.Tensor, axes: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """``tensor`` one longer along each of ``axes``: the new slice of a floating tensor is
+    random with the first slice's statistics (a copy would make equal rows, whose ties
+    torch and a backend may break differently), of another tensor a copy of the first."""
     result = tensor.clone()
     for axis in axes:
         if result.shape[axis] == 0:
             continue
         extra = result.narrow(axis, 0, 1)
-        extra = extra * -0.5 if extra.is_floating_point() else extra
+        extra = _random_like(extra, generator) if extra.is_floating_point() else extra
         result = torch.cat([result, extra], dim=axis)
     return result
 

@@ -38,7 +38,7 @@ def host_model(source: str, executables: dict):
     namespace: dict = {"__name__": "host"}
     exec(compile(source, "host.py", "exec", dont_inherit=True), namespace)  # noqa: S102 - the emitted host under test
     # the emitter under test reads only the manifest's inputs; a full Manifest is tests/manifest's
-    return namespace["Model"](executables, SimpleNamespace(inputs=()))
+    return namespace["Model"](executables, SimpleNamespace(inputs=(), written_inputs=()))
 
 
 class Recorder:
@@ -170,7 +170,8 @@ def test_a_hoisted_constant_is_read_from_the_models_constants():
     assert "h = _constants['h@0']  # model.py:2" in source
     namespace: dict = {}
     exec(compile(source, "host.py", "exec", dont_inherit=True), namespace)  # noqa: S102 - the emitted host under test
-    model = namespace["Model"]({"subdnn_0": lambda x: (x + 4,)}, SimpleNamespace(inputs=()), {"h@0": np.full(2, 4.0)})
+    model = namespace["Model"]({"subdnn_0": lambda x: (x + 4,)}, SimpleNamespace(inputs=(), written_inputs=()),
+                               {"h@0": np.full(2, 4.0)})
     y, h = model(np.ones(2))
     np.testing.assert_allclose(y, np.full(2, 5.0))
     np.testing.assert_allclose(h, np.full(2, 4.0))
