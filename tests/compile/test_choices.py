@@ -331,3 +331,46 @@ def test_chosen_members_bound_to_names(tmp_path):
         return int(x.abs().sum() * 10) % 3, bool(h.std() > 0.5)
 
     assert _check(model, inputs, choice, tmp_path) >= 4
+
+
+class FirstBlocks(nn.Module):
+    """Run as many blocks as the data asks for: torch's ``Sequential.__getitem__`` reads the count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        depth = int(x.abs().mean() * 3) % 3 + 1
+        return self.blocks[:depth](x)
+
+
+class SumOfColumns(nn.Module):
+    def forward(self, x):
+        count = int(x.abs().mean() * 3) % 3 + 1
+        return sum(x[:, i] for i in range(count))
+
+
+@pytest.mark.parametrize("model", [FirstBlocks(), SumOfColumns()])
+def test_a_number_from_data_read_inside_torch_or_a_generator_is_refused_at_the_user_line(model):
+    line = inspect.getsourcelines(type(model).forward)[1] + 2
+    with pytest.raises(dycl.UnsupportedError, match="number computed from the inputs' data") as refused:
+        dycl.compile(model.eval(), torch.randn(2, 8))
+    assert refused.value.location == dycl.rewriter.SourceLocation(__file__, line)
+
+
+def test_the_decision_recorder_follows_a_value_from_data_into_torch():
+    from dycl.hcfg.decisions import DecisionRecorder
+
+    heads = nn.ModuleList([nn.Identity(), nn.Identity()])
+    index, shape_source = torch.tensor(1), torch.ones(2, 3)
+    with DecisionRecorder(inside_torch=False, sources=[index, shape_source]) as recorder:
+        heads[index + 0]                       # operator.index inside ModuleList.__getitem__, on a derived value
+        f"{index}"                             # Tensor.__format__ reads .item()
+        range(shape_source.size(0))            # a shape: not a value from data
+        torch.ones(3)[0].item()                # not from the sources: torch's own values are not followed
+    reads = [(d.what, d.from_data, d.where.line if d.where else None) for d in recorder.decisions]
+    first = inspect.currentframe().f_lineno - 5
+    # the last read is recorded as it always was (made by user code), not as a value from data
+    assert reads == [("an index (range(), list index, shape argument)", True, first),
+                     ("format() (an f-string)", True, first + 1), (".item()", False, first + 3)]
