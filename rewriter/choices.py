@@ -58,7 +58,8 @@ from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import bound_names, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
-_METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "dtype", "device", "is_floating_point",
+_METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "numel", "nelement", "dtype", "device",
+                       "is_floating_point", "is_contiguous", "is_sparse", "layout",
                        "is_complex", "is_cuda", "requires_grad", "training", "isinstance", "hasattr", "callable",
                        "len", "type", "is_tracing", "is_scripting"})
 
