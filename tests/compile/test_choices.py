@@ -263,10 +263,34 @@ class EnumFromData(nn.Module):
         return x + 1 if mode is Mode.FAST else x - 1
 
 
-@pytest.mark.parametrize(("model", "construct", "offset"), [(MatchOnLevel(), "match", 3), (EnumFromData(), "", 2)])
-def test_match_and_enum_from_data_are_refused_at_their_line(model, construct, offset):
-    line = inspect.getsourcelines(type(model).forward)[1] + offset
-    with pytest.raises(dycl.UnsupportedError, match=construct) as refused:
+class ModeAndLayer(nn.Module):
+    """An Enum member and a layer, each picked by a conditional expression on the data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = nn.Linear(8, 8)
+        self.narrow = nn.Linear(8, 8)
+
+    def forward(self, x):
+        mode = Mode.FAST if x.mean() > 0 else Mode.SLOW
+        layer = self.wide if x.std() > 1.0 else self.narrow
+        if mode is Mode.FAST:
+            return layer(x)
+        return layer(x).tanh() * 2
+
+
+def test_enum_members_and_layers_chosen_by_data(tmp_path):
+    torch.manual_seed(13)
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, 2.0] * 9)]
+    assert _check(EnumFromData(), inputs, lambda x: int(x.mean() > 0), tmp_path) == 2
+    model = ModeAndLayer()
+    assert _check(model, inputs, lambda x: (bool(x.mean() > 0), bool(x.std() > 1.0)), tmp_path / "b") == 4
+
+
+def test_match_on_a_number_from_data_is_refused():
+    model = MatchOnLevel()
+    line = inspect.getsourcelines(type(model).forward)[1] + 3
+    with pytest.raises(dycl.UnsupportedError, match="match") as refused:
         dycl.compile(model.eval(), torch.randn(2, 8))
     # the match statement is refused with its forward's first line (the parser's location for it)
     first = inspect.getsourcelines(type(model).forward)[1]
