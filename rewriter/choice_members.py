@@ -12,6 +12,7 @@ refused, ``hcfg.decisions``).
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,13 +40,14 @@ class Member:
 class Members:
     """The deciding ``key``, its ``members`` and the exception (``missing``) eager raises for any other key.
     ``size``: the length of a sequence (a negative index counts from its end); None for keys.
-    ``callable``: every member is (a module or a function the host cannot hold)."""
+    ``unheld``: the members are values the host cannot hold (modules, functions, a user's Enum
+    members): bound to a name, they are aliases (``rewriter.choice_domains``)."""
 
     key: cst.BaseExpression
     members: tuple[Member, ...]
     missing: str
     size: int | None = None
-    callable: bool = False
+    unheld: bool = False
 
     def raise_missing(self, key: cst.BaseExpression) -> cst.Raise:
         """``raise IndexError("index out of range")``, ``raise KeyError(key)``, ``raise AttributeError(key)``."""
@@ -93,7 +95,20 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
         if len(found) > _MAX_MEMBERS:
             return None
         return Members(name, found, "AttributeError", None, True) if found else None
+    if isinstance(func, cst.Call) and len(func.args) == 1 and not (func.args[0].keyword or func.args[0].star):
+        return _enum_members(func, flow, env)
     return None
+
+
+def _enum_members(call: cst.Call, flow: StaticFlow, env: Env) -> Members | None:
+    """``Mode(value)`` for an ``Enum`` class ``Mode``: its members by value."""
+    cls = flow.evaluate(call.func, env)
+    if cls is None or not (isinstance(cls.value, type) and issubclass(cls.value, enum.Enum)):
+        return None
+    found = tuple(Member(m.value, cst.Attribute(call.func, cst.Name(m.name))) for m in cls.value)
+    if not 0 < len(found) <= _MAX_MEMBERS or not all(is_literal(m.value) for m in found):
+        return None
+    return Members(call.args[0].value, found, "ValueError", None, True)
 
 
 def _item(container: cst.BaseExpression, key: Any) -> cst.Subscript:

@@ -30,8 +30,9 @@ statements before it, and the choice replaced by a fresh name:
   conditional expression (``act = "relu" if c else "tanh"`` and copies of ``act``) → one copy
   per literal under ``if act == "relu"``, the literal in place of the name (``getattr(torch,
   act)(h)``, ``F.interpolate(x, mode=mode)`` become static); any other value raises
-- ``expert = self.experts[i]`` (a callable member, bound to a name) → ``key = i``; each later
-  statement of the same block (or below) that reads ``expert`` is switched over the members
+- ``expert = self.experts[i]``, ``mode = Mode(i)`` (an Enum), ``m = A if c else B`` (members the
+  host cannot hold, bound to a name) → ``key = i`` (``bool(c)``); each later statement of the
+  same block (or below) that reads the name is switched over the members
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
@@ -50,7 +51,7 @@ from typing import Any
 import libcst as cst
 from dycl.rewriter.choice_domains import Alias, Domains, Substitute
 from dycl.rewriter.choice_lowering import Lowering
-from dycl.rewriter.choice_members import members
+from dycl.rewriter.choice_members import Member, Members, members
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
@@ -58,7 +59,8 @@ from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import bound_names, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
-_METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "dtype", "device", "is_floating_point",
+_METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "numel", "nelement", "dtype", "device",
+                       "is_floating_point", "is_contiguous", "is_sparse", "layout",
                        "is_complex", "is_cuda", "requires_grad", "training", "isinstance", "hasattr", "callable",
                        "len", "type", "is_tracing", "is_scripting"})
 
@@ -127,20 +129,32 @@ class Choices(FlowWalker):
         return Lowering(self.ctx.namespace, stmt).per_option(options, missing, make)
 
     def alias(self, stmt: cst.SimpleStatementLine, env: Env) -> Block | None:
-        """``name = table[k]``/``getattr(m, name)`` choosing a member by data: ``key = k`` only, and
-        ``name`` an alias for the member the key picks (``Domains``)."""
+        """``name = table[k]``/``getattr(m, name)``/``Mode(k)`` choosing a member the host cannot hold
+        by data: ``key = k`` only, and ``name`` an alias for the member the key picks (``Domains``)."""
         small = stmt.body[0]
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target,
                                                                                        cst.Name)):
             return None
-        found = members(small.value, self.flow, env) if isinstance(small.value, (cst.Subscript, cst.Call)) else None
-        if found is None or not found.callable or not self.decides(found.key, env):
+        found = members(small.value, self.flow, env) if isinstance(small.value, (cst.Subscript, cst.Call)) else (
+            self.unheld_conditional(small.value, env))
+        if found is None or not found.unheld or not self.decides(found.key, env):
             return None
         lowering = Lowering(self.ctx.namespace, stmt)
         key = lowering.fresh("key")
         if not self.domains.alias(small.targets[0].target.value, Alias(found, key, self.scopes[-1]), self.scopes):
             return None
         return [lowering.line(key, found.key)]
+
+    def unheld_conditional(self, node: cst.BaseExpression, env: Env) -> Members | None:
+        """``Mode.FAST if c else Mode.SLOW`` (static values the host cannot hold): the members of
+        ``bool(c)``."""
+        if not isinstance(node, cst.IfExp):
+            return None
+        values = [self.flow.evaluate(branch, env) for branch in (node.body, node.orelse)]
+        if any(value is None or is_literal(value.value) for value in values):
+            return None
+        key = cst.Call(cst.Name("bool"), [cst.Arg(node.test)])
+        return Members(key, (Member(True, node.body), Member(False, node.orelse)), "RuntimeError", None, True)
 
     def lift(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement
              ) -> tuple[Block, Any] | None:

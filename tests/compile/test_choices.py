@@ -263,10 +263,34 @@ class EnumFromData(nn.Module):
         return x + 1 if mode is Mode.FAST else x - 1
 
 
-@pytest.mark.parametrize(("model", "construct", "offset"), [(MatchOnLevel(), "match", 3), (EnumFromData(), "", 2)])
-def test_match_and_enum_from_data_are_refused_at_their_line(model, construct, offset):
-    line = inspect.getsourcelines(type(model).forward)[1] + offset
-    with pytest.raises(dycl.UnsupportedError, match=construct) as refused:
+class ModeAndLayer(nn.Module):
+    """An Enum member and a layer, each picked by a conditional expression on the data."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = nn.Linear(8, 8)
+        self.narrow = nn.Linear(8, 8)
+
+    def forward(self, x):
+        mode = Mode.FAST if x.mean() > 0 else Mode.SLOW
+        layer = self.wide if x.std() > 1.0 else self.narrow
+        if mode is Mode.FAST:
+            return layer(x)
+        return layer(x).tanh() * 2
+
+
+def test_enum_members_and_layers_chosen_by_data(tmp_path):
+    torch.manual_seed(13)
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, 2.0] * 9)]
+    assert _check(EnumFromData(), inputs, lambda x: int(x.mean() > 0), tmp_path) == 2
+    model = ModeAndLayer()
+    assert _check(model, inputs, lambda x: (bool(x.mean() > 0), bool(x.std() > 1.0)), tmp_path / "b") == 4
+
+
+def test_match_on_a_number_from_data_is_refused():
+    model = MatchOnLevel()
+    line = inspect.getsourcelines(type(model).forward)[1] + 3
+    with pytest.raises(dycl.UnsupportedError, match="match") as refused:
         dycl.compile(model.eval(), torch.randn(2, 8))
     # the match statement is refused with its forward's first line (the parser's location for it)
     first = inspect.getsourcelines(type(model).forward)[1]
@@ -331,3 +355,46 @@ def test_chosen_members_bound_to_names(tmp_path):
         return int(x.abs().sum() * 10) % 3, bool(h.std() > 0.5)
 
     assert _check(model, inputs, choice, tmp_path) >= 4
+
+
+class FirstBlocks(nn.Module):
+    """Run as many blocks as the data asks for: torch's ``Sequential.__getitem__`` reads the count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        depth = int(x.abs().mean() * 3) % 3 + 1
+        return self.blocks[:depth](x)
+
+
+class SumOfColumns(nn.Module):
+    def forward(self, x):
+        count = int(x.abs().mean() * 3) % 3 + 1
+        return sum(x[:, i] for i in range(count))
+
+
+@pytest.mark.parametrize("model", [FirstBlocks(), SumOfColumns()])
+def test_a_number_from_data_read_inside_torch_or_a_generator_is_refused_at_the_user_line(model):
+    line = inspect.getsourcelines(type(model).forward)[1] + 2
+    with pytest.raises(dycl.UnsupportedError, match="number computed from the inputs' data") as refused:
+        dycl.compile(model.eval(), torch.randn(2, 8))
+    assert refused.value.location == dycl.rewriter.SourceLocation(__file__, line)
+
+
+def test_the_decision_recorder_follows_a_value_from_data_into_torch():
+    from dycl.hcfg.decisions import DecisionRecorder
+
+    heads = nn.ModuleList([nn.Identity(), nn.Identity()])
+    index, shape_source = torch.tensor(1), torch.ones(2, 3)
+    with DecisionRecorder(inside_torch=False, sources=[index, shape_source]) as recorder:
+        heads[index + 0]                       # operator.index inside ModuleList.__getitem__, on a derived value
+        f"{index}"                             # Tensor.__format__ reads .item()
+        range(shape_source.size(0))            # a shape: not a value from data
+        torch.ones(3)[0].item()                # not from the sources: torch's own values are not followed
+    reads = [(d.what, d.from_data, d.where.line if d.where else None) for d in recorder.decisions]
+    first = inspect.currentframe().f_lineno - 5
+    # the last read is recorded as it always was (made by user code), not as a value from data
+    assert reads == [("an index (range(), list index, shape argument)", True, first),
+                     ("format() (an f-string)", True, first + 1), (".item()", False, first + 3)]

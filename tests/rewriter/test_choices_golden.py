@@ -192,3 +192,25 @@ def test_a_member_chosen_in_one_branch_and_called_after_it_is_refused_at_the_cal
     with pytest.raises(rewriter.UnsupportedError, match="chosen by data in a branch") as refused:
         rewriter.rewrite(ExpertInOneBranch())
     assert refused.value.location.line == inspect.getsourcelines(ExpertInOneBranch.forward)[1] + 5
+
+
+class NestedInCall(nn.Module):
+    def forward(self, x):
+        y = torch.cat([x, x.relu() if x.sum() > 0 else x.tanh()], dim=1).max(1) if x.mean() > 0 else x
+        return y.softmax(-1) if x.numel() > 8 else (y if y.sum() > 0 else -y)
+
+
+def test_a_conditional_expression_inside_a_call_is_lifted_where_it_runs():
+    # the inner one runs only where the outer test holds; the last tests metadata (numel) and stays
+    assert after(NestedInCall(), "choices") == golden("""
+        if x.mean() > 0:
+            if x.sum() > 0:
+                choice_1 = x.relu()
+            else:
+                choice_1 = x.tanh()
+            choice = torch.cat([x, choice_1], dim=1).max(1)
+        else:
+            choice = x
+        y = choice
+        return y.softmax(-1) if x.numel() > 8 else (y if y.sum() > 0 else -y)
+    """)
