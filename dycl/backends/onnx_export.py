@@ -179,8 +179,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     for record in caught:
         if (record.filename, record.lineno) not in pinned:  # a size made a number there: the graph is pinned
             _check_warning(record, module, symbolic, shown, guarded)
-    refuse_sampling(data, module, variant)
-    check_dataflow(data, module, variant)
+    graph = onnx.load_from_string(data).graph  # parsed once for both checks
+    refuse_sampling(graph, module, variant)
+    check_dataflow(data, module, variant, graph)
     return data
 
 
@@ -281,11 +282,11 @@ def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule)
         "Python value in forward() where dycl can keep it on the host")
 
 
-def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant) -> None:
+def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant, graph: onnx.GraphProto | None = None) -> None:
     """Raise ``UnsupportedError`` where the exported graph lost a dependence the eager
     run has: an output computed from an input's values (``dependences``) that the
     graph computes without that input (a dropped input, or a constant in its place)."""
-    graph = onnx.load_from_string(data).graph
+    graph = onnx.load_from_string(data).graph if graph is None else graph
     reached = _reached_inputs(graph)
     eager = dependences(module, variant.examples[0])
     for position, (output, needs) in enumerate(zip(variant.outputs, eager)):

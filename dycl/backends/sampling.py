@@ -128,12 +128,12 @@ def sampling_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from sampling_nodes(subgraph)
 
 
-def refuse_sampling(data: bytes | None, module, variant) -> None:
-    """Raise ``UnsupportedError`` when the exported sub-DNN ``module`` samples: its graph
-    ``data`` has a sampling node, or (``data`` None: the export failed) running it
+def refuse_sampling(graph: onnx.GraphProto | None, module, variant) -> None:
+    """Raise ``UnsupportedError`` when the exported sub-DNN ``module`` samples: its
+    ``graph`` has a sampling node, or (``graph`` None: the export failed) running it
     on the variant's example calls a sampler."""
-    nodes = list(sampling_nodes(onnx.load_from_string(data).graph)) if data is not None else []
-    if data is not None and not nodes:
+    nodes = list(sampling_nodes(graph)) if graph is not None else []
+    if graph is not None and not nodes:
         return
     recorder = SamplingRecorder()
     try:

@@ -10,7 +10,8 @@ offers what exercises them:
 - ``host-conditional``: a conditional expression on a tensor yields a host value (a string
   naming an activation or a head, a Python float);
 - ``hooks``: forward hooks and pre-hooks registered in ``__init__`` (on opaque submodules, on
-  the model, on a gate whose forward branches, and one that stores its input on the module);
+  the model, on a gate whose forward branches, and one that stores its output on the module,
+  which dycl must refuse);
 - ``input-mutation``: ``forward`` changes its argument in place before anything else (the
   runner compares the caller's tensor after the call, not only the outputs);
 - ``sampling``: dropout in its functional (training) form, ``randn_like`` noise, a coin flip
