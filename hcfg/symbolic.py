@@ -254,9 +254,9 @@ class SymbolicShapes:
 
     def test_relation(self, code: Any, mirror: dict[str, Any], reads: set[str]) -> sympy.Basic | None:
         """The condition over dim symbols under which the expression ``code`` (an ``if`` test)
-        is true; None where it is not a test on sizes, or cannot be evaluated on the mirror.
-        A test that calls ``bool()`` on one size comparison (``not x.shape[0] > 2``) is the
-        guard that comparison recorded, or its negation."""
+        is true; None where it is not a test on sizes, or cannot be evaluated on the mirror
+        without pinning a size (``len(x)``, ``bool()`` of a comparison: the shape environment's
+        guards say where the outcome holds, not where the other one does)."""
         run = _Run(self)
         try:
             namespace = dict(mirror)
@@ -264,18 +264,13 @@ class SymbolicShapes:
                 namespace[name] = run.materialize(mirror[name])
             with run.mode, ShapeRules(), _quiet_fake_tensors():
                 value = eval(code, namespace)  # noqa: S307 - the rewritten function's own test
-            guards = [guard.expr for guard in run.env.guards]
-            if isinstance(value, torch.SymBool) and not guards:
-                relation = run.env.simplify(value.node.expr)
-            elif type(value) is bool and len(guards) == 1:
-                relation = guards[0] if value else sympy.Not(guards[0])
-            else:
+            if not isinstance(value, torch.SymBool) or run.env.guards:
                 return None
+            relation = run.env.simplify(value.node.expr)
             if relation.free_symbols - run._from_env.keys():
                 return None
             return relation.xreplace(run._from_env)
-        except Exception as exc:  # noqa: BLE001 - not a test on sizes: explored as before
-            self._failed(exc)
+        except Exception:  # noqa: BLE001 - not a test on sizes (it reads values): explored as before
             return None
 
     def sizes_from_data(self, code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str]) -> bool:

@@ -165,9 +165,12 @@ class _Tracer:
         it (``batch == 1``), each state resized to that size (``hcfg.size_tests``)."""
         if self.shapes is None:
             return states
+        test = cond.test
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):  # bool() would pin it
+            test, outcome = test.expression, not outcome
         if id(cond) not in self._tests:
-            text = cst.Module([]).code_for_node(cond.test)
-            self._tests[id(cond)] = (compile(text, self.code_name(-1 - id(cond)), "eval"), read_names(cond.test))
+            text = cst.Module([]).code_for_node(test)
+            self._tests[id(cond)] = (compile(text, self.code_name(-1 - id(cond)), "eval"), read_names(test))
         code, reads = self._tests[id(cond)]
         sized = []
         for path in states:
