@@ -145,7 +145,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
         found = _decision_guards(module, variant, dynamic_axes, recorder.decisions) if guards is not None else None
         if found is None and guards is not None and symbolic and all(d.shape_only for d in recorder.decisions):
             found = _pinned(module, variant, dynamic_axes, recorder.decisions, shown)
-            pinned = {(d.where.path, d.where.line) for d in recorder.decisions if d.where is not None}
+            pinned = {(d.where.path, d.where.line) for d in recorder.decisions if d.where is not None and found}
         if found is None:
             decision = recorder.decisions[0]
             raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
@@ -170,9 +170,13 @@ class _DataAsDetach(TorchFunctionMode):
 
 
 def _pinned(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]],
-            decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...]:
-    """Guards that pin the graph to the example's sizes (``size_pins``), with the warning."""
+            decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...] | None:
+    """Guards that pin the graph to the example's sizes (``size_pins``), with the warning;
+    None where the sub-DNN does not run on fake tensors with symbolic sizes (it takes a
+    size or a number from data: ``dycl.shape_guards``)."""
     decision = decisions[0]
+    if guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes) is None:
+        return None
     where = decision.where
     if where is not None and where.path == module.filename:
         where = module.location_of(module.statement_at(where.line))
