@@ -152,8 +152,8 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
         guards.extend(found)
         guarded = True
     for record in caught:
-        if (record.filename, record.lineno) not in pinned:  # a size made a number there: the graph is pinned
-            _check_warning(record, module, symbolic, shown, guarded)
+        if not (issubclass(record.category, torch.jit.TracerWarning) and (record.filename, record.lineno) in pinned):
+            _check_warning(record, module, symbolic, shown, guarded)  # (a size made a number there: pinned)
     data = buffer.getvalue()
     check_dataflow(data, module, variant)
     return data
