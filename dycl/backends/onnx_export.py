@@ -170,15 +170,15 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
         if (found is None and guards is not None and symbolic and not data_sizes
                 and all(d.shape_only for d in recorder.decisions)):
             found = _pinned(module, variant, dynamic_axes, recorder.decisions, shown)
-            pinned = {(d.where.path, d.where.line) for d in recorder.decisions if d.where is not None}
+            pinned = {(d.where.path, d.where.line) for d in recorder.decisions if d.where is not None and found}
         if found is None:
             decision = recorder.decisions[0]
             raise _frozen_error(f"{decision.what} of a tensor (a shape or a scalar input)", decision.where, module)
         guards.extend(found)
         guarded = True
     for record in caught:
-        if (record.filename, record.lineno) not in pinned:  # a size made a number there: the graph is pinned
-            _check_warning(record, module, symbolic, shown, guarded)
+        if not (issubclass(record.category, torch.jit.TracerWarning) and (record.filename, record.lineno) in pinned):
+            _check_warning(record, module, symbolic, shown, guarded)  # (a size made a number there: pinned)
     graph = onnx.load_from_string(data).graph  # parsed once for both checks
     refuse_sampling(graph, module, variant)
     check_dataflow(data, module, variant, graph)
@@ -212,9 +212,13 @@ class _DataAsDetach(TorchFunctionMode):
 
 
 def _pinned(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]],
-            decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...]:
-    """Guards that pin the graph to the example's sizes (``size_pins``), with the warning."""
+            decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...] | None:
+    """Guards that pin the graph to the example's sizes (``size_pins``), with the warning;
+    None where the sub-DNN does not run on fake tensors with symbolic sizes (it takes a
+    size or a number from data: ``dycl.shape_guards``)."""
     decision = decisions[0]
+    if guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes) is None:
+        return None
     where = decision.where
     if where is not None and where.path == module.filename:
         where = module.location_of(module.statement_at(where.line))

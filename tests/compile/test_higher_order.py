@@ -140,8 +140,17 @@ def test_map_over_a_static_leading_dim(tmp_path):
     assert check(model, inputs[0], inputs, tmp_path, dynamic=False) == 2
 
 
-def test_map_over_a_symbolic_leading_dim_is_refused():
+def test_map_over_a_symbolic_leading_dim_is_pinned_to_the_traced_sizes(tmp_path):
+    """The map runs once per row: with the default symbolic batch its graph is compiled for
+    the example's 3 rows (and for 1), with a SpecialisationWarning at the map's line (issue 27:
+    specialise, not refuse); other row counts are refused by name, never answered wrongly."""
     torch.manual_seed(5)
-    with pytest.raises(dycl.UnsupportedError) as info:
-        dycl.compile(RowMap().eval(), (torch.randn(3, 4), torch.randn(4)))
-    assert info.value.location is not None and "control_flow_map(" in info.value.location.source_line()
+    model = RowMap().eval()
+    generator = torch.Generator().manual_seed(6)
+    inputs = [(torch.randn(rows, 4, generator=generator), torch.randn(4, generator=generator) * 2)
+              for rows in (3, 1) for _ in range(5)]
+    with pytest.warns(dycl.SpecialisationWarning, match=r"test_higher_order\.py:\d+.*batch == 3"):
+        assert check(model, inputs[0], inputs, tmp_path) == 2
+    compiled = dycl.compile(model, inputs[0])
+    with pytest.raises(ValueError, match=r"\(batch == 3\).*got batch = 5"):
+        compiled(torch.randn(5, 4), torch.randn(4))

@@ -71,3 +71,28 @@ def test_a_number_from_the_symbolic_batch_specialises_the_graph_with_a_warning(t
 def test_a_number_from_tensor_data_is_still_refused_at_its_line():
     with pytest.raises(dycl.UnsupportedError, match=r"test_size_specialisation\.py:\d+"):
         dycl.compile(CountedStart().eval(), torch.randn(2, 6))
+
+
+class PositiveCount(nn.Module):
+    """No control flow of its own: exported as part of its caller's graph."""
+
+    def forward(self, x):
+        positives = x[x > 0].size(0)  # a size, but of a tensor whose size comes from data
+        return x * len([1] * positives)
+
+
+class ScaledByPositives(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = PositiveCount()
+
+    def forward(self, x):
+        y = self.count(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def test_a_number_from_a_size_that_data_decides_is_still_refused():
+    with pytest.raises(dycl.UnsupportedError, match=r"test_size_specialisation\.py:\d+"):
+        dycl.compile(ScaledByPositives().eval(), torch.randn(2, 6))

@@ -34,22 +34,29 @@ def test_transformers_model_agrees_with_eager(case, tmp_path):
         assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
 
 
-def test_a_size_the_library_decided_on_is_checked_by_the_host():
+def test_a_size_the_library_decided_on_is_checked_by_the_host(tmp_path):
     """BERT's attention sets ``is_causal = q_length > 1`` in Python: with a symbolic sequence
-    length a call with one token is refused with transformers' line, not answered wrongly."""
+    length the graph traced at 7 tokens is valid where ``seq > 1`` (the host checks it), and
+    one token runs the graph traced at that size (``dycl.guard_alternatives``; under the
+    tracer transformers also reads ``is_causal.item()``, the same decision again)."""
     import torch
     import transformers as tf
 
     import dycl
+    from dycl.testing_host import Call, run_host_without_torch
 
     model = tf.BertModel(tf.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=37, max_position_embeddings=64)).eval()
     compiled = dycl.compile(model, (torch.randint(0, 99, (2, 7)),), dynamic={"input_ids": {1: "seq"}})
-    for size in ((1, 2), (3, 9)):
-        ids = torch.randint(0, 99, size)
+    calls = [Call((torch.randint(0, 99, size),), {}) for size in ((1, 2), (3, 9), (2, 1), (1, 1))]
+    for call in calls:
+        ids = call.args[0]
         assert torch.allclose(compiled(ids).last_hidden_state, model(ids).last_hidden_state, atol=1e-4)
-    with pytest.raises(ValueError, match=r"valid for sizes where \(seq > 1\) .*sdpa_attention\.py:\d+"):
-        compiled(torch.randint(0, 99, (2, 1)))
+    report = run_host_without_torch(compiled.save(tmp_path / "bert"), model, calls, 1e-4)
+    assert report == {"checked": len(calls), "problems": [], "torch_loaded": False}
+    entries = compiled.manifest["sub_dnns"].values()
+    assert any("seq > 1" in guard["holds"] for entry in entries for guard in entry.get("guards", []))
+    assert any(entry.get("otherwise") for entry in entries)
 
 
 def test_the_output_is_the_framework_object_in_process_and_a_dict_in_the_manifest():
