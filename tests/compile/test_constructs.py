@@ -4,6 +4,8 @@ take several paths, in-process and as a torch-free host."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -401,3 +403,88 @@ def test_walrus_and_functions_stored_on_self(tmp_path):
     model = AttentionPool().eval()
     inputs = varied(3, 6, count=16, seed=12)
     assert agree(model, inputs[0], inputs, tmp_path) >= 3
+
+
+# -- generator helpers ------------------------------------------------------------------------------------
+
+
+class MultiScale(nn.Module):
+    """A feature generator consumed by a for loop and by sum()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+        self.head = nn.Linear(6, 2)
+
+    def _features(self, x):
+        for stage in self.stages:
+            x = torch.relu(stage(x))
+            yield x
+
+    def forward(self, x):
+        best = None
+        for h in self._features(x):
+            if best is None or h.mean() > 0.4 * best.mean():
+                best = h
+        pooled = sum(self._features(x)) / 3
+        return self.head(best + pooled)
+
+
+def test_a_generator_helper_consumed_in_forward(tmp_path):
+    torch.manual_seed(10)
+    model = MultiScale().eval()
+    inputs = varied(2, 6, count=16, seed=13)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- decorators compiled as the closures they are -------------------------------------------------------
+
+
+def doubled(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 2
+    return wrapper
+
+
+def clipped(limit):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return out.clamp(-limit, limit)
+        return inner
+    return decorate
+
+
+class DecoratedHelpers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(6, 6)
+        self.mix = nn.Linear(6, 6)
+        scale = 0.5
+        self.damp = lambda t: t * scale  # a closure made in __init__
+
+    @doubled
+    def _embed(self, x):
+        return self.stem(x)
+
+    @clipped(0.75)
+    def _mix(self, h, *, residual=True):
+        out = self.mix(h)
+        return out + h if residual else out
+
+    def forward(self, x):
+        h = self._embed(x)
+        if h.mean() > 0:
+            h = self._mix(h, residual=False)
+        else:
+            h = self.damp(self._mix(h))
+        return h
+
+
+def test_decorated_helpers_keep_their_wrappers_code(tmp_path):
+    torch.manual_seed(11)
+    model = DecoratedHelpers().eval()
+    inputs = varied(2, 6, count=16, seed=14)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
