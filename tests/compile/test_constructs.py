@@ -488,3 +488,49 @@ def test_decorated_helpers_keep_their_wrappers_code(tmp_path):
     model = DecoratedHelpers().eval()
     inputs = varied(2, 6, count=16, seed=14)
     assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- **kwargs carrying tensors ---------------------------------------------------------------------------
+
+
+class FiLM(nn.Module):
+    """A submodule whose forward takes its conditioning through **kwargs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(6, 6)
+
+    def forward(self, x, **conditioning):
+        h = self.body(x)
+        if conditioning.get("gamma") is not None:
+            h = h * conditioning["gamma"]
+        if "beta" in conditioning and h.mean() > 0:
+            h = h + conditioning["beta"]
+        return h
+
+
+class Conditioned(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.film = FiLM()
+        self.to_gamma = nn.Linear(6, 6)
+
+    def _shift(self, h, **kwargs):
+        if kwargs.get("offset") is not None:
+            h = h + kwargs["offset"]
+        if "scale" in kwargs and h.sum() > 0:
+            h = h * kwargs["scale"]
+        return h
+
+    def forward(self, x):
+        gamma = torch.sigmoid(self.to_gamma(x))
+        h = self.film(x, gamma=gamma, beta=x * 0.1)
+        h = self._shift(h, scale=gamma)
+        return self._shift(self.film(h, beta=-h), offset=x)
+
+
+def test_kwargs_carrying_tensors_into_a_helper_and_a_submodule(tmp_path):
+    torch.manual_seed(12)
+    model = Conditioned().eval()
+    inputs = varied(2, 6, count=16, seed=15)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
