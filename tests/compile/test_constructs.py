@@ -35,21 +35,25 @@ def agree(model: nn.Module, example, inputs, tmp_path, atol: float = 1e-5, **opt
 
 
 class InternalClassifier(nn.Module):
-    """The shape of ShallowDeep-Nets' internal classifiers: a try around the linear head."""
+    """The shape of ShallowDeep-Nets' internal classifiers (``adNN/ShallowDeep/aux_funcs.py``
+    in the DyCL authors' code): the forward chosen in __init__, a try around the linear head."""
 
     def __init__(self, channels: int, classes: int) -> None:
         super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.max_pool = nn.AdaptiveMaxPool2d(2)
+        self.avg_pool = nn.AdaptiveAvgPool2d(2)
+        self.alpha = nn.Parameter(torch.rand(1))
         self.linear = nn.Linear(channels * 4, classes)
+        self.forward = self.forward_w_pooling
 
-    def forward(self, x):
-        maxp = self.pool(x)
+    def forward_w_pooling(self, x):
+        avgp = self.alpha * self.max_pool(x)
+        maxp = (1 - self.alpha) * self.avg_pool(x)
+        mixed = avgp + maxp
         try:
-            out = self.linear(maxp.view(maxp.size(0), -1))
+            return self.linear(mixed.reshape(mixed.size(0), -1))
         except:  # noqa: E722 - as the authors wrote it
-            print(maxp.shape)
-            out = None
-        return out
+            print()
 
 
 class ShallowDeep(nn.Module):
