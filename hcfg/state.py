@@ -157,10 +157,16 @@ class PathFlags:
 
     def split(self, test: cst.BaseExpression, states: list[PathState]) -> tuple[list[PathState], list[PathState]]:
         """The states that enter the then-branch and the else-branch of ``if test``."""
+        then, orelse = self._split_flag(test, states)
         outcomes = type_test_outcomes(test, [s.concrete for s in states], self.local, self.evaluate)
-        if outcomes is not None:  # each state takes the branch its types take (hcfg.type_tests)
-            return ([s for s, taken in zip(states, outcomes) if taken],
-                    [s for s, taken in zip(states, outcomes) if not taken])
+        if outcomes is None:
+            return then, orelse
+        # a state whose types decide the test takes only that branch (hcfg.type_tests)
+        decided = {id(s): o for s, o in zip(states, outcomes)}
+        return [s for s in then if decided[id(s)] is not False], [s for s in orelse if decided[id(s)] is not True]
+
+    def _split_flag(self, test: cst.BaseExpression, states: list[PathState]
+                    ) -> tuple[list[PathState], list[PathState]]:
         flag = self.tested(test)
         if flag is None:
             return states, states

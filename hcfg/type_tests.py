@@ -1,5 +1,6 @@
 """Type tests that the explored states decide: ``isinstance(out, tuple)``, ``type(h) is
-torch.Tensor``, ``state is None``, ``hasattr(out, "logits")``, and ``and``/``or``/``not`` of them.
+torch.Tensor``, ``state is None``, ``hasattr(out, "logits")``, the keys of a local dict
+(``kwargs.get("mask") is None``, ``"mask" in kwargs``), and ``and``/``or``/``not`` of them.
 
 Note: why a type test on explored values is static. Exploration (``hcfg.build``) reaches
 a statement in one state per structurally different way to get there (``hcfg.state``:
@@ -91,14 +92,33 @@ class _Subjects:
             return None
         return self._subject(call.args[0].value)
 
+    def _keyed(self, node: cst.BaseExpression) -> set[str] | None:
+        """``d.get("k")`` or ``d["k"]`` on a local dict (``**kwargs``): a subject whose presence
+        and type the dict's keys and values fix."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" \
+                and len(node.args) == 1 and isinstance(node.args[0].value, cst.SimpleString):
+            base = node.func.value
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(
+                node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.SimpleString):
+            base = node.value
+        else:
+            return None
+        subject = self._subject(base)
+        return subject if subject and isinstance(self.state.get(base.value), dict) else None
+
     def _comparison(self, left: cst.BaseExpression, target: cst.ComparisonTarget) -> set[str] | None:
+        if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(left, cst.SimpleString):
+            subject = self._subject(target.comparator)  # "k" in kwargs
+            return subject if subject and isinstance(self.state.get(target.comparator.value), dict) else None
         if not isinstance(target.operator, _IDENTITY):
             return None
         right = target.comparator
         if isinstance(target.operator, (cst.Is, cst.IsNot)):
             for subject, other in ((left, right), (right, left)):
-                if isinstance(other, cst.Name) and other.value == "None" and self._subject(subject):
-                    return self._subject(subject)
+                if isinstance(other, cst.Name) and other.value == "None":
+                    found = self._subject(subject) or self._keyed(subject)
+                    if found:
+                        return found
         if (isinstance(left, cst.Call) and self._builtin(left.func, "type") and len(left.args) == 1
                 and not left.args[0].star and self._static(right)):
             return self._subject(left.args[0].value)
@@ -123,22 +143,35 @@ class TypeTestEvaluator:
             return None
 
 
+def _outcome(test: cst.BaseExpression, state: dict[str, Any], local: frozenset[str],
+             evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> bool | None:
+    """``test``'s value in ``state`` as far as its type tests decide it: a type test's value;
+    ``a and b`` False where a decided part is False, ``a or b`` True where one is True; None
+    where a part the states do not decide (a tensor test) settles it."""
+    if isinstance(test, cst.BooleanOperation):
+        left, right = (_outcome(part, state, local, evaluate) for part in (test.left, test.right))
+        stop = isinstance(test.operator, cst.Or)  # the value that settles the operation
+        if left is stop or right is stop:
+            return stop
+        return (not stop) if left is not None and right is not None else None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _outcome(test.expression, state, local, evaluate)
+        return None if inner is None else not inner
+    subjects = _Subjects(local, state).of(test)
+    if subjects is None or not all(name in state and _structure(state[name]) for name in subjects):
+        return None
+    value = evaluate(test, state)
+    return value if isinstance(value, bool) else None
+
+
 def type_test_outcomes(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
-                       evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> list[bool] | None:
-    """The value ``test`` has in each state of ``states``, where it is a type test that the
-    states decide (see the module note): each state then takes only its own branch. None
-    otherwise. ``evaluate`` gives an expression's value in a state (any non-bool for one
-    it could not evaluate)."""
-    outcomes = []
-    for state in states:
-        subjects = _Subjects(local, state).of(test)
-        if subjects is None or not all(name in state and _structure(state[name]) for name in subjects):
-            return None
-        value = evaluate(test, state)
-        if not isinstance(value, bool):
-            return None
-        outcomes.append(value)
-    return outcomes
+                       evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> list[bool | None] | None:
+    """Per state, the value its type tests give ``test`` (True/False), or None where they do
+    not decide it (see the module note): a state whose value is decided takes only that
+    branch. None where no state's is. ``evaluate`` gives an expression's value in a state
+    (any non-bool for one it could not evaluate)."""
+    outcomes = [_outcome(test, state, local, evaluate) for state in states]
+    return outcomes if any(o is not None for o in outcomes) else None
 
 
 def decided_type_test(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
@@ -146,7 +179,7 @@ def decided_type_test(test: cst.BaseExpression, states: list[dict[str, Any]], lo
     """The value of ``test`` where it is the same in every state (``type_test_outcomes``):
     every call takes that branch, so the ``if`` is dropped. None otherwise."""
     outcomes = type_test_outcomes(test, states, local, evaluate)
-    return outcomes[0] if outcomes and len(set(outcomes)) == 1 else None
+    return outcomes[0] if outcomes and outcomes[0] is not None and len(set(outcomes)) == 1 else None
 
 
 __all__ = ["TypeTestEvaluator", "decided_type_test", "type_test_outcomes"]

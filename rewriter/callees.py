@@ -10,6 +10,8 @@ call's static arguments. Every table this module fills is one of
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, contains
 from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.forward import resolve_method
+from dycl.rewriter.generators import generator_as_list
 from dycl.rewriter.inline import Callee, InlinedBody, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_slots import collect_state_writes
@@ -58,11 +61,17 @@ class WithPlaceholder:
 CachedCallee = InlinedBody | WithPlaceholder
 
 
+def _generator(function: types.FunctionType) -> bool:
+    return bool(function.__code__.co_flags & inspect.CO_GENERATOR)
+
+
 def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFunction:
     """``function`` parsed, with its unsupported constructs and state writes refused (once)."""
     parsed = ctx.caches.parsed.get(function)
     if parsed is None:
-        parsed = parse_function(function, ctx.locations)
+        parsed = parse_function(function, ctx.locations, closures=True)
+        if _generator(function):  # a generator helper: rewriter.generators
+            parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
         reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
         collect_state_writes(ctx, parsed.function, parsed.definition)
         ctx.caches.parsed[function] = parsed
@@ -93,7 +102,7 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     body = parsed.definition.body.body
     nodes = [n for stmt in body for n in descendants(stmt)]
     # super() is resolved by a pass (rewriter.super_calls): such a callee is rewritten to see what it calls
-    branching = any(isinstance(n, _BRANCHING) or converts(n) or is_super_call(n) for n in nodes)
+    branching = any(isinstance(n, _BRANCHING) or converts(n) or is_super_call(n) for n in nodes) or _generator(function)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
@@ -242,9 +251,10 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         body = run_body(parsed, definition, env, index)
     finally:
         ctx.call_stack.pop()
-    if not parsed.higher_order and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+    if not parsed.higher_order and not _generator(callee.function) and not any(
+            contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
             converts(n) for stmt in body for n in descendants(stmt)) and not _touches_state(ctx, callee):
-        return None
+        return None  # kept as a call; a generator's list is inlined, so that its length is known
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}
     inlined = InlinedBody(body, params)
     return WithPlaceholder(inlined, placeholder) if receiver is not None else inlined

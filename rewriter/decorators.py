@@ -13,7 +13,9 @@ function it wraps:
 - a pure forwarding wrapper whose whole body is ``return f(*args, **kwargs)``
   with exactly its own parameters (a docstring aside).
 
-Any other layer raises ``UnsupportedError`` naming the decorator and its line.
+Any other layer raises ``UnsupportedError`` naming the decorator and its line, except
+where the caller compiles wrappers as closures (``undecorate(..., closures=True)``: a
+helper's decorator, inlined like any call).
 A decorator that returns the function itself (``torch.jit.unused``, a registry)
 leaves no layer and needs nothing.
 """
@@ -21,6 +23,7 @@ leaves no layer and needs nothing.
 from __future__ import annotations
 
 import inspect
+import sysconfig
 import textwrap
 import types
 from typing import Any
@@ -30,6 +33,7 @@ import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
+_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def _closure(function: types.FunctionType) -> dict[str, Any]:
@@ -101,12 +105,35 @@ def _decorator_site(layer: types.FunctionType, inner: types.FunctionType) -> tup
     return written[chosen], SourceLocation(inner.__code__.co_filename, first + offset)
 
 
-def undecorate(function: Any) -> Any:
+def _library_code(function: types.FunctionType) -> bool:
+    """Torch's or an installed package's wrapper (``torch.autocast``'s changes the dtypes the
+    traced graph computes in: not a closure to compile)."""
+    if (getattr(function, "__module__", "") or "").split(".")[0] in ("torch", "functools", "contextlib"):
+        return True
+    return function.__code__.co_filename.startswith(_LIBRARY_PATHS)
+
+
+def _has_source(function: types.FunctionType) -> bool:
+    try:
+        inspect.getsourcelines(function.__code__)  # not the function: inspect would follow __wrapped__
+    except (OSError, TypeError):
+        return False
+    return True
+
+
+def undecorate(function: Any, closures: bool = False) -> Any:
     """``function`` without its harmless wrapper layers; raises ``UnsupportedError`` at
-    the first layer that may change the result. Not-wrapped functions come back as is."""
+    the first layer that may change the result. Not-wrapped functions come back as is.
+
+    With ``closures``, such a layer that has Python source is returned instead: the
+    wrapper is compiled as the closure it is (its body, with the function it wraps and
+    the decorator's other arguments read from its cells, ``ParsedFunction.globals``),
+    so its code is kept, not dropped."""
     current = function
     while isinstance(current, types.FunctionType) and hasattr(current, "__wrapped__"):
         if not (_is_grad_mode_wrapper(current) or _is_forwarding_wrapper(current)):
+            if closures and _has_source(current) and not _library_code(current):
+                return current
             inner = inspect.unwrap(current)
             decorator, location = _decorator_site(current, inner)
             raise UnsupportedError(

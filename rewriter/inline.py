@@ -58,7 +58,7 @@ class InlinedBody:
 
 @functools.lru_cache(maxsize=4096)
 def _signature(function: types.FunctionType) -> inspect.Signature:
-    return inspect.signature(function)
+    return inspect.signature(function, follow_wrapped=False)  # a wrapper binds its own parameters
 
 
 def explicit_receiver(flow: StaticFlow, call: cst.Call, env: Env, function: types.FunctionType) -> Static | None:
@@ -83,7 +83,7 @@ def user_function(function: object) -> object:
     """``function`` with its harmless decorators peeled when it wraps user code
     (``rewriter.decorators``: other decorators of user code are refused)."""
     if hasattr(function, "__wrapped__") and is_user_code(inspect.unwrap(function)):
-        return undecorate(function)
+        return undecorate(function, closures=True)
     return function
 
 
@@ -255,13 +255,15 @@ class Inline(FlowWalker):
     def _pack(self, value: tuple | dict, keywords: bool, env: Env) -> Static | cst.BaseExpression:
         """The ``*args`` tuple or ``**kwargs`` dict of a call: static when every element is."""
         items = list(value.items()) if keywords else list(enumerate(value))
-        statics = {key: self.flow.evaluate(expr, env) for key, expr in items}
+        # the receiver of a method whose function takes *args (a decorator's wrapper) is a Static already
+        statics = {key: expr if isinstance(expr, Static) else self.flow.evaluate(expr, env) for key, expr in items}
         if all(static is not None for static in statics.values()):
             if keywords:
                 term = cst.Dict([cst.DictElement(literal_term(key), statics[key].term) for key, _ in items])
                 return Static({key: statics[key].value for key, _ in items}, term)
             values = tuple(statics[key].value for key, _ in items)
             return Static(values, _tuple([statics[key].term for key, _ in items]))
+        items = [(key, expr.term if isinstance(expr, Static) else expr) for key, expr in items]
         if keywords:
             return cst.Dict([cst.DictElement(literal_term(key), expr) for key, expr in items])
         return _tuple([expr for _, expr in items])

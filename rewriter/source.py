@@ -30,7 +30,10 @@ class ParsedFunction:
 
     @property
     def globals(self) -> dict[str, Any]:
-        return self.function.__globals__
+        """The names the source reads from outside: the module's globals, and for a closure
+        (a decorator's wrapper) its cells, frozen at compile time as globals are."""
+        cells = closure_values(self.function)
+        return {**self.function.__globals__, **cells} if cells else self.function.__globals__
 
 
 def _where(obj: Any) -> SourceLocation | None:
@@ -40,22 +43,37 @@ def _where(obj: Any) -> SourceLocation | None:
     return SourceLocation(code.co_filename, code.co_firstlineno)
 
 
-def parse_function(function: Any, locations: LocationTable) -> ParsedFunction:
+def closure_values(function: types.FunctionType) -> dict[str, Any]:
+    """The values in ``function``'s cells by name (``__class__`` aside: ``rewriter.super_calls``)."""
+    values = {}
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        if name != "__class__":
+            try:
+                values[name] = cell.cell_contents
+            except ValueError:  # an empty cell: refused below
+                continue
+    return values
+
+
+def parse_function(function: Any, locations: LocationTable, closures: bool = False) -> ParsedFunction:
     """Parse ``function`` (a plain function or method, harmless decorators peeled);
     raise ``UnsupportedError`` when it has no Python source or a decorator whose
-    code would be lost (``rewriter.decorators``)."""
-    function = undecorate(getattr(function, "__func__", function))
+    code would be lost (``rewriter.decorators``). With ``closures`` (a callee), a
+    closure (a decorator's wrapper, a lambda made in ``__init__``) is parsed reading its
+    cells as globals: frozen at compile time, as globals are."""
+    function = undecorate(getattr(function, "__func__", function), closures=closures)
     name = getattr(function, "__qualname__", repr(function))
     if not isinstance(function, types.FunctionType):
         raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,
                                "dycl compiles methods written in Python")
     captured = sorted(set(function.__code__.co_freevars) - {"__class__"})  # __class__: rewriter.super_calls
-    if captured:
+    if captured and not (closures and set(closure_values(function)) == set(captured)):
         raise UnsupportedError(f"{name}, a closure reading {', '.join(captured)} from an enclosing function",
                                _where(function), "store those values on the module in __init__, or pass them in")
     try:
-        lines, first_line = inspect.getsourcelines(function)
-        path = inspect.getsourcefile(function) or function.__code__.co_filename
+        # the code object's: inspect follows a function's __wrapped__ to the function a wrapper wraps
+        lines, first_line = inspect.getsourcelines(function.__code__)
+        path = inspect.getsourcefile(function.__code__) or function.__code__.co_filename
     except (OSError, TypeError) as exc:
         raise UnsupportedError(f"{name}, whose source code cannot be found ({exc})", _where(function),
                                "define the model in a .py file (or a notebook cell) that Python can read back"

@@ -58,7 +58,11 @@ class Unroll(FlowWalker):
     # -- loops ---------------------------------------------------------------------------------
 
     def expand_for(self, loop: cst.For, env: Env) -> tuple[Block, Exits]:
+        inlined, loop = self.inline_iterable(loop, env)
+        for line in inlined:
+            env = self.flow.step(line, env).fall
         elements, prologue = self.iteration(loop, env)
+        prologue = inlined + prologue
         self._refuse_rebinding(loop, elements)
         for line in prologue:
             env = self.flow.step(line, env).fall
@@ -82,6 +86,22 @@ class Unroll(FlowWalker):
                     "a for loop over a container that the loop changes", loop,
                     "iterate over a copy (`for x in list(xs):`) or collect the changes and apply them after the loop")
         return self.assemble(loop, iterations, breaks, current, prologue)
+
+    def inline_iterable(self, loop: cst.For, env: Env) -> tuple[Block, cst.For]:
+        """``for h in self._features(x):`` over a helper that ``Inline`` inlines (a generator,
+        ``rewriter.generators``, or a helper that builds a list): the helper's body first,
+        its result bound to a fresh name the loop iterates, whose length is then known."""
+        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None:
+            return [], loop
+        from dycl.rewriter.inline import Inline  # Inline's module imports the passes this one is beside
+
+        name = self.ctx.namespace.fresh("iterated")
+        line = set_location(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], loop.iter)]),
+                            comment_of(loop))
+        inlined = Inline(self.unit).replace(line, env.copy())
+        if len(inlined) == 1 and inlined[0] is line:
+            return [], loop
+        return inlined, loop.with_changes(iter=cst.Name(name))
 
     def _refuse_rebinding(self, loop: cst.For, elements: list[Element]) -> None:
         """An unrolled iteration reads its item through a name (``outs[2]``); Python

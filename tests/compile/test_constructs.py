@@ -4,6 +4,8 @@ take several paths, in-process and as a torch-free host."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -33,21 +35,25 @@ def agree(model: nn.Module, example, inputs, tmp_path, atol: float = 1e-5, **opt
 
 
 class InternalClassifier(nn.Module):
-    """The shape of ShallowDeep-Nets' internal classifiers: a try around the linear head."""
+    """The shape of ShallowDeep-Nets' internal classifiers (``adNN/ShallowDeep/aux_funcs.py``
+    in the DyCL authors' code): the forward chosen in __init__, a try around the linear head."""
 
     def __init__(self, channels: int, classes: int) -> None:
         super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.max_pool = nn.AdaptiveMaxPool2d(2)
+        self.avg_pool = nn.AdaptiveAvgPool2d(2)
+        self.alpha = nn.Parameter(torch.rand(1))
         self.linear = nn.Linear(channels * 4, classes)
+        self.forward = self.forward_w_pooling
 
-    def forward(self, x):
-        maxp = self.pool(x)
+    def forward_w_pooling(self, x):
+        avgp = self.alpha * self.max_pool(x)
+        maxp = (1 - self.alpha) * self.avg_pool(x)
+        mixed = avgp + maxp
         try:
-            out = self.linear(maxp.view(maxp.size(0), -1))
+            return self.linear(mixed.reshape(mixed.size(0), -1))
         except:  # noqa: E722 - as the authors wrote it
-            print(maxp.shape)
-            out = None
-        return out
+            print()
 
 
 class ShallowDeep(nn.Module):
@@ -401,3 +407,134 @@ def test_walrus_and_functions_stored_on_self(tmp_path):
     model = AttentionPool().eval()
     inputs = varied(3, 6, count=16, seed=12)
     assert agree(model, inputs[0], inputs, tmp_path) >= 3
+
+
+# -- generator helpers ------------------------------------------------------------------------------------
+
+
+class MultiScale(nn.Module):
+    """A feature generator consumed by a for loop and by sum()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+        self.head = nn.Linear(6, 2)
+
+    def _features(self, x):
+        for stage in self.stages:
+            x = torch.relu(stage(x))
+            yield x
+
+    def forward(self, x):
+        best = None
+        for h in self._features(x):
+            if best is None or h.mean() > 0.4 * best.mean():
+                best = h
+        pooled = sum(self._features(x)) / 3
+        return self.head(best + pooled)
+
+
+def test_a_generator_helper_consumed_in_forward(tmp_path):
+    torch.manual_seed(10)
+    model = MultiScale().eval()
+    inputs = varied(2, 6, count=16, seed=13)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- decorators compiled as the closures they are -------------------------------------------------------
+
+
+def doubled(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 2
+    return wrapper
+
+
+def clipped(limit):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return out.clamp(-limit, limit)
+        return inner
+    return decorate
+
+
+class DecoratedHelpers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(6, 6)
+        self.mix = nn.Linear(6, 6)
+        scale = 0.5
+        self.damp = lambda t: t * scale  # a closure made in __init__
+
+    @doubled
+    def _embed(self, x):
+        return self.stem(x)
+
+    @clipped(0.75)
+    def _mix(self, h, *, residual=True):
+        out = self.mix(h)
+        return out + h if residual else out
+
+    def forward(self, x):
+        h = self._embed(x)
+        if h.mean() > 0:
+            h = self._mix(h, residual=False)
+        else:
+            h = self.damp(self._mix(h))
+        return h
+
+
+def test_decorated_helpers_keep_their_wrappers_code(tmp_path):
+    torch.manual_seed(11)
+    model = DecoratedHelpers().eval()
+    inputs = varied(2, 6, count=16, seed=14)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2
+
+
+# -- **kwargs carrying tensors ---------------------------------------------------------------------------
+
+
+class FiLM(nn.Module):
+    """A submodule whose forward takes its conditioning through **kwargs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(6, 6)
+
+    def forward(self, x, **conditioning):
+        h = self.body(x)
+        if conditioning.get("gamma") is not None:
+            h = h * conditioning["gamma"]
+        if "beta" in conditioning and h.mean() > 0:
+            h = h + conditioning["beta"]
+        return h
+
+
+class Conditioned(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.film = FiLM()
+        self.to_gamma = nn.Linear(6, 6)
+
+    def _shift(self, h, **kwargs):
+        if kwargs.get("offset") is not None:
+            h = h + kwargs["offset"]
+        if "scale" in kwargs and h.sum() > 0:
+            h = h * kwargs["scale"]
+        return h
+
+    def forward(self, x):
+        gamma = torch.sigmoid(self.to_gamma(x))
+        h = self.film(x, gamma=gamma, beta=x * 0.1)
+        h = self._shift(h, scale=gamma)
+        return self._shift(self.film(h, beta=-h), offset=x)
+
+
+def test_kwargs_carrying_tensors_into_a_helper_and_a_submodule(tmp_path):
+    torch.manual_seed(12)
+    model = Conditioned().eval()
+    inputs = varied(2, 6, count=16, seed=15)
+    assert agree(model, inputs[0], inputs, tmp_path) >= 2

@@ -49,3 +49,15 @@ def test_decided_only_where_every_state_agrees():
     test = cst.parse_expression("h is None")
     assert decided_type_test(test, [{"h": None}, {"h": None}], LOCAL, evaluate) is True
     assert decided_type_test(test, [{"h": None}, {"h": T}], LOCAL, evaluate) is None
+
+
+def test_a_type_test_joined_to_a_tensor_test_decides_the_states_it_settles():
+    local = LOCAL | {"kwargs", "x"}
+    evaluate = TypeTestEvaluator()
+    test = cst.parse_expression('"scale" in kwargs and x.sum() > 0')
+    states = [{"kwargs": {}, "x": T}, {"kwargs": {"scale": T}, "x": T}]
+    assert type_test_outcomes(test, states, local, evaluate) == [False, None]
+    test = cst.parse_expression('kwargs.get("mask") is None or x.sum() > 0')
+    states = [{"kwargs": {"mask": T}, "x": T}, {"kwargs": {}, "x": T}]
+    assert type_test_outcomes(test, states, local, evaluate) == [None, True]
+    assert decided_type_test(test, states, local, evaluate) is None

@@ -405,3 +405,66 @@ def test_a_lambda_stored_on_the_module_is_read_as_the_def_it_stands_for():
     parsed = parse_function(StoredLambda().act, locations)
     assert "MARK" in locations.resolve(parsed.definition.body.body[0]).source_line()
     assert [p.name.value for p in parsed.definition.params.params] == ["t", "low"]
+
+
+class Pyramid(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stages = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def _features(self, x):
+        for stage in self.stages:
+            x = stage(x)
+            if x.mean() > 0:
+                return
+            yield x
+        yield from [x, x * 2]
+
+    def forward(self, x):
+        return sum(self._features(x))
+
+
+def test_a_generator_helper_is_read_as_the_list_of_what_it_yields():
+    from dycl.rewriter.generators import generator_as_list
+
+    locations = LocationTable()
+    definition = generator_as_list(parse_function(Pyramid._features, locations).definition, locations)
+    text = locations.strip(cst.Module(body=list(definition.body.body)).code).strip() + "\n"
+    assert text == golden("""
+        yielded_1 = []
+        for stage in self.stages:
+            x = stage(x)
+            if x.mean() > 0:
+                return yielded_1
+            yielded_1.append(x)
+        yielded_1.extend([x, x * 2])
+        return yielded_1
+    """)
+
+
+class SendTarget(nn.Module):
+    def _gen(self, x):
+        scale = yield x  # MARK
+        yield x * scale
+
+    def forward(self, x):
+        return list(self._gen(x))
+
+
+class ReturnsValue(nn.Module):
+    def _gen(self, x):
+        yield x
+        return x.sum()  # MARK
+
+    def forward(self, x):
+        return list(self._gen(x))
+
+
+@pytest.mark.parametrize(("model_class", "construct"), [
+    (SendTarget, "a yield used as a value"),
+    (ReturnsValue, "a generator that returns a value"),
+])
+def test_generators_a_list_cannot_stand_for_are_refused(model_class, construct):
+    with pytest.raises(dycl.UnsupportedError, match=construct) as info:
+        dycl.rewriter.rewrite(model_class())
+    assert "MARK" in info.value.location.source_line()
