@@ -94,7 +94,7 @@ class StateTable:
         if not self.slots or not isinstance(module, torch.nn.Module):
             return False
         owners = {slot.module_id for slot in self.slots.values()}
-        return any(id(inner) in owners for inner in module.modules())
+        return any(id(inner) in owners for inner in module.modules())  # cheap: few modules hold state
 
     def get(self, owner: Any, attribute: str) -> StateSlot | None:
         return self.slots.get((id(owner), attribute))
