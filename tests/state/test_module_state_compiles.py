@@ -241,6 +241,30 @@ class ReadsItsLog(nn.Module):
         return x
 
 
+class ModeSwitch(nn.Module):
+    """One helper reads a mode flag, another (called after it) flips it on data: the read must
+    not be folded to the flag's value at compile time although the rewrite sees it first."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.mode = 0
+
+    def _apply(self, x):
+        if self.mode == 1:
+            return self.fc(x) * 2
+        return self.fc(x)
+
+    def _maybe_switch(self, x):
+        if x.mean() > 0:
+            self.mode = 1 - self.mode
+
+    def forward(self, x):
+        y = self._apply(x)
+        self._maybe_switch(x)
+        return y
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -432,3 +456,9 @@ def test_list_read_in_forward_is_refused_at_its_line():
     lines, first = inspect.getsourcelines(ReadsItsLog.forward)
     assert info.value.location.line == first + next(i for i, text in enumerate(lines) if "MARK" in text)
     assert model.log == []
+
+
+def test_flag_read_before_the_helper_that_writes_it():
+    model, twin, compiled = _compile(ModeSwitch, torch.randn(2, 4))
+    inputs = _rows(11, 8, (2, 4), scales=(1.0, 1.0, -1.0, 2.0))
+    assert run_sequence(model, twin, compiled, inputs) == 4  # both modes, switching or not
