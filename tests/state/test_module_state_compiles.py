@@ -462,3 +462,12 @@ def test_flag_read_before_the_helper_that_writes_it():
     model, twin, compiled = _compile(ModeSwitch, torch.randn(2, 4))
     inputs = _rows(11, 8, (2, 4), scales=(1.0, 1.0, -1.0, 2.0))
     assert run_sequence(model, twin, compiled, inputs) == 4  # both modes, switching or not
+
+
+def test_per_sample_with_module_state_is_refused():
+    model = WarmupGate().eval()
+    before = copy.deepcopy(model)
+    with pytest.raises(dycl.UnsupportedError, match=r"per_sample=True with module state written in forward\(\) "
+                                                     r"\(num_calls\)"):
+        dycl.compile(model, torch.randn(1, 6), per_sample=True)
+    _assert_same_state(before, model, "after the refusal")
