@@ -52,7 +52,8 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     # the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
     returned = getattr(model, FORWARD)(*args, **specialized)
     if state:  # (outputs, final module state): the host returns the outputs (rewriter.state_threading)
-        returned = returned[0]
+        returned, final = returned
+        _check_state(host, final)
     _check_plain(returned, host, locations or LocationTable())
     for name, value in host.flat_outputs(returned):
         if isinstance(value, (np.ndarray, np.generic)):
@@ -60,6 +61,16 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
         else:
             specs.append(Output(name, type(value).__name__))
     return tuple(specs)
+
+
+def _check_state(host: Any, final: tuple) -> None:
+    """Refuse a dict on the model that the example's call stored an array in: only dicts of numbers
+    are compiled as state (``rewriter.state_slots``)."""
+    for (_, path, kind, _), value in zip(host.STATE, final):
+        if kind == "dict" and any(isinstance(item, np.ndarray) for item in value.values()):
+            raise UnsupportedError(f"a tensor stored in the dict {path} on the model inside forward()", None,
+                                   "only dicts of bools, ints and floats on the model are compiled as state; "
+                                   "keep tensors in buffers (register_buffer) or return them")
 
 
 def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:

@@ -8,8 +8,10 @@ and refuses the rest with the user's file:line, as before:
   local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
   model and holds a tensor (parameter, buffer or plain tensor attribute), a
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
-  ``out=``, assignment and augmented assignment; and ``self.<list>.append(v)`` on a
-  list of tensors (kind ``list``: the items appended are the compiled part);
+  ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
+  to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
+  ``self.<list>.append(v)`` on a list of tensors (kind ``list``: the items appended are the
+  compiled part);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
@@ -73,13 +75,16 @@ class CollectStateWrites(RejectStateWrites):
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
-        parts = _attribute_path(chain, self.receiver)
+        item = isinstance(chain, cst.Subscript)  # self.stats["n"] = ..., self.buf[0] = ...
+        if item:
+            chain = self._resolved(chain.value)
+        parts = None if chain is None else _attribute_path(chain, self.receiver)
         if parts is None:
             return "a container on self (an item or a method of a list/dict) is not compiled as state"
         if not self.owners:
             return "the module this method belongs to is not part of the model"
         for owner in self.owners:
-            reason = self._add(owner, parts)
+            reason = self._add(owner, parts, item=item)
             if reason is not None:
                 return reason
         return None
@@ -96,7 +101,7 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False) -> str | None:
+    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False, item: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -113,6 +118,11 @@ class CollectStateWrites(RejectStateWrites):
                         f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
                         "compiled for a list of tensors")
             kind = "list"
+        elif item and kind != "tensor":
+            if not _plain_dict(value):
+                return (f"the attribute {attribute!r} holds a {type(value).__name__}; item writes are compiled for "
+                        "tensors and for dicts of bools, ints and floats keyed by strings")
+            kind = "dict"
         if kind is None:
             return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
         self.table.add(module, attribute, kind)
@@ -152,6 +162,11 @@ class CollectStateWrites(RejectStateWrites):
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
         return node
+
+
+def _plain_dict(value: object) -> bool:
+    return type(value) is dict and all(isinstance(key, str) and type(item) in (bool, int, float)
+                                       for key, item in value.items())
 
 
 def _appended_to(what: cst.CSTNode) -> cst.BaseExpression | None:

@@ -265,6 +265,25 @@ class ModeSwitch(nn.Module):
         return y
 
 
+class RoutingStats(nn.Module):
+    """A dict of counters on self, updated by item (also through a local name) on every path."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.stats = {"calls": 0, "early": 0, "mean": 0.0}
+
+    def forward(self, x):
+        self.stats["calls"] += 1
+        h = self.fc(x)
+        if h.mean() > 0:
+            self.stats["early"] += 1
+            return h
+        s = self.stats
+        s["mean"] = s["mean"] * 0.5 + float(h.mean())
+        return h * s["calls"]
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -272,8 +291,9 @@ def _module_state(model: nn.Module) -> dict:
     """Every tensor and every plain attribute of every module."""
     return {
         "tensors": {k: v.detach().clone() for k, v in model.state_dict().items()},
-        "attributes": {f"{name}.{k}": v for name, m in model.named_modules() for k, v in vars(m).items()
-                       if isinstance(v, (bool, int, float))},
+        "attributes": {f"{name}.{k}": copy.deepcopy(v) for name, m in model.named_modules()
+                       for k, v in vars(m).items()
+                       if isinstance(v, (bool, int, float, dict)) and not k.startswith("_")},
     }
 
 
@@ -281,7 +301,8 @@ def _assert_same_state(expected: nn.Module, actual: nn.Module, where: str) -> No
     want, got = _module_state(expected), _module_state(actual)
     problem = outputs_match(want["tensors"], got["tensors"], ATOL)
     assert problem is None, f"{where}: module state differs: {problem}"
-    assert want["attributes"] == got["attributes"], f"{where}: attributes differ"
+    problem = outputs_match(want["attributes"], got["attributes"], ATOL)
+    assert problem is None, f"{where}: attributes differ: {problem}"
 
 
 def run_sequence(model: nn.Module, twin: nn.Module, compiled, inputs: list, eager_steps: frozenset = frozenset()):
@@ -363,8 +384,9 @@ def test_state_in_a_submodule_and_a_helper_on_one_branch():
 
 
 @pytest.mark.parametrize("model_class, shape", [(WarmupGate, (2, 6)), (EMANormalizer, (8, 5)),
-                                                (PeriodicRefresh, (2, 4)), (TrackedClassifier, (2, 4))],
-                         ids=["counter", "ema", "attributes", "submodule"])
+                                                (PeriodicRefresh, (2, 4)), (TrackedClassifier, (2, 4)),
+                                                (RoutingStats, (2, 4))],
+                         ids=["counter", "ema", "attributes", "submodule", "dict"])
 def test_saved_host_keeps_the_state_between_calls(tmp_path, model_class, shape):
     model, twin, compiled = _compile(model_class, torch.randn(*shape))
     compiled.save(tmp_path / "artifact")
@@ -471,3 +493,12 @@ def test_per_sample_with_module_state_is_refused():
                                                      r"\(num_calls\)"):
         dycl.compile(model, torch.randn(1, 6), per_sample=True)
     _assert_same_state(before, model, "after the refusal")
+
+
+def test_dict_of_counters_on_self():
+    model, twin, compiled = _compile(RoutingStats, torch.randn(2, 4))
+    stats = model.stats
+    paths = run_sequence(model, twin, compiled, _rows(12, 9, (2, 4), scales=(1.0, -1.0, 2.0)),
+                         eager_steps=frozenset({4}))
+    assert paths == 2
+    assert model.stats is stats and model.stats["calls"] == 9 and 0 < model.stats["early"] < 9
