@@ -284,6 +284,24 @@ class RoutingStats(nn.Module):
         return h * s["calls"]
 
 
+class RingBuffer(nn.Module):
+    """A ring buffer of the last inputs' means, written by index from a Python counter."""
+
+    def __init__(self, size=3):
+        super().__init__()
+        self.size = size
+        self.register_buffer("ring", torch.zeros(size, 4))
+        self.pos = 0
+
+    def forward(self, x):
+        self.ring[self.pos % self.size] = x.mean(0)
+        self.pos += 1
+        avg = self.ring.mean(0)
+        if avg.sum() > 0:
+            return x - avg
+        return x + avg
+
+
 # -- the sequence check ---------------------------------------------------------------------------
 
 
@@ -502,3 +520,14 @@ def test_dict_of_counters_on_self():
                          eager_steps=frozenset({4}))
     assert paths == 2
     assert model.stats is stats and model.stats["calls"] == 9 and 0 < model.stats["early"] < 9
+
+
+def test_ring_buffer_written_by_index(tmp_path):
+    model, twin, compiled = _compile(RingBuffer, torch.randn(2, 4))
+    inputs = _rows(13, 8, (2, 4), scales=(1.0, 1.0, -2.0, -1.0))
+    fresh = copy.deepcopy(twin)
+    assert run_sequence(model, twin, compiled, inputs, eager_steps=frozenset({2})) == 2
+    assert model.pos == 8
+    compiled.save(tmp_path / "ring")
+    report = run_host_without_torch(tmp_path / "ring", fresh, inputs, ATOL)  # from the state at compile time
+    assert report["checked"] == len(inputs) and not report["problems"], report
