@@ -50,14 +50,19 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
     args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
     specs = []
-    # the flat inputs, then the compiled-in arguments (the call form is __call__'s business)
-    returned, _ = host.split_written_inputs(getattr(model, FORWARD)(*args, **specialized), manifest)
-    if state:  # (outputs, final module state): the host returns the outputs (rewriter.state_threading)
-        returned = returned[0]
+    def outputs(*arrays: Any) -> tuple[Any, Any]:
+        """What the host returns for ``arrays`` (the flat inputs; the compiled-in arguments are
+        __call__'s business), and the final module state (``rewriter.state_threading``)."""
+        returned, _ = host.split_written_inputs(getattr(model, FORWARD)(*arrays, **specialized), manifest)
+        return returned if state else (returned, None)
+
+    returned, final = outputs(*args)
+    if state:
+        _check_state(host, final)
     _check_plain(returned, host, locations or LocationTable())
     flat = host.flat_outputs(returned)
     symbolic = {} if manifest.per_sample else _symbolic_shapes(
-        lambda *bigger: host.flat_outputs(getattr(model, FORWARD)(*bigger, **specialized)), manifest, args, flat)
+        lambda *bigger: host.flat_outputs(outputs(*bigger)[0]), manifest, args, flat)
     for name, value in flat:
         if isinstance(value, (np.ndarray, np.generic)):
             specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value)), symbolic.get(name)))
@@ -102,6 +107,16 @@ def _symbolic_shapes(run: Any, manifest: Manifest, args: list, flat: list) -> di
         else:
             found[name] = tuple(dims)
     return found
+
+
+def _check_state(host: Any, final: tuple) -> None:
+    """Refuse a dict on the model that the example's call stored an array in: only dicts of numbers
+    are compiled as state (``rewriter.state_slots``)."""
+    for (_, path, kind, _), value in zip(host.STATE, final):
+        if kind == "dict" and any(isinstance(item, np.ndarray) for item in value.values()):
+            raise UnsupportedError(f"a tensor stored in the dict {path} on the model inside forward()", None,
+                                   "only dicts of bools, ints and floats on the model are compiled as state; "
+                                   "keep tensors in buffers (register_buffer) or return them")
 
 
 def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:

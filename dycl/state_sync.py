@@ -29,9 +29,11 @@ from dycl.rewriter.state_table import kind_of
 from dycl.rewriter.state_threading import ThreadedState
 
 
-def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str], ...]:
-    """The host's ``STATE`` table: ``(parameter, path, kind)`` per slot."""
-    return tuple((state.parameter, state.path, state.kind) for state in threaded)
+def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, Any], ...]:
+    """The host's ``STATE`` table: ``(parameter, path, kind, value now)`` per slot; the value only for
+    a dict of numbers (a Python literal; the others are stored with the constants, ``initial_state``)."""
+    return tuple((state.parameter, state.path, state.kind, state.slot.read() if state.kind == "dict" else None)
+                 for state in threaded)
 
 
 def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
@@ -42,7 +44,7 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
         value = state.slot.read()
         if state.kind == "list":
             stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)})
-        else:
+        elif state.kind != "dict":  # a dict of numbers is written into the host's STATE table
             stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
     return stored
 
@@ -69,6 +71,12 @@ class ModuleState:
                     raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
                                     "compiled as a list: compile the model again")
                 current[state.parameter] = []
+                continue
+            if state.kind == "dict":
+                if type(value) is not dict:
+                    raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
+                                    "compiled as a dict: compile the model again")
+                current[state.parameter] = dict(value)
                 continue
             if kind_of(value) != state.kind:
                 raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was compiled "

@@ -92,8 +92,8 @@ class HostCodegen:
     specialized: dict[str, object] = field(default_factory=dict)
     call: dict[str, Any] | None = None
     uses_constants: bool = False
-    #: module state threaded through forward (``rewriter.state_threading``): [parameter, path, kind]
-    state: tuple[tuple[str, str, str], ...] = ()
+    #: module state threaded through forward (``rewriter.state_threading``): [parameter, path, kind, literal]
+    state: tuple[tuple[str, str, str, Any], ...] = ()
     globals: dict[str, Any] | None = None
     locations: LocationTable | None = None
     indent: str = "    "

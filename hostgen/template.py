@@ -49,8 +49,9 @@ SPECIALIZED = {specialized}
 # forward()'s parameters and the form of the call the model was compiled for (see _bind)
 CALL = {call}
 # module state forward() writes, kept between calls: [parameter of @FORWARD@, attribute path in the
-# model, kind]; its value when the model was compiled is stored with the constants as "<parameter>@state"
-# (a list, which forward() only appends to and gets no parameter: its items as "<parameter>@state.<i>")
+# model, kind, value]; its value when the model was compiled is stored with the constants as
+# "<parameter>@state" (a list, which forward() only appends to and gets no parameter: its items as
+# "<parameter>@state.<i>"), or, for a dict of numbers, written here as ``value``
 STATE = {state}
 
 
@@ -62,7 +63,7 @@ class Model:
         self.manifest = manifest
         self.@MODEL_CONSTANTS@ = constants or {{}}
         self._inputs = manifest.inputs
-        self.state = {{name: _stored_state(self.@MODEL_CONSTANTS@, name, kind) for name, _, kind in STATE}}
+        self.state = {{entry[0]: _stored_state(self.@MODEL_CONSTANTS@, *entry) for entry in STATE}}
         self._state_lock = threading.Lock()
         self._call = {{}}
         self._variants = {{}}
@@ -90,12 +91,12 @@ class Model:
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
         parameter -> value); ``self.state`` is left as it is."""
-        inputs = {{name: state[name] for name, _, kind in STATE if kind != "list"}}
+        inputs = {{name: state[name] for name, _, kind, _ in STATE if kind != "list"}}
         outputs, final = self._run(dict(_bind(args, kwargs), **inputs))
         return outputs, {{name: _state_value(kind, value, name) if kind != "list" else
                          state[name] + [np.array(item, copy=True) if isinstance(item, np.ndarray) else item
                                         for item in value]
-                         for (name, _, kind), value in zip(STATE, final)}}
+                         for (name, _, kind, _), value in zip(STATE, final)}}
 
     def _run(self, arguments):
         dims = {{}}
@@ -164,8 +165,10 @@ def _bind(args, kwargs):
     return arguments
 
 
-def _stored_state(constants, name, kind):
-    """The value of state ``name`` when the model was compiled (``STATE``), from the constants."""
+def _stored_state(constants, name, path, kind, value):
+    """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
+    if kind == "dict":
+        return dict(value)
     if kind == "list":
         prefix = name + "@state."
         items = sorted((int(key[len(prefix):]), value) for key, value in constants.items() if key.startswith(prefix))
@@ -178,6 +181,8 @@ def _state_value(kind, value, name):
     """A value of state ``name`` as the host keeps it: an array it owns, or a Python number."""
     if kind == "tensor" and isinstance(value, (np.ndarray, np.generic)):
         return np.array(value, copy=True)
+    if kind == "dict" and isinstance(value, dict) and not any(isinstance(v, np.ndarray) for v in value.values()):
+        return {{key: v.item() if isinstance(v, np.generic) else v for key, v in value.items()}}
     if kind != "tensor" and not isinstance(value, np.ndarray):
         return value.item() if isinstance(value, np.generic) else value
     raise TypeError(f"module state {{name!r}} was compiled as a {{kind}}, got {{type(value).__name__}}")

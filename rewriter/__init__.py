@@ -47,7 +47,8 @@ from dycl.rewriter.passes import Pass
 from dycl.rewriter.pipeline import PIPELINE, run_passes
 from dycl.rewriter.root_hooks import hooked_entry
 from dycl.rewriter.source import ParsedFunction, parse_function
-from dycl.rewriter.state_slots import collect_state_writes, prescan_state
+from dycl.rewriter.state_prescan import prescan_state
+from dycl.rewriter.state_slots import collect_state_writes
 from dycl.rewriter.state_threading import ThreadedState, thread_state
 from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.values import ModuleIndex, Static

@@ -8,24 +8,23 @@ and refuses the rest with the user's file:line, as before:
   local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
   model and holds a tensor (parameter, buffer or plain tensor attribute), a
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
-  ``out=``, assignment and augmented assignment; and ``self.<list>.append(v)`` on a
-  list of tensors (kind ``list``: the items appended are the compiled part);
+  ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
+  to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
+  ``self.<list>.append(v)`` on a list of tensors (kind ``list``: the items appended are the
+  compiled part);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
 
-``prescan_state`` records, before any rewriting, the slots that the methods
-``forward`` may reach write (found by name on the receiver or its submodules: ``self._update``,
-``self.sub.step``), without refusing anything: a read of state is
-not folded even where the rewrite sees it before the write (an earlier statement,
-another method). Assumes: a write through a plain function's argument is not seen
-here (it is caught when compiling, by ``dycl.model_state``).
+``rewriter.state_prescan`` runs ``CollectStateWrites`` leniently on the methods ``forward``
+may reach before any rewriting, so that no pass folds a read of state.
+Assumes: a write through a plain function's argument is not seen here (it is caught when
+compiling, by ``dycl.model_state``).
 """
 
 from __future__ import annotations
 
 import inspect
-import textwrap
 import types
 
 import libcst as cst
@@ -41,7 +40,7 @@ from dycl.rewriter.state_writes import (
     _code,
     receiver_name,
 )
-from dycl.rewriter.walk import bound_names, descendants
+from dycl.rewriter.walk import bound_names
 
 _HINT = ("dycl compiles writes to module attributes holding tensors, bools, ints and floats; keep other state "
          "in local variables and return it, or update it outside the compiled model")
@@ -76,13 +75,16 @@ class CollectStateWrites(RejectStateWrites):
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
-        parts = _attribute_path(chain, self.receiver)
+        item = isinstance(chain, cst.Subscript)  # self.stats["n"] = ..., self.buf[0] = ...
+        if item:
+            chain = self._resolved(chain.value)
+        parts = None if chain is None else _attribute_path(chain, self.receiver)
         if parts is None:
             return "a container on self (an item or a method of a list/dict) is not compiled as state"
         if not self.owners:
             return "the module this method belongs to is not part of the model"
         for owner in self.owners:
-            reason = self._add(owner, parts)
+            reason = self._add(owner, parts, item=item)
             if reason is not None:
                 return reason
         return None
@@ -99,7 +101,7 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False) -> str | None:
+    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False, item: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -116,6 +118,11 @@ class CollectStateWrites(RejectStateWrites):
                         f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
                         "compiled for a list of tensors")
             kind = "list"
+        elif item and kind != "tensor":
+            if not _plain_dict(value):
+                return (f"the attribute {attribute!r} holds a {type(value).__name__}; item writes are compiled for "
+                        "tensors and for dicts of bools, ints and floats keyed by strings")
+            kind = "dict"
         if kind is None:
             return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
         self.table.add(module, attribute, kind)
@@ -155,6 +162,11 @@ class CollectStateWrites(RejectStateWrites):
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
         return node
+
+
+def _plain_dict(value: object) -> bool:
+    return type(value) is dict and all(isinstance(key, str) and type(item) in (bool, int, float)
+                                       for key, item in value.items())
 
 
 def _appended_to(what: cst.CSTNode) -> cst.BaseExpression | None:
@@ -215,56 +227,3 @@ def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, defi
     definition.visit(collector)
     if collector.wrote:
         ctx.state.writers.add(function)
-
-
-def prescan_state(ctx: RewriteContext) -> None:
-    """Record the slots that the methods forward() may reach write (nothing refused): for each
-    module of the model, its ``forward`` and, transitively, the methods of its class named on
-    the receiver (``self._update(x)``, ``self.step``) in the methods found so far."""
-    from dycl.rewriter.inline import is_user_code  # noqa: PLC0415 - inline imports the passes, which import this
-
-    pending = [(module, "forward") for module in ctx.model.modules() if is_user_code(type(module))]
-    seen: set[tuple[int, object]] = set()
-    while pending:
-        module, name = pending.pop()
-        function = _method(module, name)
-        if function is None or (id(module), function) in seen or not is_user_code(function):
-            continue
-        seen.add((id(module), function))
-        for chain in _scan(ctx, function):  # self.name, self.sub.name: maybe methods forward() reaches
-            owner: object = module
-            for part in chain[:-1]:
-                owner = getattr(owner, part, None)
-            if isinstance(owner, torch.nn.Module):
-                pending.append((owner, chain[-1]))
-
-
-def _method(module: torch.nn.Module, name: str) -> types.FunctionType | None:
-    """The function behind ``module.<name>`` (an instance attribute first, as Python looks it up)."""
-    member = vars(module).get(name)
-    if member is None:
-        try:
-            member = inspect.getattr_static(type(module), name)
-        except AttributeError:
-            return None
-    member = getattr(member, "__func__", member)
-    member = getattr(member, "func", member)  # functools.partial
-    function = inspect.unwrap(member) if callable(member) else None
-    return function if isinstance(function, types.FunctionType) else None
-
-
-def _scan(ctx: RewriteContext, function: types.FunctionType) -> list[list[str]]:
-    """Record the slots ``function`` writes; the attribute chains it names on its receiver."""
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-        definition = next(s for s in cst.parse_module(source).body if isinstance(s, cst.FunctionDef))
-    except Exception:  # noqa: BLE001 - a method whose source cannot be read is refused where it is reached
-        return []
-    receiver = receiver_name(function, definition)
-    if receiver is None:
-        return []
-    owners = owners_of(ctx.model, function)
-    locals_ = frozenset(bound_names(definition)) - {receiver}
-    definition.visit(CollectStateWrites(ctx, receiver, locals_, owners, ctx.state, lenient=True))
-    return [path for node in descendants(definition) if isinstance(node, cst.Attribute)
-            for path in [_attribute_path(node, receiver)] if path is not None]

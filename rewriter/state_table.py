@@ -8,7 +8,8 @@ is an input of the rewritten function and its final value an extra output
 model writes it back (``dycl.state_sync``).
 
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
-``bool``, or ``list``: a list of tensors forward() only appends to); the static evaluator never folds a read of a
+``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors
+forward() only appends to); the static evaluator never folds a read of a
 recorded slot (its value at compile time is only its first value).
 """
 
@@ -51,6 +52,8 @@ class StateSlot:
         value = getattr(self.module, self.attribute)
         if self.kind == "list":
             return [item.detach().clone() for item in value]
+        if self.kind == "dict":
+            return dict(value)
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
     def write(self, value: Any) -> None:
@@ -61,6 +64,10 @@ class StateSlot:
         current = getattr(self.module, self.attribute)
         if self.kind == "list":  # ``value``: the items one call appended
             current.extend(value)
+            return
+        if self.kind == "dict":  # the user's dict object stays the same
+            current.clear()
+            current.update(value)
             return
         if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor) and (
                 current.shape == value.shape and current.dtype == value.dtype):
@@ -94,7 +101,7 @@ class StateTable:
         if not self.slots or not isinstance(module, torch.nn.Module):
             return False
         owners = {slot.module_id for slot in self.slots.values()}
-        return any(id(inner) in owners for inner in module.modules())
+        return any(id(inner) in owners for inner in module.modules())  # cheap: few modules hold state
 
     def get(self, owner: Any, attribute: str) -> StateSlot | None:
         return self.slots.get((id(owner), attribute))

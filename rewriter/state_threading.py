@@ -169,8 +169,9 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
         body.append(cst.SimpleStatementLine([cst.Return(cst.parse_expression(
             "(None, (" + "".join(f"{name}, " for name in names) + "))"))]))
     tensors = frozenset(state.parameter for state in threaded if state.kind == "tensor")
-    fresh_lists = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
-    return fresh_lists + local_writes(body, tensors), threaded
+    fresh = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
+    fresh += [cst.parse_statement(f"{s.parameter} = dict({s.parameter})\n") for s in threaded if s.kind == "dict"]
+    return fresh + local_writes(body, tensors), threaded
 
 
 def _refuse_list_reads(ctx: RewriteContext, body: list[cst.BaseStatement], lists: dict[str, ThreadedState]) -> None:

@@ -337,10 +337,29 @@ class HistoryOnSelf(nn.Module):
         return h
 
 
-def test_container_on_self_changed_in_forward_is_refused():
-    # refused first by the module-state check (rewriter/state_writes.py), before container tracking sees it
-    assert_refused(build(StateOnSelf), "write to module state", 's["calls"] = s["calls"] + 1')
-    assert_refused(build(HistoryOnSelf), "write to module state", "self.history.append(h)")
+class ExtendsOnSelf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.history = []
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.history.extend([h])
+        return h
+
+
+def test_container_on_self_changed_in_forward_is_threaded_or_refused():
+    # item writes to a dict of numbers and appends to a list of tensors are module state the rewrite
+    # threads (rewriter.state_threading; tests/state checks them compiled); other container methods
+    # are refused by the module-state check (rewriter/state_slots.py), before container tracking sees them
+    counted = rewriter.rewrite(build(StateOnSelf))
+    assert [(s.path, s.kind) for s in counted.state] == [("state", "dict")]
+    assert "return ((self.fc(x)), (state_state, ))" in counted.plain_source
+    logged = rewriter.rewrite(build(HistoryOnSelf))
+    assert [(s.path, s.kind) for s in logged.state] == [("history", "list")]
+    assert "state_history = []" in logged.plain_source and "state_history.append(h)" in logged.plain_source
+    assert_refused(build(ExtendsOnSelf), "write to module state", "self.history.extend([h])")
 
 
 class DefaultArgument(nn.Module):

@@ -197,8 +197,6 @@ class MaybeRebound(nn.Module):
 # still refused, each with the reason: (model, the method holding the line, the write, why)
 SYNTACTIC = [
     (SetAttr, SetAttr.forward, "setattr(self", "setattr() on module state is not compiled"),
-    (CacheItem, CacheItem.forward, "self.cache[\"last\"]", "a container on self"),
-    (AliasedCache, AliasedCache.forward, "s[\"n\"]", "a container on self"),
     (HelperUpdate, HelperUpdate._track, "p.mul_(0.5)", "self.parameters()/buffers()"),
 ]
 # refused after threading: an in-place update through a name that may or may not hold the buffer
@@ -208,7 +206,8 @@ AFTER_THREADING = [
     (ViewZeroed, "the exported graph computes without its input (state_buf"),
 ]
 # refused before issue 27, now compiled: (model, calls) agree with eager over a sequence of calls
-COMPILED = [AugmentedAlias, Counter, RunningMean, CopyLast, OutArgument, InplaceFunctional, WithTally, History]
+COMPILED = [AugmentedAlias, Counter, RunningMean, CopyLast, OutArgument, InplaceFunctional, WithTally, History,
+            AliasedCache]
 
 
 def _state(model: nn.Module) -> dict:
@@ -433,3 +432,12 @@ def test_state_read_inside_a_library_module_is_refused():
         dycl.compile(model, torch.randn(2, 4))
     assert info.value.location is not None and info.value.location.line == _line_of(WritesLibraryBuffer.forward)
     _assert_same_state(before, _state(model))
+
+
+def test_tensor_stored_in_a_dict_on_the_model_is_refused():
+    model = CacheItem().eval()
+    before = _state(model)
+    with pytest.raises(dycl.UnsupportedError, match="a tensor stored in the dict cache on the model"):
+        dycl.compile(model, torch.randn(2, 4))
+    _assert_same_state(before, _state(model))
+    assert model.cache == {}
