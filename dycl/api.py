@@ -181,7 +181,14 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
     ``backend_options`` go to the backend: ``backend="tvm"`` takes ``tune_trials``
     (MetaSchedule trials per distinct kernel; records cached), ``target``,
-    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``).
+    ``schedule``, ``jobs`` and ``specialize`` (see ``dycl.backends.tvm``);
+    ``backend="onnxruntime"`` takes ``cache_dir`` (or ``DYCL_CACHE_DIR``): a
+    content-addressed cache of its exports (``dycl.backends.ort_cache``).
+
+    Where the batch is symbolic by default but eager PyTorch fails at twice the
+    example's batch (a model written for one sample), the batch is compiled static
+    with a ``SpecialisationWarning`` (``dycl.batch_check``). The model's own prints
+    are silent while it compiles (``dycl.quiet``).
 
     dycl compiles inference: a model (or submodule) in training mode is refused
     with ``TrainingModeError`` unless ``mode="eval"`` asks for eval semantics.

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, source_of, where
+from dycl.rewriter.locations import split_where
 
 if TYPE_CHECKING:
     from dycl.hcfg.graph import HCFG
-from dycl.rewriter.locations import split_where
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank

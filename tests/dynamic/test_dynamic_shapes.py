@@ -125,12 +125,19 @@ def test_bad_dynamic_specs_are_rejected(spec):
 
 def test_a_condition_ambiguous_over_a_batch_raises_clearly():
     model = PerSampleCondition().eval()
-    compiled = dycl.compile(model, torch.randn(1, 4))
-    x = torch.randn(1, 4)
-    torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=0)
     batch = torch.randn(3, 4)
     with pytest.raises(RuntimeError, match="ambiguous"):
         model(batch)
+    # by default dycl finds that eager fails at another batch and keeps the batch static (issue 31)
+    with pytest.warns(dycl.SpecialisationWarning, match="fails at batch 2"):
+        compiled = dycl.compile(model, torch.randn(1, 4))
+    x = torch.randn(1, 4)
+    torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match=r"expected shape \[1, 4\], got \[3, 4\]"):
+        compiled(batch)
+    # a batch the user names symbolic stays symbolic: the host then names the ambiguous condition
+    compiled = dycl.compile(model, torch.randn(1, 4), dynamic={"x": {0: "batch"}})
+    torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match=r"condition at test_dynamic_shapes.py|nets.py:\d+ is an array of shape \[3\]"):
         compiled(batch)
 
