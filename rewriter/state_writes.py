@@ -1,9 +1,9 @@
-"""Refuse writes to module state inside ``forward`` and the methods it calls.
+"""Find writes to module state inside ``forward`` and the methods it calls.
 
-dycl compiles parameters, buffers and configuration attributes as constants,
-so a method that changes them (a step counter, running statistics, a cache on
-``self``) cannot be compiled with its effect; it is refused with the user's
-file:line. Syntactically, "module state" is any expression that may alias
+``RejectStateWrites`` raises at the first write to module state with the user's
+file:line; ``rewriter.state_slots`` subclasses it to record the writes dycl
+compiles (threaded through the function, ``rewriter.state_threading``) and to
+refuse the others. Syntactically, "module state" is any expression that may alias
 something reachable from the receiver (``self``):
 
 - ``self``-rooted attribute and item chains (``self.running``, ``self.d["k"]``),
@@ -33,14 +33,12 @@ tracing (``dycl.model_state``).
 
 from __future__ import annotations
 
-import inspect
 import types
 
 import libcst as cst
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.locations import COMPOUND
 from dycl.rewriter.vocabulary import CONTAINER_MUTATORS, TENSOR_NAMESAKES
-from dycl.rewriter.walk import bound_names
 
 _VIEWS = frozenset({
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",
@@ -275,18 +273,3 @@ def receiver_name(function: types.FunctionType, definition: cst.FunctionDef) -> 
                                         staticmethod):
         return None
     return params[0].name.value
-
-
-def _owner(model: object, function: types.FunctionType) -> object | None:
-    """A module of ``model`` whose class has ``function`` as the method of that name."""
-    modules = model.modules() if hasattr(model, "modules") else [model]
-    for module in modules:
-        if inspect.unwrap(getattr(type(module), function.__name__, None) or (lambda: None)) is function:
-            return module
-    return None
-
-
-def reject_state_writes(ctx: RewriteContext, function: types.FunctionType, definition: cst.FunctionDef) -> None:
-    receiver = receiver_name(function, definition)
-    owner = _owner(ctx.model, function) if receiver is not None else None
-    definition.visit(RejectStateWrites(ctx, receiver, frozenset(bound_names(definition)) - {receiver}, owner))
