@@ -36,22 +36,43 @@ class _Mismatch(Exception):
 
 def pinned_sizes(relation: sympy.Basic, outcome: bool) -> dict[sympy.Symbol, int] | None:
     """The sizes the dim symbols must have for ``relation`` to come out ``outcome``, where
-    that is one positive size per symbol (``Eq(batch, 1)``; a conjunction of such); else None."""
+    that is one positive size per symbol (``Eq(batch, 1)``, ``batch < 2``; a conjunction of
+    such); else None."""
     wanted = relation if outcome else sympy.Not(relation)
     wanted = sympy.simplify_logic(wanted) if isinstance(wanted, sympy.logic.boolalg.Boolean) else wanted
     atoms = wanted.args if isinstance(wanted, sympy.And) else (wanted,)
     sizes: dict[sympy.Symbol, int] = {}
     for atom in atoms:
-        if not isinstance(atom, sympy.Eq) or len(atom.free_symbols) != 1:
+        if not isinstance(atom, sympy.core.relational.Relational) or len(atom.free_symbols) != 1:
             return None
         (symbol,) = atom.free_symbols
-        solutions = [value for value in sympy.solve(atom, symbol) if value.is_integer and value > 0]
-        if len(solutions) != 1 or sizes.get(symbol, solutions[0]) != solutions[0]:
+        solutions = _positive_solutions(atom, symbol)
+        if solutions is None or len(solutions) != 1 or sizes.get(symbol, solutions[0]) != solutions[0]:
             return None
         sizes[symbol] = int(solutions[0])
     if not sizes or wanted.xreplace(sizes) is not sympy.true:
         return None
     return sizes
+
+
+def _positive_solutions(atom: sympy.Basic, symbol: sympy.Symbol) -> list[int] | None:
+    """The positive integers that satisfy ``atom`` (one relation over ``symbol``), where
+    they are finitely many (``batch < 2``: [1]); None where they are not, or unknown."""
+    try:
+        if isinstance(atom, sympy.Eq):
+            return [int(value) for value in sympy.solve(atom, symbol) if value.is_integer and value > 0]
+        if isinstance(atom, sympy.Ne):
+            return None
+        region = sympy.solve_univariate_inequality(atom, symbol, relational=False).intersect(
+            sympy.Interval(1, sympy.oo))
+    except (NotImplementedError, TypeError, ValueError):
+        return None
+    if region.is_empty:
+        return []
+    if not region.sup.is_finite or region.sup - region.inf > 64:
+        return None
+    return [value for value in range(int(sympy.ceiling(region.inf)), int(sympy.floor(region.sup)) + 1)
+            if region.contains(value) is sympy.true]
 
 
 def resized(path: PathState, sizes: dict[sympy.Symbol, int], shapes: SymbolicShapes) -> PathState | None:

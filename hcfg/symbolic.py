@@ -262,6 +262,7 @@ class SymbolicShapes:
             namespace = dict(mirror)
             for name in reads & mirror.keys():
                 namespace[name] = run.materialize(mirror[name])
+            namespace.setdefault("len", _symbolic_len)  # len(x) of a tensor would pin its first dim
             with run.mode, ShapeRules(), _quiet_fake_tensors():
                 value = eval(code, namespace)  # noqa: S307 - the rewritten function's own test
             if not isinstance(value, torch.SymBool) or run.env.guards:
@@ -415,6 +416,11 @@ class _Run:
             if value.is_number:
                 fixed[symbol] = int(value)
         return fixed
+
+
+def _symbolic_len(value: Any) -> Any:
+    """``len()`` that gives a tensor's first dim as it is (a SymInt), not as an int."""
+    return value.shape[0] if isinstance(value, torch.Tensor) and value.dim() > 0 else len(value)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,10 @@ example records the symbolic shapes of its inputs and outputs: each path is one
 ``hcfg.state.PathState`` carrying both layers. Where the build walk already ran a
 sub-DNN's statements on exactly these objects (``hcfg.observations``), their
 results are taken from it instead of running the tensor code again.
+
+A size test the example cannot make take one of its branches (``if x.shape[0] == 1:``
+from a batch of 2) has that branch explored on the states resized to the size that
+takes it, where one size does (``hcfg.size_tests``); a ``raise`` ends its path.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+import sympy
 import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
@@ -175,7 +180,8 @@ class _Tracer:
         sized = []
         for path in states:
             relation = None if path.symbolic is None else self.shapes.test_relation(code, path.symbolic, reads)
-            if relation is None or bool(relation.xreplace(self.shapes.examples)) == outcome:
+            at_example = None if relation is None else relation.xreplace(self.shapes.examples)
+            if at_example not in (sympy.true, sympy.false) or bool(at_example) == outcome:
                 sized.append(path)
                 continue
             sizes = pinned_sizes(relation, outcome)

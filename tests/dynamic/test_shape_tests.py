@@ -101,6 +101,14 @@ class SqueezeSingle(nn.Module):
         return torch.tanh(h) * 2
 
 
+class SqueezeFew(SqueezeSingle):
+    def forward(self, x):
+        h = self.fc(x)
+        if len(x) < 2:
+            h = h.squeeze(0)
+        return torch.tanh(h) * 2
+
+
 class DecodeStep(nn.Module):
     """One token (seq == 1) returns per-sample logits, a sequence returns per-token ones."""
 
@@ -120,13 +128,14 @@ class DecodeStep(nn.Module):
 
 @pytest.mark.parametrize("batches, example, dynamic, paths", [
     ("batch", (2, 4), True, 2),
+    ("few", (3, 4), True, 2),
     ("seq", (2, 5, 4), {"x": {0: "batch", 1: "seq"}}, 3),
 ])
 def test_a_size_test_the_example_cannot_take_is_explored_at_its_size(batches, example, dynamic, paths, tmp_path):
     torch.manual_seed(1)
-    model = (SqueezeSingle() if batches == "batch" else DecodeStep()).eval()
+    model = {"batch": SqueezeSingle, "few": SqueezeFew, "seq": DecodeStep}[batches]().eval()
     compiled = dycl.compile(model, torch.randn(*example), dynamic=dynamic)
-    if batches == "batch":
+    if batches != "seq":
         inputs = [(torch.randn(b, 4),) for b in (1, 2, 3, 1, 6)]
     else:
         inputs = [(torch.randn(b, s, 4) + shift,) for b in (1, 3) for s in (1, 2, 5) for shift in (-1.0, 1.0)]

@@ -18,6 +18,8 @@ def test_only_a_test_that_pins_each_size_gives_sizes():
     assert pinned_sizes(sympy.And(sympy.Eq(batch, 1), sympy.Eq(seq, 1)), True) == {batch: 1, seq: 1}
     assert pinned_sizes(sympy.Eq(2 * batch, 6), True) == {batch: 3}
     assert pinned_sizes(batch > 2, True) is None
+    assert pinned_sizes(batch < 2, True) == {batch: 1} and pinned_sizes(batch >= 2, False) == {batch: 1}
+    assert pinned_sizes(batch <= 3, True) is None  # 1, 2 or 3
     assert pinned_sizes(sympy.Eq(batch, 0), True) is None  # no positive size takes it
 
 
