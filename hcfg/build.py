@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,15 +137,10 @@ class HCFGBuilder:
                 self._sub_count += 1
                 pending.clear()
 
-        queue = list(stmts)
-        while queue:
-            stmt = queue.pop(0)
+        for stmt in self._undecided(stmts, lambda: states):  # noqa: B023 - read late: the states there
             self._evaluated.clear()
             if not states:
                 break
-            if isinstance(stmt, cst.If) and (taken := self.decided_branch(stmt, states)) is not None:
-                queue[:0] = taken  # a type test every state decides (hcfg.type_tests)
-                continue
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
@@ -182,8 +178,7 @@ class HCFGBuilder:
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
             nodes.append(HostOp(new_stmt))
-            if not isinstance(new_small, cst.Raise):  # the host raises it on the calls that get here
-                self.run_all([new_stmt], states)
+            self.run_all([] if isinstance(new_small, cst.Raise) else [new_stmt], states)  # a raise: the host's
             if always_exits([new_stmt]):
                 states = []
         flush()
@@ -202,6 +197,16 @@ class HCFGBuilder:
     @property
     def _local_names(self) -> frozenset[str]:
         return frozenset(self.locals) | frozenset(self.parameters)
+
+    def _undecided(self, stmts: list[cst.BaseStatement], current) -> Iterator[cst.BaseStatement]:
+        """``stmts`` with each ``if`` that ``decided_branch`` decides replaced by its branch,
+        lazily: ``current()`` gives the states where the next statement is placed."""
+        for stmt in stmts:
+            taken = self.decided_branch(stmt, current()) if isinstance(stmt, cst.If) and current() else None
+            if taken is None:
+                yield stmt
+            else:
+                yield from self._undecided(taken, current)
 
     def decided_branch(self, stmt: cst.If, states: list[PathState]) -> list[cst.BaseStatement] | None:
         """The branch of ``stmt`` that every call takes, where its test is a type test
