@@ -323,9 +323,11 @@ class HCFGBuilder:
 
     def _may_be_container(self, receiver: cst.BaseExpression, state: State) -> bool:
         """Whether ``receiver.sort()``/``.add()``/... may mutate a Python container; a
-        module (``torch.sort``) or a tensor (``x.add(y)``: not in place) does not."""
+        module (``torch.sort``), a tensor (``x.add(y)``: not in place) or an ``nn.Module``
+        (``self.update(x)`` calls a submodule; a ``ModuleDict.update`` in forward is a state
+        write, refused by ``rewriter.state_writes``) does not."""
         value = self.evaluate(receiver, state)
-        return not isinstance(value, (torch.Tensor, type(torch)))
+        return not isinstance(value, (torch.Tensor, type(torch), torch.nn.Module))
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
         location = self.rewritten.locations.resolve(stmt)

@@ -124,16 +124,16 @@ class Refiner(nn.Module):
 
     def __init__(self, max_iters: int = 4) -> None:
         super().__init__()
-        self.correction = nn.Linear(8, 8)
+        self.update = nn.Linear(8, 8)  # a submodule named like dict.update
         self.max_iters = max_iters
         self.tol = 0.6
 
     def forward(self, x):
         steps = 0
-        delta = self.correction(x)
+        delta = self.update(x)
         while delta.abs().mean() > self.tol and steps < self.max_iters:
             x = 0.6 * x - 0.1 * delta
-            delta = self.correction(x)
+            delta = self.update(x)
             steps += 1
         return x, steps
 
