@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,16 +139,11 @@ class HCFGBuilder:
                 self._sub_count += 1
                 pending.clear()
 
-        queue = list(stmts)
-        while queue:
-            stmt = queue.pop(0)
+        for stmt in self._undecided(stmts, lambda: states):  # noqa: B023 - read late: the states there
             self._evaluated.clear()
             self._statement = stmt  # where ``evaluate`` says an unseen in-place update happened
             if not states:
                 break
-            if isinstance(stmt, cst.If) and (taken := self.decided_branch(stmt, states)) is not None:
-                queue[:0] = taken  # a type test every state decides (hcfg.type_tests)
-                continue
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
@@ -207,6 +203,16 @@ class HCFGBuilder:
     @property
     def _local_names(self) -> frozenset[str]:
         return frozenset(self.locals) | frozenset(self.parameters)
+
+    def _undecided(self, stmts: list[cst.BaseStatement], current) -> Iterator[cst.BaseStatement]:
+        """``stmts`` with each ``if`` that ``decided_branch`` decides replaced by its branch,
+        lazily: ``current()`` gives the states where the next statement is placed."""
+        for stmt in stmts:
+            taken = self.decided_branch(stmt, current()) if isinstance(stmt, cst.If) and current() else None
+            if taken is None:
+                yield stmt
+            else:
+                yield from self._undecided(taken, current)
 
     def decided_branch(self, stmt: cst.If, states: list[PathState]) -> list[cst.BaseStatement] | None:
         """The branch of ``stmt`` that every call takes, where its test is a type test
@@ -328,9 +334,11 @@ class HCFGBuilder:
 
     def _may_be_container(self, receiver: cst.BaseExpression, state: State) -> bool:
         """Whether ``receiver.sort()``/``.add()``/... may mutate a Python container; a
-        module (``torch.sort``) or a tensor (``x.add(y)``: not in place) does not."""
+        module (``torch.sort``), a tensor (``x.add(y)``: not in place) or an ``nn.Module``
+        (``self.update(x)`` calls a submodule; a ``ModuleDict.update`` in forward is a state
+        write, refused by ``rewriter.state_writes``) does not."""
         value = self.evaluate(receiver, state)
-        return not isinstance(value, (torch.Tensor, type(torch)))
+        return not isinstance(value, (torch.Tensor, type(torch), torch.nn.Module))
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
         location = self.rewritten.locations.resolve(stmt)

@@ -24,6 +24,7 @@ from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, contains
 from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.forward import resolve_method
+from dycl.rewriter.forwarding import specialise
 from dycl.rewriter.generators import generator_as_list
 from dycl.rewriter.inline import Callee, InlinedBody, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
@@ -230,6 +231,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
                            else f" more than {MAX_RECURSION} levels deep)"), call_site,
                         "bound the recursion by a static argument (a depth that decreases to a base case)")
     parsed = parse_checked(ctx, callee.function)
+    if callee.forwarded is not None:  # *args/**kwargs as parameters of their own (rewriter.forwarding)
+        parsed = dataclasses.replace(parsed, definition=specialise(parsed.definition, callee.forwarded))
     mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound_names(parsed.definition))}
     definition = rename(parsed.definition, mapping)
     env = Env()

@@ -16,6 +16,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
 from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
+from dycl.rewriter.forwarding import Forwarded
 from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks, refuse_dropped_hooks
 from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
@@ -38,6 +39,7 @@ class Callee:
     receiver: Static | None
     static: dict[str, Static] = field(default_factory=dict)
     dynamic: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    forwarded: Forwarded | None = None  # its *args/**kwargs as parameters of their own (rewriter.forwarding)
 
 
 @dataclass
@@ -77,6 +79,32 @@ def explicit_receiver(flow: StaticFlow, call: cst.Call, env: Env, function: type
     if receiver is None or not isinstance(receiver.value, torch.nn.Module) or not isinstance(receiver.value, cls):
         return None
     return receiver
+
+
+def _forwarded(function: types.FunctionType, arguments: dict, packs: dict) -> tuple[Forwarded, dict]:
+    """The synthetic parameters for ``packs`` (the bound ``*``/``**`` values) and the arguments
+    with each pack replaced by its elements under those names."""
+    taken = set(function.__code__.co_varnames)
+
+    def fresh(base: str) -> str:
+        name, n = base, 1
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        return name
+
+    star = double_star = None
+    positional: tuple[str, ...] = ()
+    keywords: dict[str, str] = {}
+    flat = {name: value for name, value in arguments.items() if name not in packs}
+    for name, value in packs.items():
+        if isinstance(value, dict):
+            double_star, keywords = name, {key: fresh(f"{name}_{key}") for key in value}
+            flat.update({keywords[key]: item for key, item in value.items()})
+        else:
+            star, positional = name, tuple(fresh(f"{name}_{i}") for i in range(len(value)))
+            flat.update(dict(zip(positional, value)))
+    return Forwarded(star, positional, double_star, keywords), flat
 
 
 def user_function(function: object) -> object:
@@ -228,8 +256,16 @@ class Inline(FlowWalker):
             return None
         bound.apply_defaults()
         callee = Callee(function, receiver)
-        for name, value in bound.arguments.items():
-            kind = signature.parameters[name].kind
+        packs = {name: value for name, value in bound.arguments.items() if signature.parameters[name].kind in (
+            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
+        if packs and not all(isinstance(self._pack(value, isinstance(value, dict), env), Static)
+                             for value in packs.values()):
+            # a dynamic element: each element a parameter of its own (rewriter.forwarding)
+            callee.forwarded, bound_arguments = _forwarded(function, bound.arguments, packs)
+        else:
+            bound_arguments = bound.arguments
+        for name, value in bound_arguments.items():
+            kind = signature.parameters[name].kind if name in signature.parameters else None
             if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 # Python's binding: extra positionals in a tuple, extra keywords in a dict
                 packed = self._pack(value, kind is inspect.Parameter.VAR_KEYWORD, env)

@@ -124,16 +124,16 @@ class Refiner(nn.Module):
 
     def __init__(self, max_iters: int = 4) -> None:
         super().__init__()
-        self.correction = nn.Linear(8, 8)
+        self.update = nn.Linear(8, 8)  # a submodule named like dict.update
         self.max_iters = max_iters
         self.tol = 0.6
 
     def forward(self, x):
         steps = 0
-        delta = self.correction(x)
+        delta = self.update(x)
         while delta.abs().mean() > self.tol and steps < self.max_iters:
             x = 0.6 * x - 0.1 * delta
-            delta = self.correction(x)
+            delta = self.update(x)
             steps += 1
         return x, steps
 
@@ -526,14 +526,17 @@ class Conditioned(nn.Module):
             h = h * kwargs["scale"]
         return h
 
+    def _modulate(self, x, **kwargs):
+        return self.film(x, **kwargs)
+
     def forward(self, x):
         gamma = torch.sigmoid(self.to_gamma(x))
-        h = self.film(x, gamma=gamma, beta=x * 0.1)
+        h = self._modulate(x, gamma=gamma, beta=x * 0.1)
         h = self._shift(h, scale=gamma)
         return self._shift(self.film(h, beta=-h), offset=x)
 
 
-def test_kwargs_carrying_tensors_into_a_helper_and_a_submodule(tmp_path):
+def test_kwargs_carrying_tensors_into_a_helper_and_forwarded_to_a_submodule(tmp_path):
     torch.manual_seed(12)
     model = Conditioned().eval()
     inputs = varied(2, 6, count=16, seed=15)

@@ -468,3 +468,23 @@ def test_generators_a_list_cannot_stand_for_are_refused(model_class, construct):
     with pytest.raises(dycl.UnsupportedError, match=construct) as info:
         dycl.rewriter.rewrite(model_class())
     assert "MARK" in info.value.location.source_line()
+
+
+def forward_all(fn, *args, **kwargs):
+    return fn(*args, **kwargs) + len(args)
+
+
+def test_packs_become_parameters_of_their_own_and_forwarded_calls_get_them():
+    from dycl.rewriter.forwarding import Forwarded, specialise
+
+    locations = LocationTable()
+    definition = parse_function(forward_all, locations).definition
+    forwarded = Forwarded("args", ("args_0", "args_1"), "kwargs", {"scale": "kwargs_scale"})
+    specialised = specialise(definition, forwarded)
+    text = locations.strip(cst.Module(body=[specialised]).code).strip() + "\n"
+    assert text == golden("""
+        def forward_all(fn, args_0, args_1, kwargs_scale):
+            args = (args_0, args_1)
+            kwargs = {'scale': kwargs_scale}
+            return fn(args_0, args_1, scale=kwargs_scale) + len(args)
+    """)

@@ -139,13 +139,20 @@ def test_a_decorated_helper_compiles_with_its_wrapper(tmp_path):
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
 
 
-def test_a_decorated_helper_that_branches_on_data_is_refused_not_compiled_without_its_wrapper():
-    """The wrapper's call of the method (``method(*args, **kwargs)``) is kept as one call, so a
-    data-dependent branch inside it is a decision in exported code, refused at its line."""
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_a_decorated_helper_that_branches_on_data_is_inlined_with_its_wrapper(backend, tmp_path):
+    """The wrapper's ``method(*args, **kwargs)`` gets the call's arguments as parameters of
+    their own (``rewriter.forwarding``), so the method is inlined inside the wrapper: +1 kept."""
     torch.manual_seed(0)
-    with pytest.raises(dycl.UnsupportedError, match="bool\\(\\) of a tensor") as info:
-        dycl.compile(AddOneHelper().eval(), torch.randn(1, 4))
-    assert info.value.location.path == __file__
+    model = AddOneHelper().eval()
+    generator = torch.Generator().manual_seed(4)
+    inputs = [torch.randn(1, 4, generator=generator) * (-1) ** i for i in range(8)]
+    compiled = dycl.compile(model, inputs[0], backend=backend)
+    assert compiled.stats["conditions"] >= 1
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
+    if backend == "onnxruntime":
+        report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+        assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
 
 
 def test_the_decorator_matters():
