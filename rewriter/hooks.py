@@ -7,17 +7,18 @@
 result replaces the output). Where dycl keeps a submodule call opaque, the
 exporter traces ``__call__`` itself, so the hooks' computation is compiled into
 the sub-DNN like any other code; where dycl inlines a ``forward`` (the model's
-own, and every submodule that branches on data), ``__call__`` does not run and
-its hooks would be dropped.
+own, and every submodule that branches on data), ``rewriter.hooked_calls`` and
+``rewriter.root_hooks`` write the hook calls out around it.
 
-Guarantees: ``refuse_dropped_hooks`` raises ``UnsupportedError`` naming the hook
-(its qualname and where it is defined) for a module whose ``forward`` is
-inlined; ``refuse_impure_hooks`` raises for a hook anywhere in the model that
-writes Python state (an item or attribute store, a mutating method such as
-``append``/``update``/``__setitem__``, an in-place tensor method, ``global`` /
-``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a traced
-hook runs only while compiling, so such a write would not happen per call.
-User functions a hook reaches through its globals or closure are read too.
+Guarantees: ``forward_hooks`` lists the hooks in the order ``__call__`` runs
+them; ``refuse_impure_hooks`` raises ``UnsupportedError`` for a hook anywhere in
+the model that writes Python state (an item or attribute store, a mutating
+method such as ``append``/``update``/``__setitem__``, an in-place tensor method,
+``global``/``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a
+traced hook runs only while compiling, so such a write would not happen per
+call. User functions a hook reaches through its globals or closure are read too.
+``refuse_dropped_hooks`` names the first hook of a module whose hooks cannot be
+written out.
 
 Assumes: a hook that passes this check is a function of its arguments (and of
 constants it reads), so tracing it once is its meaning; a hook that calls an
@@ -85,17 +86,16 @@ def hook_functions(model: torch.nn.Module) -> list[types.FunctionType]:
 
 
 def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLocation | None) -> None:
-    """Raise for hooks of ``module``, whose ``forward`` dycl inlines (``what`` names the module)."""
+    """Raise for hooks of ``module``, which dycl cannot write out (``what`` names the module and why)."""
     hooks = forward_hooks(module)
     if not hooks:
         return
     hook = hooks[0]
     defined = f", defined at {hook.location}" if hook.location else ""
     raise UnsupportedError(
-        f"the {hook.kind} {hook.name}{defined} on {what}, whose forward dycl compiles by inlining it "
-        f"({len(hooks)} hook(s) in all)", location,
-        "dycl keeps hooks only on submodules without data-dependent control flow; move the hook's computation "
-        "into forward, or remove the hook (handle.remove()) before dycl.compile")
+        f"the {hook.kind} {hook.name}{defined} on {what} ({len(hooks)} hook(s) in all)", location,
+        "call the model as dycl.compile(model, example) does, with forward's arguments written out; or move the "
+        "hook's computation into forward, or remove the hook (handle.remove()) before dycl.compile")
 
 
 def refuse_impure_hooks(model: torch.nn.Module) -> None:
