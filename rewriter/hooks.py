@@ -30,7 +30,7 @@ from __future__ import annotations
 import dis
 import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -98,11 +98,12 @@ def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLoc
         "hook's computation into forward, or remove the hook (handle.remove()) before dycl.compile")
 
 
-def refuse_impure_hooks(model: torch.nn.Module) -> None:
-    """Raise for the first hook in ``model`` that writes Python state or cannot be read."""
+def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool]) -> None:
+    """Raise for the first hook in ``model`` that writes Python state or cannot be read; the
+    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too."""
     for prefix, module in model.named_modules(remove_duplicate=False):
         for hook in forward_hooks(module):
-            problem = _state_write(hook.target, set())
+            problem = _state_write(hook.target, set(), is_user_code)
             if problem is not None:
                 owner = f"submodule {prefix!r}" if prefix else "the model"
                 raise UnsupportedError(f"the {hook.kind} {hook.name} on {owner} ({type(module).__qualname__}), "
@@ -117,7 +118,7 @@ def _instructions(code: types.CodeType) -> Iterator[tuple[types.CodeType, dis.In
             yield from _instructions(const)
 
 
-def _state_write(function: object, seen: set[int]) -> str | None:
+def _state_write(function: object, seen: set[int], is_user_code: Callable[[object], bool]) -> str | None:
     """What in ``function`` (or a user function it reaches) writes Python state; None if nothing."""
     if id(function) in seen:
         return None
@@ -136,8 +137,8 @@ def _state_write(function: object, seen: set[int]) -> str | None:
             return f"calls the mutating method {name}() (line {_line(instruction)})"
         if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and name in _WRITING_CALLS:
             return f"calls {name}() (line {_line(instruction)})"
-    for reached in _reached(function):
-        problem = _state_write(reached, seen)
+    for reached in _reached(function, is_user_code):
+        problem = _state_write(reached, seen, is_user_code)
         if problem is not None:
             return f"calls {getattr(reached, '__qualname__', reached)!s:.60}, which {problem}"
     return None
@@ -153,7 +154,7 @@ def _line(instruction: dis.Instruction) -> int | None:
     return positions.lineno if positions is not None else None
 
 
-def _reached(function: types.FunctionType) -> Iterator[object]:
+def _reached(function: types.FunctionType, is_user_code: Callable[[object], bool]) -> Iterator[object]:
     """User objects ``function`` may call: functions and callable instances among its globals and cells."""
     names = set()
     for _, instruction in _instructions(function.__code__):
@@ -165,8 +166,6 @@ def _reached(function: types.FunctionType) -> Iterator[object]:
             values.append(cell.cell_contents)
         except ValueError:
             continue
-    from dycl.rewriter.inline import is_user_code  # inline imports this module
-
     for value in values:
         if (isinstance(value, types.FunctionType) and is_user_code(value)) or _callable_instance(value):
             yield value
