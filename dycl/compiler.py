@@ -59,6 +59,7 @@ from dycl.manifest_build import build_manifest, input_ports
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.hooks import forward_hooks
 from dycl.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.state_sync import host_state, initial_state
 from dycl.subdnn import SubDNNModule
@@ -174,7 +175,7 @@ def rewrite(job: Job) -> Frontend:
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
         rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed, positional=positional)
-        if rewritten is None or decides_nothing(rewritten):
+        if (rewritten is None or decides_nothing(rewritten)) and not forward_hooks(model):  # hooks: see root_hooks
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
             if library is not None:  # else a Python number in the output: the rewrite computes it per call

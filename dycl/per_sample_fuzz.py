@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import dycl
+from dycl.fuzz.features import ISSUE_26
 from dycl.fuzz.generator import generate
 from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program
@@ -65,7 +66,9 @@ def campaign(n: int, seed: int, verbose: bool = False) -> Counter:
     counts: Counter = Counter()
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(n):
-            program = generate(seed, index)
+            # issue 26's patterns (several batch sizes, sampling, arguments changed in place) do not fit
+            # programs of one sample each; left out, the programs are those of before (own random stream)
+            program = generate(seed, index, exclude=ISSUE_26)
             try:
                 outcome, paths = check_per_sample(program, Path(scratch))
             except Discarded as exc:

@@ -41,6 +41,7 @@ from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
 from dycl.rewriter.hooks import forward_hooks, hook_functions, refuse_impure_hooks
+from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
@@ -90,7 +91,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
-    refuse_impure_hooks(model)
+    refuse_impure_hooks(model, is_user_code)
     if method == "forward" and forward_hooks(model):  # model(...) runs the model's hooks around forward
         signature = signature_of(resolved, inspect.unwrap(resolved.function))
         resolved = hooked_entry(model, resolved, signature, example, positional)

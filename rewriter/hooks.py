@@ -7,17 +7,18 @@
 result replaces the output). Where dycl keeps a submodule call opaque, the
 exporter traces ``__call__`` itself, so the hooks' computation is compiled into
 the sub-DNN like any other code; where dycl inlines a ``forward`` (the model's
-own, and every submodule that branches on data), ``__call__`` does not run and
-its hooks would be dropped.
+own, and every submodule that branches on data), ``rewriter.hooked_calls`` and
+``rewriter.root_hooks`` write the hook calls out around it.
 
-Guarantees: ``refuse_dropped_hooks`` raises ``UnsupportedError`` naming the hook
-(its qualname and where it is defined) for a module whose ``forward`` is
-inlined; ``refuse_impure_hooks`` raises for a hook anywhere in the model that
-writes Python state (an item or attribute store, a mutating method such as
-``append``/``update``/``__setitem__``, an in-place tensor method, ``global`` /
-``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a traced
-hook runs only while compiling, so such a write would not happen per call.
-User functions a hook reaches through its globals or closure are read too.
+Guarantees: ``forward_hooks`` lists the hooks in the order ``__call__`` runs
+them; ``refuse_impure_hooks`` raises ``UnsupportedError`` for a hook anywhere in
+the model that writes Python state (an item or attribute store, a mutating
+method such as ``append``/``update``/``__setitem__``, an in-place tensor method,
+``global``/``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a
+traced hook runs only while compiling, so such a write would not happen per
+call. User functions a hook reaches through its globals or closure are read too.
+``refuse_dropped_hooks`` names the first hook of a module whose hooks cannot be
+written out.
 
 Assumes: a hook that passes this check is a function of its arguments (and of
 constants it reads), so tracing it once is its meaning; a hook that calls an
@@ -29,12 +30,11 @@ from __future__ import annotations
 import dis
 import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
-from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.vocabulary import MUTATING_METHODS
 from torch.nn.modules import module as _module
 
@@ -86,24 +86,24 @@ def hook_functions(model: torch.nn.Module) -> list[types.FunctionType]:
 
 
 def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLocation | None) -> None:
-    """Raise for hooks of ``module``, whose ``forward`` dycl inlines (``what`` names the module)."""
+    """Raise for hooks of ``module``, which dycl cannot write out (``what`` names the module and why)."""
     hooks = forward_hooks(module)
     if not hooks:
         return
     hook = hooks[0]
     defined = f", defined at {hook.location}" if hook.location else ""
     raise UnsupportedError(
-        f"the {hook.kind} {hook.name}{defined} on {what}, whose forward dycl compiles by inlining it "
-        f"({len(hooks)} hook(s) in all)", location,
-        "dycl keeps hooks only on submodules without data-dependent control flow; move the hook's computation "
-        "into forward, or remove the hook (handle.remove()) before dycl.compile")
+        f"the {hook.kind} {hook.name}{defined} on {what} ({len(hooks)} hook(s) in all)", location,
+        "call the model as dycl.compile(model, example) does, with forward's arguments written out; or move the "
+        "hook's computation into forward, or remove the hook (handle.remove()) before dycl.compile")
 
 
-def refuse_impure_hooks(model: torch.nn.Module) -> None:
-    """Raise for the first hook in ``model`` that writes Python state or cannot be read."""
+def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool]) -> None:
+    """Raise for the first hook in ``model`` that writes Python state or cannot be read; the
+    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too."""
     for prefix, module in model.named_modules(remove_duplicate=False):
         for hook in forward_hooks(module):
-            problem = _state_write(hook.target, set())
+            problem = _state_write(hook.target, set(), is_user_code)
             if problem is not None:
                 owner = f"submodule {prefix!r}" if prefix else "the model"
                 raise UnsupportedError(f"the {hook.kind} {hook.name} on {owner} ({type(module).__qualname__}), "
@@ -118,7 +118,7 @@ def _instructions(code: types.CodeType) -> Iterator[tuple[types.CodeType, dis.In
             yield from _instructions(const)
 
 
-def _state_write(function: object, seen: set[int]) -> str | None:
+def _state_write(function: object, seen: set[int], is_user_code: Callable[[object], bool]) -> str | None:
     """What in ``function`` (or a user function it reaches) writes Python state; None if nothing."""
     if id(function) in seen:
         return None
@@ -137,8 +137,8 @@ def _state_write(function: object, seen: set[int]) -> str | None:
             return f"calls the mutating method {name}() (line {_line(instruction)})"
         if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and name in _WRITING_CALLS:
             return f"calls {name}() (line {_line(instruction)})"
-    for reached in _reached(function):
-        problem = _state_write(reached, seen)
+    for reached in _reached(function, is_user_code):
+        problem = _state_write(reached, seen, is_user_code)
         if problem is not None:
             return f"calls {getattr(reached, '__qualname__', reached)!s:.60}, which {problem}"
     return None
@@ -154,7 +154,7 @@ def _line(instruction: dis.Instruction) -> int | None:
     return positions.lineno if positions is not None else None
 
 
-def _reached(function: types.FunctionType) -> Iterator[object]:
+def _reached(function: types.FunctionType, is_user_code: Callable[[object], bool]) -> Iterator[object]:
     """User objects ``function`` may call: functions and callable instances among its globals and cells."""
     names = set()
     for _, instruction in _instructions(function.__code__):

@@ -18,7 +18,7 @@ from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body
 from dycl.rewriter.forward import ResolvedMethod, resolve_method
 from dycl.rewriter.forwarding import Forwarded
 from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
-from dycl.rewriter.hooks import forward_hooks, refuse_dropped_hooks
+from dycl.rewriter.hooks import forward_hooks
 from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.substitute import replace_names
@@ -316,10 +316,8 @@ class Inline(FlowWalker):
         target = self.flow.evaluate(call.func, env)
         if expansion is None or target is None or not isinstance(target.value, torch.nn.Module):
             return expansion
-        if forward_hooks(target.value) and sequential is None:  # __call__'s hooks around the inlined forward
+        if forward_hooks(target.value):  # __call__'s hooks around the inlined forward
             return HookedCall(target.value, canonical_term(target.value, self.flow.index) or call.func)
-        what = f"{cst.Module([]).code_for_node(call.func)} ({type(target.value).__qualname__})"
-        refuse_dropped_hooks(target.value, what, self.ctx.locations.resolve(stmt))
         return expansion
 
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
@@ -367,20 +365,22 @@ class Inline(FlowWalker):
             return [cst.Assign([cst.AssignTarget(name)], wrapped), cst.Return(name)]
         return write
 
-    def _splice_sequential(self, calls: list[cst.Call], small, stmt, env) -> Block:
+    def _splice_sequential(self, calls: list[cst.Call], small, stmt, env, wrap: Callable | None = None) -> Block:
         lines: Block = []
         current = calls[0].args[0].value
         for i, child_call in enumerate(calls):
             last = i == len(calls) - 1
             child_call = child_call.with_changes(args=[cst.Arg(current)])
             if last:
-                new_small = _with_call(small, child_call)
+                new_smalls = [_with_call(small, child_call)] if wrap is None else (
+                    self._wrapped_writer(small, wrap)(child_call))
             else:
                 temp = self.ctx.namespace.fresh("out")
-                new_small = cst.Assign([cst.AssignTarget(cst.Name(temp))], child_call)
+                new_smalls = [cst.Assign([cst.AssignTarget(cst.Name(temp))], child_call)]
                 current = cst.Name(temp)
-            line = set_location(cst.SimpleStatementLine([new_small]), comment_of(stmt))
-            lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
+            for new_small in new_smalls:
+                line = set_location(cst.SimpleStatementLine([new_small]), comment_of(stmt))
+                lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
         return lines
 
     def _splice_hooked(self, call: cst.Call, hooked: HookedCall, small, stmt, env) -> Block:
@@ -393,6 +393,11 @@ class Inline(FlowWalker):
         for line in written.prefix:
             lines += self.block([line], self.flow.run_block(lines, env.copy()).fall)[0]
         inner = self.flow.run_block(lines, env.copy()).fall
+        if isinstance(hooked.module, torch.nn.Sequential):  # its children, called one after the other
+            sequential_call = cst.Call(hooked.term, written.forward.args)
+            calls = self._expand_sequential(sequential_call, hooked.module, stmt, inner)
+            if calls is not None:
+                return lines + self._splice_sequential(calls, small, stmt, inner, written.wrap)
         expansion = self.expand(written.forward, stmt, inner)
         if expansion is not None:
             return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap)

@@ -212,3 +212,55 @@ def test_a_global_module_hook_is_compiled(tmp_path):
         assert _check_outer(model, tmp_path) >= 4
     finally:
         handle.remove()
+
+
+class Shift(nn.Module):
+    """A block with a data-dependent branch, used inside a library container."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            return self.fc(x)
+        return x - 1
+
+
+def test_hooks_on_a_library_model_see_the_arguments_as_eager_does(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 6), Shift(), nn.Tanh()).eval()  # torch's own forward: library code
+    model.register_forward_pre_hook(lambda m, args: (args[0] * 3,))  # args[0]: called positionally
+    model.register_forward_hook(lambda m, args, out: out + args[0].mean())
+    model[1].register_forward_hook(lambda m, args, out: out * 0.5)
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 6, generator=generator) + b for b in (-1.0, 1.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-5)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+
+
+class Summed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, *parts):
+        h = self.fc(sum(parts))
+        if h.mean() > 0:
+            return h
+        return -h
+
+
+def test_a_hook_on_a_model_with_star_args_is_refused_by_name():
+    torch.manual_seed(0)
+    model = Summed().eval()
+
+    def shift(module, args):
+        return tuple(a + 1 for a in args)
+
+    model.register_forward_pre_hook(shift)
+    with pytest.raises(dycl.UnsupportedError, match=r"forward pre-hook .*shift, defined at .*test_hooks\.py:\d+ on "
+                                                    r"the model \(Summed\).*\*args"):
+        dycl.compile(model, (torch.randn(2, 6), torch.randn(2, 6)))
