@@ -23,7 +23,6 @@ leaves no layer and needs nothing.
 from __future__ import annotations
 
 import inspect
-import sysconfig
 import textwrap
 import types
 from typing import Any
@@ -31,9 +30,9 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.user_code import in_library
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
-_LIBRARY_PATHS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def _closure(function: types.FunctionType) -> dict[str, Any]:
@@ -110,7 +109,7 @@ def _library_code(function: types.FunctionType) -> bool:
     traced graph computes in: not a closure to compile)."""
     if (getattr(function, "__module__", "") or "").split(".")[0] in ("torch", "functools", "contextlib"):
         return True
-    return function.__code__.co_filename.startswith(_LIBRARY_PATHS)
+    return in_library(function.__code__.co_filename)
 
 
 def _has_source(function: types.FunctionType) -> bool:

@@ -25,7 +25,12 @@ def is_user_code(obj: object) -> bool:
         path = inspect.getsourcefile(obj) or ""
     except TypeError:
         return False
-    return not path.startswith(_LIBRARY_PATHS)
+    return not in_library(path)
 
 
-__all__ = ["is_user_code"]
+def in_library(path: str) -> bool:
+    """Whether the file ``path`` belongs to the standard library or an installed package."""
+    return path.startswith(_LIBRARY_PATHS)
+
+
+__all__ = ["in_library", "is_user_code"]

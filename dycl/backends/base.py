@@ -7,11 +7,12 @@ Everything the compiler asks of a backend is declared here: it never probes a ba
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dycl.hcfg.ports import Variant
-from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
-from dycl.subdnn import SubDNNModule
+if TYPE_CHECKING:  # annotations only: a TVM build worker imports the backends without torch
+    from dycl.hcfg.ports import Variant
+    from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
+    from dycl.subdnn import SubDNNModule
 
 
 class Backend(Protocol):

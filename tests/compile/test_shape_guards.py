@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from dycl.rewriter import inline
+from dycl.rewriter import user_code
 from torch import nn
 
 import dycl
@@ -24,7 +24,7 @@ from tests.compile.installed_library.attention import SelfAttention, add_positio
 def installed_library(monkeypatch):
     """dycl treats ``installed_library`` as an installed package: traced, not rewritten."""
     folder = str(Path(attention.__file__).parent)
-    monkeypatch.setattr(inline, "_LIBRARY_PATHS", (*inline._LIBRARY_PATHS, folder))
+    monkeypatch.setattr(user_code, "_LIBRARY_PATHS", (*user_code._LIBRARY_PATHS, folder))
 
 
 def _line(text: str) -> str:

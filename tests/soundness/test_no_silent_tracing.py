@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from dycl.rewriter import inline
+from dycl.rewriter import inline, user_code
 from torch import nn
 
 import dycl
@@ -153,7 +153,7 @@ def test_item_in_a_branch_free_helper_is_moved_to_the_host(tmp_path):
 @pytest.fixture
 def libpkg_is_a_library(monkeypatch):
     """Make dycl treat ``tests/soundness/libpkg`` as an installed package (opaque library code)."""
-    monkeypatch.setattr(inline, "_LIBRARY_PATHS", (*inline._LIBRARY_PATHS, str(Path(libpkg.__file__).parent)))
+    monkeypatch.setattr(user_code, "_LIBRARY_PATHS", (*user_code._LIBRARY_PATHS, str(Path(libpkg.__file__).parent)))
     inline.is_user_code.cache_clear()
     assert not inline.is_user_code(libpkg.route)
     yield
