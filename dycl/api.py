@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
 from dycl.quiet import muted
+from dycl.rewriter.errors import SpecialisationWarning
 from dycl.staleness import WeightGuard
 from dycl.state_sync import ModuleState
 from dycl.validate import validate
@@ -217,15 +219,34 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
         raise TrainingModeError(model, training)
     pristine = copy_tensors((example_input, kwargs))  # compiling runs forward on copies (dycl.example_copy)
     example_input, kwargs = copy_tensors(pristine)
+    levers = Levers.of(optimize)
+    options = dict(backend=backend, optimize=levers.optimize_graph, progress=progress, backend_options=backend_options,
+                   kwargs=kwargs, levers=levers, per_sample=per_sample)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
-        levers = Levers.of(optimize)
-        result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
-                               progress=progress, backend_options=backend_options, dynamic=dynamic, kwargs=kwargs,
-                               levers=levers, per_sample=per_sample)
+        result = compile_model(model, example_input, dynamic=dynamic, **options)
         if static_batch_needed(model, example_input, kwargs, dynamic, per_sample):  # dycl.batch_check
-            result = compile_model(model, example_input, backend=backend, optimize=levers.optimize_graph,
-                                   progress=progress, backend_options=backend_options, dynamic=False, kwargs=kwargs,
-                                   levers=levers, per_sample=per_sample)
+            result = compile_model(model, example_input, dynamic=False, **options)
+    compiled = _compiled_model(model, result, threads)
+    if not self_check.enabled(check):
+        return compiled
+    try:
+        _self_check(model, compiled, result, pristine)
+    except self_check.ResizedInputError as failure:
+        if dynamic is False or per_sample:
+            raise
+        warnings.warn(SpecialisationWarning(
+            f"{type(model).__name__}: dycl could not keep the symbolic dims symbolic in every compiled part "
+            f"({str(failure).split('. This is a dycl bug')[0]}); it compiles the example's shapes "
+            "(dynamic=False), and the compiled model refuses other sizes by name"), stacklevel=2)
+        with preserved(model), muted():
+            result = compile_model(model, example_input, dynamic=False, **options)
+        compiled = _compiled_model(model, result, threads)
+        _self_check(model, compiled, result, pristine)
+    return compiled
+
+
+def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int | None) -> CompiledModel:
+    """The in-process model of ``result`` with its guards: weights, globals and module state."""
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     if result.rewritten.state:  # read from the model before each call, written back after (dycl.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
@@ -233,10 +254,13 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
-    if self_check.enabled(check):
-        with preserved(model), muted():
-            result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
     return compiled
+
+
+def _self_check(model: torch.nn.Module, compiled: CompiledModel, result: CompileResult, pristine: Any) -> None:
+    """``dycl.self_check`` on the pristine example, its cost in ``stats["self_check"]``."""
+    with preserved(model), muted():
+        result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
 
 
 def from_result(result: CompileResult, **options: Any) -> CompiledModel:

@@ -44,6 +44,12 @@ class SelfCheckError(RuntimeError):
     from it: a dycl bug. The message names the input and the first difference."""
 
 
+class ResizedInputError(SelfCheckError):
+    """The compiled model fails on a derived input of other sizes that eager takes (a symbolic
+    dim dycl could not keep symbolic everywhere), while it agrees at the example's sizes;
+    ``dycl.compile`` then compiles the example's shapes (``dynamic=False``) and says so."""
+
+
 def enabled(requested: bool | None) -> bool:
     """Whether to run the check: ``requested`` when given, else unless ``DYCL_SELF_CHECK=0``."""
     if requested is not None:
@@ -139,8 +145,9 @@ def _compare(subject: Subject, derived: Derived) -> bool:
     except Exception as error:
         if derived.resized and isinstance(error, ValueError):  # a size refused by name (specialised dim, guard)
             return False
-        raise SelfCheckError(f"the compiled model raises on the {derived.description}, which eager takes "
-                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
+        failure = ResizedInputError if derived.resized else SelfCheckError
+        raise failure(f"the compiled model raises on the {derived.description}, which eager takes "
+                      f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
     problems = difference(expected, actual), difference(eager_after, arguments)
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
@@ -258,4 +265,5 @@ def _form(value: Any) -> str:
     return type(value).__name__
 
 
-__all__ = ["SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes", "timed_run"]
+__all__ = ["ResizedInputError", "SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes",
+           "timed_run"]
