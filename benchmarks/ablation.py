@@ -49,6 +49,7 @@ COMPILE_SETTINGS: dict[str, dict] = {
                                                               merge_into_producers=False)},
     "no §5.4 (optimize=False)": {"optimize": False},
     "no reuse of identical sub-DNNs": {"levers": Levers(reuse_identical=False)},
+    "small graphs in the thread pool too": {"levers": Levers(small_graphs_on_caller=False)},
 }
 
 #: name -> environment of the host process

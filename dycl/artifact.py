@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dycl import host_module
 from dycl.hostgen.artifact_check import verified_artifact
 from dycl.hostgen.manifest import DYCL_VERSION, MANIFEST_FILE, ArtifactError, Manifest
 
@@ -56,9 +57,8 @@ def host_model(source: str, manifest: Manifest, files: dict[str, bytes], name: s
     and the ``files`` it lists: ``dycl.load`` and ``dycl.compile`` build their
     models here, so both run what the saved ``host.py`` runs. ``executable``:
     see the host's ``from_verified``."""
-    from dycl.compiler import load_host_module
 
-    module = load_host_module(source, name=name)
+    module = host_module.load_host_module(source, name=name)
     return module.from_verified(manifest, files, executable=executable, **options)
 
 

@@ -19,6 +19,7 @@ import libcst as cst
 import numpy as np
 import torch
 
+from dycl import host_module
 from dycl.backends.torch import TorchBackend
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import Manifest, Output
@@ -35,10 +36,9 @@ def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, Sub
     """The manifest's output table: one entry per array or Python value the model
     returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
     ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)."""
-    from dycl.compiler import load_host_module
     from dycl.guard_alternatives import module_of
 
-    host = load_host_module(host_source)
+    host = host_module.load_host_module(host_source)
     eager = TorchBackend()
     executables = {name: eager.executable(b"", entry, module_of(modules, name))
                    for name, entry in manifest.sub_dnns.items()}

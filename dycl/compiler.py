@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import linecache
 import os
 import time
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ from dycl import rewriter, written_inputs
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, compile_all
+from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
 from dycl.example_copy import ExampleSnapshot
@@ -159,6 +158,8 @@ class Compiled:
     guards: dict[str, tuple[ShapeGuard, ...]] = field(default_factory=dict)
     #: variant name -> [(file, guards)] of its graphs traced at other sizes (``dycl.guard_alternatives``)
     alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = field(default_factory=dict)
+    #: the files small enough to run on the calling thread (``dycl.backends.onnx_cost``)
+    calling_thread: frozenset[str] = frozenset()
 
 
 def rewrite(job: Job) -> Frontend:
@@ -277,7 +278,22 @@ def compile_variants(ported: Ported) -> Compiled:
     alternatives = _other_size_graphs(chosen, ported, found, files)
     return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants}, guards,
                     {v.name: alternatives[_identity(job, v)] for v in ported.variants
-                     if _identity(job, v) in alternatives})
+                     if _identity(job, v) in alternatives},
+                    _calling_thread(job, distinct, file_of, files))
+
+
+def _calling_thread(job: Job, distinct: dict[str, Variant], file_of: dict[str, str],
+                    files: dict[str, bytes]) -> frozenset[str]:
+    """The ONNX files whose graphs are small at their example's shapes (``dycl.backends.onnx_cost``)."""
+    if not job.options.levers.small_graphs_on_caller or job.options.per_sample or job.backend.name != "onnxruntime":
+        return frozenset()
+    small = set()
+    for fingerprint, variant in distinct.items():
+        example = dict(zip((port.name for port in variant.inputs), variant.examples[0]))
+        shapes = {name: tuple(value.shape) for name, value in example.items() if isinstance(value, torch.Tensor)}
+        if runs_on_calling_thread(files[file_of[fingerprint]], shapes):
+            small.add(file_of[fingerprint])
+    return frozenset(small)
 
 
 def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[ShapeGuard, ...]],
@@ -330,7 +346,8 @@ def emit(compiled: Compiled) -> CompileResult:
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
                                      host_source, ported.modules, constants, front.output_spec,
                                      per_sample=front.job.options.per_sample, guards=compiled.guards,
-                                     alternatives=compiled.alternatives, written_inputs=front.written_inputs)
+                                     alternatives=compiled.alternatives, calling_thread=compiled.calling_thread,
+                                     written_inputs=front.written_inputs)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
@@ -419,15 +436,4 @@ def _shapes(values: tuple[Any, ...], shapes: SymbolicShapes | None) -> list[Any]
             for v in values]
 
 
-def load_host_module(source: str, name: str = "dycl_host") -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__file__ = f"<{name}-{_sha256(source.encode())[:12]}>"
-    # tracebacks (and the host's own error messages) show the generated lines
-    linecache.cache[module.__file__] = (len(source), None, source.splitlines(keepends=True), module.__file__)
-    # dont_inherit: compiled as host.py is, without this module's __future__ flags (string annotations
-    # would send dataclasses looking for the module in sys.modules, where it is deliberately absent)
-    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)  # noqa: S102 - our host
-    return module
-
-
-__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "load_host_module", "run"]
+__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "run"]

@@ -56,13 +56,15 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    output_spec: Any = None, per_sample: bool = False,
                    guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
                    alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]] | None = None,
+                   calling_thread: frozenset[str] = frozenset(),
                    written_inputs: tuple[str, ...] = ()) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
     inputs ``shapes`` declared, by name; ``output_spec``: the framework's output
     tree (``dycl.outputs``), None for plain returns; ``per_sample``: the host takes a batch
-    of samples, each run as the example's one (``dycl.per_sample``)."""
+    of samples, each run as the example's one (``dycl.per_sample``); ``calling_thread``: the
+    files that run on the calling thread (``dycl.backends.onnx_cost``)."""
     files = dict(files)
     stored = None
     if constants:
@@ -78,7 +80,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         model=rewritten.qualname,
         inputs=inputs,
         host=FileEntry(HOST_FILE, sha256(host_source.encode())),
-        sub_dnns=_entries(variants, file_of, files, guards or {}, alternatives or {}),
+        sub_dnns=_entries(variants, file_of, files, guards or {}, alternatives or {}, calling_thread),
         call=manifest_call(call),
         dynamic_dims=dim_table(inputs),
         constants=stored,
@@ -95,7 +97,8 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
 
 def _entries(variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
              guards: Mapping[str, tuple[ShapeGuard, ...]],
-             alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]]) -> dict[str, SubDNNEntry]:
+             alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]],
+             calling_thread: frozenset[str]) -> dict[str, SubDNNEntry]:
     """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at
     another size (``dycl.guard_alternatives``), chained after it by ``otherwise``."""
     entries = {}
@@ -106,7 +109,8 @@ def _entries(variants: Sequence[Variant], file_of: Mapping[str, str], files: Map
                   for index, (file, found) in enumerate(alternatives.get(variant.name, []))]
         for position, (name, file, needed) in enumerate(chain):
             otherwise = chain[position + 1][0] if position + 1 < len(chain) else None
-            entries[name] = SubDNNEntry(file, sha256(files[file]), *ports, needed, otherwise)
+            entries[name] = SubDNNEntry(file, sha256(files[file]), *ports, needed, otherwise,
+                                        1 if file in calling_thread else None)
     return entries
 
 

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch.utils import _pytree as pytree
-
-from dycl.rewriter.values import is_literal
 
 
 def flatten(value: Any) -> tuple[list[Any], pytree.TreeSpec]:
@@ -87,9 +84,4 @@ def rebuild(plain: Any, spec: pytree.TreeSpec) -> Any:
     return pytree.tree_unflatten(pytree.tree_leaves(plain), spec)
 
 
-def literal_leaf(value: Any) -> bool:
-    """A leaf that is a compile-time constant the host can write as a literal."""
-    return not isinstance(value, torch.Tensor) and is_literal(value)
-
-
-__all__ = ["flatten", "is_plain", "plain_expression", "describe", "rebuild", "literal_leaf"]
+__all__ = ["flatten", "is_plain", "plain_expression", "describe", "rebuild"]

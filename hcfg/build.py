@@ -31,10 +31,11 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tensor_versions, updated_in_place
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
 from dycl.hcfg.levers import ALL_ON, Levers
-from dycl.hcfg.liveness import annotate, live_after_ifs
+from dycl.hcfg.liveness import live_after_ifs
 from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
@@ -479,10 +480,4 @@ def build(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tu
     return Built(builder.build(), builder.produced, builder.observations)
 
 
-def build_hcfg(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-               optimize: bool = True, levers: Levers = ALL_ON) -> HCFG:
-    """``build``'s graph alone."""
-    return build(rewritten, model, example_args, optimize, levers).graph
-
-
-__all__ = ["build", "build_hcfg", "Built", "HCFGBuilder", "is_tensor_value"]
+__all__ = ["build", "Built", "HCFGBuilder", "is_tensor_value"]

@@ -31,10 +31,13 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, where
+from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, source_of, where
+
+if TYPE_CHECKING:
+    from dycl.hcfg.graph import HCFG
 
 WIDTH = 40  # characters per label line
 LANE_INCHES, ROW_INCHES = 3.6, 0.75  # a lane holds one box; a row one rank

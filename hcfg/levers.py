@@ -22,12 +22,15 @@ class Levers:
     ``merge_into_producers``: a sub-DNN moves into an earlier one across host
     operations that cannot tell the difference (``hcfg.optimize.merge_into_producers``).
     ``reuse_identical``: identical sub-DNNs (code, weights and ports) are compiled
-    once and share a file and a session."""
+    once and share a file and a session.
+    ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
+    pool's hand-off runs on the calling thread (``dycl.backends.onnx_cost``)."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
     merge_into_producers: bool = True
     reuse_identical: bool = True
+    small_graphs_on_caller: bool = True
 
     @classmethod
     def of(cls, optimize: bool | Levers) -> Levers:

@@ -32,12 +32,11 @@ concern, not this module's.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import libcst as cst
 from dycl.hcfg.aliasing import updated_in_place
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN
-from dycl.hcfg.passes import graph_pass
+from dycl.hcfg.nodes import Block, Cond, HostOp, Node, Return, SubDNN
 from dycl.rewriter.flow import else_body
 from dycl.rewriter.walk import bound_names, read_names
 
@@ -180,26 +179,6 @@ class Liveness:
         return tuple(reversed(kept)), live
 
 
-@graph_pass
-def annotate(graph: HCFG) -> HCFG:
-    """``graph`` without its dead code, every sub-DNN's inputs and outputs its ports."""
-    return graph.with_body(_apply(graph.body, graph.liveness))
-
-
-def _apply(block: Block, liveness: Liveness) -> Block:
-    nodes: list[Node] = []
-    for node in block:
-        if liveness.is_dead(node):
-            continue
-        if isinstance(node, Cond):
-            node = replace(node, then=_apply(node.then, liveness), orelse=_apply(node.orelse, liveness))
-        elif isinstance(node, SubDNN):
-            inputs, outputs = liveness.ports(node)
-            node = replace(node, statements=liveness.kept[id(node)], inputs=inputs, outputs=outputs)
-        nodes.append(node)
-    return tuple(nodes)
-
-
 def live_after_conditions(block: Block, locals_: frozenset[str]) -> dict[int, frozenset[str]]:
     """For each node (by ``id``; used for the conditions), the variables live after it:
     states that agree on these may be merged there (what differs is never read again).
@@ -229,5 +208,5 @@ def _source_live_in(stmts, live: frozenset[str], locals_: frozenset[str], found:
     return live
 
 
-__all__ = ["Liveness", "annotate", "live_after_conditions", "live_after_ifs", "reads_writes",
+__all__ = ["Liveness", "live_after_conditions", "live_after_ifs", "reads_writes",
            "statement_reads_writes", "statements_reads_writes", "EffectsMemo"]

@@ -16,8 +16,9 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from dycl.hcfg.liveness import EffectsMemo, annotate, reads_writes, statement_reads_writes
+from dycl.hcfg.liveness import EffectsMemo, reads_writes, statement_reads_writes
 from dycl.hcfg.passes import graph_pass
 from dycl.hcfg.randomness import may_be_random
 from dycl.hcfg.trace import Examples

@@ -36,8 +36,6 @@ import libcst as cst
 from dycl.hcfg.graph import SubDNN
 from dycl.rewriter.vocabulary import dtype_name
 
-SCALAR_KINDS = ("bool", "int", "float")
-
 
 @dataclass(frozen=True)
 class Port:
@@ -206,4 +204,4 @@ def _strip_comment(line: str) -> str:
     return line.split("  # ")[0].rstrip()
 
 
-__all__ = ["Layout", "Port", "Record", "SCALAR_KINDS", "Static", "Variant", "describe", "host_value"]
+__all__ = ["Layout", "Port", "Record", "Static", "Variant", "describe", "host_value"]

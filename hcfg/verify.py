@@ -34,9 +34,14 @@ the user's file:line) and the invariant:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
-from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, source_of, where
 from dycl.hcfg.liveness import Liveness
+from dycl.hcfg.nodes import Block, Cond, HostOp, Return, SubDNN, always_returns, source_of, where
+
+if TYPE_CHECKING:
+    from dycl.hcfg.graph import HCFG
 
 
 class HCFGInvariantError(Exception):

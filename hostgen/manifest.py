@@ -280,7 +280,9 @@ class SubDNNEntry:
     one), its input and output ports, in the order the host passes them, the
     shape conditions its graph needs (``ShapeGuard``; none for most) and
     ``otherwise``: the entry (same ports, another graph) the host runs where those
-    conditions fail and its own hold, e.g. the graph traced at a size of 1."""
+    conditions fail and its own hold, e.g. the graph traced at a size of 1.
+    ``threads``: at most this many intra-op threads run it (1: on the calling thread, for
+    a graph too small to pay for a thread pool's hand-off; None: the load's setting)."""
 
     file: str
     sha256: str
@@ -288,18 +290,22 @@ class SubDNNEntry:
     outputs: tuple[Port, ...]
     guards: tuple[ShapeGuard, ...] = ()
     otherwise: str | None = None
+    threads: int | None = None
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise"))
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise", "threads"))
         entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
         guards = tuple(ShapeGuard.from_json(guard, f"{where}.guards[{position}]")
                        for position, guard in enumerate(_json_list(value.get("guards", []), f"{where}.guards")))
         otherwise = value.get("otherwise")
         if otherwise is not None:
             _json_string(otherwise, f"{where}.otherwise")
+        threads = value.get("threads")
+        if threads is not None and (type(threads) is not int or threads < 1):
+            _json_fail(f"{where}.threads", "a positive integer", threads)
         return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
-                   _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise)
+                   _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise, threads)
 
     def to_json(self):
         value = {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
@@ -308,6 +314,8 @@ class SubDNNEntry:
             value["guards"] = [guard.to_json() for guard in self.guards]
         if self.otherwise is not None:
             value["otherwise"] = self.otherwise
+        if self.threads is not None:
+            value["threads"] = self.threads
         return value
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
+from dycl.backends import ort_runtime
 from dycl.backends.onnx_export import export_onnx
-from dycl.backends.ort_runtime import RUNTIME
 from dycl.hcfg.ports import Variant
+from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
 from dycl.subdnn import SubDNNModule
 
@@ -15,7 +13,7 @@ from dycl.subdnn import SubDNNModule
 class OnnxRuntimeBackend:
     name = "onnxruntime"
     file_suffix = ".onnx"
-    runtime = RUNTIME
+    runtime = copied(ort_runtime.__file__)
     standalone = True
 
     def __init__(self) -> None:
@@ -37,17 +35,10 @@ class OnnxRuntimeBackend:
         return data
 
     def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):
-        return _runtime()["load_executable"](data, entry)
-
-
-@functools.cache
-def _runtime() -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec("import numpy as np\n" + RUNTIME, namespace)  # noqa: S102 - our own runtime snippet
-    return namespace
+        return ort_runtime.load_executable(data, entry)
 
 
 def session_options():
     """Options for any other ONNX Runtime session in a process that runs dycl hosts
     (they share one global thread pool)."""
-    return _runtime()["_session_options"]()
+    return ort_runtime.session_options_for()

@@ -1,15 +1,17 @@
-"""The ONNX Runtime part of the generated host (copied into host.py verbatim).
+"""The ONNX Runtime part of the generated host: a real module, copied into host.py verbatim
+(``hostgen.copies``: less this docstring and its ``# dycl only`` lines) and imported as it is
+by the in-process backend.
 
-Assumes ``np`` (numpy) is imported by the host. Guarantees: loading changes no
+Imports only the standard library, numpy and onnxruntime (never torch or dycl). Guarantees: loading changes no
 process-wide ONNX Runtime state unless the caller opts in (``shared_pool=True``);
 every executable is safe to call from many threads at once.
 """
 
-RUNTIME = '''
 import os
 import re
 import threading
 
+import numpy as np
 import onnxruntime as ort
 
 # Note: thread pools. By default each session gets its own intra-op pool of
@@ -49,7 +51,8 @@ def runtime_options(threads=None, providers=None, session_options=None, shared_p
             "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager")}
 
 
-def _session_options(options=None):
+def session_options_for(options=None):
+    """The SessionOptions every session of a model loaded with ``options`` is created with."""
     options = options or runtime_options()
     if options["session_options"] is not None:
         return options["session_options"]
@@ -64,8 +67,11 @@ def _session_options(options=None):
     return session_options
 
 
-def _session(data, options):
-    session_options = _session_options(options)
+def _session(data, options, threads=None):
+    session_options = session_options_for(options)
+    if threads is not None and options["session_options"] is None and not options["shared_pool"]:
+        # the manifest's cap for a graph too small for a pool (1: runs on the calling thread)
+        session_options.intra_op_num_threads = min(threads, options["threads"])
     try:
         return ort.InferenceSession(data, session_options, providers=options["providers"])
     except Exception as error:
@@ -85,7 +91,7 @@ class _Executable:
     outputs out costs more than the feed dict saves."""
 
     def __init__(self, data, entry, options):
-        self.session = _session(data, options)
+        self.session = _session(data, options, entry.threads)
         self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops unread inputs
         self.inputs = [(position, port.name, np.dtype(port.dtype))
                        for position, port in enumerate(entry.inputs) if port.name in self.input_shapes]
@@ -144,7 +150,7 @@ class _BoundExecutable(_Executable):
 
 def _symbols(dims):
     """The identifiers in symbolic dims (``2*batch + 1`` -> {"batch"})."""
-    return {word for dim in dims if isinstance(dim, str) for word in re.findall(r"[A-Za-z_]\\w*", dim)}
+    return {word for dim in dims if isinstance(dim, str) for word in re.findall(r"[A-Za-z_]\w*", dim)}
 
 
 class _LazyExecutable:
@@ -169,4 +175,3 @@ def _executable(data, entry, options):
 def load_executable(data, entry, options=None):
     options = options or runtime_options()
     return (_LazyExecutable if options["load"] == "lazy" else _executable)(data, entry, options)
-'''

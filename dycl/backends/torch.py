@@ -7,25 +7,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from dycl.backends import torch_runtime
 from dycl.hcfg.ports import Variant
+from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
 from dycl.subdnn import SubDNNModule
-
-RUNTIME = '''
-def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
-    return None
-
-
-def load_executable(data, entry, options=None):
-    raise RuntimeError("this artifact was compiled with backend='torch', which runs only in-process; "
-                       "compile with backend='onnxruntime' to deploy")
-'''
 
 
 class TorchBackend:
     name = "torch"
     file_suffix = ".txt"
-    runtime = RUNTIME
+    runtime = copied(torch_runtime.__file__)
     standalone = False
 
     def compile(self, module: SubDNNModule, variant: Variant) -> bytes:

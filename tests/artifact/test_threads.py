@@ -6,7 +6,7 @@ shared between threads would show."""
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -26,19 +26,34 @@ def test_in_process_model_from_eight_threads():
     single = [compiled(x) for x in inputs]
     wrong = []
 
-    def worker(k: int) -> None:
+    def worker(k: int) -> int:
         for i in range(300):
             j = (i * 7 + k * 13) % len(inputs)
             logits, steps = compiled(inputs[j])
             if steps != single[j][1] or not torch.equal(logits, single[j][0]):
                 wrong.append((k, i, j))
+        return 300
 
-    pool = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
+    assert _calls_from_threads(worker, 8) == 2400  # an exception in a worker is raised here
     assert wrong == []
+
+
+def _calls_from_threads(worker, threads: int) -> int:
+    """Run ``worker(k)`` on ``threads`` threads at once; the sum of their results, or the
+    first exception a worker raised (``Future.result`` re-raises it in the test's thread)."""
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = [pool.submit(worker, k) for k in range(threads)]
+        return sum(future.result() for future in futures)
+
+
+def test_an_exception_in_a_worker_thread_fails_the_test():
+    def worker(k: int) -> int:
+        if k == 3:
+            raise RuntimeError("worker 3 failed")
+        return 1
+
+    with pytest.raises(RuntimeError, match="worker 3 failed"):
+        _calls_from_threads(worker, 8)
 
 
 SETTINGS = {

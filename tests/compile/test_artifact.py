@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl import hcfg, rewriter
+import dycl.compiler
+from dycl import rewriter
 from dycl.backends.onnxruntime import OnnxRuntimeBackend
 from dycl.paths import model_source_files, record_path
 from dycl.testing import assert_equivalent
@@ -39,7 +40,10 @@ def test_untaken_branch_is_compiled_ahead_of_time(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.onnx, "export", no_more_compilation)
     monkeypatch.setattr(OnnxRuntimeBackend, "compile", no_more_compilation)
     monkeypatch.setattr(rewriter, "rewrite", no_more_compilation)
-    monkeypatch.setattr(hcfg.build, "build_hcfg", no_more_compilation)
+    monkeypatch.setattr(dycl.hcfg.build.HCFGBuilder, "build", no_more_compilation)
+    monkeypatch.setattr(dycl.compiler, "trace_examples", no_more_compilation)
+    with pytest.raises(AssertionError, match="compilation after"):  # the patches catch a compile
+        dycl.compile(model, example)
 
     files = model_source_files(model)
     _, example_path = record_path(model, example, files=files)

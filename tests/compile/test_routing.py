@@ -6,7 +6,6 @@ included) and must never be frozen at the example's count."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -99,13 +98,10 @@ def test_threshold_routing_with_a_boolean_mask_write_agrees_in_process_and_witho
     assert report["problems"] == [] and report["checked"] == len(inputs)
 
 
-def test_expert_choice_routing_agrees_or_is_refused_at_its_line():
+def test_expert_choice_routing_agrees():
     torch.manual_seed(4)
     model = ExpertChoiceMoE().eval()
-    try:
-        compiled = _compiled(model)
-    except dycl.UnsupportedError as error:  # `shape = x.shape` kept for the last reshape: a torch.Size port
-        pytest.skip(f"refused (issue 15 item 2, Python values between sub-DNNs): {str(error).splitlines()[0]}")
+    compiled = _compiled(model)  # compiles since `shape = x.shape` crosses sub-DNNs as a torch.Size port
     assert_equivalent(model, compiled, _inputs(8, seed=9), min_paths=1, atol=1e-5)
 
 

@@ -105,7 +105,7 @@ def test_show_reads_data_files_only_and_writes_svg_and_png(tmp_path, capsys, mon
     def never(*args, **kwargs):
         raise AssertionError("show executed host.py")
 
-    monkeypatch.setattr("dycl.compiler.load_host_module", never)
+    monkeypatch.setattr("dycl.host_module.load_host_module", never)
     host = (out / "host.py").read_text()
     (out / "host.py").write_text("raise SystemExit('host.py was executed')\n")
     assert main(["show", str(out)]) == 1  # a changed host.py fails the check; nothing runs

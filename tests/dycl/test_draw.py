@@ -36,16 +36,45 @@ def test_blockdrop_layout_is_at_least_half_as_wide_as_tall(blockdrop_picture):
     assert re.fullmatch(r"blockdrop\.py:\d+", sub["where"]) and sub["lines"][0].startswith("1 stmt: relu")
 
 
-def test_branches_are_side_by_side_and_meet_at_a_join():
+class EitherWay(torch.nn.Module):
+    """A gate whose branches both compute: neither branch is a bare join."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            h = torch.relu(self.up(x))
+        else:
+            h = torch.tanh(self.down(x))
+        return self.head(h)
+
+
+def _branches(data):
+    """(condition, then node, else node) for every condition of a layout."""
+    nodes = {n["id"]: n for n in data["nodes"]}
+    for cond in (n for n in data["nodes"] if n["kind"] == "cond"):
+        then = next(nodes[b] for a, b, tag in data["edges"] if a == cond["id"] and tag == "T")
+        orelse = next(nodes[b] for a, b, tag in data["edges"] if a == cond["id"] and tag == "F")
+        yield cond, then, orelse
+
+
+def test_two_computing_branches_are_side_by_side():
+    torch.manual_seed(0)
+    data = layout_json(dycl.compile(EitherWay().eval(), torch.randn(1, 4), backend="torch").graph)
+    (cond, then, orelse), = _branches(data)
+    assert then["kind"] != "join" and orelse["kind"] != "join"
+    assert then["y"] == orelse["y"] > cond["y"]
+    assert orelse["x"] > then["x"]
+
+
+def test_branches_meet_at_a_join():
     torch.manual_seed(0)
     graph = dycl.compile(TwoGates().eval(), torch.randn(1, 4), backend="torch").graph
     data = layout_json(graph)
-    nodes = {n["id"]: n for n in data["nodes"]}
-    cond = next(n for n in data["nodes"] if n["kind"] == "cond")
-    then = next(nodes[b] for a, b, tag in data["edges"] if a == cond["id"] and tag == "T")
-    orelse = next(nodes[b] for a, b, tag in data["edges"] if a == cond["id"] and tag == "F")
-    assert then["y"] == orelse["y"] or orelse["kind"] == "join"
-    assert orelse["x"] > then["x"] or orelse["kind"] == "join"
+    for cond, then, orelse in _branches(data):  # each gate skips its block when false
+        assert then["kind"] != "join" and orelse["kind"] == "join" and orelse["y"] > then["y"]
     joins = [n for n in data["nodes"] if n["kind"] == "join" and n["id"] != 0]
     assert len(joins) == 3  # where each of the three conditions' branches meet
     dot = to_dot(data)

@@ -14,8 +14,8 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
-from dycl.hcfg.liveness import annotate
 from dycl.rewriter.locations import location_comment, set_location
 from dycl.rewriter.walk import bound_names
 

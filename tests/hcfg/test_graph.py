@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import always_returns, walk
-from dycl.hcfg.liveness import annotate
 
 from tests.hcfg.graphs import cond, graph, host, ret, sub
 

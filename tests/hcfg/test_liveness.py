@@ -4,7 +4,8 @@ branch only, dead code (strong liveness), host mutation, and the cache."""
 from __future__ import annotations
 
 import torch
-from dycl.hcfg.liveness import Liveness, annotate, live_after_conditions
+from dycl.hcfg.annotate import annotate
+from dycl.hcfg.liveness import Liveness, live_after_conditions
 
 from tests.hcfg.graphs import cond, graph, host, ret, run, sub
 

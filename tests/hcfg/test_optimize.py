@@ -6,8 +6,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 import torch
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HostOp
-from dycl.hcfg.liveness import annotate
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.trace import Examples
 from dycl.rewriter.errors import UnsupportedError

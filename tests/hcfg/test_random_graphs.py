@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HCFG, Node, always_returns, walk
-from dycl.hcfg.liveness import annotate
 from dycl.hcfg.optimize import merge_into_producers
 from dycl.hcfg.passes import checks_enabled
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from dycl.hcfg.liveness import annotate
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.passes import checking, checks_enabled, graph_pass
 from dycl.hcfg.verify import HCFGInvariantError
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from dycl.hcfg.liveness import annotate
+from dycl.hcfg.annotate import annotate
 from dycl.hcfg.optimize import hoist_constants
 from dycl.hcfg.trace import Examples
 from dycl.hostgen.emit import CallSpec, HostCodegen

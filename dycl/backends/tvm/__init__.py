@@ -4,7 +4,7 @@ Each sub-DNN variant is exported to ONNX (the ONNX Runtime backend's export),
 imported with ``relax.frontend.onnx.from_onnx`` (symbolic dimensions stay
 symbolic), legalized and fused, scheduled for the CPU, built for LLVM and
 exported as a shared library: the bytes of that ``.so`` are the artifact. The
-host loads it with the TVM runtime alone (``tvm_runtime.RUNTIME``).
+host loads it with the TVM runtime alone (``tvm.runtime``, copied into the host).
 
 Schedules (``schedule=``, env ``DYCL_TVM_SCHEDULE``):
 
@@ -55,25 +55,25 @@ a generic x86 target uses those intrinsics).
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from dycl.backends.tvm.options import DEFAULT_CPU, SCHEDULES, TvmOptions
 from dycl.backends.tvm.recurrent import recurrent_layers_unrolled
-from dycl.backends.tvm.runtime import RUNTIME
 from dycl.backends.tvm.specialized import example_shapes, pack
 from dycl.backends.tvm.tuning import tuning_problems
 from dycl.backends.tvm.workers import BuildJob, compile_onnx
+from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
 
 
 class TvmBackend:
     name = "tvm"
     file_suffix = ".so"
-    runtime = RUNTIME
+    runtime = copied(Path(__file__).with_name("runtime.py"))  # not imported here: importing it loads TVM
     standalone = True
 
     def __init__(self, tune_trials: int | None = None, target: str | None = None, schedule: str | None = None,
@@ -96,7 +96,9 @@ class TvmBackend:
         return self.compile_many([module], [variant])[0]
 
     def executable(self, data: bytes, entry: SubDNNEntry, module):
-        return _runtime()["load_executable"](data, entry)
+        from dycl.backends.tvm import runtime  # loads TVM's runtime, once per process
+
+        return runtime.load_executable(data, entry)
 
     def compile_many(self, modules: Sequence[Any], variants: Sequence[Any],
                      progress: Callable[[str], None] | None = None) -> list[bytes]:
@@ -146,13 +148,6 @@ _STATIC = "@static"
 
 def _has_symbolic_dims(variant) -> bool:
     return any(isinstance(dim, str) for port in (*variant.inputs, *variant.outputs) for dim in port.shape)
-
-
-@functools.cache
-def _runtime() -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec("import numpy as np\n" + RUNTIME, namespace)  # noqa: S102 - our own runtime snippet
-    return namespace
 
 
 def _over_samples(exported: bytes, variant: Any) -> bytes:

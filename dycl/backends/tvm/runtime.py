@@ -1,4 +1,6 @@
-"""The Apache TVM part of the generated host (copied into host.py verbatim).
+"""The Apache TVM part of the generated host: a real module, copied into host.py verbatim
+(``hostgen.copies``: less this docstring) and imported by the in-process backend when a
+model is loaded (importing it loads TVM).
 
 Each compiled sub-DNN is the bytes of a shared library exported by
 ``relax.build(...).export_library``; the host writes it to a temporary file,
@@ -14,7 +16,6 @@ pool is process-wide: ``TVM_NUM_THREADS`` (or ``DYCL_THREADS``) before the first
 load sets its size; ``load(threads=...)`` is refused rather than ignored.
 """
 
-RUNTIME = '''
 import hashlib
 import importlib.util
 import json
@@ -22,6 +23,8 @@ import os
 import sys
 import tempfile
 import threading
+
+import numpy as np
 
 
 def _import_tvm():
@@ -160,15 +163,14 @@ class _Specialized:
         return self.static(*args)
 
 
-_SPECIALIZED = b"DYCL-TVM-SPECIALIZED\\n"
+_SPECIALIZED = b"DYCL-TVM-SPECIALIZED\n"
 
 
 def load_executable(data, entry, options=None):
     if not data.startswith(_SPECIALIZED):
         return _Executable(data, entry)
-    end = data.index(b"\\n", len(_SPECIALIZED))
+    end = data.index(b"\n", len(_SPECIALIZED))
     header = json.loads(data[len(_SPECIALIZED):end])
     body = data[end + 1:]
     static, generic = body[:header["static_bytes"]], body[header["static_bytes"]:]
     return _Specialized(_Executable(static, entry), _Executable(generic, entry), header["shapes"])
-'''

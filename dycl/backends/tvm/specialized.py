@@ -1,7 +1,7 @@
 """A sub-DNN with symbolic dims, built twice: once for its example's exact shapes,
 where every kernel gets the full schedules (and tuning), and once for any shape.
 The artifact file holds both; the host runs the first whenever the inputs have
-the example's shapes (``runtime.RUNTIME`` reads the format).
+the example's shapes (``tvm/runtime.py``, the host's copy, reads the format).
 
 Format: ``MAGIC``, one line of JSON ``{"static_bytes": n, "shapes": [[position,
 [dims]], ...]}`` (the input positions and shapes the static library was built

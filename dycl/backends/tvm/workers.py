@@ -91,29 +91,10 @@ for name, path in (("dycl", sys.argv[1]), ("dycl.backends", sys.argv[1] + "/back
     package = types.ModuleType(name)
     package.__path__ = [path]
     sys.modules[name] = package
-from dycl.backends.tvm.workers import serve
+from dycl.backends.tvm.worker_main import serve
 serve(sys.argv[2], sys.argv[3])
 """
-_MARK = "@@dycl-tvm "
-
-
-def serve(request_path: str, reply_dir: str) -> None:
-    """A worker's main: run the request (``("build" | "tune", jobs, options)``),
-    one reply file per job, a progress line on stdout as each finishes."""
-    import pickle
-
-    kind, jobs, options = pickle.loads(Path(request_path).read_bytes())
-    if kind == "tune":
-        from dycl.backends.tvm.tuning import tune_jobs  # (tuning imports this module)
-
-        summary = tune_jobs(jobs, options)
-        Path(reply_dir, "tune.pkl").write_bytes(pickle.dumps(summary))
-        print(_MARK + "tune", flush=True)
-        return
-    for index, job in jobs:
-        result = build_job(job, options)
-        Path(reply_dir, f"{index}.pkl").write_bytes(pickle.dumps(result))
-        print(_MARK + str(index), flush=True)
+MARK = "@@dycl-tvm "
 
 
 def _run_workers(kind: str, jobs: list[BuildJob], options: TvmOptions, workers: int,
@@ -144,8 +125,8 @@ def _run_workers(kind: str, jobs: list[BuildJob], options: TvmOptions, workers: 
 
         def follow(process) -> None:
             for line in process.stdout:
-                if line.startswith(_MARK) and progress and kind == "build":
-                    progress(jobs[int(line[len(_MARK):])].name)
+                if line.startswith(MARK) and progress and kind == "build":
+                    progress(jobs[int(line[len(MARK):])].name)
 
         readers = [threading.Thread(target=follow, args=(process,), daemon=True) for process, _ in processes]
         for reader in readers:

@@ -1,0 +1,30 @@
+"""Real modules whose source every generated host holds a copy of.
+
+The host runtime is written as ordinary modules (linted, imported by tests and by dycl's
+in-process models) and copied into ``host.py`` as text, so the torch-free host and dycl run
+the same code. A copy leaves out the module's docstring (the host has its own) and every line
+that ends with ``# dycl only`` (an import of dycl, which the host must not make).
+
+Assumes the copied module imports nothing of dycl except on ``# dycl only`` lines and does
+not rely on ``from __future__`` flags (the host is compiled without them)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+#: the comment that ends each line of a copied module that only dycl's copy keeps
+DYCL_ONLY = "# dycl only"
+
+
+def copied(path: str | Path) -> str:
+    """The source of the module at ``path`` as the host holds it."""
+    source = Path(path).read_text()
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
+        lines = lines[tree.body[0].end_lineno:]  # the docstring
+    return "".join(line for line in lines if not line.rstrip().endswith(DYCL_ONLY)).strip("\n") + "\n"
+
+
+__all__ = ["DYCL_ONLY", "copied"]
