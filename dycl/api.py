@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.outputs import rebuild
+from dycl.rewriter.errors import SpecialisationWarning
 from dycl.staleness import WeightGuard
 from dycl.validate import validate
 
@@ -151,7 +153,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     Compiling runs ``forward`` on copies of the example only. It ends by comparing the
     compiled model with eager on the example and on inputs derived from it
     (``dycl.self_check``), raising ``dycl.SelfCheckError`` at the first difference;
-    ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that."""
+    ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that. A model right at the example's
+    sizes and wrong at another size its symbolic dims accept is compiled again for the
+    example's shapes (``dynamic=False``), with a ``dycl.SpecialisationWarning`` naming the
+    difference."""
     validate(model, example_input, kwargs)
     if mode not in (None, "eval"):
         raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
@@ -169,9 +174,17 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     compiled._guard = WeightGuard(model)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
-    if self_check.enabled(check):
+    if not self_check.enabled(check):
+        return compiled
+    try:
         with preserved(model):
             result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
+    except self_check.OtherSizeError as error:  # right at the example's sizes only: compile those
+        warnings.warn(SpecialisationWarning(f"dycl compiled the example's shapes only (dynamic=False): {error}"),
+                      stacklevel=2)
+        return compile(model, pristine[0], backend=backend, optimize=optimize, progress=progress, dynamic=False,
+                       kwargs=pristine[1], mode=mode, threads=threads, per_sample=per_sample, check=check,
+                       **backend_options)
     return compiled
 
 
