@@ -210,7 +210,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     Compiling runs ``forward`` on copies of the example only. It ends by comparing the
     compiled model with eager on the example and on inputs derived from it
     (``dycl.self_check``), raising ``dycl.SelfCheckError`` at the first difference;
-    ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that."""
+    ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that. A model right at the example's
+    sizes and wrong at another size its symbolic dims accept is compiled again for the
+    example's shapes (``dynamic=False``), with a ``dycl.SpecialisationWarning`` naming the
+    difference."""
     validate(model, example_input, kwargs)
     if mode not in (None, "eval"):
         raise ValueError(f"mode must be None or 'eval', not {mode!r}: dycl compiles inference only")
@@ -231,7 +234,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
         return compiled
     try:
         _self_check(model, compiled, result, pristine)
-    except self_check.ResizedInputError as failure:
+    except self_check.OtherSizeError as failure:
         if dynamic is False or per_sample:
             raise
         warnings.warn(SpecialisationWarning(

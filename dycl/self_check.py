@@ -44,10 +44,9 @@ class SelfCheckError(RuntimeError):
     from it: a dycl bug. The message names the input and the first difference."""
 
 
-class ResizedInputError(SelfCheckError):
-    """The compiled model fails on a derived input of other sizes that eager takes (a symbolic
-    dim dycl could not keep symbolic everywhere), while it agrees at the example's sizes;
-    ``dycl.compile`` then compiles the example's shapes (``dynamic=False``) and says so."""
+class OtherSizeError(SelfCheckError):
+    """The compiled model is right at the example's sizes and wrong (or fails) at another
+    size its symbolic dims accept: ``dycl.compile`` then compiles the example's shapes."""
 
 
 def enabled(requested: bool | None) -> bool:
@@ -145,21 +144,24 @@ def _compare(subject: Subject, derived: Derived) -> bool:
     except Exception as error:
         if derived.resized and isinstance(error, ValueError):  # a size refused by name (specialised dim, guard)
             return False
-        failure = ResizedInputError if derived.resized else SelfCheckError
-        raise failure(f"the compiled model raises on the {derived.description}, which eager takes "
-                      f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
+        raise _error(derived)(f"the compiled model raises on the {derived.description}, which eager takes "
+                             f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
     problems = difference(expected, actual), difference(eager_after, arguments)
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
         problems = difference(expected, actual, False), difference(eager_after, arguments, False)
     if problems[0] is not None:
-        raise SelfCheckError(f"the compiled model differs from eager on the {derived.description}: "
+        raise _error(derived)(f"the compiled model differs from eager on the {derived.description}: "
                              f"output{problems[0]}{_hint(sampled, derived)}")
     if problems[1] is not None:
-        raise SelfCheckError(f"the compiled model leaves the arguments of the call in another state than eager on "
+        raise _error(derived)(f"the compiled model leaves the arguments of the call in another state than eager on "
                              f"the {derived.description}: argument{_argument_name(problems[1])}"
                              f"{_hint(sampled, derived)}")
     return True
+
+
+def _error(derived: Derived) -> type[SelfCheckError]:
+    return OtherSizeError if derived.resized else SelfCheckError
 
 
 def _eager(model: Callable[..., Any], derived: Derived) -> tuple[Any, Any]:
@@ -265,5 +267,5 @@ def _form(value: Any) -> str:
     return type(value).__name__
 
 
-__all__ = ["ResizedInputError", "SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes",
+__all__ = ["OtherSizeError", "SelfCheckError", "Subject", "difference", "enabled", "run", "subject", "symbolic_axes",
            "timed_run"]

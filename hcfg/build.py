@@ -320,7 +320,8 @@ class HCFGBuilder:
         if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _MUTATING
                and self._may_be_container(n.func.value, state) for n in descendants(node)):
             return _Unknown
-        before = tensor_versions(read_names(node), state)
+        rebound = bound_names(self._statement) if self._statement is not None else set()
+        before = tensor_versions(read_names(node) - rebound, state)  # `h = self.relu(h)` gives h a new value
         try:
             with DecisionRecorder() as recorder:
                 value = eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace

@@ -256,3 +256,32 @@ def test_compiling_leaves_the_example_untouched():
     dycl.compile(model, example)
     assert torch.equal(example, torch.zeros(2, 3))
     assert example._version == 0
+
+
+class ResidualBlock(nn.Module):
+    """torchvision's habit: ``out = self.relu(out)`` with ``nn.ReLU(inplace=True)``; the name
+    gets the new value, so the in-place update inside the module is no update dycl loses."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.fc2 = nn.Linear(4, 4)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.relu(self.fc1(x))
+        if out.mean() > 0.3:
+            out = self.fc2(out)
+            out = self.relu(out)
+        return out + x
+
+
+def test_an_inplace_module_on_a_name_it_rebinds_compiles(tmp_path):
+    torch.manual_seed(1)
+    model = ResidualBlock().eval()
+    inputs = [(t,) for t in _inputs((3, 4))]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.manifest.written_inputs == ()
+    assert _check_calls(model, compiled, inputs) >= 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report["checked"] == len(inputs) and report["problems"] == []

@@ -146,14 +146,40 @@ def test_compile_counts_what_it_compared(monkeypatch):
     compared = []
     original = self_check.run
     monkeypatch.setattr(self_check, "run", lambda subject: compared.append(original(subject)) or compared[-1])
+    torch.manual_seed(0)
     model = Gate().eval()
     compiled = dycl.compile(model, torch.randn(2, 4))
     assert compared == [6]  # the example, four derivations, and a batch of 3
     generator = torch.Generator().manual_seed(1)
     exits = set()
-    for _ in range(10):
-        x = torch.randn(2, 4, generator=generator) * 3
+    for i in range(12):
+        x = torch.randn(2, 4, generator=generator) * 3 * (-1) ** i
         expected, got = model(x), compiled(x)
         exits.add(expected["exited"])
         assert got["exited"] == expected["exited"] and torch.allclose(got["out"], expected["out"], atol=1e-5)
     assert len(exits) == 2
+
+
+def test_a_model_wrong_only_at_another_size_is_compiled_for_the_example_shapes(monkeypatch):
+    """The check found the symbolic-batch model wrong at a batch of 3 (here: said so by a
+    stand-in for the first check): compile gives the example's shapes, checked, with a warning."""
+    calls = []
+    original = self_check.run
+
+    def first_says_other_size(subject):
+        calls.append(subject.symbolic)
+        if len(calls) == 1:
+            raise self_check.OtherSizeError("the compiled model differs from eager on the example with every "
+                                            "symbolic dim one longer")
+        return original(subject)
+
+    monkeypatch.setattr(self_check, "run", first_says_other_size)
+    model = SignGate().eval()
+    example = torch.full((2, 4), 3.0)
+    with pytest.warns(dycl.SpecialisationWarning, match="example's shapes only .* one longer"):
+        compiled = dycl.compile(model, example)
+    assert len(calls) == 2 and calls[0] and not calls[1]  # the second compile has no symbolic dim
+    assert compiled.manifest.inputs[0].shape == (2, 4)
+    assert compiled(-example)["exited"] is False and compiled(example)["exited"] is True
+    with pytest.raises(ValueError, match="static"):
+        compiled(torch.ones(3, 4))
