@@ -238,9 +238,9 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
         if dynamic is False or per_sample:
             raise
         warnings.warn(SpecialisationWarning(
-            f"{type(model).__name__}: dycl could not keep the symbolic dims symbolic in every compiled part "
-            f"({str(failure).split('. This is a dycl bug')[0]}); it compiles the example's shapes "
-            "(dynamic=False), and the compiled model refuses other sizes by name"), stacklevel=2)
+            f"{type(model).__name__}: dycl compiled the example's shapes only (dynamic=False): "
+            f"{str(failure).split('. This is a dycl bug')[0]}; dycl could not keep the symbolic dims symbolic "
+            "in every compiled part, and the compiled model refuses other sizes by name"), stacklevel=2)
         with preserved(model), muted():
             result = compile_model(model, example_input, dynamic=False, **options)
         compiled = _compiled_model(model, result, threads)
