@@ -103,7 +103,8 @@ class Domains:
 
 
 class Substitute(cst.CSTTransformer):
-    """Every read of ``name`` replaced by ``term`` (attribute and keyword names are not reads)."""
+    """Every read of ``name`` replaced by ``term`` (attribute and keyword names are not reads;
+    comprehensions and lambdas, which may bind the name themselves, are left as they are)."""
 
     def __init__(self, name: str, term: cst.BaseExpression) -> None:
         super().__init__()
@@ -119,8 +120,23 @@ class Substitute(cst.CSTTransformer):
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         return updated.with_changes(keyword=original.keyword)
 
-    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
-        return original if isinstance(original.target, cst.Name) else updated
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return not isinstance(node.target, (cst.Name, cst.Tuple, cst.List))  # bound, not read
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False  # its parameters may shadow the name; the name itself is still bound there
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return False
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return False
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return False
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return False
 
 
 def _literal(node: cst.BaseExpression) -> Any:

@@ -36,7 +36,9 @@ statements before it, and the choice replaced by a fresh name:
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
-The new statements are rewritten again, so nested choices are lifted too. Choices
+A statement with a call that changes a value in place (``x.add_(1)``, ``outs.append(y)``)
+is left as it is: its choice would be made before the change. The new statements are
+rewritten again, so nested choices are lifted too. Choices
 that may not run (inside a lambda, a comprehension, the right of ``and``/``or``, a
 branch of another conditional expression) are left where they are until their
 enclosing choice is lifted. Moving a choice before the statement evaluates it
@@ -56,6 +58,7 @@ from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.values import is_literal
+from dycl.rewriter.vocabulary import MUTATING_METHODS
 from dycl.rewriter.walk import _child_list, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
@@ -164,8 +167,8 @@ class Choices(FlowWalker):
              ) -> tuple[Block, Any] | None:
         """The statements that make the first dynamic choice in ``node``, and ``node`` reading its result."""
         below = list(descendants(node))
-        if not any(_may_choose(n) for n in below):
-            return None  # most statements: nothing to evaluate
+        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below):
+            return None  # nothing to evaluate; or moving a test before `x.add_(1)` could see another x
         callees = {id(n.func) for n in below if isinstance(n, cst.Call)}
         for current in _eager_order(node):
             if id(current) in callees:
@@ -239,6 +242,14 @@ def _may_choose(node: cst.CSTNode) -> bool:
             node.slice[0].slice.value, (cst.BaseNumber, cst.BaseString, cst.UnaryOperation))
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in (
         "getattr", "max", "min")
+
+
+def _mutates(node: cst.CSTNode) -> bool:
+    """A call that may change a value in place (``x.add_(1)``, ``outs.append(y)``)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    method = node.func.attr.value
+    return method in MUTATING_METHODS or (method.endswith("_") and not method.endswith("__"))
 
 
 def _eager_order(node: cst.CSTNode):
