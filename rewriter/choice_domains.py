@@ -10,7 +10,7 @@ from typing import Any
 import libcst as cst
 from dycl.rewriter.choice_members import Members
 from dycl.rewriter.values import literal_term
-from dycl.rewriter.walk import read_names
+from dycl.rewriter.walk import bound_names, read_names
 
 
 @dataclass(frozen=True)
@@ -37,28 +37,26 @@ class Domains:
     def __init__(self) -> None:
         self.values: dict[str, tuple[Any, ...]] = {}
         self.aliases: dict[str, Alias] = {}
-        self.bound: set[str] = set()
         self.lost: set[str] = set()
 
     def record(self, name: str, values: tuple[Any, ...] | None) -> None:
         if values:
             self.values[name] = tuple(dict.fromkeys(values))
 
-    def alias(self, name: str, alias: Alias, scopes: list[int]) -> bool:
-        """Record ``alias`` for ``name`` unless another binding of ``name`` could reach its readers."""
-        previous = self.aliases.get(name)
-        if name in self.bound and (previous is None or previous.scope != scopes[-1]):
-            return False
+    def alias(self, name: str, alias: Alias) -> None:
+        """Record ``alias`` for ``name``: its readers in ``alias.scope`` (or below) get its members;
+        a reader elsewhere is refused (``Choices.per_value``)."""
         self.values.pop(name, None)
         self.lost.discard(name)
         self.aliases[name] = alias
-        return True
 
-    def after(self, stmt: cst.BaseStatement, bound: set[str], scope: int) -> None:
-        """Follow ``stmt`` (binding ``bound``): a copy adds its source's domain (it may be one branch
+    def after(self, stmt: cst.BaseStatement, scope: int) -> None:
+        """Follow ``stmt`` (walked in block ``scope``): a copy adds its source's domain (it may be one branch
         of a choice), a literal of the domain keeps it, any other binding drops it. A domain too
         large is safe (each value is tested), one too small makes the compiled model raise."""
-        self.bound |= bound
+        if not (self.values or self.aliases or self.lost):
+            return  # most functions: nothing chosen by data is named
+        bound = bound_names(stmt)
         for name in bound:
             alias = self.aliases.pop(name, None)
             if alias is not None and alias.scope != scope:
@@ -83,6 +81,8 @@ class Domains:
     def read_in(self, node: cst.CSTNode) -> str | None:
         """A name with a domain or an alias that ``node`` reads (not a plain copy ``a = b`` of a
         literal domain), if any."""
+        if not (self.values or self.aliases or self.lost):
+            return None
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in self.values:
             return None
         if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value in self.values:
@@ -103,7 +103,8 @@ class Domains:
 
 
 class Substitute(cst.CSTTransformer):
-    """Every read of ``name`` replaced by ``term`` (attribute and keyword names are not reads)."""
+    """Every read of ``name`` replaced by ``term`` (attribute and keyword names are not reads;
+    comprehensions and lambdas, which may bind the name themselves, are left as they are)."""
 
     def __init__(self, name: str, term: cst.BaseExpression) -> None:
         super().__init__()
@@ -119,8 +120,23 @@ class Substitute(cst.CSTTransformer):
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
         return updated.with_changes(keyword=original.keyword)
 
-    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
-        return original if isinstance(original.target, cst.Name) else updated
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return not isinstance(node.target, (cst.Name, cst.Tuple, cst.List))  # bound, not read
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False  # its parameters may shadow the name; the name itself is still bound there
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return False
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return False
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return False
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return False
 
 
 def _literal(node: cst.BaseExpression) -> Any:

@@ -36,7 +36,9 @@ statements before it, and the choice replaced by a fresh name:
 - ``table[k]`` not called (``self.scale[key]``) → the same, each branch reading one member;
   a member that is a module must be called where it is chosen (the host holds no modules)
 
-The new statements are rewritten again, so nested choices are lifted too. Choices
+A statement with a call that changes a value in place (``x.add_(1)``, ``outs.append(y)``)
+is left as it is: its choice would be made before the change. The new statements are
+rewritten again, so nested choices are lifted too. Choices
 that may not run (inside a lambda, a comprehension, the right of ``and``/``or``, a
 branch of another conditional expression) are left where they are until their
 enclosing choice is lifted. Moving a choice before the statement evaluates it
@@ -56,7 +58,8 @@ from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.values import is_literal
-from dycl.rewriter.walk import bound_names, descendants
+from dycl.rewriter.vocabulary import MUTATING_METHODS
+from dycl.rewriter.walk import _child_list, descendants
 
 #: tests of a tensor's metadata (fixed by the example's shapes, or kept by shape guards), not of its data
 _METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "numel", "nelement", "dtype", "device",
@@ -74,6 +77,11 @@ class Choices(FlowWalker):
         self.domains = Domains()
         self.scopes: list[int] = []  # the blocks being walked, innermost last (``Domains`` aliases)
         self.walked = 0
+
+    def run(self, body: Block) -> Block:
+        if not any(_may_choose(n) for stmt in body for n in descendants(stmt)):
+            return body  # no choice to make: the static facts need not be threaded
+        return super().run(body)
 
     def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
         self.walked += 1
@@ -106,7 +114,7 @@ class Choices(FlowWalker):
             if lifted is not None:
                 before, small = lifted
                 return self.replaced([*before, stmt.with_changes(body=[small])], env)
-        self.domains.after(stmt, bound_names(stmt), self.scopes[-1])
+        self.domains.after(stmt, self.scopes[-1])
         return [stmt], self.flow.step(stmt, env)
 
     def by_domain(self, test: cst.BaseExpression, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
@@ -141,8 +149,7 @@ class Choices(FlowWalker):
             return None
         lowering = Lowering(self.ctx.namespace, stmt)
         key = lowering.fresh("key")
-        if not self.domains.alias(small.targets[0].target.value, Alias(found, key, self.scopes[-1]), self.scopes):
-            return None
+        self.domains.alias(small.targets[0].target.value, Alias(found, key, self.scopes[-1]))
         return [lowering.line(key, found.key)]
 
     def unheld_conditional(self, node: cst.BaseExpression, env: Env) -> Members | None:
@@ -159,7 +166,10 @@ class Choices(FlowWalker):
     def lift(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement
              ) -> tuple[Block, Any] | None:
         """The statements that make the first dynamic choice in ``node``, and ``node`` reading its result."""
-        callees = {id(n.func) for n in descendants(node) if isinstance(n, cst.Call)}
+        below = list(descendants(node))
+        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below):
+            return None  # nothing to evaluate; or moving a test before `x.add_(1)` could see another x
+        callees = {id(n.func) for n in below if isinstance(n, cst.Call)}
         for current in _eager_order(node):
             if id(current) in callees:
                 continue  # ``table[k](x)``: the call is the choice, the member is not bound to a name
@@ -221,6 +231,27 @@ def _is_value_test(test: cst.BaseExpression) -> bool:
         isinstance(test.comparisons[0].operator, cst.Equal))
 
 
+def _may_choose(node: cst.CSTNode) -> bool:
+    """A syntactic filter: nodes of the kinds ``Choices.choice`` may rewrite."""
+    if isinstance(node, cst.IfExp):
+        return True
+    if isinstance(node, cst.Comparison):
+        return len(node.comparisons) > 1
+    if isinstance(node, cst.Subscript):
+        return len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and not isinstance(
+            node.slice[0].slice.value, (cst.BaseNumber, cst.BaseString, cst.UnaryOperation))
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in (
+        "getattr", "max", "min")
+
+
+def _mutates(node: cst.CSTNode) -> bool:
+    """A call that may change a value in place (``x.add_(1)``, ``outs.append(y)``)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    method = node.func.attr.value
+    return method in MUTATING_METHODS or (method.endswith("_") and not method.endswith("__"))
+
+
 def _eager_order(node: cst.CSTNode):
     """The sub-expressions of ``node`` that always run, innermost first in evaluation order."""
     if isinstance(node, (cst.Lambda, cst.BaseComp)):
@@ -230,7 +261,7 @@ def _eager_order(node: cst.CSTNode):
     elif isinstance(node, cst.IfExp):
         yield from _eager_order(node.test)
     else:
-        for child in node.children:
+        for child in _child_list(node):
             yield from _eager_order(child)
     yield node
 

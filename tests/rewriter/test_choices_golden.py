@@ -214,3 +214,17 @@ def test_a_conditional_expression_inside_a_call_is_lifted_where_it_runs():
         y = choice
         return y.softmax(-1) if x.numel() > 8 else (y if y.sum() > 0 else -y)
     """)
+
+
+class InPlace(nn.Module):
+    def forward(self, x):
+        y = x.mul_(2).sum() + (x.mean() if x.sum() > 0 else -x.mean())
+        return y
+
+
+def test_a_statement_that_changes_a_value_in_place_keeps_its_choice():
+    # lifting the test would read x before `mul_` doubles it
+    assert after(InPlace(), "choices") == golden("""
+        y = x.mul_(2).sum() + (x.mean() if x.sum() > 0 else -x.mean())
+        return y
+    """)
