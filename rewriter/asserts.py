@@ -17,8 +17,7 @@ split into one line per statement, in order.
 from __future__ import annotations
 
 import libcst as cst
-from dycl.rewriter.exits import Block, rebuild_if
-from dycl.rewriter.flow import else_body
+from dycl.rewriter.exits import Block, with_inner_blocks
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FunctionUnit
 
@@ -38,13 +37,9 @@ class Asserts:
     def block(self, stmts: Block) -> Block:
         out: Block = []
         for stmt in stmts:
-            if isinstance(stmt, cst.If):
-                out.append(rebuild_if(stmt, self.block(list(stmt.body.body)), self.block(else_body(stmt))))
-            elif isinstance(stmt, (cst.For, cst.While)):
-                orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(
-                    body=self.block(list(stmt.orelse.body.body)))) if stmt.orelse else None
-                body = stmt.body.with_changes(body=self.block(list(stmt.body.body)))
-                out.append(stmt.with_changes(body=body, orelse=orelse))
+            nested = with_inner_blocks(stmt, self.block)
+            if nested is not None:
+                out.append(nested)
             elif isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Assert) for s in stmt.body):
                 out.extend(_split(stmt))
             else:

@@ -33,6 +33,18 @@ def rebuild_if(stmt: cst.If, body: Block, orelse: Block) -> cst.If:
     return stmt.with_changes(body=stmt.body.with_changes(body=make_block(body).body), orelse=new_else)
 
 
+def with_inner_blocks(stmt: cst.BaseStatement, block: Callable[[Block], Block]) -> cst.BaseStatement | None:
+    """``stmt`` with ``block`` applied to each block it holds (an ``if``'s branches, a loop's
+    body and ``else``); None for a statement that holds none of these."""
+    if isinstance(stmt, cst.If):
+        return rebuild_if(stmt, block(list(stmt.body.body)), block(else_body(stmt)))
+    if isinstance(stmt, (cst.For, cst.While)):
+        orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(
+            body=block(list(stmt.orelse.body.body)))) if stmt.orelse else None
+        return stmt.with_changes(body=stmt.body.with_changes(body=block(list(stmt.body.body))), orelse=orelse)
+    return None
+
+
 def _final_small(stmt: cst.BaseStatement) -> cst.BaseSmallStatement | None:
     if isinstance(stmt, cst.SimpleStatementLine):
         for small in stmt.body:

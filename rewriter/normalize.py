@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 import torch
-from dycl.rewriter.exits import Block, rebuild_if
-from dycl.rewriter.flow import Env, else_body
+from dycl.rewriter.exits import Block, with_inner_blocks
+from dycl.rewriter.flow import Env
 from dycl.rewriter.passes import FunctionUnit
 
 _GRAD_MODES = (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled)
@@ -40,15 +40,9 @@ class Normalize:
             if isinstance(stmt, cst.With):
                 self._check_grad_mode(stmt)
                 out.extend(self.block(list(stmt.body.body)))
-            elif isinstance(stmt, cst.If):
-                out.append(rebuild_if(stmt, self.block(list(stmt.body.body)), self.block(else_body(stmt))))
-            elif isinstance(stmt, (cst.For, cst.While)):
-                orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(
-                    body=self.block(list(stmt.orelse.body.body)))) if stmt.orelse else None
-                body = stmt.body.with_changes(body=self.block(list(stmt.body.body)))
-                out.append(stmt.with_changes(body=body, orelse=orelse))
             else:
-                out.append(stmt)
+                nested = with_inner_blocks(stmt, self.block)
+                out.append(stmt if nested is None else nested)
         return out
 
     def _check_grad_mode(self, stmt: cst.With) -> None:
