@@ -175,7 +175,9 @@ def rewrite(job: Job) -> Frontend:
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
         rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed, positional=positional)
-        if (rewritten is None or decides_nothing(rewritten)) and not forward_hooks(model):  # hooks: see root_hooks
+        # hooks (see root_hooks) and inputs updated in place (dycl.written_inputs) need the rewritten forward
+        traceable = rewritten is None or decides_nothing(rewritten) and not _written(rewritten, passed)
+        if traceable and not forward_hooks(model):
             # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
             library = library_call(model, passed)
             if library is not None:  # else a Python number in the output: the rewrite computes it per call
@@ -189,8 +191,7 @@ def rewrite(job: Job) -> Frontend:
             output_spec = returns.spec
             rewritten = rewriter.rewrite(model, example=passed, returns=returns, positional=positional)
     example_args = flat_example(rewritten, passed)
-    written = written_inputs.find(rewritten, {flat.name: value for flat, value in zip(rewritten.inputs, example_args)
-                                              if isinstance(value, (torch.Tensor, dict, list, tuple))})
+    written = _written(rewritten, passed)
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
                      call or call_description(rewritten), output_spec, written)
     if job.options.per_sample and rewritten.state:
@@ -204,6 +205,13 @@ def rewrite(job: Job) -> Frontend:
         per_sample_mode.check_outputs(output_spec)
     job.bar.step("rewritten")
     return front
+
+
+def _written(rewritten: rewriter.RewrittenFunction, passed: dict[str, Any]) -> tuple[str, ...]:
+    """The inputs ``rewritten`` updates in place (``dycl.written_inputs``) on the example ``passed``."""
+    example_args = flat_example(rewritten, passed)
+    return written_inputs.find(rewritten, {flat.name: value for flat, value in zip(rewritten.inputs, example_args)
+                                           if isinstance(value, (torch.Tensor, dict, list, tuple))})
 
 
 def _threaded_output(rewritten: rewriter.RewrittenFunction, model: torch.nn.Module,
