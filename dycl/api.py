@@ -227,7 +227,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
                    kwargs=kwargs, levers=levers, per_sample=per_sample)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
         result = compile_model(model, example_input, dynamic=dynamic, **options)
-        if static_batch_needed(model, example_input, kwargs, dynamic, per_sample):  # dycl.batch_check
+    with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
+        batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.batch_check
+    if batch_1:
+        with preserved(model), muted():
             result = compile_model(model, example_input, dynamic=False, **options)
     compiled = _compiled_model(model, result, threads)
     if not self_check.enabled(check):
@@ -262,7 +265,7 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
 
 def _self_check(model: torch.nn.Module, compiled: CompiledModel, result: CompileResult, pristine: Any) -> None:
     """``dycl.self_check`` on the pristine example, its cost in ``stats["self_check"]``."""
-    with preserved(model), muted():
+    with preserved(model, refuse_writes=False), muted():  # eager and compiled write the state they thread
         result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
 
 

@@ -67,7 +67,7 @@ class ModelSnapshot:
     model: torch.nn.Module
     tensors: dict[tuple[int, str, str], tuple[str, torch.nn.Module, _TensorRecord]] = field(default_factory=dict)
     training: list[tuple[torch.nn.Module, bool]] = field(default_factory=list)
-    attributes: list[tuple[str, torch.nn.Module, dict[str, tuple[bool, Any]]]] = field(default_factory=list)
+    attributes: list[tuple[str, torch.nn.Module, dict[str, tuple[bool | str, Any]]]] = field(default_factory=list)
 
     @classmethod
     def take(cls, model: torch.nn.Module) -> ModelSnapshot:
@@ -82,7 +82,7 @@ class ModelSnapshot:
             plain = {}
             for key, value in vars(module).items():
                 if key not in _INTERNALS and key != "training":
-                    plain[key] = (True, copy.deepcopy(value)) if _copyable(value) else (False, value)
+                    plain[key] = _recorded(value)
             snapshot.attributes.append((prefix or type(model).__name__, module, plain))
         return snapshot
 
@@ -108,7 +108,7 @@ class ModelSnapshot:
             for key, (copied, value) in plain.items():
                 if key not in now:
                     found.append(f"attribute {where}.{key} (deleted)")
-                elif copied and not _same(now[key], value) or not copied and now[key] is not value:
+                elif _changed(now[key], copied, value):
                     found.append(f"attribute {where}.{key} (changed)")
             for key in _added(now, plain):
                 found.append(f"attribute {where}.{key} (added)")
@@ -121,7 +121,10 @@ class ModelSnapshot:
                 getattr(module, kind)[name] = record.tensor
                 tensor = record.tensor
                 if tensor is not None and tensor._version != record.version:
-                    tensor.copy_(record.value)
+                    if tensor.shape != record.value.shape:  # resized by a write (``out=`` at another size)
+                        tensor.data = record.value
+                    else:
+                        tensor.copy_(record.value)
         for module, training in self.training:
             module.training = training
         for _, module, plain in self.attributes:
@@ -129,10 +132,33 @@ class ModelSnapshot:
             for key in _added(now, plain):
                 del now[key]
             for key, (copied, value) in plain.items():
-                if copied:
+                if copied == _ITEMS and type(now.get(key)) is list:
+                    now[key][:] = value  # a list of tensors appended to in place keeps its identity
+                elif copied == _ITEMS:
+                    now[key] = list(value)
+                elif copied:
                     _restore_in_place(now, key, value)
                 else:
                     now[key] = value
+
+
+#: how a list holding tensors is recorded: its items, by identity (``forward`` may append to it)
+_ITEMS = "items"
+
+
+def _recorded(value: Any) -> tuple[bool | str, Any]:
+    """(how, what): a deep copy of a plain value, the items of a list of tensors, else the object."""
+    if _copyable(value):
+        return True, copy.deepcopy(value)
+    if type(value) is list and all(isinstance(v, torch.Tensor) or _copyable(v) for v in value):
+        return _ITEMS, list(value)
+    return False, value
+
+
+def _changed(now: Any, copied: bool | str, value: Any) -> bool:
+    if copied == _ITEMS:
+        return type(now) is not list or len(now) != len(value) or any(a is not b for a, b in zip(now, value))
+    return not _same(now, value) if copied else now is not value
 
 
 def _added(now: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
@@ -180,9 +206,10 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
 
 
 @contextmanager
-def preserved(model: torch.nn.Module) -> Iterator[None]:
+def preserved(model: torch.nn.Module, refuse_writes: bool = True) -> Iterator[None]:
     """Run the block with ``model`` in eval mode; afterwards ``model`` is as it was
-    before, and ``ModelStateError`` is raised if the block wrote its state."""
+    before, and ``ModelStateError`` is raised if the block wrote its state (unless
+    ``refuse_writes`` is False: a block that runs eager ``forward``, which may write state)."""
     snapshot = ModelSnapshot.take(model)
     try:
         with eval_mode(model):
@@ -190,12 +217,12 @@ def preserved(model: torch.nn.Module) -> Iterator[None]:
     except BaseException:
         changed = snapshot.changes()
         snapshot.restore()
-        if changed:
+        if changed and refuse_writes:
             raise ModelStateError(model, changed)  # noqa: B904 - the cause; the original stays as context
         raise
     changed = snapshot.changes()
     snapshot.restore()
-    if changed:
+    if changed and refuse_writes:
         raise ModelStateError(model, changed)
 
 

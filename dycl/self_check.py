@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from dycl.example_copy import copy_tensors
+from dycl.model_state import ModelSnapshot
 from dycl.self_check_inputs import Derived, derived_inputs
 from dycl.signature import bind_example, example_arguments
 
@@ -67,6 +68,9 @@ class Subject:
     args: tuple
     kwargs: dict[str, Any]
     symbolic: dict[int, tuple[int, ...]]
+    #: a model whose forward writes module state (``rewriter.state_threading``): each run starts
+    #: from the same state, put back before the compiled run and before a second eager run
+    stateful: torch.nn.Module | None = None
 
 
 def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, example_input: Any,
@@ -85,7 +89,7 @@ def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, e
     except TypeError:
         passed = {}
     symbolic = symbolic_axes(passed, result.rewritten.inputs, result.manifest.inputs)
-    return Subject(model, compiled, args, kwargs, symbolic)
+    return Subject(model, compiled, args, kwargs, symbolic, model if result.rewritten.state else None)
 
 
 def run(subject: Subject) -> int:
@@ -131,12 +135,16 @@ def timed_run(subject: Subject) -> dict[str, float]:
 
 def _compare(subject: Subject, derived: Derived) -> bool:
     """Compare one input; False if it was skipped (eager raised; a refused size)."""
+    before = ModelSnapshot.take(subject.stateful) if subject.stateful is not None else None
     try:
         expected, eager_after = _eager(subject.eager, derived)
     except Exception:  # noqa: BLE001 - an input eager refuses tells nothing about the compiled model
         if derived.is_example:
             raise
         return False
+    finally:
+        if before is not None:
+            before.restore()
     arguments = copy_tensors((derived.args, derived.kwargs))
     try:
         with torch.no_grad():
@@ -147,6 +155,8 @@ def _compare(subject: Subject, derived: Derived) -> bool:
         raise _error(derived)(f"the compiled model raises on the {derived.description}, which eager takes "
                              f"({type(error).__name__}: {str(error)[:200]}){_hint(False, derived)}") from error
     problems = difference(expected, actual), difference(eager_after, arguments)
+    if before is not None and problems != (None, None):
+        before.restore()  # the second eager run starts from the state the first did
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
         problems = difference(expected, actual, False), difference(eager_after, arguments, False)

@@ -143,7 +143,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             buffer.write(program.model_proto.SerializeToString())
         else:
             # a scalar input is a number the host computed from data: its reads are followed into torch
-            scalars = [value for value, port in zip(variant.examples[0], variant.inputs) if port.kind != "tensor"]
+            scalars = [value for value, port in zip(example, variant.inputs) if port.kind != "tensor"]
             with _DataAsDetach(), DecisionRecorder(inside_torch=False, sources=scalars) as recorder, \
                     local_symbolics():
                 try:

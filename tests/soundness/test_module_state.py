@@ -203,7 +203,8 @@ SYNTACTIC = [
 # (hcfg.aliasing), and a write through a view the exporter cannot keep
 AFTER_THREADING = [
     (MaybeRebound, "in-place update of `h`, whose tensor `state_h0` also refers to"),
-    (ViewZeroed, "the exported graph computes without its input (state_buf"),
+    # a view of the buffer updated by torch (``view(-1).zero_()``): the builder's version check sees it
+    (ViewZeroed, "a call that updates `state_buf` in place inside code dycl does not rewrite"),
 ]
 # refused before issue 27, now compiled: (model, calls) agree with eager over a sequence of calls
 COMPILED = [AugmentedAlias, Counter, RunningMean, CopyLast, OutArgument, InplaceFunctional, WithTally, History,
