@@ -23,8 +23,10 @@ def is_user_code(obj: object) -> bool:
         return False
     try:
         path = inspect.getsourcefile(obj) or ""
-    except TypeError:
+    except TypeError:  # a built-in
         return False
+    except OSError:  # a class defined in a notebook or at the prompt: its module has no file
+        return isinstance(obj, type) and module == "__main__"
     return not in_library(path)
 
 
