@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from dycl.example_copy import copy_tensors
 from dycl.model_state import ModelSnapshot
@@ -182,10 +183,38 @@ def _eager(model: Callable[..., Any], derived: Derived) -> tuple[Any, Any]:
 
 
 def _samples(model: Callable[..., Any], derived: Derived, expected: Any) -> bool:
-    """Whether a second eager run on the same input returns other values (the model draws
-    random numbers); run only where the compiled model differs, so most checks never pay it."""
-    again, _ = _eager(model, derived)
-    return difference(expected, again, compare_values=True, atol=0.0, rtol=0.0) is not None
+    """Whether the model draws random numbers on this input: a sampling op runs in eager (a
+    random branch may give the same values twice, so a second run alone cannot tell), or a
+    second eager run returns other values; run only where the compiled model differs."""
+    with _SamplingWatch() as watch:
+        again, _ = _eager(model, derived)
+    return watch.sampled or difference(expected, again, compare_values=True, atol=0.0, rtol=0.0) is not None
+
+
+#: torch functions and tensor methods that draw from the random number generator
+_SAMPLERS = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+                       "bernoulli", "bernoulli_", "multinomial", "normal", "normal_", "uniform_", "exponential_",
+                       "geometric_", "cauchy_", "log_normal_", "random_", "poisson"})
+_DROPOUTS = frozenset({"dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout", "feature_dropout",
+                       "dropout1d", "dropout2d", "dropout3d"})
+
+
+class _SamplingWatch(TorchFunctionMode):
+    """Notes whether a sampling op runs (dropout only where it is in training mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sampled = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name in _SAMPLERS:
+            self.sampled = True
+        elif name in _DROPOUTS:
+            training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+            self.sampled = self.sampled or bool(training)
+        return func(*args, **kwargs)
 
 
 def _hint(sampled: bool, derived: Derived) -> str:

@@ -176,7 +176,8 @@ def nest_after_returns(stmts: Sequence[cst.BaseStatement], fresh: Callable[[str]
         if _final_small(stmt) is not None:
             prefix, _ = _split_at_exit(stmt)
             return out + [stmt.with_changes(body=list(stmt.body)[: len(prefix[0].body) + 1 if prefix else 1])]
-        if isinstance(stmt, cst.If) and contains(stmt, _RETURNS, into_loops=True):
+        # an if whose only exits are raises needs no nesting: a raise ends its path, the rest follows
+        if isinstance(stmt, cst.If) and contains(stmt, (cst.Return,), into_loops=True):
             rest = list(stmts[i + 1:])
             if _fall_tails([stmt], _RETURNS) <= 1 or _is_small(rest):
                 before = must_define(out, defined)
@@ -232,7 +233,7 @@ class _ReturnRegion:
                 if not isinstance(exit_, cst.Return):
                     return out + [stmt.with_changes(body=[*(prefix[0].body if prefix else []), exit_])]
                 return out + prefix + self.exit(exit_, stmt, must_define(out + prefix, defined), enclosing)
-            if isinstance(stmt, cst.If) and contains(stmt, _RETURNS, into_loops=True):
+            if isinstance(stmt, cst.If) and contains(stmt, (cst.Return,), into_loops=True):  # (see above)
                 after = list(stmts[i + 1:])
                 before = must_define(out, defined)
                 if _fall_tails([stmt], _RETURNS) <= 1 or _is_small(after):
