@@ -47,7 +47,7 @@ COMPILE_SETTINGS: dict[str, dict] = {
     # merging would fold a test's own sub-DNN back into its producer: both off
     "no merge, no conditions in producers": {"levers": Levers(conditions_in_producers=False,
                                                               merge_into_producers=False)},
-    "no §5.4 (optimize=False)": {"optimize": False},
+    "no §5.4 (optimize=False)": {"levers": Levers.of(False)},
     "no reuse of identical sub-DNNs": {"levers": Levers(reuse_identical=False)},
     "small graphs in the thread pool too": {"levers": Levers(small_graphs_on_caller=False)},
 }

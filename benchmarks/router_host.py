@@ -44,7 +44,7 @@ from dycl.hostgen.manifest import DYCL_VERSION  # noqa: E402
 
 import dycl  # noqa: E402
 from dycl.artifact import host_model  # noqa: E402
-from dycl.per_sample_testing import batch_of  # noqa: E402
+from dycl.per_sample.testing import batch_of  # noqa: E402
 
 
 def router_at(revision: str) -> str:

@@ -19,7 +19,6 @@ from dycl.compiler import CompileResult, compile_model
 from dycl.dynamic import DynamicSpec
 from dycl.example_copy import copy_tensors
 from dycl.globals_guard import GlobalsGuard
-from dycl.guard_alternatives import module_of
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
@@ -223,8 +222,8 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     pristine = copy_tensors((example_input, kwargs))  # compiling runs forward on copies (dycl.example_copy)
     example_input, kwargs = copy_tensors(pristine)
     levers = Levers.of(optimize)
-    options = dict(backend=backend, optimize=levers.optimize_graph, progress=progress, backend_options=backend_options,
-                   kwargs=kwargs, levers=levers, per_sample=per_sample)
+    options = dict(backend=backend, progress=progress, backend_options=backend_options, kwargs=kwargs,
+                   levers=levers, per_sample=per_sample)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
         result = compile_model(model, example_input, dynamic=dynamic, **options)
     with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
@@ -279,7 +278,7 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
     if not result.backend.standalone:  # it runs the live sub-DNN modules in this process
 
         def executable(name: str, data: bytes, entry: Any) -> Any:
-            return result.backend.executable(data, entry, module_of(result.modules, name))
+            return result.backend.executable(data, entry, result.entry_modules[name])
 
     model = host_model(result.host_source, result.manifest, result.files, executable=executable, **options)
     return CompiledModel(model, result.host_source, result)

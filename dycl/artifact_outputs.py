@@ -25,7 +25,7 @@ from dycl.backends.torch import TorchBackend
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import Manifest, Output
 from dycl.hostgen.names import FORWARD
-from dycl.per_sample import over_group
+from dycl.per_sample.semantics import over_group
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.locations import LocationTable, set_location
 from dycl.subdnn import SubDNNModule

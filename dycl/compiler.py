@@ -21,6 +21,7 @@ as text to ``dir/<n>-<stage>.txt``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,15 +33,15 @@ from typing import Any
 
 import torch
 
-from dycl import per_sample as per_sample_mode
 from dycl import rewriter, written_inputs
 from dycl.artifact_outputs import provenance
 from dycl.backends import get_backend
-from dycl.backends.base import Backend
+from dycl.backends.base import Backend, CompiledVariant, OnnxStep
 from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.dynamic import DynamicSpec, dynamic_dims
 from dycl.example_copy import ExampleSnapshot
+from dycl.execution_mode import WHOLE_CALL, WholeCall
 from dycl.guard_alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
@@ -50,18 +51,17 @@ from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import Examples, trace_examples
 from dycl.hcfg.variants import variants_of
-from dycl.hostgen.emit import HostCodegen, call_specs
-from dycl.hostgen.emit_batched import BatchedHostCodegen
-from dycl.hostgen.manifest import Manifest, ShapeGuard
+from dycl.hostgen.emit import call_specs
+from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.log import get_logger
-from dycl.manifest_build import build_manifest, input_ports
+from dycl.manifest_build import build_manifest, entry_modules, input_ports
+from dycl.per_sample.mode import PER_SAMPLE
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
-from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.hooks import forward_hooks
 from dycl.signature import bind_example, call_description, example_arguments, flat_example
-from dycl.state_sync import host_state, initial_state
+from dycl.state_sync import host_state
 from dycl.subdnn import SubDNNModule
 
 _LOG = get_logger("compile")
@@ -81,15 +81,18 @@ class CompileResult:
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
+    #: the sub-DNN module of every manifest entry: a variant's, and its graphs' traced at other sizes
+    entry_modules: dict[str, SubDNNModule] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Options:
-    """How to compile (see ``dycl.compile``); ``levers`` turns single optimisations off;
-    ``per_sample`` compiles per-sample batched execution (``dycl.per_sample``)."""
+    """How to compile (see ``dycl.compile``); ``levers``, the one source of truth for the
+    compile-time optimisations (``dycl.hcfg.levers``; ``dycl.compile(optimize=...)`` is
+    ``Levers.of(optimize)``), turns single ones off; ``per_sample`` compiles per-sample batched
+    execution (``dycl.per_sample``)."""
 
     backend: str = "onnxruntime"
-    optimize: bool = True
     progress: bool | None = None
     backend_options: dict[str, Any] | None = None
     dynamic: DynamicSpec = True
@@ -108,6 +111,11 @@ class Job:
     backend: Backend
     bar: Progress
 
+    @property
+    def mode(self) -> WholeCall:
+        """The execution mode whose hooks the stages call (``dycl.execution_mode``)."""
+        return PER_SAMPLE if self.options.per_sample else WHOLE_CALL
+
 
 @dataclass
 class Frontend:
@@ -117,7 +125,7 @@ class Frontend:
     model: torch.nn.Module  # the model, or the wrapper calling a library model (dycl.library)
     rewritten: rewriter.RewrittenFunction
     example_args: tuple
-    call: Any
+    call: CallForm
     output_spec: Any
     written_inputs: tuple[str, ...] = ()  # inputs forward() updates in place (dycl.written_inputs)
 
@@ -154,17 +162,19 @@ class Ported:
 
 @dataclass
 class Compiled:
-    """*compile*: the backend's files, the file of every variant (by name) and the
-    shape conditions each variant's graph needs (``dycl.shape_guards``; most need none)."""
+    """*compile*: every variant's compiled graph, by variant name; identical variants
+    (``Levers.reuse_identical``) share one ``CompiledVariant``, and so one file."""
 
     ported: Ported
-    files: dict[str, bytes]
-    file_of: dict[str, str]
-    guards: dict[str, tuple[ShapeGuard, ...]] = field(default_factory=dict)
-    #: variant name -> [(file, guards)] of its graphs traced at other sizes (``dycl.guard_alternatives``)
-    alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = field(default_factory=dict)
-    #: the files small enough to run on the calling thread (``dycl.backends.onnx_cost``)
-    calling_thread: frozenset[str] = frozenset()
+    variants: dict[str, CompiledVariant]
+
+    @property
+    def files(self) -> dict[str, bytes]:
+        """Every file the variants put in the artifact, by name."""
+        files: dict[str, bytes] = {}
+        for compiled in self.variants.values():
+            files.update(compiled.files)
+        return files
 
 
 def rewrite(job: Job) -> Frontend:
@@ -194,15 +204,7 @@ def rewrite(job: Job) -> Frontend:
     written = _written(rewritten, passed)
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
                      call or call_description(rewritten), output_spec, written)
-    if job.options.per_sample and rewritten.state:
-        raise UnsupportedError(f"per_sample=True with module state written in forward() "
-                               f"({', '.join(s.path for s in rewritten.state)})", None,
-                               "state shared by the samples of a batch has no per-sample meaning: compile "
-                               "without per_sample")
-    if job.options.per_sample:
-        written_inputs.refuse_per_sample(written, rewritten)
-        per_sample_mode.check_request(job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
-        per_sample_mode.check_outputs(output_spec)
+    job.mode.check_front(front)
     job.bar.step("rewritten")
     return front
 
@@ -225,14 +227,15 @@ def _threaded_output(rewritten: rewriter.RewrittenFunction, model: torch.nn.Modu
 
 def build_graph(front: Frontend) -> Graph:
     options = front.job.options
-    built = build(front.rewritten, front.model, front.example_args, optimize=options.optimize, levers=options.levers)
+    levers = options.levers
+    built = build(front.rewritten, front.model, front.example_args, optimize=levers.optimize_graph, levers=levers)
     front.job.bar.step(f"{len(built.graph.sub_dnns)} sub-DNNs")
     return Graph(front, built, built.graph)
 
 
 def optimize(stage: Graph) -> Graph:
     options = stage.front.job.options
-    if not options.optimize:
+    if not options.levers.optimize_graph:
         return stage
     graph, constants = hoist_constants(stage.graph, stage.built.output_examples())
     if options.levers.merge_into_producers:
@@ -249,8 +252,7 @@ def explore(stage: Graph) -> Explored:
     inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
     declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
                             front.example_args[:inputs])
-    if front.job.options.per_sample:
-        declared = per_sample_mode.without_batch(declared)
+    declared = front.job.mode.declared_dims(declared)
     # symbolic even where no input dim is: a size that comes from data (nonzero, boolean indexing) always is
     shapes = SymbolicShapes()
     symbolic = {name: shapes.declare(value, declared.get(name, {}))
@@ -286,78 +288,57 @@ def compile_variants(ported: Ported) -> Compiled:
     chosen, distinct = job.backend, ported.distinct
     bar = Progress(f"export and compile {len(distinct)} sub-DNNs ({job.options.backend})", len(distinct),
                    job.options.progress)
-    chosen.per_sample = job.options.per_sample  # a backend that builds from ONNX itself (TVM) builds group models
+    step = job.mode.onnx_step(chosen)  # per_sample: each graph's group model, for ONNX Runtime and TVM alike
     with bar.active():
-        compiled = chosen.compile_many([ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
-                                       bar.step)
-    files: dict[str, bytes] = {}
-    file_of: dict[str, str] = {}
-    for (fingerprint, variant), data in zip(distinct.items(), compiled):
-        file_of[fingerprint] = f"{variant.name}{chosen.file_suffix}"
-        if chosen.file_suffix == ".onnx":
-            shared = [v.name for v in ported.variants if _identity(job, v) == fingerprint]
-            data = per_sample_mode.group_file(data, chosen.file_suffix) if job.options.per_sample else data
-            data = describe_onnx(data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname))
-        files[file_of[fingerprint]] = data
-    found = dict(chosen.guards)
-    guards = {v.name: found.get(distinct[_identity(job, v)].name, ()) for v in ported.variants}
-    if job.options.per_sample:
-        _refuse_guards_per_sample(guards)
-    alternatives = _other_size_graphs(chosen, ported, found, files)
-    return Compiled(ported, files, {v.name: file_of[_identity(job, v)] for v in ported.variants}, guards,
-                    {v.name: alternatives[_identity(job, v)] for v in ported.variants
-                     if _identity(job, v) in alternatives},
-                    _calling_thread(job, distinct, file_of, files))
+        made = chosen.compile_many([ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
+                                   bar.step, onnx_step=step)
+    by_identity = dict(zip(distinct, made))
+    job.mode.check_compiled(by_identity)
+    by_identity = {fingerprint: _finished(ported, fingerprint, compiled, step)
+                   for fingerprint, compiled in by_identity.items()}
+    return Compiled(ported, {v.name: by_identity[_identity(job, v)] for v in ported.variants})
 
 
-def _calling_thread(job: Job, distinct: dict[str, Variant], file_of: dict[str, str],
-                    files: dict[str, bytes]) -> frozenset[str]:
-    """The ONNX files whose graphs are small at their example's shapes (``dycl.backends.onnx_cost``)."""
-    if not job.options.levers.small_graphs_on_caller or job.options.per_sample or job.backend.name != "onnxruntime":
-        return frozenset()
-    small = set()
-    for fingerprint, variant in distinct.items():
-        example = dict(zip((port.name for port in variant.inputs), variant.examples[0]))
-        shapes = {name: tuple(value.shape) for name, value in example.items() if isinstance(value, torch.Tensor)}
-        if runs_on_calling_thread(files[file_of[fingerprint]], shapes):
-            small.add(file_of[fingerprint])
-    return frozenset(small)
+def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step: OnnxStep | None) -> CompiledVariant:
+    """A distinct variant's compiled graph with what the compiler adds: an ONNX file's
+    provenance (``dycl.backends.onnx_metadata``), its graphs traced at other sizes, and
+    whether it is small enough for the calling thread."""
+    job = ported.explored.stage.front.job
+    variant = ported.distinct[fingerprint]
+    if job.backend.file_suffix == ".onnx":
+        shared = [v.name for v in ported.variants if _identity(job, v) == fingerprint]
+        compiled = dataclasses.replace(compiled, data=describe_onnx(
+            compiled.data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname)))
+    alternatives = _other_size_graphs(job.backend, ported.modules[variant.name], variant, compiled.guards, step)
+    return dataclasses.replace(compiled, alternatives=alternatives,
+                               on_calling_thread=_on_calling_thread(job, variant, compiled))
 
 
-def _other_size_graphs(chosen: Backend, ported: Ported, found: dict[str, tuple[ShapeGuard, ...]],
-                       files: dict[str, bytes]) -> dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]]:
-    """For each distinct variant whose guards exclude a size of 1 (or 2, where traced at 1)
-    along some dim, its graphs traced there (``dycl.guard_alternatives``), added to
-    ``files``: fingerprint -> [(file, guards)]."""
-    alternatives: dict[str, list[tuple[str, tuple[ShapeGuard, ...]]]] = {}
-    for fingerprint, variant in ported.distinct.items():
-        made_guards = [found.get(variant.name, ())]
-        for other in other_size_variants(variant, found.get(variant.name, ())):
-            if covered(other.examples[0], made_guards, variant.name):
-                continue
-            try:
-                data = chosen.compile(ported.modules[variant.name], other)
-            except Exception as error:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
-                warn_no_alternative(variant, other, error)  # compiled so far and their checks stand (a call
-                continue  # no graph fits is refused by name); the warning says which sizes and why
-            made = alternatives.setdefault(fingerprint, [])
-            name = f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"
-            files[name] = data
-            made.append((name, tuple(chosen.guards.get(variant.name, ()))))
-            made_guards.append(made[-1][1])
-    return alternatives
+def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant) -> bool:
+    """Whether an ONNX file's graph is small at its example's shapes (``dycl.backends.onnx_cost``)."""
+    if not (job.options.levers.small_graphs_on_caller and job.mode.small_graphs_on_caller
+            and job.backend.file_suffix == ".onnx"):
+        return False
+    example = dict(zip((port.name for port in variant.inputs), variant.examples[0]))
+    shapes = {name: tuple(value.shape) for name, value in example.items() if isinstance(value, torch.Tensor)}
+    return runs_on_calling_thread(compiled.data, shapes)
 
 
-def _refuse_guards_per_sample(guards: dict[str, tuple[ShapeGuard, ...]]) -> None:
-    """Shape guards are checked on a sub-DNN's inputs as the host passes them; a
-    per-sample host passes a group of samples, so the checks would read the wrong axes."""
-    for needed in guards.values():
-        if needed:
-            raise UnsupportedError(
-                f"per_sample=True with library code that decides on a symbolic size in Python (at "
-                f"{needed[0].where}: {needed[0].holds})", None,
-                "compile with the dims that code decides on static (dynamic=False or a dynamic= dict), "
-                "or without per_sample")
+def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, guards: tuple[ShapeGuard, ...],
+                       step: OnnxStep | None) -> tuple[CompiledVariant, ...]:
+    """Where ``variant``'s guards exclude a size of 1 (or 2, where traced at 1) along some
+    dim, its graphs traced there (``dycl.guard_alternatives``), each in a file of its own."""
+    made: list[CompiledVariant] = []
+    for other in other_size_variants(variant, guards):
+        if covered(other.examples[0], [guards, *(graph.guards for graph in made)], variant.name):
+            continue
+        try:
+            graph = chosen.compile(module, other, step)
+        except Exception as error:  # noqa: BLE001 - e.g. library code that fails when traced at 1: the graphs
+            warn_no_alternative(variant, other, error)  # compiled so far and their checks stand (a call
+            continue  # no graph fits is refused by name); the warning says which sizes and why
+        made.append(dataclasses.replace(graph, file=f"{alternative_name(variant.name, len(made))}{chosen.file_suffix}"))
+    return tuple(made)
 
 
 def emit(compiled: Compiled) -> CompileResult:
@@ -365,23 +346,14 @@ def emit(compiled: Compiled) -> CompileResult:
     explored = ported.explored
     stage = explored.stage
     front = stage.front
-    rewritten, chosen, constants, files = front.rewritten, front.job.backend, stage.constants, compiled.files
+    rewritten, chosen, constants = front.rewritten, front.job.backend, stage.constants
     calls = call_specs(stage.graph, ported.variants)
-    codegen, extra = HostCodegen, {}
-    if front.job.options.per_sample:
-        names = tuple(p.name for p in input_ports(rewritten, front.example_args, explored.shapes,
-                                                   explored.symbolic_inputs))
-        codegen, extra = BatchedHostCodegen, {"sample_inputs": names}
+    inputs = input_ports(rewritten, front.example_args, explored.shapes, explored.symbolic_inputs)
+    codegen, extra = front.job.mode.host_codegen(inputs)
     host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                           call=front.call, globals=rewritten.globals, locations=rewritten.locations,
                           uses_constants=bool(constants), state=host_state(rewritten.state), **extra).emit()
-    stored = {**constants, **initial_state(rewritten.state)}
-    manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
-                                     explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
-                                     host_source, ported.modules, stored, front.output_spec,
-                                     per_sample=front.job.options.per_sample, guards=compiled.guards,
-                                     alternatives=compiled.alternatives, calling_thread=compiled.calling_thread,
-                                     written_inputs=front.written_inputs)
+    manifest, files = build_manifest(compiled, host_source)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
@@ -393,7 +365,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
     return CompileResult(stage.graph, rewritten, chosen, host_source, manifest, files, ported.modules, constants,
-                         stats, front.output_spec)
+                         stats, front.output_spec, entry_modules(compiled))
 
 
 #: the compiler, in order; each stage takes the previous one's result
@@ -462,7 +434,7 @@ def _dump(path: Path, value: Any) -> None:
         text = "\n".join(f"{v.name}: {[p.to_json() for p in v.inputs]} -> {[p.to_json() for p in v.outputs]}"
                          for v in value.variants)
     elif isinstance(value, Compiled):
-        text = json.dumps(value.file_of, indent=2, sort_keys=True)
+        text = json.dumps({name: compiled.file for name, compiled in value.variants.items()}, indent=2, sort_keys=True)
     else:
         text = value.host_source
     path.write_text(text + "\n")

@@ -32,7 +32,8 @@ from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard, ShapeGuardError, check_shape_guard
 from dycl.rewriter.errors import SpecialisationWarning
 
-#: how the host names an alternative entry: ``<variant>`` + this
+#: how the manifest names an alternative entry: ``<variant>`` + this + its index (only ever written, never
+#: parsed: a variant's alternatives are a field of its ``dycl.backends.base.CompiledVariant``)
 SUFFIX = "_other_size"
 
 
@@ -110,8 +111,9 @@ def alternative_name(variant_name: str, index: int) -> str:
 
 
 def module_of(modules: Mapping[str, Any], entry_name: str) -> Any:
-    """The sub-DNN module of a manifest entry: an alternative runs its variant's module."""
-    return modules[entry_name] if entry_name in modules else modules[entry_name.rsplit(SUFFIX, 1)[0]]
+    """The sub-DNN module of a manifest entry, from ``modules`` by entry
+    (``dycl.manifest_build.entry_modules``: an alternative runs its variant's module)."""
+    return modules[entry_name]
 
 
 __all__ = ["SUFFIX", "alternative_name", "changed_sizes", "covered", "module_of", "other_size_variants",

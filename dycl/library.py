@@ -44,6 +44,7 @@ from torch.utils import _pytree as pytree
 
 from dycl import outputs
 from dycl.example_run import run_on_example
+from dycl.hostgen.manifest import CallForm
 from dycl.rewriter import ReturnForm, RewrittenFunction
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import UnsupportedError
@@ -62,7 +63,7 @@ class LibraryCall:
 
     wrapper: torch.nn.Module
     example: dict[str, Any]
-    call: dict[str, Any]
+    call: CallForm
     spec: pytree.TreeSpec
 
 
@@ -223,10 +224,10 @@ class _CallForm:
         self.flat.append([name, parameter, key])
         return name
 
-    def description(self, parameters: list[inspect.Parameter]) -> dict[str, Any]:
-        """The host's call description (``dycl.signature``)."""
-        return {"parameters": [[p.name, p.kind.name, p.default is not _P.empty] for p in parameters],
-                "inputs": self.flat, "fixed": self.fixed, "absent": self.absent, "variadic": self.variadic}
+    def description(self, parameters: list[inspect.Parameter]) -> CallForm:
+        """The host's call form (``dycl.signature``)."""
+        return CallForm.of([(p.name, p.kind.name, p.default is not _P.empty) for p in parameters],
+                           self.flat, self.fixed, self.absent, self.variadic)
 
 
 def _wrapper_source(parameters: list[str], arguments: list[str], leaves: list[Any], spec: pytree.TreeSpec) -> str:

@@ -1,8 +1,9 @@
 """The compiler's last typed hand-off: the ``Manifest`` of a compiled model, and
 the constants file it lists.
 
-Assumes the variants' files are compiled (``files``, by the names ``file_of``
-gives each variant) and the host is emitted. Guarantees: the manifest lists
+Assumes the variants are compiled (``dycl.compiler.Compiled``: each variant's
+``CompiledVariant``, its file and its graphs traced at other sizes) and the host is
+emitted. Guarantees: the manifest lists
 every variant with the checksum of its file, the model's inputs with symbolic
 dims by name (a dim shape propagation proved static by its number), what the
 model returns for the example, and, when there are constants, the constants file
@@ -16,7 +17,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,82 +36,86 @@ from dycl.hostgen.manifest import (
     FileEntry,
     Manifest,
     Port,
-    ShapeGuard,
     SubDNNEntry,
 )
-from dycl.per_sample import sample_inputs
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.vocabulary import dtype_name
-from dycl.signature import manifest_call
+from dycl.state_sync import initial_state
 from dycl.subdnn import SubDNNModule, Variant
+
+if TYPE_CHECKING:  # the compiler imports this module
+    from dycl.backends.base import CompiledVariant
+    from dycl.compiler import Compiled
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, Any], example_args: tuple,
-                   shapes: SymbolicShapes | None, symbolic: dict[str, torch.Tensor] | None,
-                   variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
-                   host_source: str, modules: Mapping[str, SubDNNModule], constants: Mapping[str, torch.Tensor],
-                   output_spec: Any = None, per_sample: bool = False,
-                   guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
-                   alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]] | None = None,
-                   calling_thread: frozenset[str] = frozenset(),
-                   written_inputs: tuple[str, ...] = ()) -> tuple[Manifest, dict[str, bytes]]:
-    """``(manifest, files)``: the manifest of the compiled model and every file it
-    lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
-    variant name -> its file in ``files``; ``symbolic``: the symbolic example
-    inputs ``shapes`` declared, by name; ``output_spec``: the framework's output
-    tree (``dycl.outputs``), None for plain returns; ``per_sample``: the host takes a batch
-    of samples, each run as the example's one (``dycl.per_sample``); ``calling_thread``: the
-    files that run on the calling thread (``dycl.backends.onnx_cost``)."""
-    files = dict(files)
+def build_manifest(compiled: Compiled, host_source: str) -> tuple[Manifest, dict[str, bytes]]:
+    """``(manifest, files)``: the manifest of the compiled model whose host is ``host_source``,
+    and every file it lists but ``host.py`` (the variants' files plus the constants file, if
+    any). The execution mode (``dycl.execution_mode``) says whether the host takes a batch of
+    samples and what its input table is."""
+    ported = compiled.ported
+    explored, front = ported.explored, ported.explored.stage.front
+    rewritten, mode = front.rewritten, front.job.mode
+    files = compiled.files
+    constants = {**explored.stage.constants, **initial_state(rewritten.state)}
     stored = None
     if constants:
         blob, table = pack_constants(constants)
         files[CONSTANTS_FILE] = blob
         stored = Constants(CONSTANTS_FILE, sha256(blob), table)
-    inputs = input_ports(rewritten, example_args, shapes, symbolic)
-    if per_sample:
-        inputs = sample_inputs(inputs)
+    inputs = mode.manifest_inputs(input_ports(rewritten, front.example_args, explored.shapes,
+                                              explored.symbolic_inputs))
     manifest = Manifest(
         dycl_version=DYCL_VERSION,
-        backend=backend,
+        backend=front.job.backend.name,
         model=rewritten.qualname,
         inputs=inputs,
         host=FileEntry(HOST_FILE, sha256(host_source.encode())),
-        sub_dnns=_entries(variants, file_of, files, guards or {}, alternatives or {}, calling_thread),
-        call=manifest_call(call),
+        sub_dnns=_entries(ported.variants, compiled.variants, files),
+        call=front.call,
         dynamic_dims=dim_table(inputs),
         constants=stored,
-        output=outputs.describe(output_spec) if output_spec is not None else None,
-        per_sample=per_sample,
-        written_inputs=written_inputs,
+        output=outputs.describe(front.output_spec) if front.output_spec is not None else None,
+        per_sample=mode.per_sample,
+        written_inputs=front.written_inputs,
     )
-    returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
-                            rewritten.locations, state=bool(rewritten.state))
+    returned = output_specs(host_source, manifest, entry_modules(compiled), constants, front.example_args,
+                            dict(rewritten.specialized), rewritten.locations, state=bool(rewritten.state))
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files
 
 
-def _entries(variants: Sequence[Variant], file_of: Mapping[str, str], files: Mapping[str, bytes],
-             guards: Mapping[str, tuple[ShapeGuard, ...]],
-             alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]],
-             calling_thread: frozenset[str]) -> dict[str, SubDNNEntry]:
+def entry_modules(compiled: Compiled) -> dict[str, SubDNNModule]:
+    """The sub-DNN module of every manifest entry: a variant's own, and the same module for
+    each of its graphs traced at other sizes (``dycl.guard_alternatives``)."""
+    modules = {}
+    for variant in compiled.ported.variants:
+        module = compiled.ported.modules[variant.name]
+        modules[variant.name] = module
+        for index, _ in enumerate(compiled.variants[variant.name].alternatives):
+            modules[alternative_name(variant.name, index)] = module
+    return modules
+
+
+def _entries(variants: Sequence[Variant], compiled: Mapping[str, CompiledVariant],
+             files: Mapping[str, bytes]) -> dict[str, SubDNNEntry]:
     """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at
     another size (``dycl.guard_alternatives``), chained after it by ``otherwise``."""
     entries = {}
     for variant in variants:
         ports = _ports(variant.inputs), _ports(variant.outputs)
-        chain = [(variant.name, file_of[variant.name], tuple(guards.get(variant.name, ())))]
-        chain += [(alternative_name(variant.name, index), file, found)
-                  for index, (file, found) in enumerate(alternatives.get(variant.name, []))]
-        for position, (name, file, needed) in enumerate(chain):
+        made = compiled[variant.name]
+        chain = [(variant.name, made)]
+        chain += [(alternative_name(variant.name, index), other) for index, other in enumerate(made.alternatives)]
+        for position, (name, graph) in enumerate(chain):
             otherwise = chain[position + 1][0] if position + 1 < len(chain) else None
-            entries[name] = SubDNNEntry(file, sha256(files[file]), *ports, needed, otherwise,
-                                        1 if file in calling_thread else None)
+            entries[name] = SubDNNEntry(graph.file, sha256(files[graph.file]), *ports, graph.guards, otherwise,
+                                        1 if graph.on_calling_thread else None)
     return entries
 
 
@@ -163,4 +168,4 @@ def pack_constants(constants: Mapping[str, torch.Tensor]) -> tuple[bytes, dict[s
     return header + bytes(data), table
 
 
-__all__ = ["build_manifest", "dim_table", "input_ports", "pack_constants", "sha256"]
+__all__ = ["build_manifest", "dim_table", "entry_modules", "input_ports", "pack_constants", "sha256"]

@@ -79,10 +79,10 @@ def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, e
     """The check of ``compiled``, compiled by ``result`` (``dycl.compiler.CompileResult``) from
     ``model`` and the example call ``model(*example_input, **kwargs)``. A per-sample model
     is checked at the example's size against eager on each sample alone, its outputs joined
-    (``dycl.per_sample_testing.PerSampleEager``)."""
+    (``dycl.per_sample.testing.PerSampleEager``)."""
     args, kwargs = example_arguments(example_input), dict(kwargs or {})
     if result.manifest.per_sample:  # eager's reference: each sample alone, the outputs joined
-        from dycl.per_sample_testing import PerSampleEager
+        from dycl.per_sample.testing import PerSampleEager
 
         return Subject(PerSampleEager(model), compiled, args, kwargs, {})
     try:

@@ -5,7 +5,7 @@ in ``example_input`` (a tensor or a tuple), keyword ones in ``kwargs``, as
 ``torch.export`` takes them. ``bind_example`` binds them to ``forward()``'s
 signature; the rewriter then gives the rewritten function one parameter per
 input of that call (``rewriter.arguments``), and ``flat_example`` lists the
-example's values in that order. ``call_description`` is what the host's
+example's values in that order. ``call_description`` (a ``hostgen.manifest.CallForm``) is what the host's
 ``_bind`` needs to bind a later call the same way and to refuse a call of
 another form (a parameter passed that the example left out, another number of
 ``*args``, a compiled-in value changed) with a clear message.
@@ -14,11 +14,11 @@ another form (a parameter passed that the example left out, another number of
 from __future__ import annotations
 
 import inspect
-import json
 from typing import Any
 
 import torch
 
+from dycl.hostgen.manifest import CallForm
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.arguments import positional_arguments
 from dycl.rewriter.forward import resolve_method, signature_of
@@ -57,22 +57,13 @@ def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
     return tuple(values)
 
 
-def call_description(rewritten: RewrittenFunction) -> dict[str, Any]:
-    """``CALL`` of the host (see its ``_bind``): forward()'s parameters, which of them
-    (or which of their elements) are inputs, and what the example fixed."""
+def call_description(rewritten: RewrittenFunction) -> CallForm:
+    """The host's call form (``CALL``, see its ``_bind``): forward()'s parameters, which of
+    them (or which of their elements) are inputs, and what the example fixed."""
     parameters = list(rewritten.original_signature.parameters.values())[1:]
-    return {
-        "parameters": [[p.name, p.kind.name, p.default is not inspect.Parameter.empty] for p in parameters],
-        "inputs": [[flat.name, flat.parameter, flat.key] for flat in rewritten.inputs],
-        "fixed": [[name, key, value] for name, key, value in rewritten.fixed],
-        "absent": list(rewritten.absent),
-        "variadic": dict(rewritten.variadic),
-    }
+    return CallForm.of([(p.name, p.kind.name, p.default is not inspect.Parameter.empty) for p in parameters],
+                       [(flat.name, flat.parameter, flat.key) for flat in rewritten.inputs],
+                       rewritten.fixed, rewritten.absent, rewritten.variadic)
 
 
-def manifest_call(description: dict[str, Any]) -> dict[str, Any]:
-    """``description`` as JSON can hold it (a value JSON cannot write is shown by its repr)."""
-    return json.loads(json.dumps(description, default=repr))
-
-
-__all__ = ["bind_example", "call_description", "example_arguments", "flat_example", "manifest_call"]
+__all__ = ["bind_example", "call_description", "example_arguments", "flat_example"]

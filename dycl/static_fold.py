@@ -3,7 +3,7 @@
 The TorchScript exporter leaves ``Shape -> Gather -> Div -> Slice`` chains in
 a graph even where every shape is static (``tensor.chunk``, ``x.size(-1)``):
 shape inference then cannot give the sliced values a shape, and the row proof
-(``dycl.row_independence``) cannot see that a ``Shape`` is one sample's.
+(``dycl.per_sample.row_independence``) cannot see that a ``Shape`` is one sample's.
 
 Assumes: ``onnx.shape_inference`` infers the shapes it reports correctly.
 Guarantees: the returned graph computes what ``model`` computes (same inputs,

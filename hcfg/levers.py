@@ -3,7 +3,10 @@ each one can be measured by turning it off (``benchmarks/ablation.py``).
 Everything is on by default; the generated host is correct with any combination.
 
 ``dycl.compile(optimize=...)`` takes a bool or a ``Levers``; ``Levers.of`` says
-what a bool means, so that no other code interprets ``optimize`` itself."""
+what a bool means, so that no other code interprets ``optimize`` itself: the
+compiler carries only the ``Levers`` (``dycl.compiler.Options.levers``), the one
+source of truth, and a ``Levers`` cannot hold switches that disagree (with
+``optimize_graph`` off, ``merge_into_producers`` is off too)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,10 @@ class Levers:
     merge_into_producers: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.optimize_graph and self.merge_into_producers:  # merging is part of the graph optimisation
+            object.__setattr__(self, "merge_into_producers", False)
 
     @classmethod
     def of(cls, optimize: bool | Levers) -> Levers:

@@ -20,6 +20,7 @@ import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Variant, describe
 from dycl.hostgen.host_globals import check_host_names, host_prelude
+from dycl.hostgen.manifest import CallForm
 from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
 from dycl.hostgen.template import HOST_TEMPLATE
 from dycl.rewriter.locations import LocationTable, comment_of
@@ -91,7 +92,7 @@ class HostCodegen:
     calls: dict[int, CallSpec]
     runtime: str
     specialized: dict[str, object] = field(default_factory=dict)
-    call: dict[str, Any] | None = None
+    call: CallForm | None = None
     uses_constants: bool = False
     #: module state threaded through forward (``rewriter.state_threading``): [parameter, path, kind, literal]
     state: tuple[tuple[str, str, str, Any], ...] = ()
@@ -133,7 +134,7 @@ class HostCodegen:
             source_lines=repr(self.source_lines()),
             parameters=json.dumps(list(self.graph.parameters)),
             specialized=repr(self.specialized),
-            call=repr(self.call or default_call(self.graph.parameters, self.specialized)),
+            call=repr((self.call or CallForm.plain(self.graph.parameters, self.specialized)).to_host()),
             state=repr([list(entry) for entry in self.state]),
             forward=forward,
         )
@@ -247,18 +248,6 @@ class HostCodegen:
 
     def return_(self, node: Return) -> str:
         return f"return {_expr(node.value)}{_location(node.statement)}"
-
-
-def default_call(parameters: tuple[str, ...], specialized: dict[str, object]) -> dict[str, Any]:
-    """The call description (``CALL`` in the host, see its ``_bind``) of a function whose
-    parameters are all plain, the ``specialized`` ones with their compiled-in values."""
-    return {
-        "parameters": [[name, "POSITIONAL_OR_KEYWORD", name in specialized] for name in parameters],
-        "inputs": [[name, name, None] for name in parameters if name not in specialized],
-        "fixed": [[name, None, value] for name, value in specialized.items()],
-        "absent": [],
-        "variadic": {},
-    }
 
 
 def _resolve(node: cst.BaseExpression, globals_: dict[str, Any]) -> Any:

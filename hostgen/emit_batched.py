@@ -33,7 +33,7 @@ gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
 test_per_sample_gather.py checks them bit for bit).
 
 Assumes: each compiled sub-DNN takes its inputs with a leading group dim and
-returns its outputs with one (``dycl.per_sample_onnx``); the example (and every
+returns its outputs with one (``dycl.per_sample.group_onnx``); the example (and every
 sample) gives each tensor input a leading batch dim of 1.
 """
 

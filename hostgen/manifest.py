@@ -414,6 +414,109 @@ class Output:
         return value
 
 
+# the kinds of ``inspect.Parameter`` by name, as a call form writes them
+PARAMETER_KINDS = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD")
+
+
+@dataclasses.dataclass(frozen=True)
+class CallForm:
+    """forward()'s parameters and the form of the call compiled for: what the host's
+    ``_bind`` needs to bind a later call the same way and to refuse a call of another
+    form (the host's ``CALL`` is ``to_host()``; the manifest's ``call`` is ``to_json()``).
+
+    ``parameters``: ``(name, kind, has_default)`` for each parameter after ``self``
+    (``kind``: one of ``PARAMETER_KINDS``); ``inputs``: ``(flat input, parameter, key)``
+    for each input of the compiled function (``key``: None, a position or a dict key
+    inside the parameter's value); ``fixed``: ``(parameter, key, value)`` the example
+    fixed, which a call must pass equal or leave out; ``absent``: the parameters the
+    example left out; ``variadic``: ``(parameter, count or keys)``: the length of
+    ``*args`` or the keys of ``**kwargs`` the example passed.
+
+    ``from_json(c.to_json()) == c`` whenever the fixed values are JSON values
+    (a value JSON cannot write is written as its ``repr``)."""
+
+    parameters: tuple = ()
+    inputs: tuple = ()
+    fixed: tuple = ()
+    absent: tuple = ()
+    variadic: tuple = ()
+
+    @classmethod
+    def of(cls, parameters, inputs, fixed, absent, variadic):
+        """The call form of sequences and a ``variadic`` dict as the rewriter and the library wrapper collect them."""
+        return cls(tuple((str(name), str(kind), bool(default)) for name, kind, default in parameters),
+                   tuple((name, parameter, key) for name, parameter, key in inputs),
+                   tuple((parameter, key, value) for parameter, key, value in fixed),
+                   tuple(absent),
+                   tuple((name, tuple(value) if isinstance(value, (list, tuple)) else value)
+                         for name, value in dict(variadic).items()))
+
+    @classmethod
+    def plain(cls, parameters, specialized):
+        """The call form of a function whose parameters are all plain, the ``specialized``
+        ones (name -> value) with their compiled-in values."""
+        return cls(tuple((name, "POSITIONAL_OR_KEYWORD", name in specialized) for name in parameters),
+                   tuple((name, name, None) for name in parameters if name not in specialized),
+                   tuple((name, None, value) for name, value in specialized.items()))
+
+    def to_host(self):
+        """The host's ``CALL``: the call form as a dict of lists, with the fixed values as they are."""
+        return {"parameters": [list(p) for p in self.parameters], "inputs": [list(i) for i in self.inputs],
+                "fixed": [list(f) for f in self.fixed], "absent": list(self.absent),
+                "variadic": {name: list(value) if isinstance(value, tuple) else value
+                             for name, value in self.variadic}}
+
+    def to_json(self):
+        """The manifest's ``call`` (a fixed value JSON cannot write is written as its ``repr``)."""
+        return json.loads(json.dumps(self.to_host(), default=repr))
+
+    @classmethod
+    def from_json(cls, value, where="call"):
+        """The call form of parsed JSON ``value``; ``ArtifactError`` naming the first field that does not fit."""
+        _json_object(value, where, ("parameters", "inputs", "fixed", "absent", "variadic"), ())
+        parameters = tuple(_call_row(row, f"{where}.parameters[{n}]", _call_parameter)
+                           for n, row in enumerate(_json_list(value["parameters"], f"{where}.parameters")))
+        inputs = tuple(_call_row(row, f"{where}.inputs[{n}]", _call_input)
+                       for n, row in enumerate(_json_list(value["inputs"], f"{where}.inputs")))
+        fixed = tuple(_call_row(row, f"{where}.fixed[{n}]", _call_fixed)
+                      for n, row in enumerate(_json_list(value["fixed"], f"{where}.fixed")))
+        absent = tuple(_json_string(name, f"{where}.absent[{n}]")
+                       for n, name in enumerate(_json_list(value["absent"], f"{where}.absent")))
+        variadic = tuple((name, _call_variadic(passed, f"{where}.variadic.{name}"))
+                         for name, passed in _json_object(value["variadic"], f"{where}.variadic", ()).items())
+        return cls(parameters, inputs, fixed, absent, variadic)
+
+
+def _call_row(row, where, read):
+    if not isinstance(row, list) or len(row) != 3:
+        _json_fail(where, "a list of 3 items", row)
+    return read(row, where)
+
+
+def _call_key(key, where):
+    fits = key is None or isinstance(key, str) or isinstance(key, int) and not isinstance(key, bool)
+    return _json_expect(key, where, fits, "null, an integer or a string")
+
+
+def _call_parameter(row, where):
+    kind = _json_expect(row[1], f"{where}[1]", row[1] in PARAMETER_KINDS, f"one of {list(PARAMETER_KINDS)}")
+    return _json_string(row[0], f"{where}[0]"), kind, _json_flag(row[2], f"{where}[2]")
+
+
+def _call_input(row, where):
+    return _json_string(row[0], f"{where}[0]"), _json_string(row[1], f"{where}[1]"), _call_key(row[2], f"{where}[2]")
+
+
+def _call_fixed(row, where):
+    return _json_string(row[0], f"{where}[0]"), _call_key(row[1], f"{where}[1]"), row[2]
+
+
+def _call_variadic(passed, where):
+    if isinstance(passed, list):
+        return tuple(_json_string(key, f"{where}[{n}]") for n, key in enumerate(passed))
+    return _json_count(passed, where)
+
+
 def _json_dim_uses(value, where):
     uses = []
     for position, use in enumerate(_json_list(value, where)):
@@ -434,7 +537,7 @@ class Manifest:
 
     ``inputs``: the model's flat inputs; ``outputs``: what it returns for the
     example; ``call``: forward()'s parameters and the form of the call compiled
-    for (the host's ``CALL``, as JSON); ``dynamic_dims``: symbol -> the
+    for (``CallForm``); ``dynamic_dims``: symbol -> the
     ``(input, axis)`` pairs that carry it; ``host``, ``sub_dnns``, ``constants``:
     the files; ``output``: how ``dycl`` rebuilds a framework's output object
     (``dycl.outputs.describe``), None for plain returns.
@@ -449,7 +552,7 @@ class Manifest:
     host: FileEntry
     sub_dnns: dict[str, SubDNNEntry]
     outputs: tuple[Output, ...] = ()
-    call: dict | None = None
+    call: CallForm | None = None
     dynamic_dims: dict[str, tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=dict)
     constants: Constants | None = None
     output: object = None
@@ -475,9 +578,6 @@ class Manifest:
         host = FileEntry.from_json(value["host"], "host")
         if host.file != HOST_FILE:
             _json_fail("host.file", repr(HOST_FILE), host.file)
-        call = value.get("call")
-        if call is not None:
-            _json_object(call, "call", ("parameters", "inputs", "fixed", "absent", "variadic"), ())
         return cls(
             dycl_version=_json_string(value["dycl_version"], "dycl_version"),
             backend=_json_string(value["backend"], "backend"),
@@ -487,7 +587,7 @@ class Manifest:
             sub_dnns=_json_alternatives(_json_table(value["sub_dnns"], "sub_dnns", SubDNNEntry.from_json)),
             outputs=tuple(Output.from_json(output, f"outputs[{position}]")
                           for position, output in enumerate(_json_list(value.get("outputs", []), "outputs"))),
-            call=call,
+            call=CallForm.from_json(value["call"]) if "call" in value else None,
             dynamic_dims=_json_table(value.get("dynamic_dims", {}), "dynamic_dims", _json_dim_uses),
             constants=Constants.from_json(value["constants"], "constants") if "constants" in value else None,
             output=value.get("output"),
@@ -510,7 +610,7 @@ class Manifest:
             "sub_dnns": {name: entry.to_json() for name, entry in self.sub_dnns.items()},
         }
         if self.call is not None:
-            value["call"] = json.loads(json.dumps(self.call))
+            value["call"] = self.call.to_json()
         if self.constants is not None:
             value["constants"] = self.constants.to_json()
         if self.output is not None:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from dycl.backends import torch_runtime
-from dycl.backends.base import BackendBase
+from dycl.backends.base import BackendBase, CompiledVariant, OnnxStep
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
@@ -21,8 +21,10 @@ class TorchBackend(BackendBase):
     runtime = copied(torch_runtime.__file__)
     standalone = False
 
-    def compile(self, module: SubDNNModule, variant: Variant) -> bytes:
-        return module.source.encode()
+    def compile(self, module: SubDNNModule, variant: Variant, onnx_step: OnnxStep | None = None) -> CompiledVariant:
+        """The sub-DNN's source, for reading (it runs as the module itself); nothing is exported,
+        so ``onnx_step`` has nothing to apply to."""
+        return CompiledVariant(f"{variant.name}{self.file_suffix}", module.source.encode())
 
     def executable(self, data: bytes, entry: SubDNNEntry, module: SubDNNModule):
         def run(*args: Any) -> list[np.ndarray]:

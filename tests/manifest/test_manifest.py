@@ -16,6 +16,7 @@ from dycl.hostgen import artifact_check, manifest
 from dycl.hostgen.manifest import (
     SCHEMA_VERSION,
     ArtifactError,
+    CallForm,
     ConstantArray,
     Constants,
     FileEntry,
@@ -89,8 +90,7 @@ def _full() -> Manifest:
         sub_dnns={"subdnn_0": SubDNNEntry("subdnn_0.onnx", SHA, (port,), (Port("n", "int", "int64", ()),)),
                   "subdnn_0_1": SubDNNEntry("subdnn_0.onnx", SHA, (port,), (Port("y", "tensor", "float32", (2,)),))},
         outputs=(Output("output_0", "tensor", "float32", (1, 2)), Output("output_1", "int")),
-        call={"parameters": [["x", "POSITIONAL_OR_KEYWORD", False]], "inputs": [["x", "x", None]], "fixed": [],
-              "absent": [], "variadic": {}},
+        call=CallForm((("x", "POSITIONAL_OR_KEYWORD", False),), (("x", "x", None),)),
         dynamic_dims={"batch": (("x", 0),)},
         constants=Constants("constants.bin", SHA, {"h@0": ConstantArray(0, "float32", (1, 6))}),
         output={"type": "builtins.tuple", "returned_as": "tuple", "items": ["leaf", "leaf"]},

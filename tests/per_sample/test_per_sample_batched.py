@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.per_sample_testing import assert_per_sample, batch_of, diverse, paths_of, saved_host_report
+from dycl.per_sample.testing import assert_per_sample, batch_of, diverse, paths_of, saved_host_report
 from tests.per_sample import nets
 
 ATOL = 1e-5

@@ -1,4 +1,4 @@
-"""The fuzzer's per-sample mode (``dycl.per_sample_fuzz``): generated programs compiled
+"""The fuzzer's per-sample mode (``dycl.per_sample.fuzz``): generated programs compiled
 with ``per_sample=True`` agree with eager per sample on batches, or are refused clearly.
 Slow (a compile per program): ``pytest -m slow tests/per_sample``."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dycl.per_sample_fuzz import campaign
+from dycl.per_sample.fuzz import campaign
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from dycl.hostgen.emit_batched import ROUTER
 from torch import nn
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
+from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
 from dycl.testing import outputs_match
 from dycl.testing_host import run_host_without_torch
 

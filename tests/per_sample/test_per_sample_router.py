@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
+from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
 from dycl.testing import outputs_match
 from dycl.testing_host import run_host_without_torch
 from tests.per_sample import nets
@@ -139,7 +139,7 @@ def test_the_group_file_is_exact_per_row():
 
     import onnxruntime as ort
 
-    from dycl.per_sample_onnx import scan_over_samples
+    from dycl.per_sample.group_onnx import scan_over_samples
 
     class Sub(torch.nn.Module):
         def forward(self, x, k):

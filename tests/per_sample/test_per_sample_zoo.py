@@ -11,7 +11,7 @@ import importlib
 import pytest
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
+from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
 from dycl.testing_host import run_host_without_torch
 from models import ZOO
 

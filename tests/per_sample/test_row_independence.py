@@ -1,5 +1,5 @@
-"""The row-independence proof (``dycl.row_independence``) on small graphs, and the
-batched group model (``dycl.per_sample_onnx.group_model``) it allows: proven nodes
+"""The row-independence proof (``dycl.per_sample.row_independence``) on small graphs, and the
+batched group model (``dycl.per_sample.group_onnx.group_model``) it allows: proven nodes
 run once on the whole group, the rest per sample, and every row is what the
 single-sample graph gives that row alone."""
 
@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from dycl.per_sample_onnx import group_model, scan_over_samples
-from dycl.row_independence import SAMPLE, analyse
+from dycl.per_sample.group_onnx import group_model, scan_over_samples
+from dycl.per_sample.row_independence import SAMPLE, analyse
 from dycl.static_fold import fold_static_shapes
 
 pytestmark = pytest.mark.filterwarnings("ignore")

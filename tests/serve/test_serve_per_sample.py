@@ -19,7 +19,7 @@ pytest.importorskip("ray.serve", reason="Ray Serve is not installed (the serve e
                                         "or pip install -c constraints.txt -e '.[serve]'")
 
 import dycl  # noqa: E402
-from dycl.per_sample_testing import diverse, paths_of  # noqa: E402
+from dycl.per_sample.testing import diverse, paths_of  # noqa: E402
 from dycl.testing import outputs_match  # noqa: E402
 from models import sdn_vgg19  # noqa: E402
 

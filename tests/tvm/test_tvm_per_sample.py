@@ -1,5 +1,5 @@
 """``per_sample=True`` on the TVM backend: each sub-DNN's group model (the single-sample
-graph widened row by row, ``dycl.per_sample_onnx``) built by TVM; a batch of samples
+graph widened row by row, ``dycl.per_sample.group_onnx``) built by TVM; a batch of samples
 over several paths equals eager run on each sample alone, in process and through the
 saved torch-free host. A sub-DNN with a statement that must run sample by sample
 (a ``Scan``, which TVM's ONNX importer lacks) is refused by name."""
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.per_sample_testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
+from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
 from dycl.testing_host import run_host_without_torch
 from tests.per_sample import nets
 

@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dycl.backends.base import BackendBase
+from dycl.backends.base import BackendBase, CompiledVariant, OnnxStep
 from dycl.backends.tvm.options import DEFAULT_CPU, SCHEDULES, TvmOptions
 from dycl.backends.tvm.recurrent import recurrent_layers_unrolled
 from dycl.backends.tvm.specialized import example_shapes, pack
@@ -82,13 +82,13 @@ class TvmBackend(BackendBase):
                  specialize: bool | None = None) -> None:
         explicit = {"tune_trials": tune_trials, "target": target, "schedule": schedule, "jobs": jobs,
                     "cache_dir": cache_dir, "build_cache": build_cache, "specialize": specialize}
-        super().__init__()  # per_sample: group models only (``dycl.per_sample_onnx``), no example-shaped build
+        super().__init__()
         self.options = TvmOptions.from_env(**{k: v for k, v in explicit.items() if v is not None})
 
     # -- the Backend interface -------------------------------------------------------------------------------------
 
-    def compile(self, module, variant) -> bytes:
-        return self.compile_many([module], [variant])[0]
+    def compile(self, module, variant, onnx_step: OnnxStep | None = None) -> CompiledVariant:
+        return self.compile_many([module], [variant], onnx_step=onnx_step)[0]
 
     def executable(self, data: bytes, entry: SubDNNEntry, module):
         from dycl.backends.tvm import runtime  # loads TVM's runtime, once per process
@@ -96,28 +96,14 @@ class TvmBackend(BackendBase):
         return runtime.load_executable(data, entry)
 
     def compile_many(self, modules: Sequence[Any], variants: Sequence[Any],
-                     progress: Callable[[str], None] | None = None) -> list[bytes]:
-        """Compile distinct sub-DNN variants: ONNX export here, tuning (if asked) in
-        one child process, builds in parallel child processes. ``progress(name)`` is
-        called as each one finishes."""
-        from dycl.backends.onnxruntime import OnnxRuntimeBackend
-
+                     progress: Callable[[str], None] | None = None,
+                     onnx_step: OnnxStep | None = None) -> list[CompiledVariant]:
+        """Compile distinct sub-DNN variants: ONNX export here (each graph through ``onnx_step``),
+        tuning (if asked) in one child process, builds in parallel child processes.
+        ``progress(name)`` is called as each one finishes."""
         start = time.perf_counter()
-        exporter = OnnxRuntimeBackend()
-        jobs: list[BuildJob] = []
-        static_job: dict[int, int] = {}  # variant index -> index of its example-shaped build job
-        with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
-            for module, variant in zip(modules, variants):
-                exported = exporter.compile(module, variant)
-                jobs.append(BuildJob(variant.name, _over_samples(exported, variant) if self.per_sample else exported,
-                                     tuple(p.name for p in variant.inputs)))
-            for index, (module, variant) in enumerate(zip(modules, variants)):
-                if self.options.specialize and not self.per_sample and _has_symbolic_dims(variant):
-                    static_job[index] = len(jobs)
-                    jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.compile(module, variant, static=True),
-                                         jobs[index].inputs))
+        jobs, guards, static_job = self._jobs(modules, variants, onnx_step)
         export_s = time.perf_counter() - start
-        self.guards.update(exporter.guards)  # the example-shaped builds need none: they are checked by shape
 
         def finished(name: str) -> None:
             if progress and not name.endswith(_STATIC):
@@ -134,8 +120,33 @@ class TvmBackend(BackendBase):
             warnings.warn(f"tune_trials={self.options.tune_trials}: {untuned} kernels have symbolic dims and keep "
                           "the default schedules (MetaSchedule measures fixed shapes); compile with "
                           "dynamic=False to tune every kernel", stacklevel=2)
-        return libraries
+        return [CompiledVariant(f"{variant.name}{self.file_suffix}", data, guards[index],
+                                {"specialized": index in static_job})
+                for index, (variant, data) in enumerate(zip(variants, libraries))]
 
+    def _jobs(self, modules: Sequence[Any], variants: Sequence[Any],
+              onnx_step: OnnxStep | None) -> tuple[list[BuildJob], list[tuple[Any, ...]], dict[int, int]]:
+        """The build jobs (every variant's generic build first, in order, then the example-shaped
+        ones), each variant's shape guards, and variant index -> its example-shaped job. The
+        example-shaped builds need no guards (the host checks their shapes), and none is made
+        where ``onnx_step`` may change the graph's shapes."""
+        from dycl.backends.onnxruntime import OnnxRuntimeBackend
+
+        exporter = OnnxRuntimeBackend()
+        jobs: list[BuildJob] = []
+        guards: list[tuple[Any, ...]] = []
+        static_job: dict[int, int] = {}
+        with recurrent_layers_unrolled():  # TVM's ONNX frontend has no LSTM, GRU or RNN operator
+            for module, variant in zip(modules, variants):
+                exported = exporter.compile(module, variant, onnx_step)
+                guards.append(exported.guards)
+                jobs.append(BuildJob(variant.name, exported.data, tuple(p.name for p in variant.inputs)))
+            for index, (module, variant) in enumerate(zip(modules, variants)):
+                if self.options.specialize and onnx_step is None and _has_symbolic_dims(variant):
+                    static_job[index] = len(jobs)
+                    jobs.append(BuildJob(f"{variant.name}{_STATIC}", exporter.export(module, variant, static=True)[0],
+                                         jobs[index].inputs))
+        return jobs, guards, static_job
 
 
 _STATIC = "@static"
@@ -143,29 +154,6 @@ _STATIC = "@static"
 
 def _has_symbolic_dims(variant) -> bool:
     return any(isinstance(dim, str) for port in (*variant.inputs, *variant.outputs) for dim in port.shape)
-
-
-def _over_samples(exported: bytes, variant: Any) -> bytes:
-    """The group model of a single-sample sub-DNN (``dycl.per_sample_onnx``); TVM's ONNX
-    importer has no ``Scan``, so a sub-DNN with statements that stay per sample is refused."""
-    import onnx
-
-    from dycl.hcfg.graph import source_of
-    from dycl.per_sample_onnx import group_model
-    from dycl.rewriter.errors import UnsupportedError
-    from dycl.row_independence import analyse
-    from dycl.static_fold import fold_static_shapes
-
-    grouped = group_model(exported)
-    if all(node.op_type != "Scan" for node in onnx.load_model_from_string(grouped).graph.node):
-        return grouped
-    refusal = analyse(fold_static_shapes(onnx.load_model_from_string(exported))).first_refusal
-    code = " / ".join(f"`{source_of(statement.body[0])}`" for statement in variant.sub.statements[:3])
-    raise UnsupportedError(
-        f"per_sample=True on backend='tvm' with code that must run sample by sample ({code}: the graph's "
-        f"{refusal}); TVM's ONNX importer has no Scan to run it per sample", None,
-        "use backend='onnxruntime' (it runs such statements per sample), or keep the statement per row (reduce, "
-        "sort or flatten each sample's own dims)")
 
 
 __all__ = ["DEFAULT_CPU", "SCHEDULES", "BuildJob", "TvmBackend", "TvmOptions", "compile_onnx", "tuning_problems"]

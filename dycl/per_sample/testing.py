@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from dycl.paths import model_source_files, record_path
-from dycl.per_sample import join
+from dycl.per_sample.semantics import join
 from dycl.testing import outputs_match
 from dycl.testing_host import run_host_without_torch
 

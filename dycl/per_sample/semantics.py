@@ -4,8 +4,8 @@ compiled to take a batch of samples and give each what eager gives it alone.
 The example is one sample: every tensor input has a leading batch dim of 1. At
 call time each tensor input's leading dim is the batch of samples; sample ``i``
 sees ``x[i:i+1]``, exactly as if it were called alone. Each sub-DNN is compiled
-for one sample and run over groups of samples (``dycl.per_sample_onnx``): the
-nodes proven to keep samples apart (``dycl.row_independence``) run once on the
+for one sample and run over groups of samples (``dycl.per_sample.group_onnx``): the
+nodes proven to keep samples apart (``dycl.per_sample.row_independence``) run once on the
 whole group, the rest (statements that reduce over the whole tensor, and what
 reads them) per sample in an ONNX ``Scan``; the host routes the samples
 (``hostgen/emit_batched.py``): at each condition every sample goes its own way, and each
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from dycl.hostgen.manifest import Port
-from dycl.per_sample_onnx import GROUP, group_model
+from dycl.per_sample.group_onnx import GROUP
 from dycl.rewriter.errors import UnsupportedError
 
 BACKENDS = ("onnxruntime", "tvm")
@@ -73,17 +73,10 @@ def sample_inputs(inputs: Sequence[Port]) -> tuple[Port, ...]:
                  for port in inputs)
 
 
-def group_file(data: bytes, suffix: str) -> bytes:
-    """The compiled file of one single-sample sub-DNN, run over a group of samples."""
-    if suffix != ".onnx":
-        raise AssertionError(f"per-sample files are ONNX, got {suffix!r} (a dycl bug)")
-    return group_model(data)
-
-
 def over_group(executable: Callable[..., Any]) -> Callable[..., list[np.ndarray]]:
     """A single-sample executable (numpy in, arrays out) called on a group: once per
     row, outputs stacked (for running the host on the example with eager sub-DNNs);
-    without inputs, once (one row, as ``dycl.per_sample_onnx.group_model`` gives)."""
+    without inputs, once (one row, as ``dycl.per_sample.group_onnx.group_model`` gives)."""
     def call(*args: Any) -> list[np.ndarray]:
         rows = [executable(*[arg[row] for arg in args]) for row in range(len(args[0]) if args else 1)]
         return [np.stack([np.asarray(out[position]) for out in rows]) for position in range(len(rows[0]))]
@@ -106,4 +99,4 @@ def join(outputs: list[Any]) -> Any:
     return list(outputs)
 
 
-__all__ = ["check_request", "check_outputs", "without_batch", "sample_inputs", "group_file", "over_group", "join"]
+__all__ = ["check_request", "check_outputs", "without_batch", "sample_inputs", "over_group", "join"]

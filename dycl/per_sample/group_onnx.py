@@ -12,7 +12,7 @@ are unchanged, so the host calls it as it calls the single-sample file.
 
 Three forms, chosen per sub-DNN by ``group_model``:
 
-- *batched* (``group_model``): ``dycl.row_independence`` proves, node by
+- *batched* (``group_model``): ``dycl.per_sample.row_independence`` proves, node by
   node, that the graph keeps rows apart when its batch-of-one dim is widened to
   the group; the proven nodes run once on all ``G`` rows (arithmetic batched
   across samples; a condition's ``conf.max()`` and ``x.view(-1)`` included, as
@@ -53,7 +53,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from dycl.row_independence import ROWED, SAMPLE, SHARED, Edit, RowPlan, analyse
+from dycl.per_sample.row_independence import ROWED, SAMPLE, SHARED, Edit, RowPlan, analyse
 from dycl.static_fold import fold_static_shapes
 
 GROUP = "samples"

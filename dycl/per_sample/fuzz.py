@@ -1,7 +1,7 @@
 """The fuzzer's per-sample mode: generated programs compiled with ``per_sample=True``
 and called on batches, compared with eager run one sample at a time.
 
-    python -m dycl.per_sample_fuzz [--n 10] [--seed 0] [-v]
+    python -m dycl.per_sample.fuzz [--n 10] [--seed 0] [-v]
 
 Reuses ``dycl.fuzz`` (generator, loader, eager runner); a program is one sample
 ``(1, width)`` per input, so a batch is their concatenation. Each program is
@@ -28,7 +28,7 @@ from dycl.fuzz.generator import generate
 from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program
 from dycl.fuzz.runner import ATOL, N_INPUTS, Discarded, Outcome, loaded_program, run_eager
-from dycl.per_sample import join
+from dycl.per_sample.semantics import join
 from dycl.testing import outputs_match
 
 BACKEND = "onnxruntime"

@@ -7,7 +7,7 @@ but only where each node keeps rows apart. This module proves it node by node,
 in graph order, with a whitelist of per-op axis rules; a node it cannot prove
 goes to the *tail* (``RowPlan.tail``), and so does every node that reads a
 tail value. The caller runs the proven nodes batched and the tail per sample
-(``dycl.per_sample_onnx``).
+(``dycl.per_sample.group_onnx``).
 
 Value classes, for the values the proven nodes read and write:
 

@@ -1,0 +1,108 @@
+"""``per_sample=True`` as an execution mode: the hooks of ``dycl.execution_mode.WholeCall``,
+overridden so that every stage of the compiler does its part of per-sample execution.
+
+- *rewrite*: refuse what has no per-sample meaning (module state written in ``forward``,
+  inputs updated in place, framework output objects) and an example that is not one sample;
+- *explore*: the batch dim is not symbolic: each sub-DNN is compiled for one sample;
+- *compile*: each exported ONNX graph becomes its group model (``group_onnx.group_model``)
+  in the one post-export step every ONNX backend applies (``dycl.backends.base.OnnxStep``),
+  refused where the backend cannot run a ``Scan`` the group model needs; shape guards are
+  refused (they would read a group's axes); nothing runs on the calling thread;
+- *emit*: the router host (``hostgen.emit_batched``), and the manifest's inputs with the
+  batch of samples as their leading dim.
+
+Assumes the compiler calls each hook once, at its stage (``dycl.compiler``). Guarantees:
+a model this mode compiles gives each sample of a batch what eager gives it alone
+(``dycl.per_sample.semantics``); anything else is refused before it is compiled, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from dycl import written_inputs
+from dycl.execution_mode import WholeCall
+from dycl.hcfg.graph import source_of
+from dycl.hostgen.emit import HostCodegen
+from dycl.hostgen.emit_batched import BatchedHostCodegen
+from dycl.hostgen.manifest import Port
+from dycl.per_sample.group_onnx import group_model
+from dycl.per_sample.row_independence import analyse
+from dycl.per_sample.semantics import check_outputs, check_request, sample_inputs, without_batch
+from dycl.rewriter.errors import UnsupportedError
+from dycl.static_fold import fold_static_shapes
+
+if TYPE_CHECKING:  # annotations only: the compiler imports this module
+    from dycl.backends.base import Backend, CompiledVariant, OnnxStep
+    from dycl.compiler import Frontend
+    from dycl.hcfg.ports import Variant
+
+
+class PerSampleMode(WholeCall):
+    """A batch of single samples, each on its own path (``dycl.per_sample.semantics``)."""
+
+    per_sample = True
+    small_graphs_on_caller = False  # a group's size is not the example's: the cost model does not apply
+
+    def check_front(self, front: Frontend) -> None:
+        rewritten = front.rewritten
+        if rewritten.state:
+            raise UnsupportedError(f"per_sample=True with module state written in forward() "
+                                   f"({', '.join(s.path for s in rewritten.state)})", None,
+                                   "state shared by the samples of a batch has no per-sample meaning: compile "
+                                   "without per_sample")
+        written_inputs.refuse_per_sample(front.written_inputs, rewritten)
+        check_request(front.job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
+        check_outputs(front.output_spec)
+
+    def declared_dims(self, declared: dict[str, dict[int, str]]) -> dict[str, dict[int, str]]:
+        return without_batch(declared)
+
+    def onnx_step(self, backend: Backend) -> OnnxStep:
+        def grouped(data: bytes, variant: Variant) -> bytes:
+            return group_for(data, variant, backend)
+
+        return grouped
+
+    def check_compiled(self, variants: Mapping[str, CompiledVariant]) -> None:
+        """Shape guards are checked on a sub-DNN's inputs as the host passes them; a
+        per-sample host passes a group of samples, so the checks would read the wrong axes."""
+        for compiled in variants.values():
+            if compiled.guards:
+                guard = compiled.guards[0]
+                raise UnsupportedError(
+                    f"per_sample=True with library code that decides on a symbolic size in Python (at "
+                    f"{guard.where}: {guard.holds})", None,
+                    "compile with the dims that code decides on static (dynamic=False or a dynamic= dict), "
+                    "or without per_sample")
+
+    def host_codegen(self, inputs: tuple[Port, ...]) -> tuple[type[HostCodegen], dict[str, Any]]:
+        return BatchedHostCodegen, {"sample_inputs": tuple(port.name for port in inputs)}
+
+    def manifest_inputs(self, inputs: tuple[Port, ...]) -> tuple[Port, ...]:
+        return sample_inputs(inputs)
+
+
+def group_for(exported: bytes, variant: Variant, backend: Backend) -> bytes:
+    """The group model of a single-sample sub-DNN (``dycl.per_sample.group_onnx``), for
+    ``backend``; one that cannot run ``Scan`` (TVM's ONNX importer has none) refuses a
+    sub-DNN with statements that stay per sample."""
+    grouped = group_model(exported)
+    nodes = onnx.load_model_from_string(grouped).graph.node
+    if backend.runs_onnx_scan or all(node.op_type != "Scan" for node in nodes):
+        return grouped
+    refusal = analyse(fold_static_shapes(onnx.load_model_from_string(exported))).first_refusal
+    code = " / ".join(f"`{source_of(statement.body[0])}`" for statement in variant.sub.statements[:3])
+    raise UnsupportedError(
+        f"per_sample=True on backend={backend.name!r} with code that must run sample by sample ({code}: the "
+        f"graph's {refusal}); its ONNX importer has no Scan to run it per sample", None,
+        "use backend='onnxruntime' (it runs such statements per sample), or keep the statement per row (reduce, "
+        "sort or flatten each sample's own dims)")
+
+
+PER_SAMPLE = PerSampleMode()
+
+__all__ = ["PER_SAMPLE", "PerSampleMode", "group_for"]
