@@ -236,7 +236,10 @@ def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
     modules = list(result.modules.values())
     backend = TvmBackend(jobs=2, cache_dir=str(tmp_path), build_cache=True)
     finished: list[str] = []
-    libraries = backend.compile_many(modules, [m.variant for m in modules], progress=finished.append)
+    compiled = backend.compile_many(modules, [m.variant for m in modules], progress=finished.append)
+    assert [c.file for c in compiled] == [f"{m.variant.name}.so" for m in modules]
+    assert [c.stats["specialized"] for c in compiled].count(True) == backend.last_stats["specialized"]
+    libraries = [c.data for c in compiled]
     assert sorted(finished) == sorted(m.variant.name for m in modules)
     # a variant with a symbolic batch: its example-shaped build and its generic one, in one file
     specialized = [data for data in libraries if data.startswith(MAGIC)]
@@ -246,7 +249,7 @@ def test_compile_many_builds_in_parallel_processes_with_progress(tmp_path):
         assert data.count(b"\x7fELF") >= 2 and data[data.index(b"\n", len(MAGIC)) + 1:][:4] == b"\x7fELF"
     assert backend.last_stats["build_cache_hits"] == 0
     again = TvmBackend(jobs=2, cache_dir=str(tmp_path), build_cache=True)
-    assert again.compile_many(modules, [m.variant for m in modules]) == libraries
+    assert [c.data for c in again.compile_many(modules, [m.variant for m in modules])] == libraries
     assert again.last_stats["build_cache_hits"] == len(modules) + len(specialized)
 
 
