@@ -62,7 +62,8 @@ def _samples(count: int, batch: int = 2, seed: int = 0) -> list[torch.Tensor]:
 def _stage_results(model: nn.Module, example, **options) -> compiler.Compiled:
     """The compiler's stages run up to *compile*: its ``Compiled``."""
     chosen = compiler.Options(**options)
-    value = compiler.Job(model, example, chosen, get_backend(chosen.backend), Progress("", 3, False))
+    value = compiler.Job(model, example, chosen, get_backend(chosen.backend, **(chosen.backend_options or {})),
+                         Progress("", 3, False))
     for name, stage in compiler.STAGES:
         value = stage(value)
         if name == "compile":

@@ -337,3 +337,28 @@ def test_symbolic_sub_dnns_also_run_a_build_for_the_example_shapes(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
     assert calls["static"] >= 12 and calls["generic"] >= 12, calls
     _check_saved(compiled, model, inputs, tmp_path)
+
+
+def test_compile_returns_a_compiled_variant_per_variant(tmp_path):
+    """``TvmBackend.compile_many`` as the compiler calls it: one ``CompiledVariant`` per
+    variant (a library file named by the variant, its guards, whether it was specialized),
+    and the compiled model equals eager over both exits, in process and saved."""
+    from dycl.backends.base import CompiledVariant
+    from tests.compile.test_typed_handoffs import EarlyExitMLP, _samples, _stage_results
+
+    torch.manual_seed(0)
+    model = EarlyExitMLP().eval()
+    options = {"cache_dir": str(tmp_path / "cache"), "jobs": 2}
+    stage = _stage_results(model, torch.randn(2, 10), backend="tvm", backend_options=options)
+    assert set(stage.variants) == {v.name for v in stage.ported.variants} and len(stage.variants) >= 2
+    for variant in stage.ported.variants:
+        made = stage.variants[variant.name]
+        assert isinstance(made, CompiledVariant) and made.file == f"{variant.name}.so" and made.guards == ()
+        symbolic = any(isinstance(d, str) for p in (*variant.inputs, *variant.outputs) for d in p.shape)
+        assert made.stats["specialized"] is symbolic
+        assert made.data.startswith(MAGIC) if symbolic else made.data[:4] == b"\x7fELF"
+    compiled = dycl.compile(model, torch.randn(2, 10), backend="tvm", **options)
+    inputs = _samples(8)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-4) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-4)
+    assert report["problems"] == [] and report["checked"] == len(inputs)
