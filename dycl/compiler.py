@@ -167,6 +167,8 @@ class Compiled:
 
     ported: Ported
     variants: dict[str, CompiledVariant]
+    #: what the backend's ``compile_many`` of the distinct variants did (its ``last_stats``, read right after)
+    backend_stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def files(self) -> dict[str, bytes]:
@@ -292,11 +294,12 @@ def compile_variants(ported: Ported) -> Compiled:
     with bar.active():
         made = chosen.compile_many([ported.modules[v.name] for v in distinct.values()], list(distinct.values()),
                                    bar.step, onnx_step=step)
+    backend_stats = dict(chosen.last_stats)  # before the graphs traced at other sizes compile
     by_identity = dict(zip(distinct, made))
     job.mode.check_compiled(by_identity)
     by_identity = {fingerprint: _finished(ported, fingerprint, compiled, step)
                    for fingerprint, compiled in by_identity.items()}
-    return Compiled(ported, {v.name: by_identity[_identity(job, v)] for v in ported.variants})
+    return Compiled(ported, {v.name: by_identity[_identity(job, v)] for v in ported.variants}, backend_stats)
 
 
 def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step: OnnxStep | None) -> CompiledVariant:
@@ -360,7 +363,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "variants": len(ported.variants),
         "conditions": len(stage.graph.conditions),
         "unique_compiled": len(ported.distinct),
-        "backend": dict(chosen.last_stats),
+        "backend": compiled.backend_stats,
         "dynamic_dims": sorted(manifest.dynamic_dims),
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
