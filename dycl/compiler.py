@@ -13,6 +13,12 @@
 - *compile*: every distinct variant through the backend, once;
 - *emit*: the host program, the manifest and the constants (``dycl.manifest_build``).
 
+The hand-offs are typed: the backend returns a ``CompiledVariant`` per variant (its file,
+shape guards and graphs traced at other sizes), the call form is a ``CallForm``, one
+``Levers`` says which optimisations run. How the compiled model executes is a mode
+(``Job.mode``, ``dycl.execution_mode``): the stages call its hooks, and per-sample batching
+(``dycl.per_sample.mode``) is one, not a flag each stage tests.
+
 ``run`` times every stage (``stats["stages"]``; ``stats["seconds"]`` keeps the four phases the
 benchmarks report) and, with ``DYCL_DUMP=dir`` in the environment, writes each stage's result
 as text to ``dir/<n>-<stage>.txt``.
