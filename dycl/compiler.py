@@ -53,6 +53,7 @@ from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import HostCodegen, call_specs
 from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.manifest import Manifest, ShapeGuard
+from dycl.hostgen.program import HostProgram
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.log import get_logger
 from dycl.manifest_build import build_manifest, input_ports
@@ -81,6 +82,7 @@ class CompileResult:
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
+    program: HostProgram | None = None  # what each line of the host is (hostgen.program); host_source is its source
 
 
 @dataclass(frozen=True)
@@ -372,9 +374,10 @@ def emit(compiled: Compiled) -> CompileResult:
         names = tuple(p.name for p in input_ports(rewritten, front.example_args, explored.shapes,
                                                    explored.symbolic_inputs))
         codegen, extra = BatchedHostCodegen, {"sample_inputs": names}
-    host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                          call=front.call, globals=rewritten.globals, locations=rewritten.locations,
-                          uses_constants=bool(constants), state=host_state(rewritten.state), **extra).emit()
+    program = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                      call=front.call, globals=rewritten.globals, locations=rewritten.locations,
+                      uses_constants=bool(constants), state=host_state(rewritten.state), **extra).program()
+    host_source = program.source
     stored = {**constants, **initial_state(rewritten.state)}
     manifest, files = build_manifest(chosen.name, rewritten, front.call, front.example_args, explored.shapes,
                                      explored.symbolic_inputs, ported.variants, compiled.file_of, compiled.files,
@@ -393,7 +396,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
     return CompileResult(stage.graph, rewritten, chosen, host_source, manifest, files, ported.modules, constants,
-                         stats, front.output_spec)
+                         stats, front.output_spec, program)
 
 
 #: the compiler, in order; each stage takes the previous one's result
