@@ -31,7 +31,6 @@ An artifact is code: load only artifacts you trust.
 """
 
 import inspect
-import linecache
 import os
 import sys
 import threading
