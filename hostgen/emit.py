@@ -120,10 +120,10 @@ class HostCodegen:
         program = self._program([])
         if self.globals is None:
             return program
-        prelude = host_prelude(program.source, self.globals, self.locations)
+        prelude = host_prelude(program, self.globals, self.locations)
         if prelude:
             program = self._program(prelude)
-        check_host_names(program.source, self.locations)
+        check_host_names(program, self.locations)
         return program
 
     def _program(self, prelude: list[str]) -> HostProgram:
