@@ -21,16 +21,15 @@ import numpy as np
 from dycl.hostgen.host_runtime import PARAMETERS, _bind, _check_input  # dycl only
 
 PER_SAMPLE = True  # dycl only
-# sub-DNN index -> its rank in program order; the emitter's table (a default for dycl's tests)
+# the emitter's tables (hostgen.emit_batched), for dycl's tests  # dycl only
 ORDER = {}  # dycl only
-# forward()'s flat inputs that carry one sample per row of their leading dim (likewise)
 SAMPLE_INPUTS = []  # dycl only
 
 
 class PerSampleModel:
     """The batched model's calls: ``_forward`` routes the batch through ``_sample``."""
 
-    #: the emitted method (``FORWARD_LINES`` and ``CONDITIONS`` describe its lines)
+    #: the emitted method whose lines ``FORWARD_LINES`` describes
     _emitted = "_sample"
 
     def _forward(self, *args, **kwargs):

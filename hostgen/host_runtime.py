@@ -29,9 +29,7 @@ from dycl.hostgen.manifest import (  # dycl only
     check_shape_guard,  # dycl only
 )  # dycl only
 
-from dycl.backends.ort_runtime import load_executable, runtime_options  # dycl only
-
-# the emitter's tables (see hostgen.emit); defaults for dycl's tests, never in a host
+# the emitter's tables (hostgen.emit), for dycl's tests  # dycl only
 SUB_DNNS = {}  # dycl only
 SOURCE_LINES = {}  # dycl only
 PARAMETERS = []  # dycl only
@@ -41,12 +39,21 @@ STATE = []  # dycl only
 FORWARD_LINES = {}  # dycl only
 
 
+# in a host, the backend's runtime defines these (hostgen imports no backend)  # dycl only
+def runtime_options(**options):  # dycl only
+    raise NotImplementedError("a host gets runtime_options from its backend's runtime")  # dycl only
+
+
+def load_executable(data, entry, options):  # dycl only
+    raise NotImplementedError("a host gets load_executable from its backend's runtime")  # dycl only
+
+
 class HostModel:
     """The compiled model: ``model(*inputs)`` takes and returns numpy arrays
     (and the Python values the original forward() returns). The host's ``Model`` adds the
     emitted method named ``_emitted``, which runs the model's control flow."""
 
-    #: the emitted method that ``FORWARD_LINES`` and ``CONDITIONS`` describe
+    #: the emitted method whose lines ``FORWARD_LINES`` describes
     _emitted = "_forward"
 
     def __init__(self, executables, manifest, constants=None):
