@@ -17,6 +17,7 @@ from dycl.hostgen.program import HostProgram
 from torch import nn
 
 import dycl
+from dycl.artifact import ArtifactError
 from dycl.coverage import HostCoverage, compiled_coverage, host_program
 from dycl.testing import outputs_match
 from dycl.testing_host import run_host_without_torch
@@ -129,6 +130,16 @@ def test_coverage_from_the_program_counts_paths_in_process_and_in_the_saved_host
         [(r["true"], r["false"], r["where"]) for r in tally.conditions()]
     checked = run_host_without_torch(artifact, model, inputs, ATOL)
     assert checked["checked"] == len(inputs) and not checked["problems"], checked["problems"]
+    # the artifact's check still covers every part of the new host: a changed line table or runtime is refused
+    host = (artifact / "host.py").read_text()
+    for part, edited in (("FORWARD_LINES = {", "FORWARD_LINES = {0: ['host', None, 'x.py:1', '', 0}, "),
+                         ("class HostModel:", "class HostModel:  # edited")):
+        assert host.count(part) == 1
+        (artifact / "host.py").write_text(host.replace(part, edited))
+        with pytest.raises(ArtifactError, match="checksum mismatch for host.py"):
+            dycl.load(artifact)
+    (artifact / "host.py").write_text(host)
+    assert outputs_match(model(inputs[0]), dycl.load(artifact)(inputs[0]), ATOL) is None
 
 
 class Thresholds(nn.Module):
