@@ -135,12 +135,12 @@ class HostCodegen:
         lines, statements = _physical_lines(body)
         params = ", ".join(self.graph.parameters)
         header = f"    def {self.method}(self, {params}):" if params else f"    def {self.method}(self):"
-        model = "\n".join([f"class Model({self.bases}):",
-                           f'    """The compiled model: ``{self.bases}`` with the model\'s control flow."""', "",
-                           header, *lines])
+        opening = [f"class Model({self.bases}):",
+                   f'    """The compiled model: ``{self.bases}`` with the model\'s control flow."""', ""]
+        model = "\n".join([*opening, header, *lines])
         table = {offset: line.to_json() for offset, line in statements.items()}
         source, model_line = host_layout(self.runtime_part(prelude), self.tables(table), self.mode_parts(), model)
-        first = model_line + 3  # the def line: after the class line, its docstring and a blank line
+        first = model_line + len(opening)  # the def line
         line_map = MappingProxyType({first + offset: line for offset, line in statements.items()})
         return HostProgram(source, line_map, self.method, first)
 
