@@ -142,7 +142,7 @@ class HostCodegen:
         source, model_line = host_layout(self.runtime_part(prelude), self.tables(table), self.mode_parts(), model)
         first = model_line + len(opening)  # the def line
         line_map = MappingProxyType({first + offset: line for offset, line in statements.items()})
-        return HostProgram(source, line_map, self.method, first)
+        return HostProgram(source, line_map, self.method, first, first + len(lines))
 
     def runtime_part(self, prelude: list[str]) -> str:
         """The backend's runtime, then the port structures and the globals the host operations read."""

@@ -111,9 +111,12 @@ def _global_reads(program: HostProgram) -> dict[str, int]:
     statement_of = {line + k: line for line, entry in program.line_map.items() if entry.where
                     for k in range(entry.extra_lines + 1)}
     first = dict.fromkeys(names, 0)
-    for node in ast.walk(ast.parse(program.source)):
-        if isinstance(node, ast.Name) and node.id in first and node.lineno in statement_of:
-            line = statement_of[node.lineno]
+    if not statement_of:
+        return first
+    shift = program.first_line - 1  # the method's line k is the host's line k + shift
+    for node in ast.walk(ast.parse(program.method_source)):
+        if isinstance(node, ast.Name) and node.id in first and node.lineno + shift in statement_of:
+            line = statement_of[node.lineno + shift]
             first[node.id] = min(first[node.id] or line, line)
     return first
 
