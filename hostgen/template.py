@@ -5,8 +5,9 @@ No host code lives here: every function and class of a host is a real module cop
 (``hostgen/artifact_check.py``) are copied verbatim (less the lines marked ``# dycl only``,
 which import dycl), so that the torch-free host and ``dycl.load`` run the same code; then
 the backend's runtime, the emitter's tables, ``hostgen/host_runtime.py`` (``HostModel``,
-argument binding, ``load`` and ``from_verified``, the one loader of an artifact, which
-``dycl.load`` and ``dycl.compile`` call in the host module they execute), any mode's runtime
+argument binding, errors), ``hostgen/host_loader.py`` (``load`` and ``from_verified``, the one
+loader of an artifact, which ``dycl.load`` and ``dycl.compile`` call in the host module they
+execute, and the script entry point), any mode's runtime
 (the per-sample router), the emitted ``class Model`` and the script entry point, last
 because it runs as soon as it is reached.
 """
@@ -73,6 +74,7 @@ def host_layout(backend_runtime: str, tables: str, modes: Iterable[str], model: 
              section("backend runtime", backend_runtime),
              tables.strip("\n") + "\n",
              runtime_copy("host_runtime.py"),
+             runtime_copy("host_loader.py"),
              *modes,
              model.strip("\n") + "\n",
              MAIN]

@@ -1,6 +1,6 @@
-"""The host runtime as real modules: ``hostgen/host_runtime.py`` and ``hostgen/host_router.py``
-imported and called directly (binding, input checks, outputs, the line table, the per-sample
-join), and the names they share with the emitter."""
+"""The host runtime as real modules: ``hostgen/host_runtime.py``, ``host_loader.py`` and
+``host_router.py`` imported and called directly (binding, input checks, outputs, the line
+table, the per-sample join), and the names they share with the emitter."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from dycl.hostgen import host_router, host_runtime
+from dycl.hostgen import host_loader, host_router, host_runtime
 from dycl.hostgen.emit import default_call
 from dycl.hostgen.names import FORWARD, MODEL_CONSTANTS
 
@@ -50,7 +50,7 @@ def test_check_input_names_the_input_dim_and_the_other_input():
 
 def test_outputs_are_named_by_position_and_written_back_leaf_by_leaf():
     a, b = np.zeros(2), np.ones(3)
-    assert [name for name, _ in host_runtime.flat_outputs((a, {"k": b, "m": [a, 1]}))] == \
+    assert [name for name, _ in host_loader.flat_outputs((a, {"k": b, "m": [a, 1]}))] == \
         ["output_0", "output_1_k", "output_1_m_0", "output_1_m_1"]
     given = {"k": [np.zeros(2), np.zeros(3)]}
     host_runtime.write_back(given, {"k": [np.full(2, 5.0), np.full(3, 7.0)]})
