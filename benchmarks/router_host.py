@@ -5,8 +5,8 @@
 
 For each zoo model it compiles ``per_sample=True`` once and builds two hosts from
 the same artifact files, differing only in the router section of ``host.py``
-(``ROUTER`` of ``hostgen/emit_batched.py``): as at git revision ``REV``, and as in
-the working tree. On the same batches, the two take turns (interleaved, medians
+(``hostgen/host_router.py``, copied into it): as at git revision ``REV`` (one that has
+that module), and as in the working tree. On the same batches, the two take turns (interleaved, medians
 over ``--reps`` calls):
 
 - *end to end*: wall ms of one call on the batch (sub-DNNs on ONNX Runtime);
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import re
 import statistics
 import subprocess
 import sys
@@ -39,31 +38,38 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dycl.hostgen.artifact_check import verified_artifact  # noqa: E402
-from dycl.hostgen.emit_batched import ROUTER  # noqa: E402
+from dycl.hostgen.copies import copied  # noqa: E402
 from dycl.hostgen.manifest import DYCL_VERSION  # noqa: E402
 
 import dycl  # noqa: E402
 from dycl.artifact import host_model  # noqa: E402
 from dycl.per_sample.testing import batch_of  # noqa: E402
 
+ROUTER_FILE = "hostgen/host_router.py"
+#: the rule above the router's copy in a per-sample host, and the class after it (hostgen.template)
+ROUTER_RULE = "# -- dycl's hostgen/host_router.py, copied"
+MODEL_CLASS = "\n\n\nclass Model("
 
-def router_at(revision: str) -> str:
-    """``ROUTER`` as ``hostgen/emit_batched.py`` had it at ``revision``."""
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:hostgen/emit_batched.py"],
-                            check=True, capture_output=True, text=True).stdout
-    namespace: dict = {}
-    exec(compile(source, f"{revision}:hostgen/emit_batched.py", "exec"), namespace)  # noqa: S102 - our own file
-    return namespace["ROUTER"]
+
+def router_at(revision: str | None) -> str:
+    """``hostgen/host_router.py`` as a host holds it, at git ``revision`` (None: the working tree)."""
+    if revision is None:
+        return copied(ROOT / ROUTER_FILE)
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{ROUTER_FILE}"],
+                           capture_output=True, text=True)
+    if shown.returncode:
+        sys.exit(f"router_host.py: {revision} has no {ROUTER_FILE} (the router became a module after it)")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "host_router.py"
+        path.write_text(shown.stdout)
+        return copied(path)
 
 
 def with_router(source: str, router: str) -> str:
-    """``source`` (a per-sample host) with its router section replaced by ``router``."""
-    start = source.index("\n\n# -- per-sample batched execution")
-    end = source.find('\nif __name__ == "__main__":')
-    order = re.search(r"^ORDER = (.*)$", source, re.MULTILINE).group(1)
-    inputs = re.search(r"^SAMPLE_INPUTS = (.*)$", source, re.MULTILINE).group(1)
-    filled = router.format(order=order, sample_inputs=inputs)
-    return source[:start].rstrip("\n") + "\n" + filled + ("\n" + source[end:] if end >= 0 else "")
+    """``source`` (a per-sample host) with its copy of the router replaced by ``router``."""
+    start = source.index("\n", source.index(ROUTER_RULE)) + 1
+    end = source.index(MODEL_CLASS, start)
+    return source[:start] + router.strip("\n") + "\n" + source[end:]
 
 
 def same(a, b) -> bool:
@@ -136,7 +142,7 @@ def bench_model(name: str, before: str, sizes: list[int], reps: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         manifest, files = verified_artifact(str(compiled.save(Path(directory) / name)), DYCL_VERSION)
     source = files[manifest.host.file].decode("utf-8")
-    routers = {"before": router_at(before), "after": ROUTER}
+    routers = {"before": router_at(before), "after": router_at(None)}
 
     def fresh():
         return {label: host_model(with_router(source, router), manifest, files, name=f"router_{label}")

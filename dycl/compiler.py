@@ -59,6 +59,7 @@ from dycl.hcfg.trace import Examples, trace_examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import call_specs
 from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
+from dycl.hostgen.program import HostProgram
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.log import get_logger
 from dycl.manifest_build import build_manifest, entry_modules, input_ports
@@ -89,6 +90,7 @@ class CompileResult:
     output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
     #: the sub-DNN module of every manifest entry: a variant's, and its graphs' traced at other sizes
     entry_modules: dict[str, SubDNNModule] = field(default_factory=dict)
+    program: HostProgram | None = None  # what each line of the host is (hostgen.program); host_source is its source
 
 
 @dataclass(frozen=True)
@@ -359,9 +361,10 @@ def emit(compiled: Compiled) -> CompileResult:
     calls = call_specs(stage.graph, ported.variants)
     inputs = input_ports(rewritten, front.example_args, explored.shapes, explored.symbolic_inputs)
     codegen, extra = front.job.mode.host_codegen(inputs)
-    host_source = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
-                          call=front.call, globals=rewritten.globals, locations=rewritten.locations,
-                          uses_constants=bool(constants), state=host_state(rewritten.state), **extra).emit()
+    program = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
+                      call=front.call, globals=rewritten.globals, locations=rewritten.locations,
+                      uses_constants=bool(constants), state=host_state(rewritten.state), **extra).program()
+    host_source = program.source
     manifest, files = build_manifest(compiled, host_source)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
@@ -374,7 +377,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
     return CompileResult(stage.graph, rewritten, chosen, host_source, manifest, files, ported.modules, constants,
-                         stats, front.output_spec, entry_modules(compiled))
+                         stats, front.output_spec, entry_modules(compiled), program)
 
 
 #: the compiler, in order; each stage takes the previous one's result

@@ -1,33 +1,28 @@
 """Which branches the compiled program took: condition outcomes and sub-DNN calls.
 
-The generated host's ``_forward`` is straight Python: each HCFG condition is one
-``if <test>:  # file.py:line`` line whose then-block starts on the next line
-(``hostgen.emit``), and each sub-DNN call is one line naming ``self._call[i]`` or
-``self._variant(i, ...)``. ``HostCoverage`` reads that source once, and
-``record`` runs one call under a line tracer restricted to the ``_forward``
-frame: the line executed right after an ``if`` line says its outcome (the next
-line: true; any other: false). Nothing in the generated code changes, so a host
-costs nothing extra unless it is being recorded; a recorded call runs a few
-microseconds slower per executed host line.
+The emitter says what every line of the host's emitted method is (``hostgen.program``:
+``HostProgram.conditions`` with the host line of each condition and the first line of its
+true branch, ``HostProgram.calls`` with the line of each sub-DNN call). ``HostCoverage``
+takes those tables, from the compile result in process or from the ``FORWARD_LINES`` table
+a loaded host holds, and ``record`` runs one call under a line tracer restricted to frames
+of that method: the line executed right after a condition's line says its outcome (the
+first line of its true branch: true; any other: false). Nothing in the generated code
+changes, so a host costs nothing extra unless it is being recorded; a recorded call runs a
+few microseconds slower per executed host line. Each frame keeps its own pending condition,
+so the interleaved per-sample generators of a batched host are recorded correctly.
 
-Assumes the host was emitted by ``hostgen`` (no ``elif``, no loops, one
-statement per line); a ``_forward`` whose source does not match raises
-``ValueError`` instead of guessing.
+Assumes the host was emitted by ``hostgen`` (one method with the model's control flow, no
+loops); never reads the host's source text.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dycl.hostgen.names import FORWARD
-
-# the where: ``file.py:line``, then the unrolled context in brackets if any (``rewriter.locations``)
-_IF = re.compile(r"^\s*if (?P<test>.*?):(?:\s+# (?P<where>\S+:\d+(?: \[.*\])?))?\s*$")
-_CALL = re.compile(r"self\._call\[(\d+)\]|self\._variant\((\d+),")
+from dycl.hostgen.program import HostProgram
 
 
 @dataclass(frozen=True)
@@ -94,61 +89,54 @@ def _short(text: str, limit: int = 48) -> str:
 
 
 class HostCoverage:
-    """Records the branches a host model's ``_forward`` takes (see the module docstring)."""
+    """Records the branches a host model's emitted method takes (see the module docstring)."""
 
-    def __init__(self, host_model: Any, host_source: str, code: Sequence[str] | None = None) -> None:
-        """``code``: the user's source line of each condition in program order (the
-        HCFG's ``conditions``), shown instead of the host's test when given."""
-        self._code = getattr(type(host_model), FORWARD).__code__
-        lines = host_source.splitlines()
-        first = self._code.co_firstlineno
-        if not lines[first - 1].lstrip().startswith(f"def {FORWARD}("):
-            raise ValueError(f"the host source does not match its {FORWARD} (was host.py edited?)")
-        self.sites: list[ConditionSite] = []
-        self._site_at: dict[int, ConditionSite] = {}
-        self._call_at: dict[int, int] = {}
-        for number in range(first + 1, len(lines) + 1):
-            text = lines[number - 1]
-            if text and not text.startswith("        "):
-                break  # the end of _forward's body
-            match = _IF.match(text)
-            if match:
-                site = ConditionSite(len(self.sites), number, match["test"], match["where"] or "",
-                                     f"if {match['test']}")
-                self.sites.append(site)
-                self._site_at[number] = site
-            call = _CALL.search(text)
-            if call:
-                self._call_at[number] = int(call[1] or call[2])
-        self.sub_dnns = sorted(set(self._call_at.values()))
+    def __init__(self, host_model: Any, host: HostProgram | str, code: Sequence[str] | None = None) -> None:
+        """``host``: the ``HostProgram`` of ``host_model``, or its source, whose program is then
+        read from the tables the host holds. ``code``: the user's source line of each condition
+        in program order (the HCFG's ``conditions``), shown instead of the host's test when given."""
+        program = host if isinstance(host, HostProgram) else HostProgram.of_model(type(host_model), host)
+        self._code = getattr(type(host_model), program.function).__code__
+        if self._code.co_firstlineno != program.first_line:
+            raise ValueError(f"the host program does not match its {program.function} (was host.py edited?)")
+        self.sites: list[ConditionSite] = [
+            ConditionSite(site.number, site.line, site.test, site.where, f"if {site.test}")
+            for site in program.conditions]
         if code is not None and len(code) == len(self.sites):
             self.sites = [replace(site, code=text or site.code) for site, text in zip(self.sites, code)]
-            self._site_at = {site.line: site for site in self.sites}
+        self._site_at = {site.line: site for site in self.sites}
+        self._body_of = {site.line: site.body_line for site in program.conditions}
+        self._call_at = program.calls
+        self.sub_dnns = sorted(set(self._call_at.values()))
 
     def tally(self) -> Tally:
         return Tally(self.sites, self.sub_dnns)
 
     def record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Trace]:
         """Call ``fn(*args, **kwargs)`` (which runs the host) and return its result and ``Trace``."""
-        code, site_at, call_at = self._code, self._site_at, self._call_at
+        code, site_at, body_of, call_at = self._code, self._site_at, self._body_of, self._call_at
         outcomes: list[tuple[int, bool]] = []
         ran: set[int] = set()
-        pending: list[int] = []  # the line of an ``if`` whose outcome the next line tells
 
-        def in_forward(frame, event, arg):
-            if event == "line":
-                line = frame.f_lineno
-                if pending:
-                    outcomes.append((site_at[pending[0]].number, line == pending[0] + 1))
-                    pending.clear()
-                if line in site_at:
-                    pending.append(line)
-                elif line in call_at:
-                    ran.add(call_at[line])
-            return in_forward
+        def tracer() -> Callable[..., Any]:
+            pending: list[int] = []  # this frame's condition line whose outcome its next line tells
+
+            def in_method(frame, event, arg):
+                if event == "line":
+                    line = frame.f_lineno
+                    if pending:
+                        outcomes.append((site_at[pending[0]].number, line == body_of[pending[0]]))
+                        pending.clear()
+                    if line in site_at:
+                        pending.append(line)
+                    elif line in call_at:
+                        ran.add(call_at[line])
+                return in_method
+
+            return in_method
 
         def dispatch(frame, event, arg):
-            return in_forward if frame.f_code is code else None
+            return tracer() if frame.f_code is code else None
 
         previous = sys.gettrace()
         sys.settrace(dispatch)
@@ -161,11 +149,18 @@ class HostCoverage:
 
 def compiled_coverage(compiled: Any, inputs: Iterable[tuple[Any, ...]]) -> Tally:
     """The coverage of ``compiled`` (a ``dycl.CompiledModel``) over ``inputs`` (argument tuples)."""
-    recorder = HostCoverage(compiled._host, compiled.host_source, user_code(compiled))
+    recorder = HostCoverage(compiled._host, host_program(compiled), user_code(compiled))
     tally = recorder.tally()
     for args in inputs:
         tally.add(recorder.record(compiled, *args)[1])
     return tally
+
+
+def host_program(compiled: Any) -> HostProgram | str:
+    """The ``HostProgram`` of an in-process ``CompiledModel``; for a loaded artifact its
+    source (``HostCoverage`` then reads the program from the host's own tables)."""
+    result = compiled._result
+    return result.program if result is not None and result.program is not None else compiled.host_source
 
 
 def user_code(compiled: Any) -> list[str] | None:
@@ -181,4 +176,4 @@ def user_code(compiled: Any) -> list[str] | None:
     return lines
 
 
-__all__ = ["ConditionSite", "HostCoverage", "Tally", "Trace", "compiled_coverage", "user_code"]
+__all__ = ["ConditionSite", "HostCoverage", "Tally", "Trace", "compiled_coverage", "host_program", "user_code"]

@@ -4,6 +4,14 @@ The host mirrors the HCFG: a sub-DNN becomes one call of its compiled
 executable, host operations and conditions are copied as written (with the
 user's file:line as a trailing comment), and returns stay returns. The module
 imports only the standard library, numpy and the backend's runtime.
+
+``HostCodegen.program()`` returns a ``HostProgram`` (``hostgen.program``): the source
+and, recorded as each statement is emitted, what every line of the emitted method is;
+nothing downstream reads the source back. Only the emitted ``class Model(HostModel)`` with
+its one method is generated; the rest is real modules laid out by ``hostgen.template``.
+Override points: ``method`` and ``bases`` (the emitted method and the classes that call
+it), ``mode_parts`` (a mode's runtime), ``call_expression`` (how one sub-DNN is run) and
+the statement hooks ``block``, ``host_op``, ``sub_dnn_call``, ``condition``, ``return_``.
 """
 
 from __future__ import annotations
@@ -11,9 +19,9 @@ from __future__ import annotations
 import builtins
 import json
 import textwrap
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import libcst as cst
 import torch
@@ -22,10 +30,9 @@ from dycl.hcfg.ports import Variant, describe
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.manifest import CallForm
 from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
-from dycl.hostgen.template import HOST_TEMPLATE
+from dycl.hostgen.program import HostLine, HostProgram
+from dycl.hostgen.template import host_layout, runtime_copy
 from dycl.rewriter.locations import LocationTable, comment_of
-
-_PORT_TREES = Path(__file__).with_name("port_trees.py").read_text().split('"""', 2)[2].strip()
 
 # torch's run-time checks -> (index of the condition argument, the exception the host raises);
 # the host cannot call torch, so it checks the same condition itself
@@ -100,44 +107,81 @@ class HostCodegen:
     locations: LocationTable | None = None
     indent: str = "    "
 
-    def emit(self) -> str:
-        """The host source; with ``globals``, the globals its host operations read are
-        defined in it or refused (``hostgen.host_globals``), and the result is checked."""
-        source = self._emit([])
-        if self.globals is None:
-            return source
-        prelude = host_prelude(source, self.globals, self.locations)
-        if prelude:
-            source = self._emit(prelude)
-        check_host_names(source, self.locations)
-        return source
+    #: the method of ``Model`` that runs the model's control flow, and the classes that call it
+    method: ClassVar[str] = FORWARD
+    bases: ClassVar[str] = "HostModel"
 
-    def _emit(self, prelude: list[str]) -> str:
+    def emit(self) -> str:
+        """The host source (``program().source``)."""
+        return self.program().source
+
+    def program(self) -> HostProgram:
+        """The host program; with ``globals``, the globals its host operations read are
+        defined in it or refused (``hostgen.host_globals``), and the result is checked."""
+        program = self._program([])
+        if self.globals is None:
+            return program
+        prelude = host_prelude(program, self.globals, self.locations)
+        if prelude:
+            program = self._program(prelude)
+        check_host_names(program, self.locations)
+        return program
+
+    def _program(self, prelude: list[str]) -> HostProgram:
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
             body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
         if not body or not always_returns(self.graph.body):
             body.append(self.indent * 2 + "return None")
+        lines, statements = _physical_lines(body)
         params = ", ".join(self.graph.parameters)
-        forward = "\n".join([f"    def {FORWARD}(self, {params}):" if params else f"    def {FORWARD}(self):", *body])
+        header = f"    def {self.method}(self, {params}):" if params else f"    def {self.method}(self):"
+        opening = [f"class Model({self.bases}):",
+                   f'    """The compiled model: ``{self.bases}`` with the model\'s control flow."""', ""]
+        model = "\n".join([*opening, header, *lines])
+        table = {offset: line.to_json() for offset, line in statements.items()}
+        source, model_line = host_layout(self.runtime_part(prelude), self.tables(table), self.mode_parts(), model)
+        first = model_line + len(opening)  # the def line
+        line_map = MappingProxyType({first + offset: line for offset, line in statements.items()})
+        return HostProgram(source, line_map, self.method, first, first + len(lines))
+
+    def runtime_part(self, prelude: list[str]) -> str:
+        """The backend's runtime, then the port structures and the globals the host operations read."""
         runtime = textwrap.dedent(self.runtime).strip()
         trees = self.port_tree_table()
         if trees:
-            runtime += "\n\n# structured values between sub-DNNs (dycl's hostgen/port_trees.py, copied)\n" + _PORT_TREES
+            runtime += "\n\n" + runtime_copy("port_trees.py")
             runtime += ("\n\n# sub-DNN index -> (structure of inputs by name, structure of outputs)\n"
                         f"PORT_TREES = {trees}")
         if prelude:
             runtime += "\n\n# globals the model's host operations read\n" + "\n\n".join(prelude)
-        return HOST_TEMPLATE.format(
-            runtime=runtime,
-            sub_dnns=self.sub_dnn_table(),
-            source_lines=repr(self.source_lines()),
-            parameters=json.dumps(list(self.graph.parameters)),
-            specialized=repr(self.specialized),
-            call=repr((self.call or CallForm.plain(self.graph.parameters, self.specialized)).to_host()),
-            state=repr([list(entry) for entry in self.state]),
-            forward=forward,
-        )
+        return runtime
+
+    def tables(self, forward_lines: dict[int, list[Any]]) -> str:
+        """The tables ``hostgen/host_runtime.py`` reads (``forward_lines``: ``FORWARD_LINES``)."""
+        call = (self.call or CallForm.plain(self.graph.parameters, self.specialized)).to_host()
+        return "\n".join([
+            "# sub-DNN index -> {list lengths of its list inputs: compiled variant}",
+            f"SUB_DNNS = {self.sub_dnn_table()}",
+            "# sub-DNN index -> the model's lines it computes (named in run-time errors)",
+            f"SOURCE_LINES = {self.source_lines()!r}",
+            f"PARAMETERS = {json.dumps(list(self.graph.parameters))}",
+            f"SPECIALIZED = {self.specialized!r}",
+            "# forward()'s parameters and the form of the call the model was compiled for (see _bind)",
+            f"CALL = {call!r}",
+            f"# module state forward() writes, kept between calls: [parameter of {FORWARD}, attribute path in the",
+            "# model, kind, value]; its value when the model was compiled is stored with the constants as",
+            '# "<parameter>@state" (a list, which forward() only appends to and gets no parameter: its items as',
+            '# "<parameter>@state.<i>"), or, for a dict of numbers, written here as ``value``',
+            f"STATE = {[list(entry) for entry in self.state]!r}",
+            f"# line of Model.{self.method} (from its def line) -> [kind, sub-DNN, the model's file:line, test or",
+            "# returned value, further lines of the statement] (hostgen/program.py)",
+            f"FORWARD_LINES = {forward_lines!r}",
+        ])
+
+    def mode_parts(self) -> list[str]:
+        """The runtime parts a mode adds between ``hostgen/host_runtime.py`` and ``Model``."""
+        return []
 
     def sub_dnn_table(self) -> str:
         lines = []
@@ -163,20 +207,25 @@ class HostCodegen:
     # -- hooks ------------------------------------------------------------------------------------
 
     def block(self, block: Block, depth: int) -> list[str]:
+        """The lines of ``block``; the first line of each statement is marked with its
+        ``HostLine`` (``_Statement``), which ``program()`` collects into the line map."""
         lines: list[str] = []
         for node in block:
             if isinstance(node, SubDNN):
-                lines += self.sub_dnn_call(node, depth)
+                lines += _marked(self.sub_dnn_call(node, depth), HostLine("call", _where(node.statements[0]),
+                                                                          node.index))
             elif isinstance(node, HostOp):
-                lines += self.host_op(node, depth)
+                lines += _marked(self.host_op(node, depth), HostLine("host", _where(node.statement)))
             elif isinstance(node, Cond):
-                lines.append(self.indent * depth + self.condition(node))
+                test = HostLine("condition", _where(node.statement), text=_expr(node.test))
+                lines += _marked([self.indent * depth + self.condition(node)], test)
                 lines += self.block(node.then, depth + 1) or [self.indent * (depth + 1) + "pass"]
                 if node.orelse:
                     lines.append(self.indent * depth + "else:")
                     lines += self.block(node.orelse, depth + 1)
             elif isinstance(node, Return):
-                lines.append(self.indent * depth + self.return_(node))
+                returned = HostLine("return", _where(node.statement), text=_expr(node.value))
+                lines += _marked([self.indent * depth + self.return_(node)], returned)
         return lines
 
     def host_op(self, node: HostOp, depth: int) -> list[str]:
@@ -223,23 +272,27 @@ class HostCodegen:
                          f"*port_leaves({name}, PORT_TREES[{node.index}][0][{name!r}])"
                          if name in spec.input_trees else name for name in node.inputs)
 
-    def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
+    def call_expression(self, node: SubDNN) -> str:
+        """The expression that runs sub-DNN ``node`` and gives its outputs (a tuple)."""
         spec = self.calls[node.index]
-        pad = self.indent * depth
-        arguments = self.call_arguments(node)
         if len(spec.variants) == 1:
             callee = f"self._call[{node.index}]"
         else:
             callee = f"self._variant({node.index}, ({spec.key}))"
+        return f"{callee}({self.call_arguments(node)})"
+
+    def sub_dnn_call(self, node: SubDNN, depth: int) -> list[str]:
+        spec = self.calls[node.index]
+        pad = self.indent * depth
+        call = self.call_expression(node)
         where = _location(node.statements[0])
         if node.outputs:
             targets = ", ".join(node.outputs) + ("," if len(node.outputs) == 1 else "")
-            call = f"{callee}({arguments})"
             if spec.output_trees:
                 call = f"build_values({call}, PORT_TREES[{node.index}][1])"
             lines = [f"{pad}{targets} = {call}{where}"]
         else:
-            lines = [f"{pad}{callee}({arguments}){where}"]
+            lines = [f"{pad}{call}{where}"]
         lines += [f"{pad}{name} = {name}.item()" for name in spec.scalar_outputs]
         return lines
 
@@ -270,3 +323,38 @@ def _expr(node: cst.BaseExpression) -> str:
 def _location(stmt: cst.CSTNode) -> str:
     comment = comment_of(stmt)
     return f"  {comment.value}" if comment is not None else ""
+
+
+def _where(stmt: cst.CSTNode) -> str:
+    """The user's ``file:line`` (and unrolled context) of ``stmt``, "" when unknown."""
+    comment = comment_of(stmt)
+    return comment.value.removeprefix("#").strip() if comment is not None else ""
+
+
+class _Statement(str):
+    """The first emitted line (or lines) of a statement, carrying what it is (``HostLine``)."""
+
+    host_line: HostLine
+
+
+def _marked(lines: list[str], line: HostLine) -> list[str]:
+    """``lines`` with the first marked as the start of the statement ``line`` describes."""
+    if not lines:
+        return lines
+    first = _Statement(lines[0])
+    first.host_line = line
+    return [first, *lines[1:]]
+
+
+def _physical_lines(body: list[str]) -> tuple[list[str], dict[int, HostLine]]:
+    """The physical lines of a method body, and each marked statement's ``HostLine`` by the
+    offset of its first line from the ``def`` line (the body starts at offset 1)."""
+    lines: list[str] = []
+    statements: dict[int, HostLine] = {}
+    for item in body:
+        parts = item.split("\n")
+        mark = getattr(item, "host_line", None)
+        if mark is not None:
+            statements[len(lines) + 1] = replace(mark, extra_lines=len(parts) - 1)
+        lines += parts
+    return lines, statements

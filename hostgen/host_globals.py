@@ -27,7 +27,8 @@ then proves the result: every global read by every function in the host is a
 module-level binding of the host or a builtin.
 
 Assumed: ``globals`` maps each global name of the rewritten function to its
-object, and host lines carry the ``# file.py:line`` comments of ``rewriter.locations``.
+object. The user's line of a read comes from the emitter's line map (``hostgen.program``),
+not from the host's text; a bare source (no line map) gets no line.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import inspect
 import json
 import linecache
 import pathlib
-import re
 import symtable
 import sys
 import textwrap
@@ -50,35 +50,37 @@ from typing import Any
 
 import libcst as cst
 import numpy as np
+from dycl.hostgen.program import HostProgram
 from dycl.hostgen.stand_ins import record_stand_in
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable, set_location
 from dycl.rewriter.values import is_literal
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"numpy"}
-_COMMENT = re.compile(r"#\s*\S+:\d+(?:\s+\[.*\])?\s*$")  # a location comment (rewriter.locations)
 _HINT = ("compute it inside forward() from tensors (so it runs in the compiled graph), or make it a "
          "literal, a standard-library call, or a plain Python function of numbers")
 
 
-def host_prelude(source: str, globals_: dict[str, Any], locations: LocationTable | None = None) -> list[str]:
-    """Module-level lines that define every global ``source`` (a host module)
+def host_prelude(program: HostProgram, globals_: dict[str, Any], locations: LocationTable | None = None) -> list[str]:
+    """Module-level lines that define every global ``program`` (a host module)
     reads but does not define; raises ``UnsupportedError`` for one it cannot."""
-    prelude = _Prelude(_module_bindings(source))
-    for name, line in sorted(_global_reads(source).items()):
+    prelude = _Prelude(_module_bindings(program.source))
+    for name, line in sorted(_global_reads(program).items()):
         if line and (name in globals_ or name not in prelude.defined):
-            prelude.define(name, globals_, _location_of(source, line, locations))
+            prelude.define(name, globals_, _location_of(program, line, locations))
     return prelude.lines
 
 
-def check_host_names(source: str, locations: LocationTable | None = None) -> None:
-    """Prove that every function in ``source`` reads only globals the module defines."""
-    defined = _module_bindings(source)
-    unbound = {name: line for name, line in _global_reads(source).items() if name not in defined}
+def check_host_names(program: HostProgram | str, locations: LocationTable | None = None) -> None:
+    """Prove that every function in ``program`` (or a bare source) reads only globals the module defines."""
+    if isinstance(program, str):
+        program = HostProgram(program, {}, "", 0)
+    defined = _module_bindings(program.source)
+    unbound = {name: line for name, line in _global_reads(program).items() if name not in defined}
     if unbound:
         name, line = min(unbound.items())
         raise UnsupportedError(f"a host operation that reads {name!r}, which the host does not define",
-                               _location_of(source, line, locations), _HINT)
+                               _location_of(program, line, locations), _HINT)
 
 
 _TEMPLATE_MODULES = {"np": np, "json": json, "hashlib": hashlib, "linecache": linecache, "pathlib": pathlib}
@@ -93,9 +95,10 @@ def _module_bindings(source: str) -> set[str]:
     return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} | _MODULE_ATTRIBUTES
 
 
-def _global_reads(source: str) -> dict[str, int]:
-    """Global name read inside a function of ``source`` (builtins aside) -> first line that reads it."""
-    table = symtable.symtable(source, "host.py", "exec")
+def _global_reads(program: HostProgram) -> dict[str, int]:
+    """Global name read inside a function of ``program`` (builtins aside) -> the first line of
+    the first emitted statement with a user's line that reads it (0: none does)."""
+    table = symtable.symtable(program.source, "host.py", "exec")
     names: set[str] = set()
     stack = list(table.get_children())
     while stack:
@@ -105,22 +108,24 @@ def _global_reads(source: str) -> dict[str, int]:
             names |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
     module_level = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
     names = {n for n in names if n in module_level or not hasattr(builtins, n)}
-    lines = source.splitlines()
-    first = {}
-    for name in names:
-        pattern = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
-        first[name] = next((i + 1 for i, text in enumerate(lines)
-                            if _COMMENT.search(text) and pattern.search(text.split("#")[0])), 0)
+    statement_of = {line + k: line for line, entry in program.line_map.items() if entry.where
+                    for k in range(entry.extra_lines + 1)}
+    first = dict.fromkeys(names, 0)
+    if not statement_of:
+        return first
+    shift = program.first_line - 1  # the method's line k is the host's line k + shift
+    for node in ast.walk(ast.parse(program.method_source)):
+        if isinstance(node, ast.Name) and node.id in first and node.lineno + shift in statement_of:
+            line = statement_of[node.lineno + shift]
+            first[node.id] = min(first[node.id] or line, line)
     return first
 
 
-def _location_of(source: str, line: int, locations: LocationTable | None) -> SourceLocation | None:
-    if not line:
+def _location_of(program: HostProgram, line: int, locations: LocationTable | None) -> SourceLocation | None:
+    entry = program.line_map.get(line)
+    if entry is None or not entry.where:
         return None
-    match = _COMMENT.search(source.splitlines()[line - 1])
-    if match is None:
-        return None
-    stmt = set_location(cst.SimpleStatementLine([cst.Pass()]), cst.Comment(match.group(0).strip()))
+    stmt = set_location(cst.SimpleStatementLine([cst.Pass()]), cst.Comment(f"# {entry.where}"))
     return (locations or LocationTable()).resolve(stmt)
 
 

@@ -3,8 +3,9 @@ each defined once here (the artifact's file names belong to its format and are
 defined in ``hostgen/manifest.py``, which the host holds a copy of).
 
 Guarantees: the emitter (``hostgen.emit``) writes these names and every reader
-(``dycl.artifact_outputs``, ``dycl.coverage``, ``dycl.harness``) finds them by
-the same constants, so renaming one is a one-line change.
+(``dycl.artifact_outputs``, ``dycl.harness``, the host runtime's ``HostModel``, whose
+use is checked by tests/hostgen/test_host_runtime.py) finds them by the same
+constants.
 """
 
 from dycl.hcfg.optimize import CONSTANTS

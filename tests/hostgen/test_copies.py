@@ -49,3 +49,10 @@ def test_the_onnxruntime_runtime_is_the_module_dycl_imports():
     assert ort_runtime.session_options_for(options).intra_op_num_threads == 1
     with pytest.raises(ValueError, match="threads must be a positive integer"):
         ort_runtime.runtime_options(threads=0)
+
+
+def test_removed_lines_leave_at_most_two_blank_lines_and_strings_as_they_are(tmp_path):
+    module = tmp_path / "part.py"
+    module.write_text('import os\n\nA = 1  # dycl only\n\n\nB = 2  # dycl only\n\n\n\ndef f():\n'
+                      '    return """x\n\n\n\ny"""\n')
+    assert copied(module) == 'import os\n\n\ndef f():\n    return """x\n\n\n\ny"""\n'

@@ -1,0 +1,237 @@
+"""The per-sample router of a batched host (``dycl.compile(..., per_sample=True)``).
+
+A real module (linted, imported by tests) that ``hostgen.emit_batched`` copies into the host
+after ``hostgen/host_runtime.py`` and the tables ``ORDER`` and ``SAMPLE_INPUTS``; the host's
+``class Model(PerSampleModel, HostModel)`` adds ``_sample``, the generator that runs one
+sample's control flow and yields ``(sub-DNN index, variant key, arguments)`` for each sub-DNN.
+
+``_route`` starts one ``_sample`` per sample of the batch, gathers the pending requests of
+the same sub-DNN (same variant, same argument shapes and dtypes), runs it once on the stacked
+group, always serving the pending sub-DNN first in program order (``ORDER``), and hands each
+sample its row back (``hostgen/emit_batched.py`` says why this shape). Every shortcut of the
+gather gives the same arrays ``np.stack`` and indexing would.
+
+Assumes each compiled sub-DNN takes and returns a leading group dim, and every sample gives
+each per-sample input a leading dim of 1.
+"""
+
+import inspect
+
+import numpy as np
+from dycl.hostgen.host_runtime import PARAMETERS, _bind, _check_input  # dycl only
+
+PER_SAMPLE = True  # dycl only
+# the emitter's tables (hostgen.emit_batched), for dycl's tests  # dycl only
+ORDER = {}  # dycl only
+SAMPLE_INPUTS = []  # dycl only
+
+
+class PerSampleModel:
+    """The batched model's calls: ``_forward`` routes the batch through ``_sample``."""
+
+    #: the emitted method whose lines ``FORWARD_LINES`` describes
+    _emitted = "_sample"
+
+    def _forward(self, *args, **kwargs):
+        arguments = dict(zip(PARAMETERS, args))
+        arguments.update(kwargs)
+        return _route(self, arguments)
+
+    def route(self, *args, **kwargs):
+        """``(outputs, groups)``: what ``model(*args)`` returns, and ``(sub-DNN index,
+        group size)`` for every sub-DNN run, in order (how the batch split)."""
+        arguments = _bind(args, kwargs)
+        dims = {}
+        for spec in self._inputs:
+            _check_input(spec, arguments[spec.name], dims)
+        groups = []
+        return _route(self, arguments, groups), groups
+
+
+def _samples(arguments):
+    """The batch size, checked: every per-sample input has the same leading dim."""
+    count, first = None, None
+    for name in SAMPLE_INPUTS:
+        value = arguments[name]
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            raise ValueError(f"per-sample model: input {name!r} must be an array whose leading dim is the "
+                             f"batch of samples, got {type(value).__name__} {np.shape(value)}")
+        if count is None:
+            count, first = value.shape[0], name
+        elif value.shape[0] != count:
+            raise ValueError(f"per-sample model: input {name!r} has {value.shape[0]} samples (leading dim), "
+                             f"expected {count} as {first!r} has")
+    if count == 0:
+        raise ValueError("per-sample model: the batch has no samples")
+    return 1 if count is None else count
+
+
+def _signature_of(value):
+    """``(shape, dtype)``: samples whose arguments agree in these share a group (a dtype
+    object, not its ``.str``: hashing it is cheaper than building the string)."""
+    dtype = getattr(value, "dtype", None)  # an array or a numpy scalar: read, not converted
+    if dtype is None:
+        return np.shape(value), np.asarray(value).dtype
+    return value.shape, dtype
+
+
+# a row at least this large is worth proving a row of its source (about 2 us a row) to skip copying it
+FAST_ROW_BYTES = 1 << 16
+
+
+def _address(array):
+    return array.__array_interface__["data"][0]
+
+
+def _rows_in_order(values):
+    """``(base, start, sliced)`` where the values are the consecutive rows ``base[start]``,
+    ``base[start + 1]``, ... (or, ``sliced``, ``base[start:start + 1]``, ..., as the router
+    slices the batch); else None. Proven from memory, not from ``id()``: the same owning
+    array, its trailing shape, strides and dtype, and each value's data address exactly
+    at its row, so the values are those rows and ``base[start:start + len(values)]`` is
+    their stack."""
+    first = values[0]
+    base = first.base if type(first) is np.ndarray else None
+    if type(base) is not np.ndarray or base.ndim == 0:
+        return None
+    for value in values:
+        if type(value) is not np.ndarray or value.base is not base:
+            return None
+    sliced = base.ndim == first.ndim
+    if sliced and first.shape[:1] != (1,) or not sliced and base.ndim != first.ndim + 1:
+        return None
+    shape, strides, step = first.shape, first.strides, base.strides[0]
+    if (step <= 0 or first.dtype != base.dtype or shape[sliced:] != base.shape[1:]
+            or strides[sliced:] != base.strides[1:]):
+        return None
+    origin = _address(base)
+    start, rest = divmod(_address(first) - origin, step)
+    if rest or start < 0 or start + len(values) > base.shape[0]:
+        return None
+    address = origin + start * step
+    for value in values:  # the first row out of order ends the proof (then np.array copies as fast as indexing)
+        if value.shape != shape or value.strides != strides or _address(value) != address:
+            return None
+        address += step
+    return base, start, sliced
+
+
+def _gather(values):
+    """``np.stack(values)``: the group's argument at one position. Where the values are
+    consecutive rows of one array, in order (a sub-DNN's output or the batch passed on
+    whole), a view of those rows instead of a copy."""
+    one = values[0]
+    found = _rows_in_order(values) if type(one) is np.ndarray and one.nbytes >= FAST_ROW_BYTES else None
+    if found is None:
+        # the group's values have one shape and dtype (its key), so this is np.stack's array, built
+        # in C instead of one expand_dims per value
+        return np.array(values)
+    base, start, sliced = found
+    rows = base[start:start + len(values)]
+    return rows[:, None] if sliced else rows
+
+
+def _arguments(members, width):
+    """The group's arguments: each position's values gathered, once for positions whose
+    values are the very same objects as an earlier position's (``residual = x``; passing
+    ``(residual, x)`` then gathers one array, which both inputs read)."""
+    columns = list(zip(*[args for _, _, args in members])) if width else []  # one tuple of values per position
+    gathered = []
+    for position, values in enumerate(columns):
+        for earlier in range(position):
+            seen = columns[earlier]
+            if values[0] is seen[0] and all(value is other for value, other in zip(values, seen)):
+                gathered.append(gathered[earlier])
+                break
+        else:
+            gathered.append(_gather(values))
+    return gathered
+
+
+def _rows(outputs, count):
+    """Each of the ``count`` members' row of the group's outputs, as one tuple per member."""
+    if not outputs:
+        return [()] * count
+    if all(type(output) is np.ndarray and output.shape[:1] == (count,) for output in outputs):
+        return list(zip(*outputs))  # iterating an array gives output[row], at C speed
+    return [tuple(output[row] for output in outputs) for row in range(count)]
+
+
+def _route(model, arguments, record=None):
+    """Run every sample of the batch through ``model._sample``; each sub-DNN runs once
+    per group of samples that reach it with the same variant and argument shapes.
+    ``record`` (a list) receives ``(sub-DNN index, group size)`` per run."""
+    count = _samples(arguments)
+    if count == 1 and record is None:
+        return _join([_alone(model, arguments)])
+    results = [None] * count
+    pending = {}
+
+    def advance(sample, generator, value):
+        try:
+            index, key, args = generator.send(value)
+        except StopIteration as stop:
+            results[sample] = stop.value
+            return
+        signature = tuple([(arg.shape, arg.dtype) if type(arg) is np.ndarray else _signature_of(arg) for arg in args])
+        group = (ORDER[index], index, key, signature)
+        pending.setdefault(group, []).append((sample, generator, args))
+
+    for sample in range(count):
+        own = {name: value[sample:sample + 1] if name in SAMPLE_INPUTS else value
+               for name, value in arguments.items()}
+        generator = model._sample(**own)
+        if not inspect.isgenerator(generator):  # a model with no sub-DNN
+            results[sample] = generator
+            continue
+        advance(sample, generator, None)
+    while pending:
+        group = min(pending, key=lambda group: group[0])  # the first pending in program order
+        members = pending.pop(group)
+        _, index, key, _ = group
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        width = len(members[0][2])
+        outputs = callee(*_arguments(members, width))
+        if record is not None:
+            record.append((index, len(members)))
+        if width:
+            for (sample, generator, _), row in zip(members, _rows(outputs, len(members))):
+                advance(sample, generator, row)
+        else:  # a sub-DNN without inputs gives every sample the same values: its one row
+            for sample, generator, _ in members:
+                advance(sample, generator, tuple(output[0] for output in outputs))
+    return _join(results)
+
+
+def _alone(model, arguments):
+    """One sample: its requests served as they come (no grouping to do)."""
+    generator = model._sample(**arguments)
+    if not inspect.isgenerator(generator):
+        return generator
+    value = None
+    while True:
+        try:
+            index, key, args = generator.send(value)
+        except StopIteration as stop:
+            return stop.value
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        # arg[None] is np.expand_dims(arg, 0) for an array, without its Python-level axis handling
+        outputs = callee(*[arg[None] if type(arg) is np.ndarray else np.expand_dims(arg, 0) for arg in args])
+        value = tuple([output[0] for output in outputs])
+
+
+def _join(outputs):
+    """The batch's output: tuples and dicts joined position by position; arrays whose
+    leading dim is 1 and that have the same shape and dtype in every sample are
+    concatenated along it (as torch.cat of the per-sample outputs); anything else
+    (lists, Python values, arrays that differ in shape) is a list with one entry per sample."""
+    first = outputs[0]
+    if type(first) is tuple and all(type(o) is tuple and len(o) == len(first) for o in outputs):
+        return tuple(_join([o[i] for o in outputs]) for i in range(len(first)))
+    if isinstance(first, dict) and all(isinstance(o, dict) and list(o) == list(first) for o in outputs):
+        return {key: _join([o[key] for o in outputs]) for key in first}
+    if (isinstance(first, np.ndarray) and first.ndim >= 1 and first.shape[0] == 1
+            and all(isinstance(o, np.ndarray) and o.shape == first.shape and o.dtype == first.dtype
+                    for o in outputs)):
+        return np.concatenate(outputs)
+    return list(outputs)
