@@ -51,6 +51,9 @@ def _folded(model):
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = os.path.join(scratch, "folded.onnx")
+        # only folds and writes the graph: no pool, so nothing of it spins next to the caller's torch
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         return onnx.load(options.optimized_model_filepath)
 
