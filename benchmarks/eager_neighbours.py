@@ -4,9 +4,11 @@
 
 Eager PyTorch is timed on each input right after one call of a *neighbour* on the same
 input, the neighbours taking turns round by round (so a busy machine slows all alike):
-nothing (eager alone), the dycl-compiled model, and the path's traced graph in an ONNX
-Runtime session created with default options (spinning intra-op pool) and with spinning
-off (``session.intra_op.allow_spinning=0``, what dycl's sessions and its oracles use).
+nothing (eager alone), the dycl-compiled model (default threads, and ``threads=1``), and
+the path's traced graph in an ONNX Runtime session created with default options (spinning
+intra-op pool) and with spinning off (``session.intra_op.allow_spinning=0``, what dycl's
+sessions and its oracles use). Run it also with ``OMP_WAIT_POLICY=PASSIVE`` (torch's
+OpenMP threads then sleep at once instead of spinning) to tell the two kinds of spinning apart.
 Prints eager's median ms after each neighbour and its ratio to eager alone.
 """
 
@@ -59,6 +61,7 @@ def measure(name: str, n: int, rounds: int) -> dict[str, float]:
     model, example = zoo.build()
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
     neighbours = {"alone": lambda *a: None, "dycl": dycl.compile(model, example),
+                  "dycl, threads=1": dycl.compile(model, example, threads=1),
                   "ORT default (spinning)": traced_session(model, inputs[0], spinning=True),
                   "ORT spinning off": traced_session(model, inputs[0], spinning=False)}
     times: dict[str, list[float]] = {key: [] for key in neighbours}
