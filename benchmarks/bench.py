@@ -6,7 +6,10 @@ For each zoo model, on the same inputs: median latency of eager PyTorch,
 ``torch.compile`` (inductor), dycl on ONNX Runtime, dycl with ``optimize=False``
 (the paper's C_no), dycl on TVM (when that backend is available), and the
 *per-path oracle*: for every distinct path among the inputs, that path traced
-into one ONNX Runtime session (what a perfect host would cost). Also compile
+into one ONNX Runtime session (what a perfect host would cost). Latency is timed
+by both methods of ``dycl.timing`` in this one process (interleaved, and by
+blocks), and eager once more by blocks in a fresh process that never created an
+ONNX Runtime session (issue 29: sessions' threads can slow eager torch). Also compile
 time per phase and the peak RSS of a process running the standalone host
 against one running eager PyTorch. Writes ``benchmarks/results.md``.
 """
@@ -17,8 +20,6 @@ import argparse
 import importlib
 import json
 import math
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import torch
 import dycl
 from dycl.harness import traced_baseline
 from dycl.paths import model_source_files, record_path
-from dycl.timing import interleaved
+from dycl.timing import blocks, interleaved, machine, taken
 
 RESULTS = Path(__file__).with_name("results.md")
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,38 @@ def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) 
     """Median ms per contender by ``dycl.timing.interleaved`` (the method ``dycl.check`` uses:
     warm-up, contenders taking turns on each input, the best of ``repeat`` calls per input)."""
     return {name: timing.median_ms for name, timing in interleaved(contenders, inputs, repeat=repeat).items()}
+
+
+def block_medians(contenders: dict[str, object], inputs, rounds: int = 3) -> dict[str, float]:
+    """Median ms per contender by ``dycl.timing.blocks`` (each contender on all inputs back to
+    back, contenders alternating block by block, the best of ``rounds`` per input)."""
+    return {name: timing.median_ms for name, timing in blocks(contenders, inputs, rounds=rounds).items()}
+
+
+_FRESH_EAGER_SCRIPT = r'''
+import importlib, pickle, sys
+import torch
+from dycl.timing import blocks
+sys.path.append(sys.argv[3])  # the zoo (models/), after the installed packages
+model, _ = importlib.import_module(sys.argv[1]).build()
+inputs = [tuple(torch.from_numpy(a) for a in args) for args in pickle.load(open(sys.argv[2], "rb"))]
+assert "onnxruntime" not in sys.modules  # the point of a fresh process: no session was ever created here
+print(blocks({"eager": model}, inputs)["eager"].median_ms)
+'''
+
+
+def fresh_eager_ms(name: str, inputs) -> float:
+    """Eager's median ms by blocks in a fresh process that never loads ONNX Runtime."""
+    import pickle
+
+    with tempfile.TemporaryDirectory() as scratch:
+        data = Path(scratch) / "inputs.pkl"
+        data.write_bytes(pickle.dumps([tuple(a.numpy() for a in args) for args in inputs]))
+        script = Path(scratch) / "fresh_eager.py"
+        script.write_text(_FRESH_EAGER_SCRIPT)
+        out = subprocess.run([sys.executable, str(script), f"models.{name}", str(data), str(ROOT)],
+                             capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def oracles(model, inputs):
@@ -129,6 +162,8 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
         contenders["torch_compile_ms"] = fast
     row.update({"dycl_tvm_ms": None, "torch_compile_ms": None})
     row.update(interleaved_medians(contenders, inputs))
+    row["blocks"] = block_medians(contenders, inputs)
+    row["blocks"]["eager_fresh_ms"] = fresh_eager_ms(name, inputs)
     with tempfile.TemporaryDirectory() as scratch:
         artifact = compiled.save(Path(scratch) / "artifact")
         row["host_rss_mb"] = peak_rss_mb("host", str(artifact), inputs)
@@ -137,6 +172,10 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
     row["speedup_vs_torch_compile"] = (row["torch_compile_ms"] / row["dycl_ms"]) if row["torch_compile_ms"] else None
     row["ratio_to_oracle"] = row["dycl_ms"] / row["oracle_ms"]
     row["ratio_to_decisions_oracle"] = row["dycl_ms"] / row["oracle_decisions_ms"]
+    by_blocks = row["blocks"]
+    by_blocks["speedup_vs_eager"] = by_blocks["eager_ms"] / by_blocks["dycl_ms"]
+    by_blocks["speedup_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_ms"]
+    by_blocks["ratio_to_decisions_oracle"] = by_blocks["dycl_ms"] / by_blocks["oracle_decisions_ms"]
     return row
 
 
@@ -154,12 +193,11 @@ def write_markdown(rows: list[dict], args) -> None:
         f"Command: `python benchmarks/bench.py -n {args.n}"
         + (f" --models {args.models}" if args.models else "") + ("  --skip-torch-compile" if args.skip_torch_compile
                                                                   else "") + "`",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs; run {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} "
-        f"UTC; torch {torch.__version__} with "
-        f"{torch.get_num_threads()} intra-op threads; ONNX Runtime one global intra-op pool of "
-        f"{os.environ.get('DYCL_THREADS') or os.cpu_count()} threads.",
-        "Latency (`dycl.timing`, the method of `dycl.check`): warm-up, contenders taking turns on each input, per "
-        "input the best of 3 calls, then the median over inputs (ms), all measured in this one run.", "",
+        f"Machine: {machine()}; run {taken()}.",
+        "Latency (`dycl.timing`), both methods in this one run: **interleaved** (the first table: warm-up, "
+        "contenders taking turns on each input, per input the best of 3 calls) and **by blocks** (the second: "
+        "each contender on all inputs back to back, contenders alternating block by block, per input the best of "
+        "3 rounds); then the median over inputs (ms).", "",
         "Per-path oracle: each distinct path traced into one ONNX Runtime session (the trace drops the tests of "
         "the path's branches); *+ decisions*: the same graph also computing every tensor value Python read on "
         "the way (what any host must compute to choose the path).", "",
@@ -196,7 +234,31 @@ def write_markdown(rows: list[dict], args) -> None:
         dynamic.append(f"| {r['name']} | {r['compile_s']:.1f} | {r['compile_static_s']:.1f} | "
                        f"{r['compile_s'] / r['compile_static_s']:.2f} | {fmt(r['dycl_ms'])} | "
                        f"{fmt(r['dycl_static_ms'])} | {r['dycl_ms'] / r['dycl_static_ms']:.2f} |")
-    RESULTS.write_text("\n".join(lines + phases + dynamic) + "\n")
+    RESULTS.write_text("\n".join(lines + blocks_table(rows) + phases + dynamic) + "\n")
+
+
+def blocks_table(rows: list[dict]) -> list[str]:
+    """The latency table timed by blocks, with eager also timed in a fresh process."""
+
+    def fmt(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}"
+
+    lines = ["", "Timed by blocks (what a serving loop sees); *eager, fresh process*: eager alone by blocks in a "
+             "process that never created an ONNX Runtime session:", "",
+             "| model | eager | eager, fresh process | torch.compile | dycl ORT | per-path oracle | "
+             "oracle + decisions | vs eager | vs fresh eager | / oracle + decisions |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = r["blocks"]
+        lines.append(f"| {r['name']} | {fmt(b['eager_ms'])} | {fmt(b['eager_fresh_ms'])} | "
+                     f"{fmt(b.get('torch_compile_ms'))} | {fmt(b['dycl_ms'])} | {fmt(b['oracle_ms'])} | "
+                     f"{fmt(b['oracle_decisions_ms'])} | {fmt(b['speedup_vs_eager'])}x | "
+                     f"{fmt(b['speedup_vs_fresh_eager'])}x | {fmt(b['ratio_to_decisions_oracle'])} |")
+    lines += ["", "Geometric means by blocks: vs eager "
+              f"{fmt(geomean(r['blocks']['speedup_vs_eager'] for r in rows))}x, vs fresh eager "
+              f"{fmt(geomean(r['blocks']['speedup_vs_fresh_eager'] for r in rows))}x, dycl / oracle + decisions "
+              f"{fmt(geomean(r['blocks']['ratio_to_decisions_oracle'] for r in rows))}."]
+    return lines
 
 
 def warm_up() -> float:
@@ -235,7 +297,7 @@ def main() -> None:
     if args.json:
         keys = ["name", "eager_ms", "torch_compile_ms", "dycl_ms", "dycl_noopt_ms", "dycl_tvm_ms", "oracle_ms",
                 "speedup_vs_eager", "speedup_vs_torch_compile", "ratio_to_oracle", "compile_s", "host_rss_mb",
-                "eager_rss_mb", "oracle_decisions_ms", "ratio_to_decisions_oracle", "compile_phases_s"]
+                "eager_rss_mb", "oracle_decisions_ms", "ratio_to_decisions_oracle", "compile_phases_s", "blocks"]
         args.json.write_text(json.dumps({"models": [{k: r.get(k) for k in keys} for r in rows]}, indent=2) + "\n")
 
 

@@ -37,6 +37,14 @@ def _to_numpy(value: Any) -> Any:
     return value
 
 
+def _host_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The host's numpy arguments. The usual call (CPU tensors that need no grad, positional)
+    skips the pytree walk and ``detach().cpu()``: together 20-30 µs of a 0.3 ms call."""
+    if not kwargs and all(type(a) is torch.Tensor and not a.requires_grad and a.device.type == "cpu" for a in args):
+        return tuple(a.numpy() for a in args), kwargs
+    return pytree.tree_map(_to_numpy, (args, kwargs))
+
+
 def _to_torch(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         # a fresh runtime output is handed over as is; a view of a stored constant or of
@@ -86,7 +94,7 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = pytree.tree_map(_to_numpy, (args, kwargs))
+        args, kwargs = _host_arguments(args, kwargs)
         try:
             raw = self.run_numpy(*args, **kwargs)
         except ValueError as error:

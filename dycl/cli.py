@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
                                     description="Compile MODEL, run it and eager PyTorch on N inputs "
                                                 "(sample(seed) for seeds 0..N-1) and report correctness, "
                                                 "which condition outcomes the inputs exercised, and latency "
-                                                "(median and IQR, warmed up, interleaved).")
+                                                "(median and IQR, warmed up, timed interleaved and by "
+                                                "blocks; see dycl.timing).")
     check_cmd.add_argument("model", help=MODEL_HELP)
     check_cmd.add_argument("-n", type=int, default=100, metavar="N", help="number of inputs (default 100)")
     check_cmd.add_argument("--repeat", type=int, default=3, metavar="R",
@@ -230,8 +231,11 @@ def _check(args: argparse.Namespace) -> int:
     inputs = [spec.sample(seed) for seed in range(args.n)]
     report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, traced=not args.no_traced,
                    repeat=args.repeat, progress=args.progress)
+    by_blocks = _block_timing(spec.model, compiled, inputs, args.repeat)
     print(f"# {spec.name} on {args.backend}")
     print(report.table())
+    if by_blocks:
+        print(_block_lines(by_blocks))
     for text in report.warnings:
         print(f"dycl: warning: {text}", file=sys.stderr)
     for text in report.noise:
@@ -242,12 +246,34 @@ def _check(args: argparse.Namespace) -> int:
 
         print(profile(compiled, [positional_arguments(item) for item in inputs]).table())
     if args.json:
-        print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json()}))
+        blocks_json = {f"{name}_blocks_ms": timing.median_ms for name, timing in by_blocks.items()}
+        print(json.dumps({"model": spec.name, "backend": args.backend, **report.to_json(), **blocks_json}))
     if args.require_coverage and report.warnings:
         print(f"dycl: coverage: {report.coverage} conditions took both outcomes (--require-coverage)",
               file=sys.stderr)
         return COVERAGE_EXIT
     return 0
+
+
+def _block_timing(model: Any, compiled: Any, inputs: list[Any], rounds: int) -> dict[str, Any]:
+    """Eager and compiled timed by blocks (``dycl.timing.blocks``; ``rounds`` 0: not timed)."""
+    if not rounds:
+        return {}
+    from dycl.rewriter.arguments import positional_arguments
+    from dycl.timing import blocks
+
+    return blocks({"eager": model, "compiled": compiled}, [positional_arguments(item) for item in inputs],
+                  rounds=rounds)
+
+
+def _block_lines(by_blocks: dict[str, Any]) -> str:
+    from dycl.timing import machine, taken
+
+    eager, fast = by_blocks["eager"], by_blocks["compiled"]
+    return "\n".join([f"by blocks: eager            {eager}",
+                      f"by blocks: compiled         {fast}  ({eager.median_ms / fast.median_ms:.2f}x)",
+                      f"timed on {machine()}; {taken()} (above: interleaved; by blocks: each on all inputs "
+                      "back to back)"])
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -273,10 +299,16 @@ def _show(args: argparse.Namespace) -> int:
 START, END = "<!-- zoo-table:start -->", "<!-- zoo-table:end -->"
 
 
-def _zoo(args: argparse.Namespace) -> int:
-    import datetime
+def _zoo_blocks(spec: Any, compiled: Any, args: argparse.Namespace) -> str:
+    """The zoo row's two cells timed by blocks ("— | —" with ``--repeat 0``)."""
+    by_blocks = _block_timing(spec.model, compiled, [spec.sample(s) for s in range(args.n)], args.repeat)
+    if not by_blocks:
+        return "— | —"
+    return " | ".join(f"{t.median_ms:.2f} ({t.p25_ms:.2f}–{t.p75_ms:.2f})" for t in by_blocks.values())
 
-    from dycl.timing import machine
+
+def _zoo(args: argparse.Namespace) -> int:
+    from dycl.timing import machine, taken
     from dycl.zoo import zoo_hint
 
     try:
@@ -293,9 +325,11 @@ def _zoo(args: argparse.Namespace) -> int:
     timed = (f"{args.repeat} timed calls per input, `dycl.timing`" if args.repeat else
              "not timed: `--repeat 0`, run the command on a quiet machine for the latency columns")
     lines = [f"Regenerate with `{command}` ({args.n} inputs per model, ONNX Runtime backend, {timed}). "
-             f"Generated {datetime.date.today().isoformat()} on {machine()}.", "",
-             "| model | paths | both outcomes | η | δ | traced η | traced δ | eager ms (IQR) | dycl ms (IQR) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"Generated {taken()} on {machine()}; latency timed interleaved and by blocks "
+             "(`dycl.timing`).", "",
+             "| model | paths | both outcomes | η | δ | traced η | traced δ | eager ms (IQR) | dycl ms (IQR) | "
+             "eager ms by blocks | dycl ms by blocks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         spec = resolve(name)
         compiled = dycl.compile(spec.model, spec.example)
@@ -310,7 +344,8 @@ def _zoo(args: argparse.Namespace) -> int:
 
         row = (f"| {name.split('.')[-1]} | {report.paths} | {report.coverage} | {report.eta:.2f} | "
                f"{num(report.delta)} | {num(report.traced_eta)} | {num(report.traced_delta)} | "
-               f"{ms(report.eager_ms, report.eager_iqr_ms)} | {ms(report.compiled_ms, report.compiled_iqr_ms)} |")
+               f"{ms(report.eager_ms, report.eager_iqr_ms)} | {ms(report.compiled_ms, report.compiled_iqr_ms)} | "
+               f"{_zoo_blocks(spec, compiled, args)} |")
         lines.append(row)
         print(row, flush=True)
     table = "\n".join(lines)

@@ -1,6 +1,13 @@
 """Latency measurement shared by ``dycl.check``, ``python -m dycl zoo`` and ``benchmarks/bench.py``.
 
-The method: each contender first runs ``warmup`` times on every one of the
+Two methods, both real, answering different questions (issue 29): ``interleaved``
+(input by input, contenders taking turns: what a process that also runs other code,
+eager torch say, sees between calls) and ``blocks`` (each contender called on all
+inputs back to back, contenders alternating block by block: what a serving loop
+calling one model sees). Report both; they can differ by 2x for a model whose
+runtime's threads fall asleep while another framework runs.
+
+The interleaved method: each contender first runs ``warmup`` times on every one of the
 first few inputs (allocators, thread pools and lazily built sessions settle);
 then, input by input, the contenders take turns, each timed ``repeat`` times
 (each round starting one contender later), so a machine that is busy for a while
@@ -12,6 +19,12 @@ is the best of its ``repeat`` calls (what the code costs, not what the machine
 was doing); a contender's result is the median over inputs and the 25th–75th
 percentiles (the spread over inputs, which take different paths, and over
 noise). Calls run under ``torch.no_grad()``.
+
+The block method: the same warm-up; then ``rounds`` rounds, in each of which every
+contender in turn (each round starting one contender later) makes one untimed call
+on the first input (its threads wake after the previous block's framework) and then
+one timed call on every input in order, back to back. An input's time is the best
+over rounds; the summary is the same.
 
 A progress bar over the inputs goes to stderr when someone is watching
 (``dycl.progress``: a terminal or Jupyter) or when asked (``progress=True``).
@@ -67,40 +80,93 @@ def summarize(seconds: Sequence[float]) -> Timing:
     return Timing(statistics.median(ms), p25, p75, len(ms))
 
 
+def _per_input(contenders: Mapping[str, Contender], count: int) -> dict[str, list[Callable[..., Any]]]:
+    return {name: list(run) if isinstance(run, Sequence) else [run] * count for name, run in contenders.items()}
+
+
+def _warm_up(runs: Mapping[str, list[Callable[..., Any]]], inputs: Sequence[tuple[Any, ...]], warmup: int,
+             warmup_inputs: int) -> None:
+    for index, args in enumerate(inputs[:warmup_inputs]):
+        for per_input in runs.values():
+            for _ in range(warmup):
+                per_input[index](*args)
+
+
+def _rotated(names: list[str], turn: int) -> list[str]:
+    """The contenders in order, starting ``turn`` later: none always follows the same one."""
+    return names[turn % len(names):] + names[:turn % len(names)]
+
+
+def _summaries(fastest: Mapping[str, list[float]], slowest: Mapping[str, list[float]]) -> dict[str, Timing]:
+    """Per contender, the summary of its best time per input, with the median spread over inputs."""
+    result = {}
+    for name, best in fastest.items():
+        spreads = [slow / fast if fast > 0 else 1.0 for fast, slow in zip(best, slowest[name])]
+        result[name] = replace(summarize(best), spread=statistics.median(spreads) if spreads else 1.0)
+    return result
+
+
 def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]], repeat: int = 3,
                 warmup: int = 2, warmup_inputs: int = 3, progress: bool | None = None) -> dict[str, Timing]:
-    """Time every contender on every input (argument tuples) by the method above;
-    ``progress``: a bar over the inputs (None: when someone is watching)."""
-    runs = {name: list(run) if isinstance(run, Sequence) else [run] * len(inputs)
-            for name, run in contenders.items()}
+    """Time every contender on every input (argument tuples) by the interleaved method
+    above; ``progress``: a bar over the inputs (None: when someone is watching)."""
+    runs = _per_input(contenders, len(inputs))
     best: dict[str, list[float]] = {name: [] for name in runs}
-    spreads: dict[str, list[float]] = {name: [] for name in runs}
+    worst: dict[str, list[float]] = {name: [] for name in runs}
     bar = Progress(f"timing {' vs '.join(runs)}", len(inputs), progress)
     with torch.no_grad():
-        for index, args in enumerate(inputs[:warmup_inputs]):
-            for per_input in runs.values():
-                for _ in range(warmup):
-                    per_input[index](*args)
+        _warm_up(runs, inputs, warmup, warmup_inputs)
         names = list(runs)
         for index, args in enumerate(inputs):
             fastest = dict.fromkeys(runs, math.inf)
             slowest = dict.fromkeys(runs, 0.0)
             for turn in range(repeat):
-                # each repeat starts with the next contender: none always follows the same one (a
-                # contender right after eager torch finds ONNX Runtime's threads asleep)
-                for name in names[turn % len(names):] + names[:turn % len(names)]:
+                # a contender right after eager torch finds ONNX Runtime's threads asleep
+                for name in _rotated(names, turn):
                     runs[name][index](*args)  # untimed: the timed call follows this contender, not another
                     start = time.perf_counter()
                     runs[name][index](*args)
                     seconds = time.perf_counter() - start
                     fastest[name], slowest[name] = min(fastest[name], seconds), max(slowest[name], seconds)
-            for name, seconds in fastest.items():
-                best[name].append(seconds)
-                spreads[name].append(slowest[name] / seconds if seconds > 0 else 1.0)
+            for name in runs:
+                best[name].append(fastest[name])
+                worst[name].append(slowest[name])
             bar.step(f"input {index + 1}")
     bar.close()
-    return {name: replace(summarize(values), spread=statistics.median(spreads[name]) if spreads[name] else 1.0)
-            for name, values in best.items()}
+    return _summaries(best, worst)
+
+
+def blocks(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]], rounds: int = 3,
+           warmup: int = 2, warmup_inputs: int = 3, progress: bool | None = None) -> dict[str, Timing]:
+    """Time every contender on every input (argument tuples) by the block method above:
+    each contender called on all inputs back to back, contenders alternating block by
+    block for ``rounds`` rounds; ``progress``: a bar over the blocks."""
+    runs = _per_input(contenders, len(inputs))
+    best = {name: [math.inf] * len(inputs) for name in runs}
+    worst = {name: [0.0] * len(inputs) for name in runs}
+    bar = Progress(f"timing {' vs '.join(runs)} by blocks", rounds * len(runs), progress)
+    with torch.no_grad():
+        _warm_up(runs, inputs, warmup, warmup_inputs)
+        names = list(runs)
+        for turn in range(rounds):
+            for name in _rotated(names, turn):
+                _block(runs[name], inputs, best[name], worst[name])
+                bar.step(f"round {turn + 1}: {name}")
+    bar.close()
+    return _summaries(best, worst)
+
+
+def _block(per_input: list[Callable[..., Any]], inputs: Sequence[tuple[Any, ...]], best: list[float],
+           worst: list[float]) -> None:
+    """One contender's block: an untimed lead-in call, then every input timed, back to back."""
+    if inputs:
+        per_input[0](*inputs[0])
+    clock = time.perf_counter
+    for index, args in enumerate(inputs):
+        start = clock()
+        per_input[index](*args)
+        seconds = clock() - start
+        best[index], worst[index] = min(best[index], seconds), max(worst[index], seconds)
 
 
 def noise(timings: Mapping[str, Timing]) -> list[str]:
@@ -119,6 +185,11 @@ def noise(timings: Mapping[str, Timing]) -> list[str]:
     return found
 
 
+def taken() -> str:
+    """When a timing was taken, to the minute, in UTC (tables state it beside ``machine()``)."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
 def machine() -> str:
     """The machine and thread settings a timing was taken with, in one line."""
     threads = os.environ.get("DYCL_THREADS") or str(os.cpu_count())
@@ -127,4 +198,4 @@ def machine() -> str:
             "threads")
 
 
-__all__ = ["Contender", "Timing", "interleaved", "machine", "noise", "summarize"]
+__all__ = ["Contender", "Timing", "blocks", "interleaved", "machine", "noise", "summarize", "taken"]

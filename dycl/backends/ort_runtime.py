@@ -88,7 +88,12 @@ class _Executable:
 
     Note: IOBinding with outputs bound once (``_BoundExecutable``) was 11% slower
     over the zoo (``benchmarks/ablation.md``): binding each input and copying the
-    outputs out costs more than the feed dict saves."""
+    outputs out costs more than the feed dict saves. Keeping values as ``OrtValue``s
+    between sub-DNNs does not pay either (ONNX Runtime 1.31, sdn_mobilenet's sub-DNNs
+    on their real inputs, 2026-11-27): ``run`` on numpy took 13.9 µs a run, the
+    public ``run_with_ort_values`` 175 µs (it checks every OrtValue's session), and the
+    binding under it 12.2 µs, a private API whose 1.7 µs would also need the host's
+    conditions and shape guards to read OrtValues."""
 
     def __init__(self, data, entry, options):
         self.session = _session(data, options, entry.threads)

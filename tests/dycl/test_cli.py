@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -152,3 +153,15 @@ def test_a_sequential_factory_compiles_to_one_sub_dnn_with_its_input(tmp_path, c
 def test_factory_mistakes_are_named_before_compiling(factory, message, tmp_path, capsys):
     assert main(["compile", f"tests.dycl.factories:{factory}", "--out", str(tmp_path / "o")]) == 1
     assert capsys.readouterr().err.startswith(f"dycl: error: {message}")
+
+
+def test_check_reports_latency_by_blocks_beside_interleaved_with_machine_and_date(capsys):
+    args = ["check", "tests.dycl.factories:exit_model", "-n", "4", "--no-traced", "--repeat", "1", "--json"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "median latency compiled" in out and "by blocks: compiled" in out  # both methods
+    assert re.search(r"timed on .+ CPUs.+; \d{4}-\d\d-\d\d \d\d:\d\d UTC", out)  # machine and date
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["compiled_blocks_ms"] > 0 and result["eager_blocks_ms"] > 0
+    assert main([*args[:-2], "0"]) == 0  # --repeat 0: neither method runs
+    assert "by blocks" not in capsys.readouterr().out

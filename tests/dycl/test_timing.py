@@ -108,3 +108,54 @@ def test_interleaved_measures_the_repeat_spread_and_shows_progress_when_asked(ca
     assert "[dycl] timing a" in capsys.readouterr().err
     interleaved({"a": jittery}, [(1,)], repeat=1, warmup=0, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def _recording(calls: list[tuple[str, int]], name: str, seconds: dict[int, list[float]]):
+    """A contender that logs (name, input) and sleeps the next of its planned times for that input."""
+
+    def run(x):
+        calls.append((name, x))
+        plan = seconds.get(x, [0.0])
+        time.sleep(plan.pop(0) if len(plan) > 1 else plan[0])
+
+    return run
+
+
+def test_blocks_call_each_contender_on_all_inputs_back_to_back_alternating_by_round():
+    from dycl.timing import blocks
+
+    calls: list[tuple[str, int]] = []
+    inputs = [(1,), (2,), (3,)]
+    blocks({"a": _recording(calls, "a", {}), "b": _recording(calls, "b", {})}, inputs, rounds=2, warmup=1,
+           warmup_inputs=1)
+    warm, rest = calls[:2], calls[2:]
+    assert warm == [("a", 1), ("b", 1)]
+    # round 1: a's block (a lead-in on the first input, then every input), then b's; round 2 starts with b
+    block_a = [("a", 1), ("a", 1), ("a", 2), ("a", 3)]
+    block_b = [("b", 1), ("b", 1), ("b", 2), ("b", 3)]
+    assert rest == block_a + block_b + block_b + block_a
+
+
+def test_blocks_keep_each_inputs_best_round_and_its_spread():
+    from dycl.timing import blocks
+
+    calls: list[tuple[str, int]] = []
+    # input 1: lead-in 0, then 40 ms in round 1 and 2 ms in round 2; inputs 2 and 3: 4 and 6 ms always
+    plan = {1: [0.0, 0.04, 0.0, 0.002], 2: [0.004], 3: [0.006]}
+    times = blocks({"a": _recording(calls, "a", plan)}, [(1,), (2,), (3,)], rounds=2, warmup=0, warmup_inputs=0)
+    timing = times["a"]
+    assert timing.inputs == 3
+    assert 3.5 <= timing.median_ms < 15  # input 2's 4 ms: the 40 ms call was not the best of input 1
+    assert timing.p25_ms < 10  # input 1's best is the 2 ms call
+    assert timing.spread < 5  # the median over inputs of slowest/fastest: only input 1 was disturbed
+
+
+def test_blocks_take_a_callable_per_input_and_show_progress_when_asked(capsys):
+    from dycl.timing import blocks
+
+    calls: list[tuple[str, int]] = []
+    per_input = [_recording(calls, f"path{i}", {}) for i in range(3)]
+    blocks({"oracle": per_input}, [(0,), (1,), (2,)], rounds=1, warmup=1, warmup_inputs=3, progress=True)
+    assert calls == [("path0", 0), ("path1", 1), ("path2", 2), ("path0", 0), ("path0", 0), ("path1", 1),
+                     ("path2", 2)]
+    assert "[dycl] timing oracle by blocks" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from dycl.backends.tvm.forced_dims import pinned
 from dycl.backends.tvm.options import TvmOptions, target_of
 from dycl.backends.tvm.schedules import apply_schedules
 from dycl.backends.tvm.tuned import apply_tuned
@@ -17,9 +18,11 @@ def import_onnx(onnx_bytes: bytes, input_names: Sequence[str]):
     """The Relax module of an exported sub-DNN; its parameters are named
     ``in<position>`` after the port they take (the exporter drops unused inputs).
 
-    Where TVM's ONNX frontend fails, the graph is first constant-folded by ONNX
-    Runtime's basic (ONNX-standard) optimizations and imported again: that
-    removes Shape/Gather chains the frontend mishandles (see ``tuning_problems``)."""
+    The dims the graph pins are made static, and dim names it requires equal one
+    name, first (``forced_dims``). Where TVM's ONNX frontend fails, the graph is
+    constant-folded by ONNX Runtime's basic (ONNX-standard) optimizations and
+    imported again: that removes Shape/Gather chains the frontend mishandles (see
+    ``tuning_problems``)."""
     import warnings
 
     import onnx
@@ -30,6 +33,9 @@ def import_onnx(onnx_bytes: bytes, input_names: Sequence[str]):
     initializers = {t.name for t in model.graph.initializer}
     renamed = {i.name: f"in{positions[i.name]}" for i in model.graph.input if i.name not in initializers}
     _rename_values(model.graph, renamed)
+    # a dim named symbolic that the weights pin (``dynamic="all"`` over a Linear's in-features), or two names
+    # a Concat requires equal, leave the importer values of unknown shape: make them static or one name
+    model = pinned(model) or model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -51,6 +57,9 @@ def _folded(model):
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = os.path.join(scratch, "folded.onnx")
+        # only folds and writes the graph: no pool, so nothing of it spins next to the caller's torch
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         return onnx.load(options.optimized_model_filepath)
 
