@@ -44,8 +44,8 @@ def _to_torch(value: Any) -> Any:
         # an input (returned unchanged) is copied, so that the caller cannot alter them
         owned = value.flags.owndata and value.flags.writeable
         return torch.from_numpy(value if owned else np.array(value, copy=True))
-    if isinstance(value, np.generic):
-        return torch.from_numpy(np.asarray(value).copy())
+    # a numpy scalar (np.int64 from ``np.argmax(confidences)`` in forward) is what eager returns too: every
+    # tensor reaches the host as an array (sub-DNN outputs, constants), never as a numpy scalar
     if isinstance(value, tuple):
         return tuple(_to_torch(v) for v in value)
     if isinstance(value, list):

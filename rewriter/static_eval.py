@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
+from dycl.rewriter.pure_methods import is_pure_method
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -83,7 +84,7 @@ def _allowed_call(func: Any) -> bool:
     if isinstance(receiver, _PURE_RECEIVERS):
         return True
     if isinstance(receiver, torch.nn.Module):
-        return name in _MODULE_METHODS
+        return name in _MODULE_METHODS or is_pure_method(func)
     if _is_tensor(receiver):
         return name in TENSOR_METADATA_METHODS
     return False
@@ -225,6 +226,8 @@ class StaticEvaluator:
         ):
             raise _Dynamic
         result = func(*args, **kwargs)
+        if _is_tensor(result) and is_pure_method(func):  # a method returning a weight or a buffer: not folded
+            raise _Dynamic
         if func in _CONSTRUCTORS or (getattr(func, "__name__", "") == "copy"
                                      and isinstance(getattr(func, "__self__", None), CONTAINERS)):
             self.fresh.add(result)
