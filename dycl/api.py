@@ -16,6 +16,7 @@ from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.batch_check import static_batch_needed
 from dycl.compiler import CompileResult, compile_model
+from dycl.config_guard import ConfigGuard
 from dycl.dynamic import DynamicSpec
 from dycl.example_copy import copy_tensors
 from dycl.globals_guard import GlobalsGuard
@@ -69,6 +70,7 @@ class CompiledModel:
         self._result = result
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
         self._globals_guard: GlobalsGuard | None = None  # set by compile(): detects globals rebound since
+        self._config_guard: ConfigGuard | None = None  # set by compile(): detects folded attributes changed since
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
         self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
 
@@ -105,6 +107,8 @@ class CompiledModel:
             self._guard.check()
         if self._globals_guard is not None:
             self._globals_guard.check()
+        if self._config_guard is not None:
+            self._config_guard.check()
         if self._state is not None:
             return self._with_module_state(args, kwargs)
         return self._run_host(self._host, *args, **kwargs)
@@ -252,12 +256,14 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
 
 def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int | None) -> CompiledModel:
-    """The in-process model of ``result`` with its guards: weights, globals and module state."""
+    """The in-process model of ``result`` with its guards: weights, globals, folded config and module state."""
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     if result.rewritten.state:  # read from the model before each call, written back after (dycl.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
     compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
+    if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
+        compiled._config_guard = ConfigGuard(result.rewritten.config_reads)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
+from dycl.rewriter.config_reads import ConfigReads
 from dycl.rewriter.pure_methods import is_pure_method
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
@@ -95,11 +96,12 @@ class StaticEvaluator:
     or ``None`` when the expression is dynamic."""
 
     def __init__(self, scope: Scope, index: ModuleIndex, fresh: FreshContainers | None = None,
-                 state: StateTable | None = None) -> None:
+                 state: StateTable | None = None, reads: ConfigReads | None = None) -> None:
         self.scope = scope
         self.index = index
         self.fresh = fresh if fresh is not None else FreshContainers()
         self.state = state  # module state forward() writes: never folded (rewriter.state_table)
+        self.reads = reads  # the modules' Python values read: guarded after compiling (rewriter.config_reads)
 
     def evaluate(self, node: cst.BaseExpression) -> Static | None:
         try:
@@ -182,7 +184,12 @@ class StaticEvaluator:
             raise _Dynamic
         if self.state is not None and self.state.holds(base, name):
             raise _Dynamic
-        return getattr(base, name)
+        value = getattr(base, name)
+        if self.reads is not None and isinstance(base, torch.nn.Module):
+            term = self.index.term_for(base)
+            self.reads.record(base, name, value, cst.Module([]).code_for_node(term) if term is not None
+                              else type(base).__qualname__)
+        return value
 
     def _eval_Subscript(self, node: cst.Subscript) -> Any:
         base = self._value(node.value)
