@@ -263,7 +263,7 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
     compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
-        compiled._config_guard = ConfigGuard(result.rewritten.config_reads)
+        compiled._config_guard = ConfigGuard(model, result.rewritten.config_reads)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled

@@ -19,6 +19,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable
 
+import torch
+
 from dycl.rewriter.config_reads import ConfigRead
 
 _MISSING = object()
@@ -31,7 +33,8 @@ class StaleConfigError(RuntimeError):
 class ConfigGuard:
     """Raises on ``check()`` once any recorded attribute holds another object or its contents changed."""
 
-    def __init__(self, reads: Iterable[ConfigRead]) -> None:
+    def __init__(self, model: torch.nn.Module, reads: Iterable[ConfigRead]) -> None:
+        self._paths = {id(module): f"model.{name}" if name else "model" for name, module in model.named_modules()}
         self._reads = tuple(reads)
         self._getters = tuple(operator.attrgetter(read.name) for read in self._reads)
         self._modules = tuple(read.module for read in self._reads)
@@ -59,7 +62,8 @@ class ConfigGuard:
             return
         changed = [read for position, read in enumerate(self._reads) if not self._unchanged(position)]
         if changed:
-            shown = "; ".join(f"{read.path}.{read.name}" for read in changed[:3])
+            shown = "; ".join(f"{self._paths.get(id(read.module), type(read.module).__qualname__)}.{read.name}"
+                              for read in changed[:3])
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
             raise StaleConfigError(f"a Python value of the model that dycl folded into the compiled code was "
                                    f"changed after dycl.compile: {shown}{more}; the compiled model would still "

@@ -43,7 +43,6 @@ class ConfigRead:
     """``module.<name>`` held ``value`` (``contents``: a copy of a list's, dict's or set's items)."""
 
     module: torch.nn.Module = field(compare=False, repr=False)
-    path: str
     name: str
     value: Any = field(compare=False, repr=False)
     contents: Any = field(compare=False, repr=False)
@@ -55,11 +54,11 @@ class ConfigReads:
 
     _found: dict[tuple[int, str], ConfigRead] = field(default_factory=dict)
 
-    def record(self, module: torch.nn.Module, name: str, value: Any, path: str) -> None:
+    def record(self, module: torch.nn.Module, name: str, value: Any) -> None:
         if name == "training" or (id(module), name) in self._found or not is_plain(value):
             return
         contents = copy.deepcopy(value) if isinstance(value, _MUTABLE) else None
-        self._found[(id(module), name)] = ConfigRead(module, path, name, value, contents)
+        self._found[(id(module), name)] = ConfigRead(module, name, value, contents)
 
     def reads(self) -> tuple[ConfigRead, ...]:
         return tuple(self._found.values())

@@ -186,9 +186,7 @@ class StaticEvaluator:
             raise _Dynamic
         value = getattr(base, name)
         if self.reads is not None and isinstance(base, torch.nn.Module):
-            term = self.index.term_for(base)
-            self.reads.record(base, name, value, cst.Module([]).code_for_node(term) if term is not None
-                              else type(base).__qualname__)
+            self.reads.record(base, name, value)
         return value
 
     def _eval_Subscript(self, node: cst.Subscript) -> Any:
