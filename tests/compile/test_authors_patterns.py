@@ -7,6 +7,8 @@ passed to an inference method, ``len(x)`` as a size."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -197,3 +199,36 @@ def test_thresholds_changed_after_compiling_are_not_used_silently(change):
         model.thresholds = [0.0, 0.0, 0.0]
     with pytest.raises(dycl.StaleConfigError, match="thresholds"):
         compiled(x)
+
+
+# -- len(x) as a size in compiled code stays symbolic ----------------------------------------------------
+
+
+class PlaceholderExits(nn.Module):
+    """An exit that is not taken hands back a zero prediction sized by the batch."""
+
+    def __init__(self, classes: int = 3) -> None:
+        super().__init__()
+        self.classes = classes
+        self.stem, self.body = nn.Linear(6, 8), nn.Linear(8, 8)
+        self.early, self.late = nn.Linear(8, classes), nn.Linear(8, classes)
+
+    def forward(self, x):
+        h = torch.relu(self.stem(x))
+        early = self.early(h)
+        if F.softmax(early, dim=-1).max() > 0.6:
+            return early, torch.zeros([len(x), self.classes])
+        h = torch.relu(self.body(h))
+        return torch.zeros(len(h), self.classes), self.late(h)
+
+
+def test_len_of_a_tensor_as_a_size_keeps_the_batch_symbolic(tmp_path):
+    torch.manual_seed(6)
+    model = PlaceholderExits().eval()
+    generator = torch.Generator().manual_seed(7)
+    inputs = [torch.randn(1 + i % 3, 6, generator=generator) * (0.2 + 2 * (i % 4)) for i in range(16)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dycl.SpecialisationWarning)  # no size is pinned to the example's
+        paths = agree(model, inputs[0], inputs, tmp_path)
+    assert paths >= 2
+    assert {len(x) for x in inputs} == {1, 2, 3}
