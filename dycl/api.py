@@ -39,20 +39,24 @@ def _to_numpy(value: Any) -> Any:
     return value
 
 
-def _to_torch(value: Any) -> Any:
+def _to_torch(value: Any, scalars: bool = False) -> Any:
+    """``value`` with its arrays as tensors; ``scalars``: numpy scalars too (the per-sample host
+    gives a sample's 0-d tensor as one)."""
     if isinstance(value, np.ndarray):
         # a fresh runtime output is handed over as is; a view of a stored constant or of
         # an input (returned unchanged) is copied, so that the caller cannot alter them
         owned = value.flags.owndata and value.flags.writeable
         return torch.from_numpy(value if owned else np.array(value, copy=True))
-    # a numpy scalar (np.int64 from ``np.argmax(confidences)`` in forward) is what eager returns too: every
-    # tensor reaches the host as an array (sub-DNN outputs, constants), never as a numpy scalar
+    if isinstance(value, np.generic) and scalars:
+        return torch.from_numpy(np.asarray(value).copy())
+    # otherwise a numpy scalar (np.int64 from ``np.argmax(confidences)`` in forward) is what eager returns
+    # too: every tensor reaches the host as an array (sub-DNN outputs, constants), never as a numpy scalar
     if isinstance(value, tuple):
-        return tuple(_to_torch(v) for v in value)
+        return tuple(_to_torch(v, scalars) for v in value)
     if isinstance(value, list):
-        return [_to_torch(v) for v in value]
+        return [_to_torch(v, scalars) for v in value]
     if isinstance(value, dict):
-        return {k: _to_torch(v) for k, v in value.items()}
+        return {k: _to_torch(v, scalars) for k, v in value.items()}
     return value
 
 
@@ -96,7 +100,7 @@ class CompiledModel:
             if type(error).__name__ != "InputTypeError":  # the host's own copy of hostgen.manifest's class
                 raise
             raise TypeError(f"expected a torch.Tensor for {error.name}, got {error.got}") from None
-        outputs = _to_torch(raw)
+        outputs = _to_torch(raw, self._host.manifest.per_sample)
         spec = self._result.output_spec if self._result is not None else None
         return rebuild(outputs, spec) if spec is not None else outputs
 
