@@ -32,6 +32,10 @@ _ALLOWED_NODES = (
 )
 
 
+#: bytecode bytes of the longest method worth parsing (``return`` of a small expression needs far fewer)
+_LONGEST = 400
+
+
 def _returned_expression(function: types.FunctionType) -> ast.expr | None:
     """The expression of a function whose body is one ``return`` (after a docstring)."""
     try:
@@ -63,14 +67,25 @@ def _reads_code_running_attribute(expression: ast.expr, owner: type, receiver: s
     return False
 
 
+def receiver_reads(method: types.MethodType) -> tuple[str, ...]:
+    """The attributes of its receiver that a pure method reads (``self.<name>``), so that
+    the values it was folded with are guarded like any other read (``rewriter.config_reads``)."""
+    expression = _returned_expression(method.__func__)
+    receiver = next(iter(inspect.signature(method.__func__).parameters), None)
+    if expression is None or receiver is None:
+        return ()
+    return tuple(dict.fromkeys(node.attr for node in ast.walk(expression) if isinstance(node, ast.Attribute)
+                               and isinstance(node.value, ast.Name) and node.value.id == receiver))
+
+
 def is_pure_method(method: object) -> bool:
     """Whether calling ``method`` (a bound method of an ``nn.Module``) only computes a
     static expression of its arguments and its module's attributes (see the module note)."""
     if not isinstance(method, types.MethodType) or not isinstance(method.__self__, torch.nn.Module):
         return False
     function = method.__func__
-    if not isinstance(function, types.FunctionType):
-        return False
+    if not isinstance(function, types.FunctionType) or len(function.__code__.co_code) > _LONGEST:
+        return False  # a one-expression method is short: longer ones are not parsed at all
     expression = _returned_expression(function)
     if expression is None or not all(isinstance(node, _ALLOWED_NODES) for node in ast.walk(expression)):
         return False
@@ -79,4 +94,4 @@ def is_pure_method(method: object) -> bool:
                                                                    parameters[0])
 
 
-__all__ = ["is_pure_method"]
+__all__ = ["is_pure_method", "receiver_reads"]

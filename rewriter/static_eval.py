@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import libcst as cst
 import torch
 from dycl.rewriter.config_reads import ConfigReads
-from dycl.rewriter.pure_methods import is_pure_method
+from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -231,8 +231,11 @@ class StaticEvaluator:
         ):
             raise _Dynamic
         result = func(*args, **kwargs)
-        if _is_tensor(result) and is_pure_method(func):  # a method returning a weight or a buffer: not folded
-            raise _Dynamic
+        if is_pure_method(func):
+            if _is_tensor(result):  # a method returning a weight or a buffer: not folded
+                raise _Dynamic
+            for name in receiver_reads(func) if self.reads is not None else ():
+                self.reads.record(func.__self__, name, getattr(func.__self__, name))
         if func in _CONSTRUCTORS or (getattr(func, "__name__", "") == "copy"
                                      and isinstance(getattr(func, "__self__", None), CONTAINERS)):
             self.fresh.add(result)
