@@ -7,6 +7,7 @@
 """
 
 from dycl.api import CompiledModel, compile, load
+from dycl.config_guard import StaleConfigError
 from dycl.harness import Report, check
 from dycl.hostgen.manifest import DYCL_VERSION
 from dycl.model_state import ModelStateError, TrainingModeError
@@ -19,4 +20,4 @@ __version__ = DYCL_VERSION
 
 __all__ = ["compile", "load", "check", "Report", "CompiledModel", "UnsupportedError", "SpecialisationWarning",
            "SourceLocation", "RewrittenFunction", "rewrite", "TrainingModeError", "ModelStateError",
-           "StaleWeightsError", "SelfCheckError", "__version__"]
+           "StaleWeightsError", "StaleConfigError", "SelfCheckError", "__version__"]

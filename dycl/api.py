@@ -16,6 +16,7 @@ from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact_readme import readme, requirements_txt
 from dycl.batch_check import static_batch_needed
 from dycl.compiler import CompileResult, compile_model
+from dycl.config_guard import ConfigGuard
 from dycl.dynamic import DynamicSpec
 from dycl.example_copy import copy_tensors
 from dycl.globals_guard import GlobalsGuard
@@ -45,20 +46,24 @@ def _host_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[st
     return pytree.tree_map(_to_numpy, (args, kwargs))
 
 
-def _to_torch(value: Any) -> Any:
+def _to_torch(value: Any, scalars: bool = False) -> Any:
+    """``value`` with its arrays as tensors; ``scalars``: numpy scalars too (the per-sample host
+    gives a sample's 0-d tensor as one)."""
     if isinstance(value, np.ndarray):
         # a fresh runtime output is handed over as is; a view of a stored constant or of
         # an input (returned unchanged) is copied, so that the caller cannot alter them
         owned = value.flags.owndata and value.flags.writeable
         return torch.from_numpy(value if owned else np.array(value, copy=True))
-    if isinstance(value, np.generic):
+    if isinstance(value, np.generic) and scalars:
         return torch.from_numpy(np.asarray(value).copy())
+    # otherwise a numpy scalar (np.int64 from ``np.argmax(confidences)`` in forward) is what eager returns
+    # too: every tensor reaches the host as an array (sub-DNN outputs, constants), never as a numpy scalar
     if isinstance(value, tuple):
-        return tuple(_to_torch(v) for v in value)
+        return tuple(_to_torch(v, scalars) for v in value)
     if isinstance(value, list):
-        return [_to_torch(v) for v in value]
+        return [_to_torch(v, scalars) for v in value]
     if isinstance(value, dict):
-        return {k: _to_torch(v) for k, v in value.items()}
+        return {k: _to_torch(v, scalars) for k, v in value.items()}
     return value
 
 
@@ -76,6 +81,7 @@ class CompiledModel:
         self._result = result
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
         self._globals_guard: GlobalsGuard | None = None  # set by compile(): detects globals rebound since
+        self._config_guard: ConfigGuard | None = None  # set by compile(): detects folded attributes changed since
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
         self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
 
@@ -101,7 +107,7 @@ class CompiledModel:
             if type(error).__name__ != "InputTypeError":  # the host's own copy of hostgen.manifest's class
                 raise
             raise TypeError(f"expected a torch.Tensor for {error.name}, got {error.got}") from None
-        outputs = _to_torch(raw)
+        outputs = _to_torch(raw, self._host.manifest.per_sample)
         spec = self._result.output_spec if self._result is not None else None
         return rebuild(outputs, spec) if spec is not None else outputs
 
@@ -112,6 +118,8 @@ class CompiledModel:
             self._guard.check()
         if self._globals_guard is not None:
             self._globals_guard.check()
+        if self._config_guard is not None:
+            self._config_guard.check()
         if self._state is not None:
             return self._with_module_state(args, kwargs)
         return self._run_host(self._host, *args, **kwargs)
@@ -259,12 +267,14 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
 
 def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int | None) -> CompiledModel:
-    """The in-process model of ``result`` with its guards: weights, globals and module state."""
+    """The in-process model of ``result`` with its guards: weights, globals, folded config and module state."""
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     if result.rewritten.state:  # read from the model before each call, written back after (dycl.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
     compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
+    if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
+        compiled._config_guard = ConfigGuard(model, result.rewritten.config_reads)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled

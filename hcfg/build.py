@@ -42,6 +42,7 @@ from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.trace import Examples
+from dycl.hcfg.traced_lengths import traced_lengths
 from dycl.hcfg.type_tests import decided_type_test
 from dycl.rewriter import RewrittenFunction, UnsupportedError
 from dycl.rewriter.exits import always_exits
@@ -232,12 +233,17 @@ class HCFGBuilder:
         parts are run and appended to ``pending``. Returns the statement left to place and the
         conversions' host operations (to run once ``pending`` is flushed)."""
         tensor_parts, conversions, placed = self.split_conversions(stmt, states[0].concrete)
+        placed = traced_lengths(placed, lambda e: self._has_rows(e, states[0].concrete))  # stays symbolic
         if not conversions:
             self._carry_evaluated(stmt, placed, states[0].concrete)
             return placed, []
         self.run_all(tensor_parts, states, tensor=True)
         pending += tensor_parts
         return placed, [HostOp(c) for c in conversions]
+
+    def _has_rows(self, node: cst.BaseExpression, state: State) -> bool:
+        value = self.evaluate(node, state)
+        return isinstance(value, torch.Tensor) and value.dim() >= 1
 
     def _observe(self, index: int, statements: list[cst.SimpleStatementLine], state: State) -> None:
         """Keep what a sub-DNN's statements wrote (they have just run on ``state``): a value
@@ -452,7 +458,8 @@ class HCFGBuilder:
                     temp = self.namespace.fresh("t")
                     self.locals.add(temp)
                     self.temporaries.add(temp)
-                    line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], current)])
+                    traced = traced_lengths(current, lambda e: self._has_rows(e, state))  # stays symbolic
+                    line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], traced)])
                     hoisted.append(set_location(line, comment_of(stmt)))
                     return cst.Name(temp)
             if isinstance(current, cst.AssignTarget):

@@ -135,6 +135,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
         functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts, *hook_functions(model)])),
         state=state,
+        config_reads=ctx.config_reads.reads(),
     )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
+from dycl.rewriter.config_reads import ConfigReads
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
@@ -120,6 +121,7 @@ class RewriteContext:
     caches: RewriteCaches = field(default_factory=RewriteCaches)
     fresh: FreshContainers = field(default_factory=FreshContainers)
     state: StateTable = field(default_factory=StateTable)  # module state forward() writes (rewriter.state_slots)
+    config_reads: ConfigReads = field(default_factory=ConfigReads)  # the modules' Python values read (folded)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
 

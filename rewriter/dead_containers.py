@@ -6,7 +6,10 @@ run time is the dict's creation and its updates. Later stages treat those as
 host work on Python values, which some cannot run; dropping them is exact.
 
 Assumes: loop-free code (after constant propagation).
-Guarantees: ``N = M`` is dropped when ``N`` occurs nowhere else. Any other
+Guarantees: ``N = M`` is dropped when ``N`` occurs nowhere else and ``M`` is a
+name or a chain of attributes of one (``threshold = self.thresholds``: the
+binding of a static parameter whose every read was folded; reading an
+attribute of a module or of a config object changes nothing). Any other
 statement is dropped only when it changes nothing but a
 *dead container* ``N``: a local whose first occurrence is a top-level
 ``N = <display>``, every binding of which is a display or another dead
@@ -42,8 +45,16 @@ def drop_dead_containers(body: Block) -> Block:
     return _without(body, drop) if drop else body
 
 
+def _is_reference(node: cst.BaseExpression) -> bool:
+    """A name or an attribute chain of one (``self.a.b``), with no call or subscript."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
 def _unread_aliases(lines) -> set[int]:
-    """Lines ``N = M`` (names) where ``N`` occurs nowhere else: binding it does nothing."""
+    """Lines ``N = M`` (``M`` a name or ``self.a.b``) where ``N`` occurs nowhere else:
+    binding it does nothing."""
     bindings: dict[str, list[int]] = {}
     mentions: dict[str, int] = {}
     for line in lines:
@@ -52,7 +63,7 @@ def _unread_aliases(lines) -> set[int]:
                 mentions[node.value] = mentions.get(node.value, 0) + 1
         small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
-                small.targets[0].target, cst.Name) and isinstance(small.value, cst.Name):
+                small.targets[0].target, cst.Name) and _is_reference(small.value):
             bindings.setdefault(small.targets[0].target.value, []).append(id(line))
     return {line for name, found in bindings.items() if mentions[name] == len(found) for line in found}
 

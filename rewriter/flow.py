@@ -180,7 +180,8 @@ class StaticFlow:
         self.index = index
 
     def evaluator(self, env: Env) -> StaticEvaluator:
-        return StaticEvaluator(_FlowScope(self, env), self.index, self.ctx.fresh, self.ctx.state)
+        return StaticEvaluator(_FlowScope(self, env), self.index, self.ctx.fresh, self.ctx.state,
+                               self.ctx.config_reads)
 
     def evaluate(self, node: cst.BaseExpression, env: Env) -> Static | None:
         return self.evaluator(env).evaluate(node)

@@ -53,6 +53,8 @@ class RewrittenFunction:
     #: inputs, and the function returns ``(output, (final state...))``
     state: tuple[ThreadedState, ...] = ()
     functions: tuple[Any, ...] = field(default=(), compare=False, repr=False)  # user functions read (globals guard)
+    #: the modules' Python values constant propagation read (``rewriter.config_reads``: the config guard)
+    config_reads: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         """The rewritten source (``print(dycl.rewrite(model))``)."""

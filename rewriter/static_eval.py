@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
+from dycl.rewriter.config_reads import ConfigReads
+from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -83,7 +85,7 @@ def _allowed_call(func: Any) -> bool:
     if isinstance(receiver, _PURE_RECEIVERS):
         return True
     if isinstance(receiver, torch.nn.Module):
-        return name in _MODULE_METHODS
+        return name in _MODULE_METHODS or is_pure_method(func)
     if _is_tensor(receiver):
         return name in TENSOR_METADATA_METHODS
     return False
@@ -94,11 +96,12 @@ class StaticEvaluator:
     or ``None`` when the expression is dynamic."""
 
     def __init__(self, scope: Scope, index: ModuleIndex, fresh: FreshContainers | None = None,
-                 state: StateTable | None = None) -> None:
+                 state: StateTable | None = None, reads: ConfigReads | None = None) -> None:
         self.scope = scope
         self.index = index
         self.fresh = fresh if fresh is not None else FreshContainers()
         self.state = state  # module state forward() writes: never folded (rewriter.state_table)
+        self.reads = reads  # the modules' Python values read: guarded after compiling (rewriter.config_reads)
 
     def evaluate(self, node: cst.BaseExpression) -> Static | None:
         try:
@@ -181,7 +184,10 @@ class StaticEvaluator:
             raise _Dynamic
         if self.state is not None and self.state.holds(base, name):
             raise _Dynamic
-        return getattr(base, name)
+        value = getattr(base, name)
+        if self.reads is not None and isinstance(base, torch.nn.Module):
+            self.reads.record(base, name, value)
+        return value
 
     def _eval_Subscript(self, node: cst.Subscript) -> Any:
         base = self._value(node.value)
@@ -225,6 +231,11 @@ class StaticEvaluator:
         ):
             raise _Dynamic
         result = func(*args, **kwargs)
+        if is_pure_method(func):
+            if _is_tensor(result):  # a method returning a weight or a buffer: not folded
+                raise _Dynamic
+            for name in receiver_reads(func) if self.reads is not None else ():
+                self.reads.record(func.__self__, name, getattr(func.__self__, name))
         if func in _CONSTRUCTORS or (getattr(func, "__name__", "") == "copy"
                                      and isinstance(getattr(func, "__self__", None), CONTAINERS)):
             self.fresh.add(result)

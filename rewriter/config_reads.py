@@ -1,0 +1,67 @@
+"""The Python values of the model's modules that constant propagation read.
+
+A threshold on the model (``self.threshold = 0.9``), a list of them passed to an
+inference method (``self.adaptive_forward(x, self.thresholds)``), a dict of sizes:
+constant propagation folds such values into the rewritten code, so the compiled model
+computes with the values they had when ``dycl.compile`` ran. ``ConfigReads`` records
+each one it read (module, attribute, value, and a copy of a container's contents), so
+that the in-process model can refuse to run once one was rebound or changed in place
+(``dycl.config_guard``) instead of silently computing with the old value.
+
+Assumes: the evaluator calls ``record`` for every attribute of an ``nn.Module`` it reads.
+Guarantees: ``reads()`` holds one ``ConfigRead`` per (module, attribute) whose value was a
+plain Python value — ``None``, a bool, number or string, or a list, tuple, dict or set of
+plain values (nested) — other than ``training`` (train/eval mode is checked on its own:
+``dycl.model_state``); submodules, tensors, functions and objects are not recorded.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_MUTABLE = (list, dict, set)
+
+
+def is_plain(value: Any, depth: int = 0) -> bool:
+    """A value with no tensor, module or other object inside (a config value)."""
+    if isinstance(value, _SCALARS):
+        return True
+    if depth > 8 or type(value) not in _CONTAINERS:
+        return False
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+    return all(is_plain(item, depth + 1) for item in items)
+
+
+@dataclass(frozen=True)
+class ConfigRead:
+    """``module.<name>`` held ``value`` (``contents``: a copy of a list's, dict's or set's items)."""
+
+    module: torch.nn.Module = field(compare=False, repr=False)
+    name: str
+    value: Any = field(compare=False, repr=False)
+    contents: Any = field(compare=False, repr=False)
+
+
+@dataclass
+class ConfigReads:
+    """The plain values read from the model's modules during one ``rewrite``."""
+
+    _found: dict[tuple[int, str], ConfigRead] = field(default_factory=dict)
+
+    def record(self, module: torch.nn.Module, name: str, value: Any) -> None:
+        if name == "training" or (id(module), name) in self._found or not is_plain(value):
+            return
+        contents = copy.deepcopy(value) if isinstance(value, _MUTABLE) else None
+        self._found[(id(module), name)] = ConfigRead(module, name, value, contents)
+
+    def reads(self) -> tuple[ConfigRead, ...]:
+        return tuple(self._found.values())
+
+
+__all__ = ["ConfigRead", "ConfigReads", "is_plain"]
