@@ -10,7 +10,7 @@ its class and the values of ``vars(obj)``, rebuilt inside the next sub-DNN with
 ``object.__new__`` and the same attributes, which is what ``copy.copy`` does for such a class.
 
 An object is a state object when ``vars()`` is its whole state: an instance of a
-Python class with no ``__slots__`` (but ``abc.ABC``'s empty ones) and no custom ``__getstate__``/``__setstate__``/
+class written in Python (not torch's, numpy's or an extension's) with no ``__slots__`` (but ``abc.ABC``'s empty ones) and no custom ``__getstate__``/``__setstate__``/
 ``__reduce__``/``__copy__``/``__getattr__``/``__getattribute__``/``__setattr__`` (those say
 the state is more than its attributes), that is not a module, tensor, type, function or
 registered pytree node. Its attributes must in turn be port values (``NotAPortValue``
@@ -35,6 +35,7 @@ from torch.utils import _pytree as pytree
 #: methods that say an object's state is more than its instance attributes
 _CUSTOM_STATE = ("__getstate__", "__setstate__", "__reduce__", "__reduce_ex__", "__copy__", "__deepcopy__",
                  "__getattr__", "__getattribute__", "__setattr__", "__delattr__")
+_FOREIGN = frozenset({"builtins", "torch", "numpy"})
 _NOT_STATE = (torch.Tensor, torch.nn.Module, type, types.FunctionType, types.MethodType, types.ModuleType,
               types.BuiltinFunctionType)
 
@@ -44,8 +45,8 @@ def is_state_object(value: Any) -> bool:
     cls = type(value)
     if isinstance(value, _NOT_STATE) or dataclasses.is_dataclass(value) or cls in pytree.SUPPORTED_NODES:
         return False
-    if cls.__module__ == "builtins" or not hasattr(value, "__dict__"):
-        return False
+    if cls.__module__.partition(".")[0] in _FOREIGN or not any("__dict__" in vars(base) for base in cls.__mro__):
+        return False  # a type of torch's, numpy's or C code's: its state is not its attributes
     for base in cls.__mro__[:-1]:  # object's own methods are the defaults
         if vars(base).get("__slots__", ()) or any(name in vars(base) for name in _CUSTOM_STATE):
             return False
