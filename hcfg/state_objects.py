@@ -10,7 +10,8 @@ its class and the values of ``vars(obj)``, rebuilt inside the next sub-DNN with
 ``object.__new__`` and the same attributes, which is what ``copy.copy`` does for such a class.
 
 An object is a state object when ``vars()`` is its whole state: an instance of a
-class written in Python (not torch's, numpy's or an extension's) with no ``__slots__`` (but ``abc.ABC``'s empty ones) and no custom ``__getstate__``/``__setstate__``/
+class written in Python (not torch's, numpy's or an extension's) with no ``__slots__``
+(but ``abc.ABC``'s empty ones) and no custom ``__getstate__``/``__setstate__``/
 ``__reduce__``/``__copy__``/``__getattr__``/``__getattribute__``/``__setattr__`` (those say
 the state is more than its attributes), that is not a module, tensor, type, function or
 registered pytree node. Its attributes must in turn be port values (``NotAPortValue``

@@ -13,10 +13,18 @@ from dycl.hcfg.state_objects import holds_tensor, is_state_object
 from torch import nn
 
 
-class Layer(abc.ABC):  # abc.ABC's empty __slots__ do not count
+class LayerBase(abc.ABC):  # abc.ABC's empty __slots__ do not count (transformers' CacheLayerMixin)
+    @abc.abstractmethod
+    def length(self) -> int: ...
+
+
+class Layer(LayerBase):
     def __init__(self, keys: torch.Tensor) -> None:
         self.keys = keys
         self.is_initialized = True
+
+    def length(self) -> int:
+        return self.keys.shape[-1]
 
 
 class Cache:
