@@ -7,7 +7,7 @@ gives the flat tensors of a value for a layout (a number as a 0-d tensor), and
 ``tree_unflatten``. A dataclass is not a pytree node (registering the user's
 class would change pytree for the whole process), so it is a *record* leaf
 whose fields are flattened in turn; so is a *state object* (``hcfg.state_objects``:
-a KV cache), whose fields are its instance attributes and whose numbers are statics.
+a KV cache), whose fields are its instance attributes and whose bools are statics.
 
 Assumed: statics are compiled in (``hcfg.ports``), so ``port_values`` and
 ``rebuild`` only check that a value still has its layout; a value whose layout
@@ -51,12 +51,12 @@ class NotAPortValue(TypeError):
 _PLAIN_NODES = (list, tuple, dict, OrderedDict, defaultdict, torch.Size, namedtuple, type(None))
 
 
-def layout_of(value: Any, static_numbers: bool = False) -> Layout:
+def layout_of(value: Any, static_flags: bool = False) -> Layout:
     """The layout of ``value``; raises ``NotAPortValue`` for a leaf no port can carry.
-    ``static_numbers``: Python numbers are compiled in (inside a state object)."""
+    ``static_flags``: Python bools are compiled in (inside a state object)."""
     leaves, spec = pytree.tree_flatten(value)
     _check_nodes(spec, value)
-    kinds = tuple(_leaf(leaf, static_numbers) for leaf in leaves)
+    kinds = tuple(_leaf(leaf, static_flags) for leaf in leaves)
     return Layout(None if spec.is_leaf() else spec, kinds)
 
 
@@ -76,16 +76,18 @@ def is_keyed_mapping(spec: pytree.TreeSpec) -> bool:
             and len(keys) == spec.num_children and all(isinstance(key, str) for key in keys))
 
 
-def _leaf(value: Any, static_numbers: bool = False) -> Leaf:
+def _leaf(value: Any, static_flags: bool = False) -> Leaf:
     if isinstance(value, torch.Tensor):
         return "tensor"
+    if type(value) is bool and static_flags:
+        return Static(value)
     if type(value) in _SCALARS:
-        return Static(value) if static_numbers else _SCALARS[type(value)]
+        return _SCALARS[type(value)]
     if isinstance(value, _STATIC_TYPES):
         return Static(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = tuple(f.name for f in dataclasses.fields(value))
-        return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names), static_numbers))
+        return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names), static_flags))
     if is_state_object(value):
         names = attribute_names(value)
         return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names), True))

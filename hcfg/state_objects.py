@@ -17,11 +17,14 @@ the state is more than its attributes), that is not a module, tensor, type, func
 registered pytree node. Its attributes must in turn be port values (``NotAPortValue``
 otherwise, a clear refusal).
 
-Guaranteed: a state object's Python numbers (``is_initialized``, ``offloading``) are
+Guaranteed: a state object's Python bools (``is_initialized``, ``offloading``) are
 compiled in as statics, not ports — library code decides on them in Python, which a
 0-d tensor would turn into a data-dependent decision. The host checks each per call
-against the compiled value, so a number that changes (a sliding window's running
-length) is a clear error at that call, never a graph run for another value.
+against the compiled value, so a flag that differs is a clear error at that call, never
+a graph run for another value; a flag a graph computes from data is a decision the
+trace refuses, one it computes from sizes a condition the host checks
+(``dycl.shape_guards``). Its ints and floats (a sliding window's running length) are
+ports, as a dataclass's are: library code that decides on one is refused at export.
 """
 
 from __future__ import annotations

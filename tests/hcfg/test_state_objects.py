@@ -1,5 +1,5 @@
 """``hcfg.state_objects``: which objects cross sub-DNN boundaries as records of their
-attributes (a KV cache), and how: numbers compiled in, tensors as ports, rebuilt as the class."""
+attributes (a KV cache), and how: flags compiled in, tensors and numbers as ports, rebuilt as the class."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ class Layer(LayerBase):
     def __init__(self, keys: torch.Tensor) -> None:
         self.keys = keys
         self.is_initialized = True
+        self.seen = keys.shape[-1]
 
     def length(self) -> int:
         return self.keys.shape[-1]
@@ -56,17 +57,18 @@ def test_plain_python_objects_are_state_objects_and_others_are_not():
         assert not is_state_object(other), other
 
 
-def test_a_cache_is_a_record_with_its_numbers_compiled_in_and_rebuilt_as_its_class():
+def test_a_cache_is_a_record_with_its_flags_compiled_in_and_rebuilt_as_its_class():
     cache = Cache(Layer(torch.ones(1, 2)), Layer(torch.zeros(1, 3)))
     layout = layout_of(cache)
     (record,) = layout.leaves
     assert isinstance(record, Record) and record.cls is Cache and record.fields == ("layers", "offloading")
-    assert layout.port_count == 2  # the two key tensors; the flags are statics
+    assert layout.port_count == 4  # the two key tensors and the two ints; the flags are statics
     assert Static(False) in record.layout.leaves
     assert describe(layout)[0] == "record"
     back = rebuild(iter(port_values(cache, layout)), layout)
     assert type(back) is Cache and type(back.layers[1]) is Layer and back.layers[1].is_initialized is True
     assert torch.equal(back.layers[1].keys, torch.zeros(1, 3)) and back.layers is not cache.layers
+    assert int(back.layers[1].seen) == 3  # an int port: a 0-d tensor here
     changed = Cache(Layer(torch.ones(1, 2)), Layer(torch.zeros(1, 3)))
     changed.layers[0].is_initialized = False
     assert layout_of(changed).signature() != layout.signature()  # another flag: another compiled form
