@@ -41,6 +41,7 @@ from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
+from dycl.hcfg.state_objects import holds_tensor, is_state_object
 from dycl.hcfg.trace import Examples
 from dycl.hcfg.traced_lengths import traced_lengths
 from dycl.hcfg.type_tests import decided_type_test
@@ -73,6 +74,8 @@ def is_tensor_value(value: Any) -> bool:
         return True
     if isinstance(value, dict):  # a helper's dict of features: compiled, and returned as a structure (hcfg.ports)
         return bool(value) and all(is_tensor_value(v) for v in value.values())
+    if is_state_object(value):  # a KV cache: carried as a record of its attributes (hcfg.state_objects)
+        return holds_tensor(value)
     return isinstance(value, (tuple, list)) and bool(value) and all(is_tensor_value(v) for v in value)
 
 

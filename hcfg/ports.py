@@ -17,8 +17,9 @@ None for a bare leaf) and its leaves in ``tree_flatten`` order. ``describe``
 turns a layout into the JSON-able structure description the generated host
 walks (the host cannot import torch, so it cannot use pytree): a leaf is its
 port kind or ``["static", value]`` (``["device", "cpu"]``, ``["dtype", "float32"]``);
-a node is ``[kind, keys, children]`` with kind ``"list"``, ``"tuple"``, ``"dict"``, ``"namedtuple"`` or ``"record"`` (a
-dataclass). What the host holds for each is listed in ``hostgen.port_trees``.
+a node is ``[kind, keys, children]`` with kind ``"list"``, ``"tuple"``, ``"dict"``,
+``"namedtuple"``, ``"record"`` (a dataclass or a state object) or ``"mapping"`` (a
+registered dict subclass such as a ``ModelOutput``). What the host holds for each is listed in ``hostgen.port_trees``.
 
 Assumed: every example reaching a sub-DNN has the same layout except for the
 lengths of top-level lists (``Variant.key``); ``hcfg.variants`` checks this and
@@ -28,7 +29,7 @@ refuses a join whose paths disagree. Guaranteed: this module needs no torch.
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,6 +143,9 @@ def _describe_leaf(leaf: Leaf) -> Any:
     return leaf
 
 
+_DICTS = (dict, OrderedDict, defaultdict)
+
+
 def _describe_node(spec: Any, leaves: Any) -> Any:
     if spec.is_leaf():
         return _describe_leaf(next(leaves))
@@ -151,6 +155,8 @@ def _describe_node(spec: Any, leaves: Any) -> Any:
     context = spec.context
     if spec.type is list:
         return ["list", [], children]
+    if isinstance(spec.type, type) and issubclass(spec.type, dict) and spec.type not in _DICTS:
+        return ["mapping", [spec.type.__name__, *context], children]  # a ModelOutput (hcfg.pytree_ports)
     if isinstance(spec.type, type) and issubclass(spec.type, dict):
         keys = context[1] if spec.type is defaultdict else context  # defaultdict: (factory, keys)
         return ["dict", list(keys), children]

@@ -6,7 +6,8 @@ gives the flat tensors of a value for a layout (a number as a 0-d tensor), and
 ``rebuild`` puts a value back together from flat tensors with
 ``tree_unflatten``. A dataclass is not a pytree node (registering the user's
 class would change pytree for the whole process), so it is a *record* leaf
-whose fields are flattened in turn.
+whose fields are flattened in turn; so is a *state object* (``hcfg.state_objects``:
+a KV cache), whose fields are its instance attributes and whose bools are statics.
 
 Assumed: statics are compiled in (``hcfg.ports``), so ``port_values`` and
 ``rebuild`` only check that a value still has its layout; a value whose layout
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 from dycl.hcfg.ports import Layout, Leaf, Record, Static
+from dycl.hcfg.state_objects import attribute_names, is_state_object
 from torch.utils import _pytree as pytree
 
 _SCALARS = {bool: "bool", int: "int", float: "float"}
@@ -42,39 +44,53 @@ class NotAPortValue(TypeError):
         self.value = value
 
 
-# containers the host holds faithfully (``hostgen.port_trees``); a registered subclass such as a
-# ``ModelOutput`` would lose its attributes there, so it is refused (Python's namedtuple and
-# torch.Size nodes are kept: the host has a namedtuple stand-in, and a Size is a tuple)
+# containers the host holds faithfully (``hostgen.port_trees``); Python's namedtuple and
+# torch.Size nodes are kept: the host has a namedtuple stand-in, and a Size is a tuple. A
+# registered dict subclass flattened to its values by key (a ``ModelOutput``) is a *mapping*:
+# rebuilt as its class here, held by the host as a dict that also reads its keys as attributes
 _PLAIN_NODES = (list, tuple, dict, OrderedDict, defaultdict, torch.Size, namedtuple, type(None))
 
 
-def layout_of(value: Any) -> Layout:
-    """The layout of ``value``; raises ``NotAPortValue`` for a leaf no port can carry."""
+def layout_of(value: Any, static_flags: bool = False) -> Layout:
+    """The layout of ``value``; raises ``NotAPortValue`` for a leaf no port can carry.
+    ``static_flags``: Python bools are compiled in (inside a state object)."""
     leaves, spec = pytree.tree_flatten(value)
     _check_nodes(spec, value)
-    kinds = tuple(_leaf(leaf) for leaf in leaves)
+    kinds = tuple(_leaf(leaf, static_flags) for leaf in leaves)
     return Layout(None if spec.is_leaf() else spec, kinds)
 
 
 def _check_nodes(spec: pytree.TreeSpec, value: Any) -> None:
     if spec.is_leaf():
         return
-    if spec.type not in _PLAIN_NODES:
+    if spec.type not in _PLAIN_NODES and not is_keyed_mapping(spec):
         raise NotAPortValue(value, spec.type)
     for child in spec.children():
         _check_nodes(child, value)
 
 
-def _leaf(value: Any) -> Leaf:
+def is_keyed_mapping(spec: pytree.TreeSpec) -> bool:
+    """A registered dict subclass whose context is its keys, one per child (a ``ModelOutput``)."""
+    keys = spec.context
+    return (isinstance(spec.type, type) and issubclass(spec.type, dict) and isinstance(keys, (list, tuple))
+            and len(keys) == spec.num_children and all(isinstance(key, str) for key in keys))
+
+
+def _leaf(value: Any, static_flags: bool = False) -> Leaf:
     if isinstance(value, torch.Tensor):
         return "tensor"
+    if type(value) is bool and static_flags:
+        return Static(value)
     if type(value) in _SCALARS:
         return _SCALARS[type(value)]
     if isinstance(value, _STATIC_TYPES):
         return Static(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = tuple(f.name for f in dataclasses.fields(value))
-        return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names)))
+        return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names), static_flags))
+    if is_state_object(value):
+        names = attribute_names(value)
+        return Record(type(value), names, layout_of(tuple(getattr(value, name) for name in names), True))
     raise NotAPortValue(value)
 
 
@@ -127,9 +143,14 @@ def snapshot(value: Any) -> Any:
             leaf = copy.copy(leaf)
             for field in dataclasses.fields(leaf):
                 object.__setattr__(leaf, field.name, snapshot(getattr(leaf, field.name)))
+        elif is_state_object(leaf):  # a cache's layers are rewritten in place by the next call
+            leaf = copy.copy(leaf)
+            for name in attribute_names(leaf):
+                object.__setattr__(leaf, name, snapshot(getattr(leaf, name)))
         return leaf
 
     return pytree.tree_map(fresh, value)
 
 
-__all__ = ["NotAPortValue", "SCALAR_DTYPES", "layout_of", "leaf_values", "port_values", "rebuild", "snapshot"]
+__all__ = ["NotAPortValue", "SCALAR_DTYPES", "is_keyed_mapping", "layout_of", "leaf_values", "port_values", "rebuild",
+           "snapshot"]

@@ -41,6 +41,7 @@ from typing import Any
 
 import sympy
 import torch
+from dycl.hcfg.mirror_structures import children, is_structure, rebuilt, same_kind
 from dycl.hcfg.shape_rules import ShapeRules, new_fake
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
@@ -87,6 +88,8 @@ def _shape_of(value: Any) -> Any:
         return ("tensor", value.dim())
     if isinstance(value, list | tuple):
         return (type(value).__name__, tuple(_shape_of(item) for item in value))
+    if is_structure(value):
+        return (type(value).__name__, tuple((k, _shape_of(v)) for k, v in children(value).items()))
     return "value"
 
 
@@ -124,6 +127,8 @@ class SymbolicShapes:
             return SymbolicTensor(shape, value.dtype)
         if isinstance(value, list | tuple):
             return type(value)(self.lift(v, symbolic_dims, prefix) for v in value)
+        if is_structure(value):  # a KV cache, a ModelOutput (hcfg.mirror_structures)
+            return rebuilt(value, {k: self.lift(v, symbolic_dims, prefix) for k, v in children(value).items()})
         return value
 
     # -- running statements -----------------------------------------------------------------------
@@ -235,6 +240,8 @@ class SymbolicShapes:
             if isinstance(a, list | tuple):
                 items = [merged(x, y) for x, y in zip(a, b)]
                 return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
+            if is_structure(a):
+                return rebuilt(a, {k: merged(v, children(b)[k]) for k, v in children(a).items()})
             return a  # a number from sizes: the symbolic run's business (dycl.size_numbers)
 
         def dim(x: int, y: int) -> Any:
@@ -341,6 +348,8 @@ class SymbolicShapes:
             return any(isinstance(d, str) for d in self.shape(value))
         if isinstance(value, list | tuple):
             return any(self.has_symbols(v) for v in value)
+        if is_structure(value):
+            return any(self.has_symbols(v) for v in children(value).values())
         return isinstance(value, SymbolicScalar)
 
 
@@ -384,6 +393,8 @@ class _Run:
             return self.size(value.expr)
         if isinstance(value, list | tuple):
             return type(value)(self.materialize(v) for v in value)
+        if is_structure(value):
+            return rebuilt(value, {k: self.materialize(v) for k, v in children(value).items()})
         return value
 
     def expr(self, size: Any) -> Any:
@@ -406,6 +417,8 @@ class _Run:
             return SymbolicScalar(self.env.simplify(value.node.expr))
         if isinstance(value, list | tuple):
             return type(value)(self.canonical(v) for v in value)
+        if is_structure(value):
+            return rebuilt(value, {k: self.canonical(v) for k, v in children(value).items()})
         return value
 
     def pinned(self) -> dict[sympy.Symbol, int]:
@@ -495,6 +508,9 @@ def _agrees_value(symbolic: Any, concrete: Any, examples: dict[sympy.Symbol, int
     if isinstance(symbolic, list | tuple):
         return (type(concrete) is type(symbolic) and len(concrete) == len(symbolic)
                 and all(_agrees_value(a, b, examples) for a, b in zip(symbolic, concrete)))
+    if is_structure(symbolic):
+        return same_kind(symbolic, concrete) and all(
+            _agrees_value(v, children(concrete)[k], examples) for k, v in children(symbolic).items())
     return type(symbolic) is type(concrete) and symbolic == concrete
 
 
@@ -509,6 +525,9 @@ def _same_shapes(symbolic: Any, probed: Any, sizes: dict[sympy.Symbol, int]) -> 
     if isinstance(symbolic, list | tuple):
         return (isinstance(probed, list | tuple) and len(symbolic) == len(probed)
                 and all(_same_shapes(a, b, sizes) for a, b in zip(symbolic, probed)))
+    if is_structure(symbolic):
+        return same_kind(symbolic, probed) and all(
+            _same_shapes(v, children(probed)[k], sizes) for k, v in children(symbolic).items())
     return True
 
 
@@ -529,6 +548,8 @@ def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
             return int(number) if number.is_integer else float(number)
         if isinstance(value, list | tuple):
             return type(value)(concrete(v) for v in value)
+        if is_structure(value):
+            return rebuilt(value, {k: concrete(v) for k, v in children(value).items()})
         return value
 
     namespace = dict(mirror)

@@ -36,6 +36,7 @@ from dycl.hcfg.pytree_ports import snapshot
 from dycl.hcfg.shared_runs import run_key
 from dycl.hcfg.size_tests import pinned_sizes, resized
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
+from dycl.hcfg.state_mutation import Watched, stale, watch
 from dycl.hcfg.symbolic import SizeDependentStructure
 from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
@@ -131,13 +132,17 @@ class _Tracer:
                     values = tuple(snapshot(state[name]) for name in node.inputs)
                     symbolic = self.symbolic_values(path, node.inputs)
                     fresh = examples.add(values, symbolic)
-                    if self.observations is None or not self.observations.replay(node.statements, state):
+                    watched = watch(state[name] for name in node.inputs)  # a KV cache it may grow in place
+                    if watched or self.observations is None or not self.observations.replay(node.statements, state):
+                        before = dict(state) if watched else {}
                         with DecisionRecorder() as recorder:
                             exec(code, state)  # noqa: S102 - the rewritten function's own statements
                         # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
                         decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
                         if decisions:
                             raise self.frozen_decision(node, decisions[0])
+                        if watched:
+                            self.check_stale(node, watched, before, state)
                     self.run_symbolic(node, code, path, symbolic)
                     if fresh:
                         examples.outputs.append(tuple(snapshot(state[name]) for name in node.outputs))
@@ -206,6 +211,16 @@ class _Tracer:
             "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
             "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
+
+    def check_stale(self, sub: SubDNN, watched: Watched, before: dict[str, Any], after: dict[str, Any]) -> None:
+        """Refuse a state object ``sub`` changed in place that a live host variable still holds
+        (``hcfg.state_mutation``)."""
+        names = stale(watched, before, after, sub.outputs, self.live_after.get(id(sub)))
+        if names:
+            raise UnsupportedError(
+                f"`{names[0]}`, an object whose attributes a compiled part changes in place (a KV cache that "
+                "grows), read again after it: the compiled part changes a copy", self.location_of(sub.statements[0]),
+                f"bind the changed object again from what the call returns (`{names[0]} = out.past_key_values`)")
 
     def specialise(self, sub: SubDNN, structure: SizeDependentStructure, mirror: dict[str, Any],
                    reads: set[str]) -> None:

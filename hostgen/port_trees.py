@@ -15,6 +15,8 @@ the model had          the host holds
 list, tuple, dict      the same (a ``torch.Size`` as a tuple, an ``OrderedDict`` as a dict)
 namedtuple             a ``collections.namedtuple`` of the same name and fields
 dataclass              a ``types.SimpleNamespace`` with the same fields
+state object           the same (``hcfg.state_objects``: a KV cache; its numbers are statics)
+``ModelOutput``        a ``HostMapping``: a dict whose keys also read as attributes
 ``torch.device``       a ``HostDevice``: its string (``"cpu"``), with ``.type`` and ``.index``
 ``torch.dtype``        a ``HostDtype``: its name (``"float32"``)
 =====================  ============================================================
@@ -54,6 +56,17 @@ class HostDtype(str):
     """A ``torch.dtype`` as the host holds it: its name (``"float32"``)."""
 
 
+class HostMapping(dict):
+    """A registered dict subclass (a ``ModelOutput``) as the host holds it: its keys read as
+    attributes too (``out.logits``); anything else the class had is not here."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 def port_leaves(value, tree):
     """The arrays and numbers of ``value`` in port order."""
     if isinstance(tree, str):
@@ -62,7 +75,8 @@ def port_leaves(value, tree):
         _check_static(value, tree)
         return []
     kind, keys, children = tree
-    if kind == "dict":
+    if kind in ("dict", "mapping"):
+        keys = keys[1:] if kind == "mapping" else keys
         if len(value) != len(keys) or any(key not in value for key in keys):
             raise ValueError(f"a dict with keys {sorted(value, key=repr)} where the model was compiled for {keys}")
         items = [value[key] for key in keys]
@@ -104,6 +118,8 @@ def _build(position, tree):
         return tuple(items)
     if kind == "dict":
         return dict(zip(keys, items))
+    if kind == "mapping":
+        return HostMapping(zip(keys[1:], items))
     if kind == "record":
         return _types.SimpleNamespace(**dict(zip(keys[1:], items)))
     name, fields = keys[0], tuple(keys[1:])

@@ -12,6 +12,12 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
 - ``aten::cumsum`` (transformers' packed-sequence detection, ``(diff != 1).cumsum(-1)``):
   eager sums bool and small integers as int64; torch's translation gives ONNX
   Runtime a ``CumSum`` of bool, an invalid model. Cast first.
+- ``aten::scaled_dot_product_attention`` with ``enable_gqa=True`` (grouped-query
+  attention; transformers passes it whenever it skips the mask, as in a KV-cache
+  decoding step): torch's translation refuses it. Here: each key/value head repeated
+  for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
+  ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
+  then torch's own translation with ``enable_gqa=False``.
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -88,7 +94,38 @@ def _cumsum(g, self, dim, dtype=None):
     return g.op("CumSum", self, axis)
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum}
+def _sdpa(g, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset14
+
+    if constant(enable_gqa) is True:
+        key, value = (_repeat_heads(g, kv, query) for kv in (key, value))
+        enable_gqa = g.op("Constant", value_t=torch.tensor(False))
+    return symbolic_opset14.scaled_dot_product_attention(g, query, key, value, attn_mask, dropout_p, is_causal,
+                                                         scale, enable_gqa)
+
+
+def _repeat_heads(g, kv, query):
+    """``kv.repeat_interleave(q_heads // kv_heads, dim=-3)`` for (..., heads, seq, head_dim) tensors,
+    the counts read from the shapes at run time."""
+    dims = rank(kv)
+    if dims is None or dims < 3 or rank(query) != dims:
+        raise SymbolicUnsupported("scaled_dot_product_attention", "grouped-query attention of unknown ranks")
+    q_shape, kv_shape = g.op("Shape", query), g.op("Shape", kv)
+
+    def dim(shape, start: int, end: int):
+        return g.op("Slice", shape, _int64s(g, [start]), _int64s(g, [end]), _int64s(g, [0]))
+
+    q_heads, kv_heads = dim(q_shape, dims - 3, dims - 2), dim(kv_shape, dims - 3, dims - 2)
+    group = g.op("Div", q_heads, kv_heads)
+    repeats = g.op("Concat", _int64s(g, [1] * (dims - 2)), group, _int64s(g, [1, 1]), axis_i=0)
+    tiled = g.op("Tile", g.op("Unsqueeze", kv, _int64s(g, [dims - 2])), repeats)
+    target = g.op("Concat", dim(kv_shape, 0, dims - 3), q_heads, _int64s(g, [-1]), dim(kv_shape, dims - 1, dims),
+                  axis_i=0)
+    return g.op("Reshape", tiled, target)
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum,
+              "aten::scaled_dot_product_attention": _sdpa}
 
 
 @contextlib.contextmanager

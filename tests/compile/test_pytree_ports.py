@@ -190,19 +190,19 @@ def test_structured_values_agree_in_process_and_in_the_torch_free_host(name, tmp
     assert not report["torch_loaded"]
 
 
-def test_a_dict_whose_symbolic_batch_is_lost_is_compiled_static_with_a_warning():
-    """Known bug (open): the dict the helper returns loses its symbolic batch in the explore
-    stage (its symbolic run fails and the fallback mixes fake and symbolic tensors), so the
-    sub-DNNs after the branch take batch 2 only. Before the self-check the model compiled and
-    every call at another batch failed inside ONNX Runtime; now the self-check finds it, dycl
-    compiles the example's shapes and says so, and another batch is refused by name."""
+def test_a_dict_keeps_its_symbolic_batch_across_sub_dnns(tmp_path):
+    """Was a known bug: the dict the helper returns lost its symbolic batch in the explore stage
+    (mirrors walked lists and tuples only), so dycl compiled the example's batch alone. Dicts
+    and state objects are mirrored item by item now (``hcfg.mirror_structures``)."""
     torch.manual_seed(0)
     model = FeatureDict().eval()
-    with pytest.warns(dycl.SpecialisationWarning, match="could not keep the symbolic dims symbolic"):
-        compiled = dycl.compile(model, _inputs()[0])
-    assert compiled.manifest.dynamic_dims == {}
-    with pytest.raises(ValueError, match="input 'x': expected shape \\[2, 6\\], got \\[3, 6\\]"):
-        compiled(torch.randn(3, 6))
+    compiled = dycl.compile(model, _inputs()[0])
+    assert compiled.manifest.dynamic_dims
+    generator = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(batch, 6, generator=generator) * (0.2 + i / 10) for i, batch in enumerate((3, 1, 5) * 4)]
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
 
 
 def test_a_sub_dnn_returns_a_list_and_a_dict_the_host_rebuilds():

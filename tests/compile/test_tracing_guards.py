@@ -30,6 +30,30 @@ LIBRARY = textwrap.dedent('''\
         if not torch.compiler.is_compiling() and x.any():
             return x
         return -x
+
+
+    def early_exit(padding_mask, q_length):
+        if is_torchdynamo_exporting() or (padding_mask is not None and is_tracing(padding_mask)):
+            return False
+        if q_length == 1 and padding_mask.all():
+            return True
+        for row in padding_mask:
+            if row.any():
+                return True
+        return False
+
+
+    def not_an_exit(mask):
+        if is_tracing(mask):
+            mask = mask + 1
+        if not is_tracing(mask):
+            return None
+        if mask.all():
+            return True
+
+        def inner(m):
+            return m.any()
+        return inner
 ''')
 
 
@@ -46,5 +70,9 @@ def test_only_decisions_after_a_tracing_guard_are_skipped(tmp_path):
     assert not skipped(17)  # the decision comes before the guard
     assert not skipped(19)  # dynamo's predicate is false while torch.onnx traces
     assert not skipped(4) and not skipped(1)
+    assert skipped(27) and skipped(30)  # after an early exit on tracing, in a nested block too
+    assert not skipped(25)  # the exit's own test
+    assert not skipped(40)  # the `if` does not exit; the exit's test is `not is_tracing`
+    assert not skipped(44)  # a nested function runs later: no exit of its own
     assert not skipped_when_tracing(None)
     assert not skipped_when_tracing(SourceLocation(str(tmp_path / "missing.py"), 2))

@@ -11,9 +11,6 @@ from tests.realworld.corpus import run_case, transformers_cases
 
 pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")
 
-# GPT-2's mask code decides on the mask's values in Python (masking_utils.py:292): library code is
-# exported as one graph, so that decision is refused at any shapes
-REFUSED = {"GPT2LMHeadModel+mask (static)", "GPT2LMHeadModel+mask"}
 FAST = {"BertForSequenceClassification+mask (static)", "BertForSequenceClassification+mask",
         "BertForSequenceClassification (batch)"}
 CASES = transformers_cases()
@@ -24,14 +21,11 @@ CASES = transformers_cases()
 def test_transformers_model_agrees_with_eager(case, tmp_path):
     """Every model agrees at the example's shapes and with a symbolic batch (and sequence
     length): where transformers decides on a symbolic size in Python, the host checks the
-    condition (dycl.shape_guards). GPT-2 with a mask is a clear error, never a wrong answer."""
+    condition (dycl.shape_guards). GPT-2 with a mask too: its mask code decides on the mask's
+    values only where it is not traced, so the graph computes the full mask (hcfg.tracing_guards)."""
     outcome = run_case(case, tmp_path)
-    if case.name in REFUSED:
-        assert outcome.status == "clear error", outcome.detail
-        assert "masking_utils.py" in outcome.detail
-    else:
-        assert outcome.status == "pass", outcome.detail
-        assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
+    assert outcome.status == "pass", outcome.detail
+    assert outcome.checked >= 4 and outcome.host_checked == outcome.checked
 
 
 def test_a_size_the_library_decided_on_is_checked_by_the_host(tmp_path):
