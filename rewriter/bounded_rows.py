@@ -9,8 +9,9 @@ routing but can never exceed the expert count::
     for expert_idx in expert_hit: ...
 
 ``row_bound`` follows the names of such an iterable back through their definitions
-(``definitions``: the last assignment of each name that reaches the loop, kept by the
-caller) and computes, per dim, an upper bound by a few rules, each stated on the upper
+(``Definitions``: every assignment in order, kept by the caller; a name in a definition
+means what it meant when that definition ran, so ``m = m.permute(2, 1, 0)`` reads the
+``m`` before it) and computes, per dim, an upper bound by a few rules, each stated on the upper
 bounds of its operands:
 
 - ``F.one_hot(x, num_classes=K)`` with a static ``K``: the shape of ``x`` and then ``K``
@@ -25,8 +26,9 @@ bounds of its operands:
 - a static tensor (a parameter, a buffer): its shape.
 
 Anything else is unknown, and an unknown bound is no bound: the loop is refused as
-before. Assumes: ``definitions`` maps a name only where that assignment is the one
-every path to the loop saw last (the caller forgets names assigned under a branch).
+before. Assumes: the caller records an assignment as a definition only where it is the one
+every path after it saw last, and records ``None`` (unknown) for names assigned otherwise
+(under a branch, by a loop, by tuple unpacking).
 Guarantees: a returned bound is never below the number of rows the iterable has at run
 time, for any input that eager PyTorch accepts (a rule that takes a rank from its own
 arguments only applies where eager would raise for any other rank).
@@ -35,12 +37,13 @@ arguments only applies where eager would raise for any other rank).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
 import torch
 from dycl.rewriter.values import Static
+from dycl.rewriter.walk import descendants
 
 #: how many definitions deep the calculus follows names
 MAX_DEPTH = 32
@@ -63,38 +66,77 @@ class Bounds:
 Evaluate = Callable[[cst.BaseExpression], Static | None]
 
 
-def row_bound(node: cst.BaseExpression, definitions: Mapping[str, cst.BaseExpression | None],
-              evaluate: Evaluate) -> int | None:
-    """A static upper bound on ``len(node)`` (its first dim), or None."""
-    bounds = _Calculus(definitions, evaluate).bounds(node, 0)
+class Definitions:
+    """The assignments of one function body so far, in order: ``(time, value)`` per name."""
+
+    def __init__(self) -> None:
+        self._history: dict[str, list[tuple[int, cst.BaseExpression | None]]] = {}
+        self.now = 0
+
+    def assign(self, name: str, value: cst.BaseExpression | None) -> None:
+        self.now += 1
+        self._history.setdefault(name, []).append((self.now, value))
+
+    def before(self, name: str, time: int) -> tuple[int, cst.BaseExpression | None]:
+        """The definition of ``name`` that was current just before ``time``, and its own time."""
+        for when, value in reversed(self._history.get(name, [])):
+            if when < time:
+                return when, value
+        return 0, None
+
+
+def row_bound(node: cst.BaseExpression, definitions: Definitions, evaluate: Evaluate) -> int | None:
+    """A static upper bound on ``len(node)`` (its first dim) where it is read now, or None."""
+    bounds = _Calculus(definitions, evaluate).bounds(node, 0, definitions.now + 1)
     if bounds is None or bounds.open_prefix or not bounds.dims:
         return None
     return bounds.dims[0]  # None where unknown
 
 
 class _Calculus:
-    def __init__(self, definitions: Mapping[str, cst.BaseExpression | None], evaluate: Evaluate) -> None:
+    def __init__(self, definitions: Definitions, evaluate: Evaluate) -> None:
         self.definitions = definitions
         self.evaluate = evaluate
+        self.time = 0  # when the expression being read was evaluated
 
-    def bounds(self, node: cst.BaseExpression, depth: int) -> Bounds | None:
+    def bounds(self, node: cst.BaseExpression, depth: int, time: int | None = None) -> Bounds | None:
+        if time is not None:
+            self.time = time
         if depth > MAX_DEPTH:
             return None
-        static = self.evaluate(node)
+        static = self._static(node) if not isinstance(node, cst.Name) or self._undefined(node.value) else None
         if static is not None:
             return Bounds(tuple(static.value.shape)) if isinstance(static.value, torch.Tensor) else None
         if isinstance(node, cst.Name):
-            defined = self.definitions.get(node.value)
-            return None if defined is None else self.bounds(defined, depth + 1)
+            when, defined = self.definitions.before(node.value, self.time)
+            if defined is None:
+                return None
+            outer, self.time = self.time, when
+            try:
+                return self.bounds(defined, depth + 1)
+            finally:
+                self.time = outer
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             return self._elementwise(node.left, node.comparisons[0].comparator, depth)
         if isinstance(node, cst.Call):
             return self._call(node, depth)
         return None
 
+    def _static(self, node: cst.BaseExpression) -> Static | None:
+        """``node``'s static value, where no name in it was assigned between then and now."""
+        now = self.definitions.now + 1
+        names = [n.value for n in [node, *descendants(node)] if isinstance(n, cst.Name)]
+        if any(self.definitions.before(name, now) != self.definitions.before(name, self.time) for name in names):
+            return None
+        return self.evaluate(node)
+
+    def _undefined(self, name: str) -> bool:
+        """A name no assignment of this body bound before now (a global, ``self``)."""
+        return self.definitions.before(name, self.time) == (0, None)
+
     def _elementwise(self, tensor: cst.BaseExpression, other: cst.BaseExpression | None, depth: int) -> Bounds | None:
         if other is not None:
-            scalar = self.evaluate(other)
+            scalar = self._static(other)
             if scalar is None or not isinstance(scalar.value, (int, float, bool)):
                 return None
         return self.bounds(tensor, depth + 1)
@@ -104,10 +146,10 @@ class _Calculus:
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         if any(a.star for a in call.args):
             return None
-        if isinstance(call.func, cst.Attribute) and self.evaluate(call.func.value) is None:
+        if isinstance(call.func, cst.Attribute) and self._static(call.func.value) is None:
             # a method of a dynamic tensor: the receiver is its first operand
             return self._operator(call.func.attr.value, [call.func.value, *positional], keywords, depth)
-        function = self.evaluate(call.func)
+        function = self._static(call.func)
         if function is None:
             return None
         value = function.value
@@ -143,7 +185,7 @@ class _Calculus:
     def _static_ints(self, nodes: list[cst.BaseExpression]) -> tuple[int, ...] | None:
         values = []
         for node in nodes:
-            static = self.evaluate(node)
+            static = self._static(node)
             if static is None:
                 return None
             value = static.value
@@ -176,7 +218,7 @@ class _Calculus:
 
     def _reduce(self, operands: list[cst.BaseExpression], keywords: dict[str, cst.BaseExpression],
                 depth: int) -> Bounds | None:
-        keepdim = self.evaluate(keywords["keepdim"]) if "keepdim" in keywords else Static(False, None)
+        keepdim = self._static(keywords["keepdim"]) if "keepdim" in keywords else Static(False, None)
         dims_node = operands[1] if len(operands) > 1 else keywords.get("dim")
         dims = self._static_ints([dims_node]) if dims_node is not None else None
         inner = self.bounds(operands[0], depth + 1)
@@ -198,4 +240,4 @@ def _complete(bounds: Bounds, rank: int) -> tuple[int | None, ...] | None:
     return (None,) * (rank - len(bounds.dims)) + bounds.dims
 
 
-__all__ = ["Bounds", "row_bound"]
+__all__ = ["Bounds", "Definitions", "row_bound"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
-from dycl.rewriter.bounded_rows import row_bound
+from dycl.rewriter.bounded_rows import Definitions, row_bound
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
@@ -51,8 +51,8 @@ class Unroll(FlowWalker):
 
     def __init__(self, unit) -> None:
         super().__init__(unit)
-        # the last assignment of each name on every path so far (None: unknown), for bounded_rows
-        self.definitions: dict[str, cst.BaseExpression | None] = {}
+        # the assignments so far, for bounded_rows (None: a name assigned some other way)
+        self.definitions = Definitions()
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.For):
@@ -65,13 +65,13 @@ class Unroll(FlowWalker):
         return result
 
     def _remember(self, stmt: cst.BaseStatement) -> None:
-        assigned = bound_names(stmt)
-        for name in assigned:
-            self.definitions[name] = None
+        value = None
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
             assign = stmt.body[0]
             if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
-                self.definitions[assign.targets[0].target.value] = assign.value
+                value = assign.value
+        for name in sorted(bound_names(stmt)):
+            self.definitions.assign(name, value)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from dycl.rewriter.bounded_rows import row_bound
+from dycl.rewriter.bounded_rows import Definitions, row_bound
 from dycl.rewriter.values import Static
 
 import dycl
@@ -101,7 +101,7 @@ def test_a_loop_over_the_experts_hit_unrolls_to_the_expert_count_with_a_guard_pe
     """)
 
 
-def _bound(expression: str, **definitions: str) -> int | None:
+def _bound(expression: str, *assignments: tuple[str, str | None], **definitions: str | None) -> int | None:
     statics = {"K": 5, "zero": 0, "table": torch.zeros(3, 7), "torch": torch, "F": F}
 
     def evaluate(node):
@@ -116,13 +116,23 @@ def _bound(expression: str, **definitions: str) -> int | None:
             return Static(getattr(statics[node.value.value], node.attr.value), node)
         return None
 
-    parsed = {name: None if text is None else cst.parse_expression(text) for name, text in definitions.items()}
-    return row_bound(cst.parse_expression(expression), parsed, evaluate)
+    history = Definitions()
+    for name, text in [*assignments, *definitions.items()]:
+        history.assign(name, None if text is None else cst.parse_expression(text))
+    return row_bound(cst.parse_expression(expression), history, evaluate)
 
 
 def test_the_bound_calculus_follows_definitions_and_knows_only_what_it_can_prove():
     mask = "F.one_hot(idx, num_classes=K).permute(2, 1, 0)"
-    assert _bound("hit", hit="torch.greater(mask.sum(dim=(-1, -2)), zero).nonzero()", mask=mask) == 5
+    assert _bound("hit", mask=mask, hit="torch.greater(mask.sum(dim=(-1, -2)), zero).nonzero()") == 5
+    # transformers' own order: the mask made, then permuted under the same name
+    assert _bound("hit", ("m", "F.one_hot(idx, num_classes=K)"), ("m", "m.permute(2, 1, 0)"),
+                  ("hit", "torch.greater(m.sum(dim=(-1, -2)), zero).nonzero()")) == 5
+    # a name means what it meant where it was read: m changed after hit was computed
+    assert _bound("hit", ("m", "F.one_hot(idx, num_classes=K).permute(2, 1, 0)"),
+                  ("hit", "(m.sum(dim=(-1, -2)) > zero).nonzero()"), ("m", "table")) == 5
+    assert _bound("hit", ("hit", "(m.sum(dim=(-1, -2)) > zero).nonzero()"),
+                  ("m", "F.one_hot(idx, num_classes=K).permute(2, 1, 0)")) is None
     assert _bound("(mask.sum(dim=(-1, -2)) > zero).nonzero()", mask=mask) == 5
     assert _bound("torch.nonzero(table > zero)") == 21  # every element of a static 3 x 7 tensor
     assert _bound("mask.nonzero()", mask=mask) is None  # its other dims come from the input
@@ -130,7 +140,7 @@ def test_the_bound_calculus_follows_definitions_and_knows_only_what_it_can_prove
     assert _bound("(F.one_hot(idx).sum(0) > zero).nonzero()") is None  # num_classes from the data
     assert _bound("(F.one_hot(idx, K).sum(0) > zero).nonzero()") is None  # idx's rank unknown: which dim is 0?
     assert _bound("(F.one_hot(idx, K).view(-1, K).sum(0) > zero).nonzero()") == 5
-    assert _bound("hit", hit="(mask.sum(dim=(-1, -2), keepdim=True) > zero).nonzero()", mask=mask) is None
+    assert _bound("hit", mask=mask, hit="(mask.sum(dim=(-1, -2), keepdim=True) > zero).nonzero()") is None
     assert _bound("hit", hit=None) is None  # assigned under a branch: forgotten
 
 
