@@ -63,3 +63,29 @@ def token_batches(count: int, seed: int = 7) -> list[torch.Tensor]:
     sizes = [(1, 1), (2, 7), (1, 5), (3, 4), (2, 1), (4, 9), (1, 12), (3, 2)]
     generator = torch.Generator().manual_seed(seed)
     return [torch.randint(0, VOCAB, sizes[i % len(sizes)], generator=generator) for i in range(count)]
+
+
+def moe_block(lm: nn.Module) -> nn.Module:
+    """The sparse MoE block of ``lm``'s last layer."""
+    layer = lm.model.layers[-1]
+    return layer.mlp if hasattr(layer, "mlp") else layer.block_sparse_moe
+
+
+def experts_hit(lm: nn.Module, input_ids: torch.Tensor) -> frozenset[int]:
+    """The experts eager PyTorch runs for ``input_ids`` (over every MoE layer): the
+    ``top_k_index`` handed to each experts module."""
+    hit: set[int] = set()
+
+    def record(module, args, kwargs):
+        index = kwargs.get("top_k_index", args[1] if len(args) > 1 else None)
+        hit.update(int(e) for e in index.unique())
+
+    handles = [m.register_forward_pre_hook(record, with_kwargs=True) for m in lm.modules()
+               if hasattr(type(m), "_apply_gate")]  # the classes @use_experts_implementation made
+    try:
+        with torch.no_grad():
+            lm(input_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return frozenset(hit)
