@@ -52,6 +52,7 @@ class _LibraryReads(TorchFunctionMode):
         super().__init__()
         self.location = location
         self.followed: set[types.CodeType] = set()
+        self.outer: types.FrameType | None = None  # the frame that runs the model: the stack ends there
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         if getattr(func, "__name__", "") in VALUE_READS and any(isinstance(a, torch.Tensor) for a in args):
@@ -61,11 +62,11 @@ class _LibraryReads(TorchFunctionMode):
     def _record(self, frame: types.FrameType | None) -> None:
         stack = []
         walk = frame
-        while walk is not None:
+        while walk is not None and walk is not self.outer:
             stack.append(walk.f_code)
             walk = walk.f_back
         frames = []
-        while frame is not None:
+        while frame is not None and frame is not self.outer:
             frames.append(frame)
             frame = frame.f_back
         innermost = next((f for f in frames if not f.f_code.co_filename.startswith(_TORCH_DIR)
@@ -89,6 +90,7 @@ def deciders_at(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] |
     if location is None or not _followable(location.path) or not uses_library_modules(model):
         return frozenset()
     reads = _LibraryReads(location)
+    reads.outer = sys._getframe()
     try:
         with reads:
             run_on_example(model, args, kwargs)

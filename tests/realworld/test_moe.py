@@ -113,3 +113,43 @@ def test_the_eager_experts_loop_of_each_moe_lm_compiles_with_a_path_per_number_o
     assert paths == 3, paths  # 1 token, top-2 of 4: 2 experts at least; larger inputs hit 3 or 4
     report = run_host_without_torch(compiled.save(tmp_path / name), block, inputs, atol=1e-5)
     assert report == {"checked": CALLS, "problems": [], "torch_loaded": False}
+
+
+def test_only_the_refused_line_and_the_library_functions_leading_to_it_are_followed():
+    """The eager run names the functions on the stack of the read at the refused line: the
+    experts loop, the ``@use_experts_implementation`` wrapper and the block calling them;
+    a line that made no read on the example follows nothing."""
+    pytest.importorskip("transformers")
+    from dycl.rewriter.errors import SourceLocation
+
+    from dycl.library_decisions import deciders_at
+
+    block = moe_block(build_moe_lm("MixtralForCausalLM", experts="eager"))
+    experts = type(block.experts)
+    loop = inspect.unwrap(experts.forward)
+    decision = next(i for i, line in enumerate(inspect.getsourcelines(loop)[0])
+                    if "expert_idx == self.num_experts" in line) + loop.__code__.co_firstlineno
+    example = (torch.randn(2, 7, 32),)
+    followed = deciders_at(block, example, None, SourceLocation(loop.__code__.co_filename, decision))
+    assert {(c.co_name, c.co_filename.rsplit("/", 1)[-1]) for c in followed} == {
+        ("forward", "modeling_mixtral.py"), ("forward", "moe.py")}
+    assert loop.__code__ in followed and experts.forward.__code__ in followed
+    assert type(block).forward.__code__ in followed
+    assert deciders_at(block, example, None, SourceLocation(loop.__code__.co_filename, decision + 1)) == frozenset()
+
+
+@pytest.mark.slow
+def test_the_configured_experts_implementation_is_the_one_compiled(tmp_path):
+    """``@use_experts_implementation`` picks the experts' forward by the configured name: the
+    eager loop compiles to a path per number of experts hit, ``batched_mm`` (no decision on
+    data) to one graph; both agree with eager."""
+    pytest.importorskip("transformers")
+    generator = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(b, s, 32, generator=generator) for b, s in [(1, 1), (2, 7), (3, 5), (1, 2), (4, 3)]]
+    counts = {}
+    for experts in ("eager", "batched_mm"):
+        block = moe_block(build_moe_lm("OlmoeForCausalLM", experts=experts))
+        compiled = dycl.compile(block, (torch.randn(2, 7, 32),), dynamic={"hidden_states": {0: "batch", 1: "seq"}})
+        assert_equivalent(block, compiled, inputs, min_paths=1, atol=1e-5)
+        counts[experts] = compiled.stats["conditions"]
+    assert counts["eager"] >= 4 and counts["batched_mm"] == 0, counts
