@@ -21,7 +21,9 @@ from tests.realworld.moe_corpus import moe_cases, moe_missing
 from tests.realworld.moe_lms import build_moe_lm, experts_hit, moe_block, moe_lm_names, token_batches
 
 #: agree with eager today (paths: the distinct eager paths the corpus inputs take)
-PASSING = {"MixtureOfDepths": 1, "SwitchLoopMoE": 3, "ThresholdRoutedMoE": 2}
+PASSING = {"MixtureOfDepths": 1, "SwitchLoopMoE": 3, "ThresholdRoutedMoE": 2,
+           # transformers' experts loop, followed into the library (dycl.library_decisions)
+           "MixtralSparseMoeBlock": 3, "Qwen2MoeSparseMoeBlock": 3, "OlmoeSparseMoeBlock": 3}
 SLOW = {"SwitchLoopMoE", "ExpertChoiceMoE", "SwitchTransformersSparseMLP", "OlmoeSparseMoeBlock"}
 CASES = moe_cases()
 
