@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -61,11 +62,13 @@ from dycl.hostgen.emit import call_specs
 from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
 from dycl.hostgen.program import HostProgram
 from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
+from dycl.library_decisions import deciders_at
 from dycl.log import get_logger
 from dycl.manifest_build import build_manifest, entry_modules, input_ports
 from dycl.per_sample.mode import PER_SAMPLE
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
+from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.hooks import forward_hooks
 from dycl.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.state_sync import host_state
@@ -107,6 +110,8 @@ class Options:
     levers: Levers = ALL_ON
     kwargs: dict[str, Any] | None = None
     per_sample: bool = False
+    #: library functions rewritten like user code (``compile_model``, ``dycl.library_decisions``)
+    followed: frozenset = frozenset()
 
 
 @dataclass
@@ -191,10 +196,12 @@ def rewrite(job: Job) -> Frontend:
     model, passed = job.model, bind_example(job.model, job.example_input, job.options.kwargs)
     positional = len(example_arguments(job.example_input))  # the model's hooks see them as args
     call, output_spec, rewritten = None, None, None
+    # library functions whose trace would bake a decision are rewritten like user code (compile_model)
+    rewrite_model = functools.partial(rewriter.rewrite, followed=job.options.followed)
     if is_library_model(model):
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
-        rewritten = None if wraps_forward(model) else rewriter.rewrite(model, example=passed, positional=positional)
+        rewritten = None if wraps_forward(model) else rewrite_model(model, example=passed, positional=positional)
         # hooks (see root_hooks) and inputs updated in place (dycl.written_inputs) need the rewritten forward
         traceable = rewritten is None or decides_nothing(rewritten) and not _written(rewritten, passed)
         if traceable and not forward_hooks(model):
@@ -205,11 +212,11 @@ def rewrite(job: Job) -> Frontend:
             rewritten = None
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
-        rewritten = rewriter.rewrite(model, example=passed, positional=positional)
+        rewritten = rewrite_model(model, example=passed, positional=positional)
         returns = object_output(model, passed, _threaded_output(rewritten, model, passed)) if call is None else None
         if returns is not None:
             output_spec = returns.spec
-            rewritten = rewriter.rewrite(model, example=passed, returns=returns, positional=positional)
+            rewritten = rewrite_model(model, example=passed, returns=returns, positional=positional)
     example_args = flat_example(rewritten, passed)
     written = _written(rewritten, passed)
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
@@ -417,9 +424,27 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     return value
 
 
+#: how many times a compile starts again following more library code
+MAX_FOLLOW_ROUNDS = 4
+
+
 def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) -> CompileResult:
-    """``run`` with the options as keyword arguments (``Options``)."""
-    return run(model, example_input, Options(**options))
+    """``run`` with the options as keyword arguments (``Options``).
+
+    Where the trace refuses a data-dependent decision made in library code, the compile
+    starts again with that library code followed: rewritten like user code, with every
+    library function that leads to it (``dycl.library_decisions``), at most
+    ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised."""
+    chosen = Options(**options)
+    for _ in range(MAX_FOLLOW_ROUNDS):
+        try:
+            return run(model, example_input, chosen)
+        except UnsupportedError as error:
+            more = deciders_at(model, example_arguments(example_input), chosen.kwargs, error.location)
+            if more <= chosen.followed:
+                raise
+            chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
+    return run(model, example_input, chosen)
 
 
 def _identity(job: Job, variant: Variant) -> str:

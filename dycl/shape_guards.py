@@ -42,6 +42,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
 
+from dycl.fake_decompositions import meta_tolerant_ops
 from dycl.hcfg.symbolic import _DimSource
 from dycl.hostgen.manifest import ShapeGuard
 
@@ -65,7 +66,7 @@ def guards_of(module: torch.nn.Module, example: Sequence[Any], input_names: Sequ
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     was_disabled, logger.disabled = logger.disabled, True  # a failing op is an outcome here, not the user's problem
     try:
-        with mode, torch.no_grad():
+        with mode, torch.no_grad(), meta_tolerant_ops():
             module(*fakes)
     except Exception:  # noqa: BLE001 - any failure: the guards are unknown
         return None

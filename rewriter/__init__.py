@@ -62,7 +62,8 @@ __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation",
 
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
             example: dict[str, Any] | None = None, returns: ReturnForm | None = None,
-            passes: Sequence[type[Pass]] = PIPELINE, positional: int | None = None) -> RewrittenFunction:
+            passes: Sequence[type[Pass]] = PIPELINE, positional: int | None = None,
+            followed: frozenset = frozenset()) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
@@ -77,15 +78,16 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     dycl cannot compile. ``passes`` replaces the pipeline (a golden test runs one
     pass alone; the result then carries no guarantee of the full pipeline). ``positional``:
     how many of the example's arguments were passed positionally; the model's own hooks
-    (``rewriter.root_hooks``) are compiled only when it is given.
+    (``rewriter.root_hooks``) are compiled only when it is given. ``followed``: the code of
+    library functions to rewrite like user code (``dycl.library_decisions``).
     """
     with paused_collector():  # many short-lived libcst nodes (rewriter.collector)
-        return _rewrite(model, method, debug, example, returns, passes, positional)
+        return _rewrite(model, method, debug, example, returns, passes, positional, followed)
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
              returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE,
-             positional: int | None = None) -> RewrittenFunction:
+             positional: int | None = None, followed: frozenset = frozenset()) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
@@ -97,7 +99,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         resolved = hooked_entry(model, resolved, signature, example, positional)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
-    ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug)
+    ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed)
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns)
     definition = parsed.definition

@@ -70,7 +70,7 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
     """``function`` parsed, with its unsupported constructs and state writes refused (once)."""
     parsed = ctx.caches.parsed.get(function)
     if parsed is None:
-        parsed = parse_function(function, ctx.locations, closures=True)
+        parsed = parse_function(function, ctx.locations, closures=True, followed=ctx.followed)
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
         reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
@@ -164,12 +164,12 @@ def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: 
     if isinstance(target, torch.nn.Module):
         return _module_is_branch_free(ctx, target, func.term, flow.index)
     if isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
-        owner, function = target.__self__, user_function(target.__func__)
-        return not is_user_code(function) or branch_free(ctx, function, Static(owner, func.term), flow.index)
+        owner, function = target.__self__, user_function(target.__func__, ctx)
+        return not ctx.rewrites(function) or branch_free(ctx, function, Static(owner, func.term), flow.index)
     if isinstance(target, types.FunctionType):
-        function = user_function(target)
+        function = user_function(target, ctx)
         receiver = explicit_receiver(flow, call, env, target)  # Parent.method(self, x)
-        return not is_user_code(function) or branch_free(ctx, function, receiver, flow.index)
+        return not ctx.rewrites(function) or branch_free(ctx, function, receiver, flow.index)
     return True
 
 
@@ -181,8 +181,8 @@ def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: c
         resolved = resolve_method(module)
     except UnsupportedError:
         return not is_user_code(type(module))  # user code: "maybe", and inlining it reports the error
-    function = user_function(resolved.function)
-    return not is_user_code(function) or branch_free(ctx, function, Static(resolved.owner, term), index)
+    function = user_function(resolved.function, ctx)
+    return not ctx.rewrites(function) or branch_free(ctx, function, Static(resolved.owner, term), index)
 
 
 def _static_key(value) -> tuple:

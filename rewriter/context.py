@@ -23,6 +23,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.state_table import StateTable
+from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import FreshContainers, Static
 
 if TYPE_CHECKING:
@@ -124,6 +125,13 @@ class RewriteContext:
     config_reads: ConfigReads = field(default_factory=ConfigReads)  # the modules' Python values read (folded)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
+    #: library functions (their code) rewritten like user code: they decide on data (dycl.library_decisions)
+    followed: frozenset[types.CodeType] = frozenset()
+
+    def rewrites(self, function: object) -> bool:
+        """Whether calls of ``function`` are looked into: user code, or library code that is followed."""
+        code = getattr(function, "__code__", None)
+        return (code is not None and code in self.followed) or is_user_code(function)
 
     def record(self, pass_name: str, function: types.FunctionType, body: list) -> None:
         """With ``debug``, keep the source of ``function``'s body after ``pass_name``."""

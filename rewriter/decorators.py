@@ -120,18 +120,19 @@ def _has_source(function: types.FunctionType) -> bool:
     return True
 
 
-def undecorate(function: Any, closures: bool = False) -> Any:
+def undecorate(function: Any, closures: bool = False, followed: frozenset[types.CodeType] = frozenset()) -> Any:
     """``function`` without its harmless wrapper layers; raises ``UnsupportedError`` at
     the first layer that may change the result. Not-wrapped functions come back as is.
 
     With ``closures``, such a layer that has Python source is returned instead: the
     wrapper is compiled as the closure it is (its body, with the function it wraps and
     the decorator's other arguments read from its cells, ``ParsedFunction.globals``),
-    so its code is kept, not dropped."""
+    so its code is kept, not dropped. A library's wrapper whose code is in ``followed``
+    (it leads to a data-dependent decision: ``dycl.library_decisions``) is compiled so too."""
     current = function
     while isinstance(current, types.FunctionType) and hasattr(current, "__wrapped__"):
         if not (_is_grad_mode_wrapper(current) or _is_forwarding_wrapper(current)):
-            if closures and _has_source(current) and not _library_code(current):
+            if closures and _has_source(current) and (current.__code__ in followed or not _library_code(current)):
                 return current
             inner = inspect.unwrap(current)
             decorator, location = _decorator_site(current, inner)

@@ -107,11 +107,14 @@ def _forwarded(function: types.FunctionType, arguments: dict, packs: dict) -> tu
     return Forwarded(star, positional, double_star, keywords), flat
 
 
-def user_function(function: object) -> object:
-    """``function`` with its harmless decorators peeled when it wraps user code
-    (``rewriter.decorators``: other decorators of user code are refused)."""
-    if hasattr(function, "__wrapped__") and is_user_code(inspect.unwrap(function)):
-        return undecorate(function, closures=True)
+def user_function(function: object, ctx: RewriteContext | None = None) -> object:
+    """``function`` with its harmless decorators peeled when it wraps user code or followed
+    library code (``ctx.followed``; ``rewriter.decorators``: other decorators of user code are
+    refused, a followed wrapper is compiled as the closure it is)."""
+    followed = ctx.followed if ctx is not None else frozenset()
+    if hasattr(function, "__wrapped__") and (is_user_code(inspect.unwrap(function))
+                                             or getattr(function, "__code__", None) in followed):
+        return undecorate(function, closures=True, followed=followed)
     return function
 
 
@@ -221,7 +224,7 @@ class Inline(FlowWalker):
                 return None, None  # library code: opaque, as before
             function, owner = resolved.function, resolved.owner
             receiver = func if owner is target else _owner_static(owner, resolved, self.ctx, self.flow.index)
-            if resolved.keywords and is_user_code(function):
+            if resolved.keywords and self.ctx.rewrites(function):
                 call = call.with_changes(args=[*call.args, *_partial_arguments(resolved, self.ctx, self.flow.index)])
         elif isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
             function = target.__func__
@@ -234,8 +237,8 @@ class Inline(FlowWalker):
                 call = call.with_changes(args=call.args[1:])
         else:
             return None, None
-        function = user_function(function)
-        if not isinstance(function, types.FunctionType) or not is_user_code(function):
+        function = user_function(function, self.ctx)
+        if not isinstance(function, types.FunctionType) or not self.ctx.rewrites(function):
             return None, None
         return self.bind_arguments(function, receiver, call, env), None
 

@@ -55,13 +55,15 @@ def closure_values(function: types.FunctionType) -> dict[str, Any]:
     return values
 
 
-def parse_function(function: Any, locations: LocationTable, closures: bool = False) -> ParsedFunction:
+def parse_function(function: Any, locations: LocationTable, closures: bool = False,
+                   followed: frozenset = frozenset()) -> ParsedFunction:
     """Parse ``function`` (a plain function or method, harmless decorators peeled);
     raise ``UnsupportedError`` when it has no Python source or a decorator whose
     code would be lost (``rewriter.decorators``). With ``closures`` (a callee), a
     closure (a decorator's wrapper, a lambda made in ``__init__``) is parsed reading its
-    cells as globals: frozen at compile time, as globals are."""
-    function = undecorate(getattr(function, "__func__", function), closures=closures)
+    cells as globals: frozen at compile time, as globals are. ``followed``: library wrappers
+    compiled as closures too (``rewriter.decorators.undecorate``)."""
+    function = undecorate(getattr(function, "__func__", function), closures=closures, followed=followed)
     name = getattr(function, "__qualname__", repr(function))
     if not isinstance(function, types.FunctionType):
         raise UnsupportedError(f"{name}, which has no Python source (a builtin or C extension)", None,

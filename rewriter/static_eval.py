@@ -19,6 +19,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.config_reads import ConfigReads
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
+from dycl.rewriter.registry_lookups import chose_a_function, is_registry_lookup, lookup_arguments_static
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -213,7 +214,8 @@ class StaticEvaluator:
             length = self.list_length(node.args[0].value)
             if length is not None:
                 return length
-        if not _allowed_call(func):
+        lookup = is_registry_lookup(func)
+        if not (lookup or _allowed_call(func)):
             raise _Dynamic
         args, kwargs = [], {}
         for arg in node.args:
@@ -230,6 +232,8 @@ class StaticEvaluator:
             _is_tensor(a) for a in [*args, *kwargs.values()]
         ):
             raise _Dynamic
+        if lookup:
+            return self._lookup(func, args, kwargs)
         result = func(*args, **kwargs)
         if is_pure_method(func):
             if _is_tensor(result):  # a method returning a weight or a buffer: not folded
@@ -239,6 +243,15 @@ class StaticEvaluator:
         if func in _CONSTRUCTORS or (getattr(func, "__name__", "") == "copy"
                                      and isinstance(getattr(func, "__self__", None), CONTAINERS)):
             self.fresh.add(result)
+        return result
+
+    def _lookup(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """A library registry's lookup of an implementation (``rewriter.registry_lookups``)."""
+        if not lookup_arguments_static(args, kwargs):
+            raise _Dynamic
+        result = func(*args, **kwargs)
+        if not chose_a_function(result):
+            raise _Dynamic
         return result
 
     def _eval_BinaryOperation(self, node: cst.BinaryOperation) -> Any:

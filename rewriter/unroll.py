@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
+from dycl.rewriter.bounded_rows import Definitions, row_bound
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
@@ -23,6 +24,7 @@ class Element:
 
     static: Static | None
     term: cst.BaseExpression
+    exists: cst.BaseExpression | None = None  # a loop over rows from data: whether this iteration runs
 
 
 class Unroll(FlowWalker):
@@ -37,19 +39,39 @@ class Unroll(FlowWalker):
     its location comment (``# net.py:90 [i=7]``, ``rewriter.locations``).
     ``for`` loops may iterate ranges, module containers,
     ``enumerate``/``zip``/``reversed``, dict views, literal sequences and lists
-    of statically known length; a ``while`` loop must have a test that is static
+    of statically known length, and tensors whose row count depends on data but has a
+    static bound (``rewriter.bounded_rows``: the experts a routing hit): those unroll to
+    the bound, each iteration starting with ``if not (rows.shape[0] > i): break``; a
+    ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
 
     name = "unroll"
     description = "unroll for/while loops with static trip counts; break/continue become if/else"
 
+    def __init__(self, unit) -> None:
+        super().__init__(unit)
+        # the assignments so far, for bounded_rows (None: a name assigned some other way)
+        self.definitions = Definitions()
+
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.For):
-            return self.expand_for(stmt, env)
-        if isinstance(stmt, cst.While):
-            return self.expand_while(stmt, env)
-        return super().statement(stmt, env)
+            result = self.expand_for(stmt, env)
+        elif isinstance(stmt, cst.While):
+            result = self.expand_while(stmt, env)
+        else:
+            result = super().statement(stmt, env)
+        self._remember(stmt)
+        return result
+
+    def _remember(self, stmt: cst.BaseStatement) -> None:
+        value = None
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+            assign = stmt.body[0]
+            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                value = assign.value
+        for name in sorted(bound_names(stmt)):
+            self.definitions.assign(name, value)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
@@ -75,10 +97,16 @@ class Unroll(FlowWalker):
             if current is None:
                 break
             bindings = self.bind(loop.target, element, loop)
-            for line in bindings:
-                current = self.flow.step(line, current).fall
-            body, exits = self.block(list(loop.body.body), current)
-            iterations.append(with_context(bindings + body, _context(bindings)))
+            if element.exists is not None:  # the guard first: the row may not exist
+                body, exits = self.block([self._exists_guard(element.exists, loop), *bindings,
+                                          *loop.body.body], current)
+                iteration = body
+            else:
+                for line in bindings:
+                    current = self.flow.step(line, current).fall
+                body, exits = self.block(list(loop.body.body), current)
+                iteration = bindings + body
+            iterations.append(with_context(iteration, _context(bindings)))
             breaks += exits.breaks
             current = join([exits.fall, *exits.continues])
             if current is not None and any(current.get(name) != fact for name, fact in iterated.items()):
@@ -196,6 +224,9 @@ class Unroll(FlowWalker):
             return elements, []
         if isinstance(loop.iter, (cst.List, cst.Tuple)):
             return self._display_elements(loop, env)
+        bounded = self._bounded_rows(loop, env)
+        if bounded is not None:
+            return bounded
         raise self.ctx.error(
             "a for loop over a value that is not known at compile time", loop,
             "iterate over range(...) with static bounds, a module container, or a list whose "
@@ -285,6 +316,41 @@ class Unroll(FlowWalker):
                 prologue.append(self._assign(cst.Name(temp), item.value, loop))
                 elements.append(Element(None, cst.Name(temp)))
         return elements, prologue
+
+    def _bounded_rows(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
+        """The rows of a tensor from data whose count has a static bound (see the class note)."""
+        bound = row_bound(loop.iter, self.definitions, lambda node: self.flow.evaluate(node, env))
+        if bound is None:
+            return None
+        if bound > MAX_TRIPS:
+            raise self.ctx.error(f"a for loop over up to {bound} rows (more than {MAX_TRIPS})", loop)
+        if loop.orelse is not None:
+            raise self.ctx.error("a for loop with an else clause over rows whose number depends on the input", loop,
+                                 "set a flag where the loop breaks and test it after the loop")
+        prologue: Block = []
+        rows = loop.iter
+        if not isinstance(rows, cst.Name) or rows.value in bound_names(loop.body):
+            rows = cst.Name(self.ctx.namespace.fresh("rows"))
+            prologue.append(self._assign(rows, loop.iter, loop))
+        # Note: why the rows are padded. The build runs every branch once on the example to learn its
+        # shapes, also the iterations the example's rows do not reach; padded with zero rows up to the
+        # bound, each iteration's statements can run. The host runs an iteration only where it exists.
+        torch_name = next((name for name, value in self.unit.parsed.globals.items() if value is torch
+                           and name not in self.flow.locals), None)
+        if torch_name is None:
+            raise self.ctx.error("a for loop over rows from data in a module that does not import torch", loop,
+                                 "import torch")
+        padded = cst.Name(self.ctx.namespace.fresh("padded"))
+        prologue.append(self._assign(padded, cst.parse_expression(
+            f"{torch_name}.cat([{rows.value}, {rows.value}.new_zeros(({bound}, *{rows.value}.shape[1:]))])"), loop))
+        count = cst.parse_expression(f"{rows.value}.shape[0]")
+        return [Element(None, subscript_term(padded, i), cst.Comparison(count, [cst.ComparisonTarget(
+            cst.GreaterThan(), cst.Integer(str(i)))])) for i in range(bound)], prologue
+
+    def _exists_guard(self, exists: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
+        negated = cst.UnaryOperation(cst.Not(), exists.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+        guard = cst.If(negated, cst.IndentedBlock([cst.SimpleStatementLine([cst.Break()])]))
+        return set_location(guard, comment_of(loop))
 
     # -- binding the loop target -------------------------------------------------------------
 

@@ -125,9 +125,10 @@ class FreshContainers:
 
 
 def is_literal(value: Any) -> bool:
-    """Whether ``value`` can be written as a Python literal."""
+    """Whether ``value`` can be written as a Python literal (a ``str``/``int`` enum member cannot:
+    its repr is not one, and the literal would lose its type)."""
     if isinstance(value, _LITERAL_SCALARS):
-        return True
+        return type(value) in _LITERAL_SCALARS
     if isinstance(value, (tuple, list)):
         return all(is_literal(v) for v in value)
     if isinstance(value, dict):

@@ -9,6 +9,16 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   reduction, so a token index that occurs twice keeps one of its rows instead of
   their sum (torch only warns). Here: ``ScatterElements(reduction="add")`` with the
   index broadcast to the source's shape, which sums duplicates as eager does.
+- ``aten::histc`` (transformers 5's grouped experts count the tokens per expert with
+  ``torch.histc``): torch has no translation. Here, for a constant range ``min < max``:
+  each element's bin ``floor((x - min) * bins / (max - min))``, the right edge in the
+  last bin, elements outside the range dropped, counted by comparing with every bin.
+- ``aten::_grouped_mm`` (``F.grouped_mm(a, b, offs=offs)``, the same experts' matmul):
+  torch has no translation. Here, for a 2-D ``a``, a 3-D ``b``, ``offs`` and no bias or
+  output dtype: row ``i`` belongs to group ``g = #{offs <= i}`` and is multiplied by
+  ``b[g]`` (a ``Gather`` of ``b`` then ``MatMul``), which is what the kernel computes
+  for every row before ``offs[-1]``; rows past it, which the kernel leaves undefined,
+  get the last group's product.
 - ``aten::cumsum`` (transformers' packed-sequence detection, ``(diff != 1).cumsum(-1)``):
   eager sums bool and small integers as int64; torch's translation gives ONNX
   Runtime a ``CumSum`` of bool, an invalid model. Cast first.
@@ -53,6 +63,9 @@ _OPSET = 17
 # Element types eager torch sums as int64 (``torch.cumsum`` promotes them).
 _SUMMED_AS_INT64 = frozenset({"Bool", "Byte", "Char", "Short", "Int"})
 _ONNX_INT64 = 7
+_ONNX_FLOAT = 1
+_ONNX_DOUBLE = 11
+_ONNX_TYPES = {"Float": 1, "Double": 11, "Half": 10, "BFloat16": 16}
 
 
 def _int64s(g, values: list[int]):
@@ -124,8 +137,42 @@ def _repeat_heads(g, kv, query):
     return g.op("Reshape", tiled, target)
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum,
-              "aten::scaled_dot_product_attention": _sdpa}
+def _histc(g, self, bins, low, high):
+    bins = int_constant(bins, "histc", "bins")
+    low, high = constant(low), constant(high)
+    if not all(isinstance(v, (int, float)) for v in (low, high)) or not low < high or bins < 1:
+        raise SymbolicUnsupported("histc", "a range that is not constant with min < max")
+    element = scalar_type(self)
+    values = g.op("Cast", g.op("Reshape", self, _int64s(g, [-1])), to_i=_ONNX_DOUBLE)
+    low_c, high_c = (g.op("Constant", value_t=torch.tensor(v, dtype=torch.float64)) for v in (low, high))
+    scale = g.op("Constant", value_t=torch.tensor(bins / (high - low), dtype=torch.float64))
+    position = g.op("Floor", g.op("Mul", g.op("Sub", values, low_c), scale))
+    position = g.op("Min", position, g.op("Constant", value_t=torch.tensor(bins - 1, dtype=torch.float64)))
+    inside = g.op("And", g.op("Not", g.op("Less", values, low_c)), g.op("Not", g.op("Greater", values, high_c)))
+    every_bin = g.op("Constant", value_t=torch.arange(bins, dtype=torch.float64).unsqueeze(0))
+    hit = g.op("And", g.op("Equal", g.op("Unsqueeze", position, _int64s(g, [1])), every_bin),
+               g.op("Unsqueeze", inside, _int64s(g, [1])))
+    counts = g.op("ReduceSum", g.op("Cast", hit, to_i=_ONNX_DOUBLE), _int64s(g, [0]), keepdims_i=0)
+    return g.op("Cast", counts, to_i=_ONNX_TYPES.get(element, _ONNX_FLOAT))
+
+
+def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
+    if rank(mat_a) != 2 or rank(mat_b) != 3 or is_none(offs) or not is_none(bias) or not is_none(out_dtype):
+        raise SymbolicUnsupported("_grouped_mm", "other than a 2-D input, 3-D weights, offsets, no bias or dtype")
+    rows = g.op("Gather", g.op("Shape", mat_a), _int64s(g, [0]), axis_i=0)
+    row = g.op("Range", g.op("Constant", value_t=torch.tensor(0, dtype=torch.int64)),
+               g.op("Squeeze", rows, _int64s(g, [0])), g.op("Constant", value_t=torch.tensor(1, dtype=torch.int64)))
+    ends = g.op("Unsqueeze", g.op("Cast", offs, to_i=_ONNX_INT64), _int64s(g, [0]))
+    group = g.op("ReduceSum", g.op("Cast", g.op("LessOrEqual", ends, g.op("Unsqueeze", row, _int64s(g, [1]))),
+                                   to_i=_ONNX_INT64), _int64s(g, [1]), keepdims_i=0)
+    last = g.op("Sub", g.op("Gather", g.op("Shape", mat_b), _int64s(g, [0]), axis_i=0), _int64s(g, [1]))
+    weights = g.op("Gather", mat_b, g.op("Min", group, last), axis_i=0)
+    product = g.op("MatMul", g.op("Unsqueeze", mat_a, _int64s(g, [1])), weights)
+    return g.op("Squeeze", product, _int64s(g, [1]))
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
+              "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
 
 
 @contextlib.contextmanager

@@ -1,0 +1,47 @@
+"""Registry lookups that pick an implementation by configuration, evaluated at compile time.
+
+Libraries choose an implementation from a registry keyed by a configured name:
+transformers' ``@use_experts_implementation`` wrapper calls
+``experts_interface.get_interface(self.config._experts_implementation, original_forward)``
+and then the function it got (attention does the same with ``ALL_ATTENTION_FUNCTIONS``).
+Left dynamic, the chosen function is an unknown callee: the call is traced as one graph,
+and a chosen implementation that decides on data (the eager experts loop) is frozen.
+
+A lookup is evaluated where all of these hold: the method's receiver is a mapping (the
+registry: ``collections.abc.Mapping``) whose class comes from an installed package (not
+torch, not the user's code: user code is rewritten, never called); every argument is a
+string, ``None`` or a function (a key and a default, no tensor, no module); and the result
+is a function. Assumes, as for every global dycl reads: the registry is not changed after
+compiling (the artifact keeps the implementation chosen now). Guarantees: nothing else is
+called; a lookup whose result is not a function counts as dynamic.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from typing import Any
+
+from dycl.rewriter.user_code import in_library
+
+
+def is_registry_lookup(func: Any) -> bool:
+    """Whether ``func`` is a method of a library's registry (see the module note)."""
+    receiver = getattr(func, "__self__", None)
+    code = getattr(getattr(func, "__func__", None), "__code__", None)
+    if not isinstance(receiver, Mapping) or code is None:
+        return False
+    module = (type(receiver).__module__ or "").split(".")[0]
+    return module not in ("torch", "builtins", "collections") and in_library(code.co_filename)
+
+
+def lookup_arguments_static(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether every argument is a key or a default a lookup may take: str, None or a function."""
+    return all(value is None or isinstance(value, (str, types.FunctionType)) for value in [*args, *kwargs.values()])
+
+
+def chose_a_function(result: Any) -> bool:
+    return isinstance(result, types.FunctionType)
+
+
+__all__ = ["chose_a_function", "is_registry_lookup", "lookup_arguments_static"]
