@@ -122,30 +122,31 @@ class _Unhandled(Exception):
 
 
 class _ReadsThenTarget(NameReplacer):
-    """Reads of ``name`` become ``current``; the assignment target ``name`` becomes ``target``."""
+    """Reads of ``name`` become ``current``; the assignment target ``name`` becomes ``target``.
+    Targets are found by their place in the tree, not by node identity: inlined code may share
+    one ``Name`` object between a target and a read (``x = x * 0.5``)."""
 
     def __init__(self, name: str, current: str, target: str | None) -> None:
         super().__init__(lambda n: cst.Name(current) if n == name and current != name else None)
         self.name = name
         self.target = target
-        self._targets: set[int] = set()
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._mark(node.target)
+    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        return updated.with_changes(target=self._retarget(original.target, updated.target))
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._mark(node.target)
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        return updated.with_changes(target=self._retarget(original.target, updated.target))
 
-    def _mark(self, target: cst.BaseExpression) -> None:
-        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [cst.Element(target)]
-        for element in elements:
-            if isinstance(element.value, cst.Name) and element.value.value == self.name:
-                self._targets.add(id(element.value))
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        if id(original) in self._targets:
-            return cst.Name(self.target) if self.target is not None else updated
-        return super().leave_Name(original, updated)
+    def _retarget(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if self.target is None:
+            return updated
+        if isinstance(original, cst.Name):
+            return cst.Name(self.target) if original.value == self.name else updated
+        if isinstance(original, (cst.Tuple, cst.List)):
+            elements = [new.with_changes(value=self._retarget(old.value, new.value))
+                        for old, new in zip(original.elements, updated.elements)]
+            return updated.with_changes(elements=elements)
+        return updated
 
 
 def _assigns(small: cst.BaseSmallStatement, name: str) -> bool:

@@ -110,6 +110,8 @@ class _PairReturns(cst.CSTTransformer):
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         finals = cst.Tuple([cst.Element(cst.Name(name), comma=cst.Comma()) for name in self.names])
         value = updated.value or cst.Name("None")
+        if isinstance(value, cst.Tuple) and not value.lpar:  # `return a, b`: one element of the pair, not two
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return updated.with_changes(value=cst.Tuple([cst.Element(value, comma=cst.Comma()), cst.Element(finals)]))
 
 

@@ -104,3 +104,17 @@ def test_a_walrus_on_the_name_or_a_nested_function_renames_nothing():
 def test_a_body_that_never_assigns_the_name_is_returned_as_it_is():
     definition = cst.parse_module("def forward(self, x):\n    x.add_(1)\n    return x\n").body[0]
     assert renamed_definition(definition, ["x"]) is definition
+
+
+def test_a_name_object_shared_by_a_target_and_a_read_is_renamed_by_its_place():
+    """Inlined code may use one ``Name`` object twice (``x = x * 0.5``): the read keeps the value
+    before the statement, the target gets the fresh name (found by the fuzzer: ``x_1 = x_1 * 0.5``)."""
+    name = cst.Name("x")
+    line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(name)], cst.BinaryOperation(
+        name, cst.Multiply(), cst.Float("0.5")))])
+    update = cst.parse_statement("x.add_(1)\n")
+    definition = cst.parse_module("def forward(self, x):\n    return x\n").body[0]
+    body = [update, line, *definition.body.body]
+    definition = definition.with_changes(body=definition.body.with_changes(body=body))
+    renamed = renamed_definition(definition, ["x"])
+    assert cst.Module([renamed]).code == "def forward(self, x):\n    x.add_(1)\n    x_1 = x * 0.5\n    return x_1\n"

@@ -117,6 +117,17 @@ class ScaleThenRefine(nn.Module):
         return x
 
 
+class ClampAndFlag(nn.Module):
+    """Returns a bare tuple (found by the fuzzer: the pair of outputs and updated inputs was
+    printed without the tuple's parentheses, so the host returned three values)."""
+
+    def forward(self, x):
+        x.add_(0.25).clamp_(-2.0, 2.0)
+        if x.mean() > 0.3:
+            return x * 2, 1
+        return x, 0
+
+
 def _inputs(shape: tuple[int, ...], count: int = 12) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(5)
     return [torch.randn(shape, generator=generator) * (0.5 + i / 4) + (i - count / 2) / 4 for i in range(count)]
@@ -151,6 +162,7 @@ CASES = [
     (UpdateOnOnePath, lambda: [(t, 1.5) for t in _inputs((3, 4))], 2, ("x",)),
     (UpdateThenRebind, lambda: [(t,) for t in _inputs((2, 3))], 2, ("x",)),
     (ScaleThenRefine, lambda: [(t,) for t in _inputs((3, 5), 16)], 3, ("x",)),
+    (ClampAndFlag, lambda: [(t,) for t in _inputs((2, 4))], 2, ("x",)),
     # `running` has no batch dim (its dim 0 is not x's in the example): batches of 2 to 5 rows
     (Accumulate, lambda: [(t[:2 + i % 4], torch.zeros(6)) for i, t in enumerate(_inputs((5, 6)))], 2,
      ("running",)),
