@@ -287,14 +287,11 @@ def test_enum_members_and_layers_chosen_by_data(tmp_path):
     assert _check(model, inputs, lambda x: (bool(x.mean() > 0), bool(x.std() > 1.0)), tmp_path / "b") == 4
 
 
-def test_match_on_a_number_from_data_is_refused():
-    model = MatchOnLevel()
-    line = inspect.getsourcelines(type(model).forward)[1] + 3
-    with pytest.raises(dycl.UnsupportedError, match="match") as refused:
-        dycl.compile(model.eval(), torch.randn(2, 8))
-    # the match statement is refused with its forward's first line (the parser's location for it)
-    first = inspect.getsourcelines(type(model).forward)[1]
-    assert first <= refused.value.location.line <= line and refused.value.location.path == __file__
+def test_match_on_a_number_from_data_compiles(tmp_path):
+    """Once refused; ``match`` on values is now an if chain (``rewriter.match_statements``)."""
+    torch.manual_seed(13)
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, 2.0] * 9)]
+    assert _check(MatchOnLevel(), inputs, lambda x: int(x.mean() > 0), tmp_path) == 2
 
 
 class AdaptiveActivation(nn.Module):
