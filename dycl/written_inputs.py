@@ -15,9 +15,9 @@ makes each sub-DNN that updates ``x`` give back its new value), and the host's
 Assumes: the rewritten function is loop-free; a name updated in place and another name
 for the same tensor (``y = x; y.add_(1)``, a view) is refused when the HCFG is built
 (``hcfg.aliasing``). Guarantees: an input updated in place whose name is also given a new
-value (``x.mul_(2); x = x + 1``: the name no longer holds the caller's tensor at the
-return) is refused with ``UnsupportedError`` at the line that rebinds it, and so is any
-input update under ``per_sample=True``.
+value (``x.mul_(2); x = x + 1``) keeps its name for the caller's tensor: the new values get
+fresh names (``dycl.input_renaming``), and where that cannot be done the rebinding is refused
+with ``UnsupportedError`` at its line, as is any input update under ``per_sample=True``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import libcst as cst
 import torch
 
 from dycl.hcfg.aliasing import item_assigned, updated_in_place
+from dycl.input_renaming import keep_input_names
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.walk import descendants
@@ -38,8 +39,9 @@ from dycl.rewriter.walk import descendants
 def find(rewritten: RewrittenFunction, inputs: Mapping[str, Any]) -> tuple[str, ...]:
     """The names among ``inputs`` (flat input name -> example value) that some statement of
     ``rewritten`` updates in place, in parameter order. ``UnsupportedError`` where such a name
-    is also rebound, and where an item of a structured input (a dict, list or tuple of
-    tensors) is assigned: the caller's container would change, not only its tensors."""
+    is also rebound in a body ``dycl.input_renaming`` cannot rename, and where an item of a
+    structured input (a dict, list or tuple of tensors) is assigned: the caller's container
+    would change, not only its tensors."""
     written: set[str] = set()
     for stmt in _statements(rewritten.definition.body.body):
         updated, assigned = set(updated_in_place(stmt)) & inputs.keys(), item_assigned(stmt) & inputs.keys()
@@ -51,7 +53,8 @@ def find(rewritten: RewrittenFunction, inputs: Mapping[str, Any]) -> tuple[str, 
                 f"eager PyTorch changes the caller's container; build a new one instead "
                 f"(`{structured[0]} = {{**{structured[0]}, ...}}` or a new local name)")
         written |= updated | assigned
-    for stmt in _statements(rewritten.definition.body.body):
+    renamed = keep_input_names(rewritten, sorted(written))  # x.mul_(2); x = x + 1: x_1 = x + 1
+    for stmt in _statements(rewritten.definition.body.body) if renamed is None else ():
         rebound = written & _rebound(stmt)
         if rebound:
             name = sorted(rebound)[0]
@@ -68,6 +71,7 @@ def returning_written(rewritten: RewrittenFunction, names: tuple[str, ...]) -> R
     explicit ``return None`` at the end of the body where it had none)."""
     if not names:
         return rewritten
+    rewritten = keep_input_names(rewritten, names) or rewritten  # find() refused what it cannot rename
     body = list(rewritten.definition.body.body)
     if not body or not isinstance(_small(body[-1]), cst.Return):
         body.append(cst.SimpleStatementLine([cst.Return(cst.Name("None"))],
@@ -106,6 +110,8 @@ class _PairReturns(cst.CSTTransformer):
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
         finals = cst.Tuple([cst.Element(cst.Name(name), comma=cst.Comma()) for name in self.names])
         value = updated.value or cst.Name("None")
+        if isinstance(value, cst.Tuple) and not value.lpar:  # `return a, b`: one element of the pair, not two
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return updated.with_changes(value=cst.Tuple([cst.Element(value, comma=cst.Comma()), cst.Element(finals)]))
 
 

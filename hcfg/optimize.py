@@ -18,6 +18,7 @@ import libcst as cst
 import torch
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, walk
+from dycl.hcfg.host_aliases import alias_classes, with_aliases
 from dycl.hcfg.liveness import EffectsMemo, reads_writes, statement_reads_writes
 from dycl.hcfg.passes import graph_pass
 from dycl.hcfg.randomness import may_be_random
@@ -94,11 +95,14 @@ def merge_into_producers(graph: HCFG) -> HCFG:
     Note: which sub-DNN may move. ``N`` moves into the nearest earlier sub-DNN ``P``
     of its block when every node between them (host operations and conditions,
     searched into their branches) neither writes a variable ``N`` reads, nor reads
-    or writes a variable ``N`` writes, and no ``return`` lies between them — then
+    or writes a variable ``N`` writes (names compared by alias class, ``hcfg.host_aliases``:
+    ``s = stats; s["k"] = v`` writes ``stats``), and no ``return`` lies between them — then
     ``N`` runs on exactly the paths it ran on before, on the same values. Typical
     case: the tensor part of a test (``policy[0, t]``) that depends only on a
     value computed at the start.
     """
+
+    classes = alias_classes(graph.body, graph.locals)  # s = state_stats; s["k"] = 1 writes state_stats
 
     def block(nodes: Block) -> Block:
         out: list[Node] = []
@@ -106,7 +110,7 @@ def merge_into_producers(graph: HCFG) -> HCFG:
             if isinstance(node, Cond):
                 node = replace(node, then=block(node.then), orelse=block(node.orelse))
             if isinstance(node, SubDNN):
-                target = _producer_index(out, node, graph.locals, graph.effects)
+                target = _producer_index(out, node, graph.locals, graph.effects, classes)
                 if target is not None:
                     producer = out[target]
                     out[target] = replace(producer, statements=producer.statements + node.statements)
@@ -117,8 +121,10 @@ def merge_into_producers(graph: HCFG) -> HCFG:
     return annotate(graph.with_body(block(graph.body)))
 
 
-def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo) -> int | None:
+def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str], memo: EffectsMemo,
+                    classes: dict[str, frozenset[str]]) -> int | None:
     reads, writes = reads_writes(sub, locals_, memo)
+    reads, writes = with_aliases(reads, classes), with_aliases(writes, classes)
     for index in range(len(nodes) - 1, -1, -1):
         node = nodes[index]
         if isinstance(node, SubDNN):
@@ -126,6 +132,7 @@ def _producer_index(nodes: list[Node], sub: SubDNN, locals_: frozenset[str], mem
         if isinstance(node, Return) or (isinstance(node, Cond) and _may_return(node)):
             return None
         node_reads, node_writes = _all_reads_writes(node, locals_, memo)
+        node_writes = with_aliases(node_writes, classes)
         if node_writes & (reads | writes) or node_reads & writes:
             return None
     return None

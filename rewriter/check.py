@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+from dycl.rewriter.choice_lowering import lambda_of_one
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.locations import COMPOUND
 
@@ -40,11 +41,15 @@ class RejectUnsupported(cst.CSTVisitor):
         # a method's writes to its receiver are checked (compiled or refused) by ``rewriter.state_slots``
         self.self_name = params[0].name.value if params and not receiver_writes else None
         self.statement: list[cst.CSTNode] = []
+        self.key_lambdas: set[int] = set()  # max/min(seq, key=lambda t: ...): lowered by rewriter.choices
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, *COMPOUND)):
             self.statement.append(node)
-        if node is not self.root and type(node) in _NOT_SUPPORTED:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("max", "min"):
+            self.key_lambdas |= {id(a.value) for a in node.args if a.keyword is not None and a.keyword.value == "key"
+                                 and isinstance(a.value, cst.Lambda) and lambda_of_one(a.value)}
+        if node is not self.root and type(node) in _NOT_SUPPORTED and id(node) not in self.key_lambdas:
             construct, hint = _NOT_SUPPORTED[type(node)]
             raise self._error(construct, hint)
         return super().on_visit(node)

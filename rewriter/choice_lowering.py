@@ -15,6 +15,7 @@ from dycl.rewriter.choice_members import Members
 from dycl.rewriter.exits import Block, make_block
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.substitute import replace_names
 
 Option = tuple[cst.BaseExpression, cst.BaseExpression]  # (the test, the term that holds where it does)
 
@@ -86,7 +87,8 @@ class Lowering:
 
     def extreme(self, sequence: cst.BaseExpression, key: cst.BaseExpression, length: int,
                 largest: bool) -> tuple[str, Block]:
-        """``max(seq, key=f)`` as Python runs it: the first item whose key no later item beats."""
+        """``max(seq, key=f)`` as Python runs it: the first item whose key no later item beats
+        (``f`` a lambda: its body with the item for its parameter, ``applied``)."""
         beats = cst.GreaterThan() if largest else cst.LessThan()
         items, best, best_key = self.fresh("items"), self.fresh("best"), self.fresh("best_key")
 
@@ -94,10 +96,28 @@ class Lowering:
             return cst.Subscript(cst.Name(items), [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
 
         statements: Block = [self.line(items, sequence), self.line(best, item(0)),
-                             self.line(best_key, cst.Call(key, [cst.Arg(cst.Name(best))]))]
+                             self.line(best_key, applied(key, cst.Name(best)))]
         for i in range(1, length):
             score = self.fresh("score")
-            statements.append(self.line(score, cst.Call(key, [cst.Arg(item(i))])))
+            statements.append(self.line(score, applied(key, item(i))))
             test = cst.Comparison(cst.Name(score), [cst.ComparisonTarget(beats, cst.Name(best_key))])
             statements.append(self.if_(test, [self.line(best, item(i)), self.line(best_key, cst.Name(score))]))
         return best, statements
+
+
+def applied(function: cst.BaseExpression, argument: cst.BaseExpression) -> cst.BaseExpression:
+    """``function(argument)``; for a lambda of one plain parameter (``key=lambda t: t.sum()``), its
+    body with ``argument`` for the parameter — the value the call gives: the argument is a name or
+    an item of one (pure), read where the parameter is read."""
+    if isinstance(function, cst.Lambda) and lambda_of_one(function):
+        parameter = function.params.params[0].name.value
+        return replace_names(function.body, lambda name: argument if name == parameter else None)
+    return cst.Call(function, [cst.Arg(argument)])
+
+
+def lambda_of_one(function: cst.Lambda) -> bool:
+    """A lambda of exactly one plain parameter, without a default, ``*`` or ``**``."""
+    params = function.params
+    return (len(params.params) == 1 and params.params[0].default is None and not params.posonly_params
+            and not params.kwonly_params and isinstance(params.star_arg, cst.MaybeSentinel | type(None))
+            and params.star_kwarg is None)

@@ -80,7 +80,7 @@ class Choices(FlowWalker):
 
     def run(self, body: Block) -> Block:
         if not any(_may_choose(n) for stmt in body for n in descendants(stmt)):
-            return body  # no choice to make: the static facts need not be threaded
+            return body  # no choice to make (nor a key lambda, a max/min call): the static facts need not be threaded
         return super().run(body)
 
     def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
@@ -114,8 +114,17 @@ class Choices(FlowWalker):
             if lifted is not None:
                 before, small = lifted
                 return self.replaced([*before, stmt.with_changes(body=[small])], env)
+        self._refuse_key_lambda(stmt)
         self.domains.after(stmt, self.scopes[-1])
         return [stmt], self.flow.step(stmt, env)
+
+    def _refuse_key_lambda(self, stmt: cst.BaseStatement) -> None:
+        """A ``key=lambda`` that ``RejectUnsupported`` let through for ``max``/``min`` and that no
+        choice lowered (its sequence has no static length, or its call is not builtin max): refused."""
+        body = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [getattr(stmt, "test", None)]
+        if any(isinstance(n, cst.Lambda) for small in body if small is not None for n in descendants(small)):
+            raise self.ctx.error("a lambda", stmt, "use a def at module level or an nn.Module (max/min(seq, "
+                                 "key=lambda t: ...) compiles over a sequence of static length)")
 
     def by_domain(self, test: cst.BaseExpression, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
         """``if`` on a name with a domain: its test computed once per value the name may hold."""

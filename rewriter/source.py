@@ -14,6 +14,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
 from dycl.rewriter.lambdas import lambda_source
 from dycl.rewriter.locations import LocationTable, annotate_locations
+from dycl.rewriter.match_statements import lower_match_statements
 from dycl.rewriter.null_context import splice_null_contexts
 from dycl.rewriter.try_blocks import splice_try
 from dycl.rewriter.walrus import hoist_named_expressions
@@ -89,6 +90,7 @@ def parse_function(function: Any, locations: LocationTable, closures: bool = Fal
     annotated = annotate_locations(module, source, locations.label_for(path), first_line)
     definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
     definition = splice_try(definition, locations)
+    definition = lower_match_statements(definition)
     definition = hoist_named_expressions(definition, locations)
     higher_order = calls_higher_order(definition, function.__globals__)
     definition = desugar_higher_order(definition, function.__globals__, locations)

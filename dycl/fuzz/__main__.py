@@ -1,7 +1,8 @@
 """``python -m dycl.fuzz``: differential fuzzing of dycl against eager PyTorch.
 
 Prints one line per failing program (every program with ``-v``), per feature the number
-of programs using it and how they ended, and, last, the summary line (with the share of
+of programs using it and how they ended, per refusal reason the programs refused for it and
+the share refused (training mode aside), and, last, the summary line (with the share of
 programs using each feature); exits 1 if some program was inconsistent or made dycl raise (other than
 ``UnsupportedError``), else 0.
 """
@@ -18,6 +19,8 @@ from pathlib import Path
 from dycl.fuzz.campaign import run_campaign
 from dycl.fuzz.generator import FEATURES, KNOWN_BUGS
 
+# regression files go to the checkout only when asked (--regressions tests/fuzz_regressions)
+DEFAULT_REGRESSIONS = Path(tempfile.gettempdir()) / "dycl-fuzz-regressions"
 BACKENDS = {"torch": ["torch"], "onnxruntime": ["onnxruntime"], "both": ["torch", "onnxruntime"]}
 
 
@@ -26,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100, help="number of programs to check (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="both", help="default: both")
-    parser.add_argument("--regressions", type=Path, default=Path("tests/fuzz_regressions"),
-                        help="where shrunk failures are written as pytest files (default tests/fuzz_regressions)")
+    parser.add_argument("--regressions", type=Path, default=DEFAULT_REGRESSIONS,
+                        help="where shrunk failures (inconsistencies and compile errors, never refusals) are "
+                        f"written as pytest files (default {DEFAULT_REGRESSIONS}: outside the checkout; "
+                        "give tests/fuzz_regressions to add them to the suite)")
     parser.add_argument("--out", type=Path, help="where generated programs are written (default: a temporary "
                         "directory, removed at the end)")
     parser.add_argument("--exclude", default="", help="comma-separated features not to generate ('known': those "
@@ -65,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         written = sorted({str(f.regression) for f in summary.failures if f.regression})
         for path in written:
             print(f"fuzz: regression test {path}")
-    for line in summary.feature_lines():
+    for line in summary.feature_lines() + summary.refusal_lines():
         print(line)
     print(summary.line(), flush=True)
     return 1 if summary.failed else 0

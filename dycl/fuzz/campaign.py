@@ -16,7 +16,7 @@ from dycl.fuzz.generator import FEATURES, generate
 from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program, count_lines, render_classes
 from dycl.fuzz.regression import write_regression
-from dycl.fuzz.runner import STATUS_ORDER, Checked, CompileFn, Discarded, Outcome, check_program
+from dycl.fuzz.runner import STATUS_ORDER, TRAINING_REASON, Checked, CompileFn, Discarded, Outcome, check_program
 from dycl.fuzz.shrink import shrink
 
 MANY_PATHS = 3
@@ -50,6 +50,7 @@ class Summary:
     failures: list[Failure] = field(default_factory=list)
     features: Counter[str] = field(default_factory=Counter)  # feature -> programs using it
     feature_status: dict[str, Counter[str]] = field(default_factory=dict)  # feature -> status -> programs
+    refusals: Counter[str] = field(default_factory=Counter)  # refusal reason -> programs refused for it
 
     @property
     def share_many_paths(self) -> float:
@@ -69,9 +70,27 @@ class Summary:
         self.inconsistencies += status == "inconsistent"
         self.errors += status == "error"
         self.unsupported += status == "unsupported"
+        if status == "unsupported":
+            self.refusals[_reason(checked)] += 1
         for feature in program_features(checked.program):
             self.features[feature] += 1
             self.feature_status.setdefault(feature, Counter())[status] += 1
+
+    @property
+    def share_refused(self) -> float:
+        """The share of programs refused, training mode aside (issue 27's measure): programs refused
+        for train mode count in neither the refused nor the total."""
+        training = self.refusals[TRAINING_REASON]
+        rest = self.programs - training
+        return (self.unsupported - training) / rest if rest else 0.0
+
+    def refusal_lines(self) -> list[str]:
+        """Per refusal reason, the programs refused for it, most first (a program counts once, for
+        the reason of its first refusing backend)."""
+        lines = [f"fuzz: refused {count}: {reason}" for reason, count in self.refusals.most_common()]
+        return lines + [f"fuzz: {100 * self.share_refused:.1f}% refused, training mode aside "
+                        f"({self.unsupported - self.refusals[TRAINING_REASON]} of "
+                        f"{self.programs - self.refusals[TRAINING_REASON]})"]
 
     def share(self, feature: str) -> float:
         """The share of programs that use ``feature``."""
@@ -143,6 +162,10 @@ def _shrunk_key(program: Program) -> str:
     return source
 
 
+def _reason(checked: Checked) -> str:
+    return next(o.reason for o in checked.outcomes if o.status == "unsupported")
+
+
 def _failing_inputs(program: Program, outcome: Outcome, limit: int = 3) -> list:
     inputs = make_inputs(program, max([0, *outcome.failing]) + 1)
     chosen = [0] + [i for i in outcome.failing if i != 0][:limit]
@@ -163,7 +186,7 @@ def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regr
         checked = campaign.check(index, exclude)
         campaign.summary.count(checked)
         campaign.tell(index, checked)
-        if checked.status != "ok":
+        if checked.status in ("error", "inconsistent"):  # a refusal is no failure: never shrunk nor written
             campaign.fail(checked)
     campaign.summary.seconds = time.perf_counter() - start
     return campaign.summary
@@ -214,7 +237,7 @@ class _Campaign:
             self.echo(f"    {o.backend}: {o.status}: {o.detail[:300]}")
 
     def fail(self, checked: Checked) -> None:
-        """Record a failing program; shrink the first ``max_shrinks`` failures, and up to
+        """Record a failing program (an inconsistency or an error); shrink the first ``max_shrinks`` failures, and up to
         ``max_shrinks`` more of kinds not seen yet."""
         worst = max(checked.failures(), key=lambda o: STATUS_ORDER.index(o.status))
         failure = Failure(checked, worst)

@@ -13,10 +13,13 @@ from collections.abc import Callable
 
 from dycl.fuzz.patterns import DELETE, ITEM_WRITE
 from dycl.fuzz.patterns26 import PROBABILITY as _ISSUE_26
+from dycl.fuzz.patterns27 import PROBABILITY as _ISSUE_27
 from dycl.fuzz.program import Program, render_classes
 
 #: the features of issue 26 (their own random stream: leaving them out gives the programs of before)
 ISSUE_26 = tuple(_ISSUE_26)
+#: the constructs of issue 27 (a fourth stream, likewise)
+ISSUE_27 = tuple(_ISSUE_27)
 
 FEATURES = {
     "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
@@ -53,6 +56,17 @@ FEATURES = {
     "sampling": "dropout in its functional (training) form, randn_like noise, a coin flip on torch.rand: values are "
                 "not compared, crashes and refusals are",
     "shape-test": "a test on the batch size (x.shape[0] == 1), called with inputs of several batch sizes",
+    "try-except": "try/except around a layer, try/finally counting (issue 27)",
+    "walrus": "if (m := x.mean()) > 0: x = x - m * 0.5",
+    "chained-comparison": "if -0.3 < x.mean() < 0.3: ... (a chained comparison on tensors)",
+    "tensor-conditional": "x = x * 0.5 if x.sum() > 0 else torch.tanh(x): a conditional expression on tensors",
+    "counter-loop": "while x.abs().max() > 0.5 and steps < 3: a loop bounded by a counter",
+    "match": "match int(x.sum() > 0): case 1: ... case _: ...",
+    "enum": "an Enum member chosen from data, then tested with is",
+    "max-key": "max(candidates, key=lambda t: t.sum()) and key= a module-level function",
+    "super-call": "x = super().forward(x) into a user base class",
+    "generator": "a generator method consumed by a for loop in forward",
+    "recursion": "a method calling itself with a static depth (2), branching on data",
 }
 
 # features the zero-refusal campaign leaves out (`python -m dycl.fuzz --exclude known`, the first test of
@@ -71,6 +85,8 @@ KNOWN_BUGS: dict[str, str] = {
 }
 # issue 26's patterns (dycl.fuzz.patterns26): refused, some by design, on the compiler they were added for
 KNOWN_BUGS.update({name: "issue 26" for name in ISSUE_26})
+# issue 27's constructs (dycl.fuzz.patterns27): the refused ones are counted per reason by the campaign
+KNOWN_BUGS.update({name: "issue 27" for name in ISSUE_27})
 
 _WRITE = r"\[[^\]\n]*\]\s*(?:[-+*]?=)(?!=)"
 _SOURCE_PATTERNS = {
@@ -97,6 +113,17 @@ _SOURCE_PATTERNS = {
     "input-mutation": r"^\s*x(?:\.(?:mul_|add_)\(|\[:, 0\] = )",
     "sampling": r"dropout\(x, |randn_like\(|torch\.rand\(\(\)\)",
     "shape-test": r"x\.shape\[0\] ==|x\.size\(0\) >",
+    "try-except": r"^\s*try:$",
+    "walrus": r"\(\w+ := ",
+    "chained-comparison": r"if -?[\d.]+ < x\.\w+\(\) < ",
+    "tensor-conditional": r"^\s*x = \(?x.* if x\.\w+\(\) > [\d.]+ else ",
+    "counter-loop": r"while .+ and steps < ",
+    "match": r"^\s*match ",
+    "enum": r"\bMode\.UP\b",
+    "max-key": r"max\(.+key=",
+    "super-call": r"super\(\)\.forward\(",
+    "generator": r"self\._steps\(x\)",
+    "recursion": r"self\._recurse\(x, ",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,

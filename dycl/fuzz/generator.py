@@ -13,7 +13,10 @@ on ``self`` and in buffers, helpers with early exits inside submodules, forwards
 swapped on instances, train mode, library functions, ``**kwargs`` callees,
 decorated helpers and ``.data``; and issue 26's (:mod:`dycl.fuzz.patterns26`): submodules
 chosen by data, conditional expressions yielding host values, hooks, inputs changed in place,
-sampling ops and tests on the batch size with inputs of several batch sizes. Sizes are bounded
+sampling ops and tests on the batch size with inputs of several batch sizes; and issue 27's constructs
+(:mod:`dycl.fuzz.patterns27`): try/except, walrus, chained comparisons, conditional expressions on
+tensors, loops bounded by a counter, match, Enum, max(key=), super(), generators and recursion with a
+static depth. Sizes are bounded
 (trip counts <= 4, nesting depth <= 3, about 60 lines) and so is ``cost``, an estimate of the number of data-dependent
 tests after unrolling, which keeps compilation fast.
 """
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from dycl.fuzz.features import FEATURES, KNOWN_BUGS, mentions  # noqa: F401 - FEATURES, KNOWN_BUGS re-exported
 from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.patterns26 import DECIDING, Patterns26
+from dycl.fuzz.patterns27 import Patterns27
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, render_classes
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
@@ -60,7 +64,8 @@ class Scope:
 
 class _Generator:
     def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
-                 feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None) -> None:
+                 feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None,
+                 issue27_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
         # the patterns come from their own stream, so that adding one leaves the other draws alone
@@ -69,6 +74,8 @@ class _Generator:
         self.on = {name: name not in exclude and feature_rng.random() < p for name, p in PROGRAM_PROBABILITY.items()}
         # issue 26's patterns from a third stream: a program without them draws as before
         self.patterns26 = Patterns26(issue26_rng or random.Random(0), exclude)
+        # and issue 27's constructs from a fourth
+        self.patterns27 = Patterns27(issue27_rng or random.Random(0), exclude)
         self.library: list[Helper] = []
         self.library_cost: dict[str, int] = {}
         self.gate_inner: list[Stmt] | None = None
@@ -416,7 +423,8 @@ class _Generator:
 
     def uses_patterns(self) -> bool:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
-        return any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
+        return (any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
+                or any(self.patterns27.on.values()))
 
     def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
         """Call the gate, a helper and a library function from ``body`` (top level, from index
@@ -495,6 +503,7 @@ class _Generator:
         self.use_drawn_callees(body, first)
         self.observe_patterns(body, first)
         self.use_issue26_patterns(body, first)
+        self.use_issue27_constructs(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -507,7 +516,18 @@ class _Generator:
         has_gate = program.gate_body is not None and program.n_gates > 0
         program.init_lines = self.patterns26.init_lines(self.width, has_gate)
         program.batch_sizes = self.patterns26.batch_sizes()
+        program.module_lines = self.patterns27.module_lines()
+        program.methods = self.patterns27.methods()
+        program.base = self.patterns27.base()
         return program
+
+    def use_issue27_constructs(self, body: list[Stmt], first: int) -> None:
+        """A statement of each drawn issue-27 construct, at the top level of ``body`` (from index ``first``)."""
+        for text, cost in self.patterns27.required():
+            body.insert(self.rng.randint(first, len(body)), Line(text))
+            self.lines += text.count("\n") + 1
+            self.cost += cost
+            self.tensor_tests += 1
 
     def use_issue26_patterns(self, body: list[Stmt], first: int) -> None:
         """Make every drawn issue-26 pattern show in ``forward``: a statement of each (at the top
@@ -589,7 +609,9 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
         # programs without them; then others, in case these never fit
         features = random.Random(f"dycl.fuzz.features:{seed}:{index}:{attempt}:{retry // 100}")
         issue26 = random.Random(f"dycl.fuzz.issue26:{seed}:{index}:{attempt}:{retry // 100}")
-        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26)
+        issue27 = random.Random(f"dycl.fuzz.issue27:{seed}:{index}:{attempt}:{retry // 100}")
+        gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26,
+                         issue27)
         program = gen.program()
         max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:

@@ -102,6 +102,9 @@ class Program:
     attributes: dict[str, str] = field(default_factory=dict)  # plain attribute (a container) -> its source
     init_lines: list[str] = field(default_factory=list)  # last lines of __init__ (heads, hooks: issue 26)
     batch_sizes: tuple[int, ...] = (1,)  # the inputs' batch sizes in turn; the first is the compile example's
+    module_lines: list[str] = field(default_factory=list)  # module-level definitions (an Enum, a base class: issue 27)
+    methods: list[str] = field(default_factory=list)  # extra methods' lines, indented as members (issue 27)
+    base: str = "nn.Module"  # the model's base class
 
     def copy(self) -> Program:
         return copy.deepcopy(self)
@@ -231,7 +234,7 @@ def render_classes(program: Program, with_library: bool = True) -> str:
     are then imported from their own module), the Gate class (if any) and the model class, without imports."""
     w = program.width
     n_layers = len(program.layer_kinds)
-    out: list[str] = []
+    out: list[str] = list(program.module_lines)
     for name in sorted({h.decorator for h in program.helpers if h.decorator}):
         out += DECORATOR_SOURCE[name] + ["", ""]
     if with_library and program.library:
@@ -239,7 +242,7 @@ def render_classes(program: Program, with_library: bool = True) -> str:
         out += render_library(program).splitlines()
     if program.gate_body is not None:
         out += _render_gate(program, n_layers)
-    out += [f"class {program.name}(nn.Module):",
+    out += [f"class {program.name}({program.base}):",
             "    def __init__(self):",
             "        super().__init__()"]
     if program.flag is not None:
@@ -268,6 +271,7 @@ def render_classes(program: Program, with_library: bool = True) -> str:
         out.append("        self.forward = self._infer")
     for helper in program.helpers:
         out += [""] + _function("self, x, k", helper, n_layers, 1)
+    out += program.methods
     if program.swap_forward:
         out += ["", "    def forward(self, x):", "        return self._infer(x * 0.5)"]
     out += ["", f"    def {'_infer' if program.swap_forward else 'forward'}(self, x):"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import signal
 import threading
 import time
@@ -68,6 +69,7 @@ class Outcome:
     error_type: str = ""
     phase: str = ""  # "compile" or "run" for errors; "compile" for an inconsistency if compiling changed the model
     seconds: float = 0.0
+    reason: str = ""  # for a refusal: the construct refused, without names and numbers (see refusal_reason)
 
     def signature(self) -> tuple[str, ...]:
         """What "fails the same way" means for the shrinker."""
@@ -156,6 +158,26 @@ def refused(exc: Exception, training: bool) -> bool:
     return training and isinstance(exc, ValueError) and "eval" in str(exc)
 
 
+TRAINING_REASON = "a model in training mode"
+
+
+def refusal_reason(exc: Exception) -> str:
+    """The bucket a refusal counts in: the construct an ``UnsupportedError`` names with quoted and
+    back-quoted names, parenthesised details and numbers blanked (``TRAINING_REASON`` for the
+    train-mode ``ValueError`` and refusal), so that refusals of one cause share one reason."""
+    construct = getattr(exc, "construct", None)
+    if not isinstance(construct, str):
+        return TRAINING_REASON if "eval" in str(exc) else type(exc).__name__
+    text, previous = construct, None
+    while text != previous:  # innermost parentheses first: (chosen = self.heads(x_1))
+        text, previous = re.sub(r"\([^()]*\)", "", text), text
+    text = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "_", text)
+    text = re.sub(r"\b[\w.<>]*(?:Fuzz_s|dycl_fuzzlib)[\w.<>]*", "_", text)
+    text = re.sub(r"\d+", "N", text)
+    text = " ".join(text.split())
+    return TRAINING_REASON if text.startswith(TRAINING_REASON) else text
+
+
 def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: Sequence[Any], backend: str,
                   compile_fn: CompileFn = dycl.compile, timeout: float | None = None,
                   atol: float | None = None, expected_inputs: Sequence[torch.Tensor] | None = None,
@@ -180,7 +202,7 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
         kind = "unsupported" if refused(exc, training) else "error"
         detail = str(exc) if kind == "unsupported" else f"{type(exc).__name__}: {exc}"
         return Outcome(backend, kind, detail, error_type=type(exc).__name__, phase="compile",
-                       seconds=time.perf_counter() - start)
+                       seconds=time.perf_counter() - start, reason=refusal_reason(exc) if kind == "unsupported" else "")
     changed = before.difference(ModelState.of(model))
     if not changed and not torch.equal(example, inputs[0]):
         changed = "the example input (an argument forward changes in place)"

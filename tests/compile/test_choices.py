@@ -287,14 +287,48 @@ def test_enum_members_and_layers_chosen_by_data(tmp_path):
     assert _check(model, inputs, lambda x: (bool(x.mean() > 0), bool(x.std() > 1.0)), tmp_path / "b") == 4
 
 
-def test_match_on_a_number_from_data_is_refused():
-    model = MatchOnLevel()
-    line = inspect.getsourcelines(type(model).forward)[1] + 3
-    with pytest.raises(dycl.UnsupportedError, match="match") as refused:
-        dycl.compile(model.eval(), torch.randn(2, 8))
-    # the match statement is refused with its forward's first line (the parser's location for it)
-    first = inspect.getsourcelines(type(model).forward)[1]
-    assert first <= refused.value.location.line <= line and refused.value.location.path == __file__
+def test_match_on_a_number_from_data_compiles(tmp_path):
+    """Once refused; ``match`` on values is now an if chain (``rewriter.match_statements``)."""
+    torch.manual_seed(13)
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, 2.0] * 9)]
+    assert _check(MatchOnLevel(), inputs, lambda x: int(x.mean() > 0), tmp_path) == 2
+
+
+class BestByLambda(nn.Module):
+    """``max``/``min`` with a lambda key (issue 27): the lambda's body is applied to each item."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        best = max([self.fc(x), torch.tanh(x), x * 0.5], key=lambda t: t.sum())
+        flip = min((x, -x), key=lambda t: float(t.mean()))
+        return best + flip
+
+
+def test_max_and_min_with_a_lambda_key(tmp_path):
+    torch.manual_seed(13)
+    model = BestByLambda().eval()
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, -2.0, 1.0] * 6)]
+
+    def choice(x):
+        with torch.no_grad():
+            sums = [t.sum() for t in (model.fc(x), torch.tanh(x), x * 0.5)]
+        return int(torch.stack(sums).argmax()), bool(-x.mean() < x.mean())
+
+    assert _check(model, inputs, choice, tmp_path) >= 3
+
+
+def test_a_lambda_key_over_a_sequence_of_unknown_length_is_refused():
+    class Unknown(nn.Module):
+        def forward(self, x):
+            return max(list(x.unbind(0)), key=lambda t: t.sum())  # MARK
+
+    with pytest.raises(dycl.UnsupportedError, match="a lambda") as refused:
+        dycl.compile(Unknown().eval(), torch.randn(3, 4))
+    lines, first = inspect.getsourcelines(Unknown)
+    assert refused.value.location.line == first + next(i for i, t in enumerate(lines) if "# MARK" in t)
 
 
 class AdaptiveActivation(nn.Module):

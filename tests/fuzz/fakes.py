@@ -6,6 +6,7 @@ import copy
 import inspect
 
 import torch
+from dycl.rewriter.errors import SourceLocation
 
 import dycl
 
@@ -88,3 +89,13 @@ def changes_a_buffer_then_refuses(model, example, backend="torch"):
     """Probes forward on the live model, then refuses it, leaving a buffer changed."""
     changes_a_buffer(model, example, backend)
     raise dycl.UnsupportedError("fake refusal after probing", None)
+
+
+def refuses_by_construct(model, example, backend="torch"):
+    """Refuses every model with ``while`` (naming the class and a line, as dycl's refusals do), and
+    models with no ``while`` for their ``if``; compiles nothing."""
+    name = type(model).__name__
+    where = SourceLocation(f"/tmp/{name}.py", len(name))
+    if "while" in inspect.getsource(type(model)):
+        raise dycl.UnsupportedError(f"a while loop in `{name}` (line {len(name)})", where)
+    raise dycl.UnsupportedError(f"an if statement in '{name}'", where)

@@ -10,12 +10,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from dycl.fuzz.__main__ import main
-from dycl.fuzz.campaign import run_campaign
-from dycl.fuzz.features import ISSUE_26, program_features
+from dycl.fuzz.__main__ import DEFAULT_REGRESSIONS, main
+from dycl.fuzz.campaign import Summary, run_campaign
+from dycl.fuzz.features import ISSUE_26, ISSUE_27, program_features
 from dycl.fuzz.generator import FEATURES, KNOWN_BUGS, generate
+from dycl.fuzz.program import render_classes
+from dycl.fuzz.runner import TRAINING_REASON
 
-from .fakes import identity
+from .fakes import identity, refuses_by_construct
 
 
 def test_one_hundred_programs_on_both_backends(tmp_path: Path):
@@ -32,14 +34,15 @@ def test_issue_14_patterns_are_never_silently_wrong(tmp_path: Path):
     """Every feature, the soundness patterns included: each program agrees with eager or is
     refused with ``UnsupportedError``; no crash, no silent difference, no change to the model."""
     lines: list[str] = []
-    # issue 26's patterns have their own stream: without them, seed 77 draws the programs of before
+    # issue 26's and 27's patterns have their own streams: without them, seed 77 draws the programs of before
     summary = run_campaign(60, 77, ["torch", "onnxruntime"], tmp_path / "out", tmp_path / "regressions",
-                           echo=lines.append, max_shrinks=0, exclude=frozenset(ISSUE_26))
+                           echo=lines.append, max_shrinks=0, exclude=frozenset(ISSUE_26 + ISSUE_27))
     report = "\n".join(lines + [summary.line()])
     assert summary.programs == 60
     assert summary.inconsistencies == 0 and summary.errors == 0, report
     assert summary.unsupported < summary.programs, report  # some of them compile and are compared
-    used = Counter(name for i in range(60) for name in program_features(generate(77, i, exclude=ISSUE_26)))
+    used = Counter(name for i in range(60)
+                   for name in program_features(generate(77, i, exclude=ISSUE_26 + ISSUE_27)))
     assert all(used[name] for name, issue in KNOWN_BUGS.items() if issue == "issue 14"), used
 
 
@@ -66,3 +69,29 @@ def test_the_summary_gives_the_share_of_programs_using_each_feature(tmp_path: Pa
     assert 0 < used["buffer-update"] < 40 and 0 < used["dict-mutation"] < 40  # shares that can be wrong
     table = summary.feature_lines()
     assert f"fuzz: feature dict-mutation: {used['dict-mutation']} programs ({used['dict-mutation']} ok)" in table
+
+
+def test_refusals_are_counted_by_reason_and_never_shrunk_or_written(tmp_path: Path):
+    """Issue 27: a refused program is no failure — no shrinking, no regression file — and the
+    summary counts the refusals per reason (names and numbers blanked, so one cause is one line)."""
+    lines: list[str] = []
+    summary = run_campaign(12, 10, ["torch"], tmp_path / "out", tmp_path / "regressions",
+                           compile_fn=refuses_by_construct, echo=lines.append)
+    assert summary.unsupported == 12 and not summary.failed and summary.failures == []
+    assert not (tmp_path / "regressions").exists() and summary.shrink_seconds == 0
+    with_while = sum("while" in render_classes(generate(10, i)) for i in range(12))
+    assert 0 < with_while < 12  # both reasons occur
+    assert summary.refusals == Counter({"a while loop in _": with_while, "an if statement in _": 12 - with_while})
+    table = summary.refusal_lines()
+    assert f"fuzz: refused {max(with_while, 12 - with_while)}: " in table[0]
+    assert table[-1] == "fuzz: 100.0% refused, training mode aside (12 of 12)"
+
+
+def test_train_mode_refusals_are_left_out_of_the_refused_share():
+    summary = Summary(1, ["torch"], programs=10, unsupported=4)
+    summary.refusals.update({TRAINING_REASON: 2, "a while loop in _": 2})
+    assert summary.share_refused == 2 / 8
+
+
+def test_the_command_line_writes_no_regression_into_the_checkout_unless_asked():
+    assert not DEFAULT_REGRESSIONS.resolve().is_relative_to(Path(__file__).resolve().parents[2])

@@ -202,3 +202,48 @@ def test_a_method_reading_a_closure_compiles_with_the_cell_frozen():
     inputs = [torch.randn(1, 4, generator=generator) * (-1) ** i for i in range(8)]
     compiled = dycl.compile(model, inputs[0])
     assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
+
+
+def squashed(method):
+    """A wrapper with the tensor first and static extras packed: ``fn(self, x, *args, **kwargs)``."""
+    @functools.wraps(method)
+    def wrapper(self, x, *args, **kwargs):
+        return torch.tanh(method(self, x, *args, **kwargs)) + 0.1
+
+    return wrapper
+
+
+class StaticPacks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @squashed
+    def _stage(self, x, depth, scale=1.0):
+        for _ in range(depth):
+            x = self.fc(x)
+        if x.mean() > 0:
+            return x * scale
+        return -x
+
+    def forward(self, x):
+        h = self._stage(x, 2, scale=0.5)
+        return self._stage(h, 1)
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_a_wrapper_forwarding_static_packs_is_inlined_with_the_method(backend, tmp_path):
+    """``method(self, x, *args, **kwargs)`` with ``args == (2,)`` and ``kwargs == {"scale": 0.5}``
+    (found by the fuzzer): the packs are spread into the call (``rewriter.star_arguments``), the
+    method is inlined and its test becomes a condition; before, the call stayed opaque and its
+    ``if`` on data was refused."""
+    torch.manual_seed(0)
+    model = StaticPacks().eval()
+    generator = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(2, 4, generator=generator) * s for s in (0.3, -1, 2, -3) for _ in range(3)]
+    compiled = dycl.compile(model, inputs[0], backend=backend)
+    assert compiled.stats["conditions"] >= 2
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
+    if backend == "onnxruntime":
+        report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+        assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}

@@ -284,6 +284,26 @@ class RoutingStats(nn.Module):
         return h * s["calls"]
 
 
+class AliasedCounterThenLayer(nn.Module):
+    """A counter bumped through a local alias of the dict, read back through ``self`` by the
+    tensor code after it (found by the fuzzer: the tensor statement was merged into the sub-DNN
+    before the bump, and saw the old count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.stats = {"calls": 0}
+
+    def forward(self, x):
+        h = self.fc(x)
+        s = self.stats
+        s["calls"] = s["calls"] + 3
+        h = h + self.stats["calls"] * 0.01
+        if h.mean() > 0.05:
+            return h.relu()
+        return h
+
+
 class RingBuffer(nn.Module):
     """A ring buffer of the last inputs' means, written by index from a Python counter."""
 
@@ -403,8 +423,8 @@ def test_state_in_a_submodule_and_a_helper_on_one_branch():
 
 @pytest.mark.parametrize("model_class, shape", [(WarmupGate, (2, 6)), (EMANormalizer, (8, 5)),
                                                 (PeriodicRefresh, (2, 4)), (TrackedClassifier, (2, 4)),
-                                                (RoutingStats, (2, 4))],
-                         ids=["counter", "ema", "attributes", "submodule", "dict"])
+                                                (RoutingStats, (2, 4)), (AliasedCounterThenLayer, (2, 4))],
+                         ids=["counter", "ema", "attributes", "submodule", "dict", "aliased-dict"])
 def test_saved_host_keeps_the_state_between_calls(tmp_path, model_class, shape):
     model, twin, compiled = _compile(model_class, torch.randn(*shape))
     compiled.save(tmp_path / "artifact")
@@ -426,6 +446,14 @@ def test_saved_host_keeps_the_state_between_calls(tmp_path, model_class, shape):
     report = run_host_without_torch(tmp_path / "artifact", copy.deepcopy(twin), inputs, ATOL)
     assert report["checked"] == len(inputs) and not report["problems"], report
     _assert_same_state(twin, model, "the saved host does not touch the model")
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_a_write_through_an_alias_is_seen_by_the_tensor_code_after_it(backend):
+    model, twin, compiled = _compile(AliasedCounterThenLayer, torch.randn(2, 4), backend=backend)
+    paths = run_sequence(model, twin, compiled, _rows(7, 10, (2, 4)), eager_steps=frozenset({3}))
+    assert paths == 2  # relu or not
+    assert model.stats["calls"] == 30
 
 
 def test_changed_weights_are_still_stale_but_state_is_not():
