@@ -58,7 +58,7 @@ def test_untaken_branch_is_compiled_ahead_of_time(monkeypatch, tmp_path):
 def test_host_is_readable_and_has_no_tensor_math():
     compiled = dycl.compile(gate(), torch.ones(1, 4))
     source = compiled.host_source
-    forward = source[source.index("    def _forward"):source.index("\n\ndef _bind")]
+    forward = source[source.index("    def _forward"):source.index("\n\n\nif __name__")]
     assert compiled.manifest["sub_dnns"].keys() == {"subdnn_0", "subdnn_1", "subdnn_2", "subdnn_3"}
     assert _strip_locations(forward) == textwrap.dedent("""\
             def _forward(self, x):
