@@ -1,4 +1,4 @@
-"""Structured values in symbolic mirrors: dicts (a ``ModelOutput`` too) and state objects.
+"""Structured values in symbolic mirrors: dicts (a ``ModelOutput`` too), dataclasses and state objects.
 
 ``hcfg.symbolic`` mirrors a variable by its shapes (``SymbolicTensor``) and walks lists
 and tuples itself. A KV cache (``hcfg.state_objects``) or a ``ModelOutput`` holding one
@@ -9,26 +9,35 @@ the parts of such a value and ``rebuilt`` the same kind of value around new part
 Assumed: the values are the compiler's own copies (``hcfg.pytree_ports.snapshot``) or
 mirrors; ``rebuilt`` never changes ``value``. A dict is copied with ``copy.copy`` (a
 ``ModelOutput`` keeps its class, and its keys stay its attributes) and its items set
-again; a state object is made with ``object.__new__`` and its attributes set, as
-``hcfg.pytree_ports.rebuild`` does.
+again; a dataclass or a state object is made with ``object.__new__`` and its fields or
+attributes set (no ``__init__``/``__post_init__``), as ``hcfg.pytree_ports.rebuild`` does.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from dycl.hcfg.state_objects import is_state_object
 
 
 def is_structure(value: Any) -> bool:
-    """A dict or a state object (lists and tuples are the caller's business)."""
-    return isinstance(value, dict) or is_state_object(value)
+    """A dict, a dataclass instance or a state object (lists and tuples are the caller's business)."""
+    return isinstance(value, dict) or _is_record(value) or is_state_object(value)
+
+
+def _is_record(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def children(value: Any) -> dict[Any, Any]:
-    """The parts of a structure: a dict's items, a state object's attributes."""
-    return dict(value) if isinstance(value, dict) else dict(vars(value))
+    """The parts of a structure: a dict's items, a dataclass's fields, a state object's attributes."""
+    if isinstance(value, dict):
+        return dict(value)
+    if _is_record(value):
+        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    return dict(vars(value))
 
 
 def rebuilt(value: Any, parts: dict[Any, Any]) -> Any:

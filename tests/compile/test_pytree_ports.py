@@ -190,17 +190,18 @@ def test_structured_values_agree_in_process_and_in_the_torch_free_host(name, tmp
     assert not report["torch_loaded"]
 
 
-def test_a_dict_keeps_its_symbolic_batch_across_sub_dnns(tmp_path):
-    """Was a known bug: the dict the helper returns lost its symbolic batch in the explore stage
-    (mirrors walked lists and tuples only), so dycl compiled the example's batch alone. Dicts
-    and state objects are mirrored item by item now (``hcfg.mirror_structures``)."""
+@pytest.mark.parametrize("cls", [FeatureDict, Ponder], ids=["dict", "dataclass"])
+def test_a_dict_or_a_dataclass_keeps_its_symbolic_batch_across_sub_dnns(cls, tmp_path):
+    """Was a known bug: the dict the helper returns (the dataclass the loop carries) lost its
+    symbolic batch in the explore stage (mirrors walked lists and tuples only), so dycl compiled
+    the example's batch alone. They are mirrored field by field now (``hcfg.mirror_structures``)."""
     torch.manual_seed(0)
-    model = FeatureDict().eval()
+    model = cls().eval()
     compiled = dycl.compile(model, _inputs()[0])
     assert compiled.manifest.dynamic_dims
     generator = torch.Generator().manual_seed(3)
     inputs = [torch.randn(batch, 6, generator=generator) * (0.2 + i / 10) for i, batch in enumerate((3, 1, 5) * 4)]
-    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) >= 2
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
 
