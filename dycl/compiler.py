@@ -453,16 +453,19 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
     ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised."""
     chosen = Options(**options)
     first: UnsupportedError | None = None
+    example = ExampleSnapshot.take((example_input, chosen.kwargs))  # a failed run may stop mid-stage
     for _ in range(MAX_FOLLOW_ROUNDS):
         try:
             return run(model, example_input, chosen)
         except UnsupportedError as error:
+            example.restore()
             more = deciders_at(model, example_arguments(example_input), chosen.kwargs, error.location)
             if more <= chosen.followed:
                 if first is None:
                     raise
                 raise _after_following(first, error) from error
             first = first or error
+            example.restore()
             chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
     return run(model, example_input, chosen)
 
