@@ -436,15 +436,30 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
     library function that leads to it (``dycl.library_decisions``), at most
     ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised."""
     chosen = Options(**options)
+    first: UnsupportedError | None = None
+    example = ExampleSnapshot.take((example_input, chosen.kwargs))  # a failed run may stop mid-stage
     for _ in range(MAX_FOLLOW_ROUNDS):
         try:
             return run(model, example_input, chosen)
         except UnsupportedError as error:
+            example.restore()
             more = deciders_at(model, example_arguments(example_input), chosen.kwargs, error.location)
             if more <= chosen.followed:
-                raise
+                if first is None:
+                    raise
+                raise _after_following(first, error) from error
+            first = first or error
+            example.restore()
             chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
     return run(model, example_input, chosen)
+
+
+def _after_following(refused: UnsupportedError, stopped: UnsupportedError) -> UnsupportedError:
+    """The first refusal (the library's decision, the user's question), saying where following
+    that library code stopped."""
+    return UnsupportedError(refused.construct, refused.location,
+                            f"{refused.hint}; dycl rewrote the library code that leads to this line and stopped "
+                            f"at {stopped.location or 'an unknown line'}: {stopped.construct}")
 
 
 def _identity(job: Job, variant: Variant) -> str:

@@ -155,3 +155,17 @@ def test_the_configured_experts_implementation_is_the_one_compiled(tmp_path):
         assert_equivalent(block, compiled, inputs, min_paths=1, atol=1e-5)
         counts[experts] = compiled.stats["conditions"]
     assert counts["eager"] >= 4 and counts["batched_mm"] == 0, counts
+
+
+@pytest.mark.slow
+def test_a_whole_lm_with_the_eager_experts_loop_is_refused_at_the_library_decision():
+    """Not done yet: following the decision up through the LM's decorators
+    (``@can_return_tuple``, ``@deprecate_kwarg`` over a ``**kwargs`` dict) stops short, so the
+    LM with ``experts_implementation="eager"`` is refused, clearly: at transformers' line
+    that decides, saying where following stopped — not a crash, not a wrong answer."""
+    pytest.importorskip("transformers")
+    lm = build_moe_lm("MixtralForCausalLM", experts="eager")
+    with pytest.raises(dycl.UnsupportedError) as caught:
+        dycl.compile(lm, (torch.randint(0, 61, (2, 7)),), dynamic={"input_ids": {0: "batch", 1: "seq"}})
+    message = str(caught.value)
+    assert "modeling_mixtral.py:" in message and "rewrote the library code" in message, message
