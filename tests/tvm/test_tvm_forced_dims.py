@@ -52,6 +52,32 @@ def test_weights_pin_channels_and_features_but_not_batch_or_image_size():
     assert pinned(_exported(Stem(), torch.randn(1, 3, 8, 8), {0: "batch"})) is None  # nothing to pin
 
 
+class Fused(nn.Module):
+    """Two inputs concatenated before a Linear, as a decoder joins an embedding and a context."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(7, 2)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([x, context], dim=1))
+
+
+def test_a_concatenation_joins_its_batches_and_pins_its_one_named_part():
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Fused().eval(), (torch.randn(1, 4), torch.randn(1, 3)), buffer, dynamo=False,
+                          opset_version=17, input_names=["x", "context"],
+                          dynamic_axes={"x": {0: "b", 1: "f"}, "context": {0: "b2"}})
+    model = onnx.load_from_string(buffer.getvalue())
+    forced = forced_dims(model)
+    assert forced["b2"] == "b" and forced["f"] == 4 and "b" not in forced
+    shapes = [[d.dim_value if d.HasField("dim_value") else d.dim_param for d in value.type.tensor_type.shape.dim]
+              for value in pinned(model).graph.input]
+    assert shapes == [["b", 4], ["b", 3]]
+
+
 class GreedyTagger(nn.Module):
     """Tags a feature vector step by step with a GRU cell, feeding back its last tag, and stops
     at the stop tag: the way a small greedy decoder is usually written."""

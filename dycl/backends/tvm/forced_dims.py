@@ -108,15 +108,24 @@ def forced_dims(model: onnx.ModelProto) -> dict[str, int | str]:
                 rest = right - sum(part for part in parts if isinstance(part, int))
                 if rest > 0:  # one named part of a concatenation: the contracted size less the others
                     found.setdefault(names[0], set()).add(rest)
-    pinned_sizes = {name: next(iter(sizes)) for name, sizes in found.items() if len(sizes) == 1}
-    return {**_joined(model, dims), **pinned_sizes}
+    sizes = {name: next(iter(options)) for name, options in found.items() if len(options) == 1}
+    joined, group_sizes = _joined(model, dims)
+    forced: dict[str, int | str] = {}
+    for name, root in joined.items():  # a group takes the one size any member is pinned to
+        known = {size for member, size in sizes.items() if joined.get(member, member) == root}
+        known |= group_sizes.get(root, set())
+        forced[name] = next(iter(known)) if len(known) == 1 else root
+    for name, size in sizes.items():
+        forced.setdefault(name, size)
+    return {name: value for name, value in forced.items() if value != name}
 
 
-def _joined(model: onnx.ModelProto, dims: dict[str, list[Dim]]) -> dict[str, str]:
+def _joined(model: onnx.ModelProto, dims: dict[str, list[Dim]]) -> tuple[dict[str, str], dict[str, set[int]]]:
     """Dim names a ``Concat`` requires equal (its inputs agree on every other axis; no
     broadcasting), each mapped to the first name of its group (``Concat`` of a state of batch
-    ``b`` and a one-hot of batch ``b2``: ``b2`` -> ``b``)."""
+    ``b`` and a one-hot of batch ``b2``: ``b2`` -> ``b``), and the sizes a group meets there."""
     parent: dict[str, str] = {}
+    met: dict[str, set[int]] = {}
 
     def root(name: str) -> str:
         while parent.get(name, name) != name:
@@ -128,14 +137,19 @@ def _joined(model: onnx.ModelProto, dims: dict[str, list[Dim]]) -> dict[str, str
         if node.op_type != "Concat" or not shapes or any(not s or len(s) != len(shapes[0]) for s in shapes):
             continue
         along = _attribute(node, "axis", 0) % len(shapes[0])
-        for axis in range(len(shapes[0])):
+        for axis in (axis for axis in range(len(shapes[0])) if axis != along):
             names = sorted({shape[axis] for shape in shapes if isinstance(shape[axis], str)})
-            if axis != along and len(names) > 1:
-                for other in names[1:]:
-                    first, second = root(names[0]), root(other)
-                    if first != second:
-                        parent[max(first, second)] = min(first, second)
-    return {name: root(name) for name in parent}
+            for other in names[1:]:
+                first, second = root(names[0]), root(other)
+                if first != second:
+                    parent[max(first, second)] = min(first, second)
+            for name in names:
+                parent.setdefault(name, name)
+                met.setdefault(name, set()).update(shape[axis] for shape in shapes if isinstance(shape[axis], int))
+    groups: dict[str, set[int]] = {}
+    for name, found in met.items():
+        groups.setdefault(root(name), set()).update(found)
+    return {name: root(name) for name in parent}, groups
 
 
 def pinned(model: onnx.ModelProto) -> onnx.ModelProto | None:

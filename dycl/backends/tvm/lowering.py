@@ -44,7 +44,19 @@ def import_onnx(onnx_bytes: bytes, input_names: Sequence[str]):
             try:
                 return from_onnx(_folded(model), keep_params_in_input=False)
             except Exception:
-                raise RuntimeError(f"TVM cannot import this sub-DNN's ONNX graph: {error}") from error
+                raise RuntimeError(f"TVM cannot import this sub-DNN's ONNX graph: {error}{_hint(model)}") from error
+
+
+def _hint(model) -> str:
+    """What to try where the graph's inputs have symbolic dims (the importer lost a value's shape)."""
+    names = sorted({d.dim_param for value in model.graph.input for d in value.type.tensor_type.shape.dim
+                    if d.HasField("dim_param")})
+    if not names:
+        return ""
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f" (its inputs have symbolic dims {shown}, and TVM's importer may not relate a value computed from "
+            "them: compile with fewer symbolic dims (dynamic= naming only those that vary, or dynamic=False) "
+            "or with backend='onnxruntime')")
 
 
 def _folded(model):
