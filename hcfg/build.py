@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,17 +170,11 @@ class HCFGBuilder:
                 states = []
                 continue
             if self.is_tensor_statement(small, states[0].concrete):
-                placed, conversions = self.tensor_statement(stmt, states, pending)
-                if conversions:
-                    flush()
-                    nodes += conversions
-                    self.run_all([c.statement for c in conversions], states)
-                pending.append(placed)
-                self.run_all([placed], states, tensor=True)
+                self.place_tensor(stmt, states, pending, nodes, flush)
                 continue
             hoisted, new_small = self.hoist(small, stmt, states[0].concrete)
-            self.run_all(hoisted, states, tensor=True)
-            pending += hoisted
+            for line in hoisted:  # self.count.add_(int(x.sum() > 0)): the int() is host work (split_conversions)
+                self.place_tensor(line, states, pending, nodes, flush)
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
@@ -193,6 +187,17 @@ class HCFGBuilder:
                 states = []
         flush()
         return tuple(nodes), states
+
+    def place_tensor(self, stmt: cst.SimpleStatementLine, states: list[PathState], pending: list, nodes: list,
+                     flush: Callable[[], None]) -> None:
+        """Run and place one tensor statement in ``pending``, its host conversions first (``tensor_statement``)."""
+        placed, conversions = self.tensor_statement(stmt, states, pending)
+        if conversions:
+            flush()
+            nodes += conversions
+            self.run_all([c.statement for c in conversions], states)
+        pending.append(placed)
+        self.run_all([placed], states, tensor=True)
 
     def condition(self, stmt: cst.If, test: cst.BaseExpression, states: list[PathState]
                   ) -> tuple[Cond, list[PathState]]:

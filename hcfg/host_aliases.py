@@ -10,8 +10,9 @@ no ``nonlocal``), and a name's object can only reach another name through an ass
 value mentions it.
 Guarantees (over-approximation, never under): two locals that may hold the same object, or one an
 object inside the other, are in one class — every assignment in a host operation puts its target
-names in one class with every local its value mentions (``a = b``, ``a = b["k"]``,
-``a = b.get("k")``, ``a, c = b, d``). Classes are closed under the relation (union-find).
+names in one class with every local whose object its value may be or hold (``a = b``,
+``a = b["k"]``, ``a = b.get("k")``, ``a, c = b, d``, ``a = [b]``; not ``m = n * 2``: arithmetic
+makes a new object). Classes are closed under the relation (union-find).
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def with_aliases(names: Iterable[str], classes: dict[str, frozenset[str]]) -> se
 
 
 def _assignment_names(small: cst.BaseSmallStatement) -> set[str]:
-    """The target names of an assignment together with every name its value mentions (empty if no
-    assignment). An item or attribute target (``d["k"] = v``) puts ``v`` inside ``d``'s object: ``d``
-    counts as a target."""
+    """The target names of an assignment together with the names whose objects its value may be
+    or hold (empty if no assignment). An item or attribute target (``d["k"] = v``) puts ``v``
+    inside ``d``'s object: ``d`` counts as a target."""
     if isinstance(small, cst.Assign):
         targets: list[cst.CSTNode] = [t.target for t in small.targets]
     elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
@@ -66,4 +67,26 @@ def _assignment_names(small: cst.BaseSmallStatement) -> set[str]:
     if small.value is None:
         return set()
     names = {n.value for target in targets for n in descendants(target) if isinstance(n, cst.Name)}
-    return names | {n.value for n in descendants(small.value) if isinstance(n, cst.Name)}
+    return names | _roots(small.value)
+
+
+def _roots(value: cst.BaseExpression) -> set[str]:
+    """Names whose objects ``value`` may be or hold: a name, the base of an item or attribute, both
+    sides of ``or``/``and``/``if-else``, a display's elements, and every name in a call (a function
+    may return its argument or an item of its receiver); none for arithmetic, comparisons and
+    literals, which make new objects (numbers, booleans, tensors)."""
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, (cst.Attribute, cst.Subscript)):
+        return _roots(value.value)
+    if isinstance(value, cst.BooleanOperation):
+        return _roots(value.left) | _roots(value.right)
+    if isinstance(value, cst.IfExp):
+        return _roots(value.body) | _roots(value.orelse)
+    if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
+        return {name for element in value.elements for name in _roots(element.value)}
+    if isinstance(value, cst.Dict):
+        return {name for element in value.elements for name in _roots(element.value)}
+    if isinstance(value, (cst.Call, cst.Await, cst.NamedExpr, cst.BaseComp)):
+        return {n.value for n in descendants(value) if isinstance(n, cst.Name)}
+    return set()

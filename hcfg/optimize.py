@@ -156,11 +156,15 @@ def _all_reads_writes(node: Node, locals_: frozenset[str], memo: EffectsMemo) ->
 
 
 def _mutated(stmt: cst.SimpleStatementLine) -> set[str]:
-    """Variables whose object a statement changes in place (``lst.append(x)``, ``lst[0] = y``)."""
+    """Variables whose object a statement changes in place (``lst.append(x)``, ``cfg["k"].append(x)``,
+    ``lst[0] = y``)."""
     small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(
-            small.value.func, cst.Attribute) and isinstance(small.value.func.value, cst.Name):
-        return {small.value.func.value.value}
+    call = small.value if isinstance(small, cst.Expr) else None
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+        receiver = call.func.value
+        while isinstance(receiver, (cst.Subscript, cst.Attribute)):  # cfg["k"].append(x) changes cfg
+            receiver = receiver.value
+        return {receiver.value} if isinstance(receiver, cst.Name) else set()
     targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
         [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else [])
     names = set()

@@ -91,7 +91,8 @@ def members(func: cst.BaseExpression, flow: StaticFlow, env: Env) -> Members | N
             return None
         name = func.args[1].value
         found = tuple(Member(n, cst.Call(cst.Name("getattr"), [func.args[0], cst.Arg(cst.SimpleString(repr(n)))]))
-                      for n in _attributes(receiver.value, name))[:_MAX_MEMBERS + 1]
+                      for n in _attributes(receiver.value, name, lambda node: flow.evaluate(node, env)))
+        found = found[:_MAX_MEMBERS + 1]
         if len(found) > _MAX_MEMBERS:
             return None
         return Members(name, found, "AttributeError", None, True) if found else None
@@ -115,16 +116,36 @@ def _item(container: cst.BaseExpression, key: Any) -> cst.Subscript:
     return cst.Subscript(container, [cst.SubscriptElement(cst.Index(literal_term(key)))])
 
 
-def _attributes(module: torch.nn.Module, name: cst.BaseExpression) -> list[str]:
+def _attributes(module: torch.nn.Module, name: cst.BaseExpression, evaluate) -> list[str]:
     """The submodules and callable instance attributes of ``module`` whose names ``name``
     may give: an f-string's literal parts must match; any name otherwise."""
-    pattern = _pattern(name)
+    pattern = _pattern(name, evaluate)
     candidates = list(module._modules) + [n for n, v in vars(module).items() if not n.startswith("_") and callable(v)]
     return [n for n in dict.fromkeys(candidates) if n.isidentifier() and (pattern is None or pattern.fullmatch(n))]
 
 
-def _pattern(name: cst.BaseExpression) -> re.Pattern | None:
+#: what ``f"{f(...)}"`` can print for a builtin ``f`` whose result type is fixed (no conversion, no format spec)
+_PRINTS = {int: r"-?[0-9]+", len: r"[0-9]+", bool: r"(?:True|False)"}
+
+
+def _pattern(name: cst.BaseExpression, evaluate) -> re.Pattern | None:
+    """The names an f-string may give: its literal parts, and for each replacement field the text
+    its value may print — digits for ``int(...)``/``len(...)``, ``True``/``False`` for ``bool(...)``
+    (``f"head{int(c)}"`` cannot name ``heads``), anything else (a comparison of tensors prints
+    ``tensor(True)``; a name's value is not known here)."""
     if not isinstance(name, cst.FormattedString):
         return None
-    parts = [re.escape(p.value) if isinstance(p, cst.FormattedStringText) else ".+?" for p in name.parts]
-    return re.compile("".join(parts))
+    return re.compile("".join(re.escape(p.value) if isinstance(p, cst.FormattedStringText) else _prints(p, evaluate)
+                              for p in name.parts))
+
+
+def _prints(field: cst.FormattedStringExpression, evaluate) -> str:
+    expression = field.expression
+    if field.conversion is not None or field.format_spec is not None:
+        return ".+?"
+    if isinstance(expression, cst.Call):
+        function = evaluate(expression.func)
+        for builtin, printed in _PRINTS.items():
+            if function is not None and function.value is builtin:
+                return printed
+    return ".+?"

@@ -331,6 +331,27 @@ def test_a_lambda_key_over_a_sequence_of_unknown_length_is_refused():
     assert refused.value.location.line == first + next(i for i, t in enumerate(lines) if "# MARK" in t)
 
 
+class HeadsAndHeadN(nn.Module):
+    """``heads`` (a list) beside ``head0``/``head1``: ``f"head{int(...)}"`` prints digits, so it
+    cannot name ``heads`` (before: ``heads`` was a member too, and its branch was refused)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Linear(8, 8), nn.Tanh()])
+        self.head0 = nn.Linear(8, 8)
+        self.head1 = nn.Tanh()
+
+    def forward(self, x):
+        x = getattr(self, f"head{int(x.sum() > 0)}")(x)
+        return self.heads[0](x)
+
+
+def test_an_f_string_of_an_int_names_only_the_attributes_it_can_print(tmp_path):
+    torch.manual_seed(13)
+    inputs = [x * s for x, s in zip(_inputs(), [0.4, -2.0] * 9)]
+    assert _check(HeadsAndHeadN(), inputs, lambda x: int(x.sum() > 0), tmp_path) == 2
+
+
 class AdaptiveActivation(nn.Module):
     """A string chosen from the data names the function to call, and an interpolation mode."""
 

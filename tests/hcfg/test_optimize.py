@@ -100,3 +100,28 @@ def test_a_sub_dnn_does_not_move_across_what_could_tell(between, indices):
     for n in (0, 5):
         x = torch.randn(3)
         assert torch.equal(run(hcfg, x=x, n=n)[0], run(merged, x=x, n=n)[0])
+
+
+@pytest.mark.parametrize(("alias", "indices"), [
+    ("view = outs", [0, 1]),  # view is outs: appending to it changes what the sub-DNN reads
+    ("view = {'all': outs}", [0, 1]),  # outs inside view: view['all'].append(a) changes it
+    ("view = [len(outs) * 2]", [0]),  # a new list of a number: nothing shared
+], ids=["alias", "inside", "unrelated"])
+def test_a_sub_dnn_does_not_move_across_a_write_through_an_alias(alias, indices):
+    """Found by the fuzzer: ``s = self.stats; s["calls"] = ...`` then tensor code reading
+    ``self.stats``; the write names ``s``, the read ``stats`` (``hcfg.host_aliases``)."""
+    write = "view.append(a)" if alias == "view = outs" else (
+        "view['all'].append(a)" if "all" in alias else "view.append(a)")
+    hcfg = annotate(graph(
+        ("x", "n"),
+        host("outs = [x]"), host(alias),
+        sub(0, "a = x + 1"),
+        host(write),
+        sub(1, "b = torch.stack(outs).sum() + a"),
+        ret("b")))
+    merged = merge_into_producers(hcfg)
+    assert [s.index for s in merged.sub_dnns] == indices
+    for n in (0, 5):
+        x = torch.randn(3)
+        (expected, _), (got, _) = run(hcfg, x=x, n=n), run(merged, x=x, n=n)
+        assert torch.equal(expected, got)

@@ -304,6 +304,24 @@ class AliasedCounterThenLayer(nn.Module):
         return h
 
 
+class PositiveCounter(nn.Module):
+    """A buffer counts the calls with a positive sum: ``int(...)`` nested in the in-place update,
+    a statement with no assignment (the fuzzer's ``self.count.add_(int(x.sum() > 0))``; the int
+    used to be traced inside the graph and refused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("positives", torch.zeros(1))
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.positives.add_(int(h.sum() > 0))
+        if self.positives.item() > 2:
+            return h * 2
+        return h
+
+
 class RingBuffer(nn.Module):
     """A ring buffer of the last inputs' means, written by index from a Python counter."""
 
@@ -423,8 +441,9 @@ def test_state_in_a_submodule_and_a_helper_on_one_branch():
 
 @pytest.mark.parametrize("model_class, shape", [(WarmupGate, (2, 6)), (EMANormalizer, (8, 5)),
                                                 (PeriodicRefresh, (2, 4)), (TrackedClassifier, (2, 4)),
-                                                (RoutingStats, (2, 4)), (AliasedCounterThenLayer, (2, 4))],
-                         ids=["counter", "ema", "attributes", "submodule", "dict", "aliased-dict"])
+                                                (RoutingStats, (2, 4)), (AliasedCounterThenLayer, (2, 4)),
+                                                (PositiveCounter, (2, 4))],
+                         ids=["counter", "ema", "attributes", "submodule", "dict", "aliased-dict", "int-in-update"])
 def test_saved_host_keeps_the_state_between_calls(tmp_path, model_class, shape):
     model, twin, compiled = _compile(model_class, torch.randn(*shape))
     compiled.save(tmp_path / "artifact")
@@ -454,6 +473,14 @@ def test_a_write_through_an_alias_is_seen_by_the_tensor_code_after_it(backend):
     paths = run_sequence(model, twin, compiled, _rows(7, 10, (2, 4)), eager_steps=frozenset({3}))
     assert paths == 2  # relu or not
     assert model.stats["calls"] == 30
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_an_int_inside_an_in_place_update_is_computed_per_call(backend):
+    model, twin, compiled = _compile(PositiveCounter, torch.randn(2, 4), backend=backend)
+    paths = run_sequence(model, twin, compiled, _rows(8, 10, (2, 4)), eager_steps=frozenset({4}))
+    assert paths == 2
+    assert 2 < model.positives.item() < 10  # some calls counted, not all
 
 
 def test_changed_weights_are_still_stale_but_state_is_not():
