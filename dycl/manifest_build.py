@@ -25,6 +25,7 @@ from dycl import outputs
 from dycl.artifact_outputs import output_specs
 from dycl.guard_alternatives import alternative_name
 from dycl.hcfg.symbolic import SymbolicShapes
+from dycl.hcfg.trace import Returned
 from dycl.hostgen.manifest import (
     CONSTANTS_FILE,
     CONSTANTS_MAGIC,
@@ -57,14 +58,16 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
                    guards: Mapping[str, tuple[ShapeGuard, ...]] | None = None,
                    alternatives: Mapping[str, list[tuple[str, tuple[ShapeGuard, ...]]]] | None = None,
                    calling_thread: frozenset[str] = frozenset(),
-                   written_inputs: tuple[str, ...] = ()) -> tuple[Manifest, dict[str, bytes]]:
+                   written_inputs: tuple[str, ...] = (),
+                   returns: Sequence[Returned] = ()) -> tuple[Manifest, dict[str, bytes]]:
     """``(manifest, files)``: the manifest of the compiled model and every file it
     lists but ``host.py`` (``files`` plus the constants file, if any). ``file_of``:
     variant name -> its file in ``files``; ``symbolic``: the symbolic example
     inputs ``shapes`` declared, by name; ``output_spec``: the framework's output
     tree (``dycl.outputs``), None for plain returns; ``per_sample``: the host takes a batch
     of samples, each run as the example's one (``dycl.per_sample``); ``calling_thread``: the
-    files that run on the calling thread (``dycl.backends.onnx_cost``)."""
+    files that run on the calling thread (``dycl.backends.onnx_cost``); ``returns``: what every
+    explored path returned (``hcfg.trace.Returned``), which the output table describes."""
     files = dict(files)
     stored = None
     if constants:
@@ -88,8 +91,7 @@ def build_manifest(backend: str, rewritten: RewrittenFunction, call: dict[str, A
         per_sample=per_sample,
         written_inputs=written_inputs,
     )
-    returned = output_specs(host_source, manifest, modules, constants, example_args, dict(rewritten.specialized),
-                            rewritten.locations, state=bool(rewritten.state))
+    returned = output_specs(returns, manifest, shapes, rewritten.locations, state=rewritten.state)
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files
