@@ -205,8 +205,9 @@ class Explorer(PathInterpreter):
 
     def merge(self, states: list[PathState], live: frozenset[str]) -> list[PathState]:
         kept = super().merge(states, live)
-        if self.example is not None:
-            self.example = self.paths.kept_for(self.example, kept, live)
+        # every state that goes on passes this join: an example state not among them has ended
+        alive = self.example is not None and any(state is self.example for state in states)
+        self.example = self.paths.kept_for(self.example, kept, live) if alive else None
         return kept
 
     def run_return(self, ret: Return, states: list[PathState]) -> None:
