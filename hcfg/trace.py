@@ -92,7 +92,8 @@ class Returned:
 @dataclass
 class Exploration:
     """What exploring a graph found: each sub-DNN's examples (by index) and every
-    path's returned value, in the order the paths reached their ``Return``."""
+    path's returned value, in the order the paths reached their ``Return`` (a path whose
+    return expression fails on the example's values, one no call can take, gives none)."""
 
     examples: dict[int, Examples]
     returns: list[Returned]
@@ -205,15 +206,21 @@ class Explorer(PathInterpreter):
 
     def merge(self, states: list[PathState], live: frozenset[str]) -> list[PathState]:
         kept = super().merge(states, live)
-        # every state that goes on passes this join: an example state not among them has ended
-        alive = self.example is not None and any(state is self.example for state in states)
-        self.example = self.paths.kept_for(self.example, kept, live) if alive else None
+        if any(state is self.example for state in states):  # else it is on a path not joined here yet
+            self.example = self.paths.kept_for(self.example, kept, live)
         return kept
+
+    def run_raise(self, op: HostOp, states: list[PathState]) -> list[PathState]:
+        self.ended(states)
+        return super().run_raise(op, states)
 
     def run_return(self, ret: Return, states: list[PathState]) -> None:
         code = self._expression(ret, ret.value)
         for path in states:
-            value = snapshot(eval(code, path.concrete))  # noqa: S307 - the function's own return value
+            try:
+                value = snapshot(eval(code, path.concrete))  # noqa: S307 - the function's own return value
+            except Exception:  # noqa: BLE001 - a path the example's values cannot end (its host code fails)
+                continue
             symbolic = None
             if path.symbolic is not None:
                 try:
@@ -221,6 +228,12 @@ class Explorer(PathInterpreter):
                 except Exception:  # noqa: BLE001 - a value the mirror cannot compute: no symbolic shapes
                     symbolic = None
             self.returns.append(Returned(ret.statement, value, symbolic, path is self.example))
+        self.ended(states)
+
+    def ended(self, states: list[PathState]) -> None:
+        """The paths of ``states`` end here: if the example's is one, it is no longer followed."""
+        if any(state is self.example for state in states):
+            self.example = None
 
     # -- the example's own path -------------------------------------------------------------------
 

@@ -109,3 +109,23 @@ def test_the_example_path_is_lost_not_guessed_where_a_test_cannot_be_evaluated()
         cond(0, "undefined_name > 0", then=(ret("h", at=4),), orelse=(ret("h + 1", at=6),), at=3)))
     found = _explored(hcfg, x=torch.ones(2))
     assert len(found.returns) == 2 and not any(r.example for r in found.returns)
+
+
+def test_the_examples_path_is_followed_past_a_join_inside_the_branch_it_did_not_take():
+    """The inner join (``n > 0``) comes while the example's state waits in the outer then-branch."""
+    hcfg = annotate(graph(
+        ("x", "n"),
+        sub(0, "h = x * 2", "t = h.sum() > 0", at=2),
+        cond(0, "t", then=(sub(1, "y = h[:1]", at=5),),
+             orelse=(cond(1, "n > 0", then=(sub(2, "y = h[:2]", at=7),), orelse=(sub(3, "y = h[:3]", at=9),),
+                          at=6),), at=4),
+        ret("y", at=10)))
+    paths = set()
+    for arguments in ({"x": torch.ones(4), "n": 1}, {"x": -torch.ones(4), "n": 1}, {"x": -torch.ones(4), "n": 0}):
+        found = _explored(hcfg, **arguments)
+        assert sorted(tuple(r.value.shape) for r in found.returns) == [(1,), (2,), (3,)]  # never merged: shapes differ
+        [example] = [r for r in found.returns if r.example]
+        expected, path = run(hcfg, **arguments)
+        paths.add(tuple(path))
+        torch.testing.assert_close(example.value, expected)
+    assert len(paths) == 3
