@@ -41,21 +41,33 @@ def output_specs(returns: Sequence[Returned], manifest: Manifest, shapes: Symbol
                  locations: LocationTable | None = None,
                  state: Sequence[ThreadedState] = ()) -> tuple[Output, ...]:
     """The manifest's output table: one entry per array or Python value the model
-    returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
+    returns for the example, named as ``host.py`` names them in its ``.npz`` (where the
+    explore walk could not follow the example's path to its end, the paths' common table,
+    without shapes where they differ). Raises
     ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)
     or a state dict that holds an array (``_check_state``), on any path. ``state``: the
     module state threaded through forward (``rewriter.state_threading``): each ``Return``
     then gives ``(outputs, final state)``."""
     locations = locations or LocationTable()
-    if not returns:
-        return ()
     for returned in returns:
         outputs, final = _split(returned.value, manifest, state)
         _check_state(state, final)
         _check_plain(outputs, returned.statement, locations)
-    chosen = next((r for r in returns if r.example), returns[0])  # no known example path: the first one
-    outputs, _ = _split(chosen.value, manifest, state)
-    symbolic = None if chosen.symbolic is None else _split(chosen.symbolic, manifest, state)[0]
+    example = next((r for r in returns if r.example), None)
+    if example is not None:
+        return _table(example, manifest, shapes, state)
+    # the example's path was not followed to its end: what every path agrees on
+    tables = [_table(returned, manifest, shapes, state) for returned in returns]
+    if not tables or all(table == tables[0] for table in tables):
+        return tables[0] if tables else ()
+    return tuple(dataclasses.replace(output, example_shape=None, shape=None) for output in tables[0])
+
+
+def _table(returned: Returned, manifest: Manifest, shapes: SymbolicShapes | None,
+           state: Sequence[ThreadedState]) -> tuple[Output, ...]:
+    """The output table of one path's returned value."""
+    outputs, _ = _split(returned.value, manifest, state)
+    symbolic = None if returned.symbolic is None else _split(returned.symbolic, manifest, state)[0]
     if manifest.per_sample:  # the host joins the samples' outputs (dycl.per_sample.join): one sample here
         outputs, symbolic = join([outputs]), None
     named = _named_dims(manifest)
