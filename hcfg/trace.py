@@ -123,13 +123,6 @@ def explore(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: Symbo
     return Exploration(explorer.examples, explorer.returns)
 
 
-def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
-                   symbolic_initial: State | None = None, locations: LocationTable | None = None,
-                   observations: Observations | None = None) -> dict[int, Examples]:
-    """``explore``'s examples of each sub-DNN, by index."""
-    return explore(graph, globals_, initial, shapes, symbolic_initial, locations, observations).examples
-
-
 class Explorer(PathInterpreter):
     """The explore walk (``PathInterpreter``): runs every sub-DNN and host operation on
     each state, concretely and on its symbolic mirror, records the examples of every
