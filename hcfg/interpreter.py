@@ -67,7 +67,7 @@ class Paths:
         the one with its signature and its flags that the merge kept instead."""
         if any(other is state for other in kept):
             return state
-        flags = sorted(self.flags.names)
+        flags = sorted(flag for flag in self.flags.names if self.flags.pending[flag] > 0)  # as PathFlags.merge
         key = (tuple(state.concrete.get(flag) for flag in flags), state.signature(live))
         return next((other for other in kept
                      if (tuple(other.concrete.get(flag) for flag in flags), other.signature(live)) == key), None)

@@ -80,8 +80,10 @@ class Examples:
 @dataclass(frozen=True)
 class Returned:
     """One path's end at a ``Return``: the value it returns (containers copied), its symbolic
-    mirror (None where the value could not be computed there), and whether the path is the
-    one the example itself takes (``Explorer`` follows it through the conditions)."""
+    mirror (None where the value could not be computed there), and whether the path stands
+    for the one the example itself takes (``Explorer`` follows it through the conditions;
+    where a join merged the example's state into another of the same signature, that one
+    stands for it: the same types, structure, dtypes and shapes, not the same values)."""
 
     statement: cst.SimpleStatementLine
     value: Any

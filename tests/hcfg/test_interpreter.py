@@ -100,6 +100,12 @@ def test_explore_gives_each_sub_dnn_its_examples_on_every_path():
     expected, path = run(hcfg, x=torch.ones(2, 3), n=1)
     assert path == ["sub0", "cond0:T", "sub1", "return"]
     torch.testing.assert_close(returned.value, expected)
+    # the example takes the else-branch: its state was merged into the then-branch's, which stands for it
+    found = _explored(hcfg, x=torch.ones(2, 3), n=0)
+    [returned] = found.returns
+    expected, path = run(hcfg, x=torch.ones(2, 3), n=0)
+    assert path == ["sub0", "cond0:F", "sub2", "return"]
+    assert returned.example and returned.value.shape == expected.shape and returned.value.dtype == expected.dtype
 
 
 def test_the_example_path_is_lost_not_guessed_where_a_test_cannot_be_evaluated():
