@@ -1,144 +1,180 @@
 """What the manifest and the sub-DNN files say about the compiled model: its
 outputs, and where each sub-DNN comes from.
 
-``output_specs`` runs the generated host once on the example, with every
-sub-DNN executed eagerly by its own module (no backend, no user ``forward``),
-and describes what it returns: the structure and dtypes are those of every call
-(the host returns the same structure on every path only if the model does, so
-they are the example's), the shapes are the example's (``example_shape``) and, where
-the inputs have symbolic dims, the same with those dims named (``shape``: ``[batch, 10]``).
+``output_specs`` describes what the model returns from what the explore walk recorded
+at every ``Return`` (``hcfg.trace.Returned``): nothing runs the model or the host
+again to learn it. The structure and dtypes are those of every call (the host returns
+the same structure on every path only if the model does), the shapes are those of the
+example's own path (``example_shape``) and, where the inputs have symbolic dims, the
+same with those dims named (``shape``: ``[batch, 10]``, from the path's symbolic mirror:
+a dim that is one of the inputs' named dims, or proven static). Names are those
+``host.py`` gives in its ``.npz`` (``flat_outputs``: ``output_0``, ``output_1_0``, ...).
+
+Before that, every path's returned value is checked: a value the host would hold only
+as a stand-in (``_check_plain``) and a dict on the model that holds an array after the
+call (``_check_state``) are refused, on whichever path returns them.
 """
 
 from __future__ import annotations
 
-import inspect
-import types
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
 import numpy as np
+import sympy
 import torch
 
-from dycl import host_module
-from dycl.backends.torch import TorchBackend
 from dycl.hcfg.ports import Variant
+from dycl.hcfg.symbolic import SymbolicShapes, SymbolicTensor
+from dycl.hcfg.trace import Returned
 from dycl.hostgen.manifest import Manifest, Output
-from dycl.hostgen.names import FORWARD
-from dycl.per_sample.semantics import over_group
+from dycl.per_sample.semantics import join
 from dycl.rewriter.errors import UnsupportedError
-from dycl.rewriter.locations import LocationTable, set_location
-from dycl.subdnn import SubDNNModule
+from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.state_threading import ThreadedState
+from dycl.rewriter.vocabulary import dtype_name
 
 
-def output_specs(host_source: str, manifest: Manifest, modules: Mapping[str, SubDNNModule],
-                 constants: Mapping[str, torch.Tensor], example_args: tuple,
-                 specialized: dict[str, Any], locations: LocationTable | None = None,
-                 state: bool = False) -> tuple[Output, ...]:
+def output_specs(returns: Sequence[Returned], manifest: Manifest, shapes: SymbolicShapes | None,
+                 locations: LocationTable | None = None,
+                 state: Sequence[ThreadedState] = ()) -> tuple[Output, ...]:
     """The manifest's output table: one entry per array or Python value the model
-    returns for the example, named as ``host.py`` names them in its ``.npz``. Raises
-    ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``).
-    ``state``: the host threads module state, so ``FORWARD`` returns ``(outputs, state)``."""
-    from dycl.guard_alternatives import module_of
+    returns for the example, named as ``host.py`` names them in its ``.npz`` (where the
+    explore walk could not follow the example's path to its end, the paths' common table,
+    without shapes where they differ). Raises
+    ``UnsupportedError`` for an output the host holds only as a stand-in (``_check_plain``)
+    or a state dict that holds an array (``_check_state``), on any path. ``state``: the
+    module state threaded through forward (``rewriter.state_threading``): each ``Return``
+    then gives ``(outputs, final state)``."""
+    locations = locations or LocationTable()
+    for returned in returns:
+        outputs, final = _split(returned.value, manifest, state)
+        _check_state(state, final)
+        _check_plain(outputs, returned.statement, locations)
+    example = next((r for r in returns if r.example), None)
+    if example is not None:
+        return _table(example, manifest, shapes, state)
+    # the example's path was not followed to its end: what every path agrees on
+    tables = [_table(returned, manifest, shapes, state) for returned in returns]
+    if not tables or all(table == tables[0] for table in tables):
+        return tables[0] if tables else ()
+    return tuple(dataclasses.replace(output, example_shape=None, shape=None) for output in tables[0])
 
-    host = host_module.load_host_module(host_source)
-    eager = TorchBackend()
-    executables = {name: eager.executable(b"", entry, module_of(modules, name))
-                   for name, entry in manifest.sub_dnns.items()}
-    if manifest.per_sample:  # the host calls each sub-DNN on a group of samples
-        executables = {name: over_group(executable) for name, executable in executables.items()}
-    model = host.Model(executables, manifest, {key: value.numpy() for key, value in constants.items()})
-    args = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args]
+
+def _table(returned: Returned, manifest: Manifest, shapes: SymbolicShapes | None,
+           state: Sequence[ThreadedState]) -> tuple[Output, ...]:
+    """The output table of one path's returned value."""
+    outputs, _ = _split(returned.value, manifest, state)
+    symbolic = None if returned.symbolic is None else _split(returned.symbolic, manifest, state)[0]
+    if manifest.per_sample:  # the host joins the samples' outputs (dycl.per_sample.join): one sample here
+        outputs, symbolic = join([outputs]), None
+    named = _named_dims(manifest)
     specs = []
-    def outputs(*arrays: Any) -> tuple[Any, Any]:
-        """What the host returns for ``arrays`` (the flat inputs; the compiled-in arguments are
-        __call__'s business), and the final module state (``rewriter.state_threading``)."""
-        returned, _ = host.split_written_inputs(getattr(model, FORWARD)(*arrays, **specialized), manifest)
-        return returned if state else (returned, None)
-
-    returned, final = outputs(*args)
-    if state:
-        _check_state(host, final)
-    _check_plain(returned, host, locations or LocationTable())
-    flat = host.flat_outputs(returned)
-    symbolic = {} if manifest.per_sample else _symbolic_shapes(
-        lambda *bigger: host.flat_outputs(outputs(*bigger)[0]), manifest, args, flat)
-    for name, value in flat:
-        if isinstance(value, (np.ndarray, np.generic)):
-            specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value)), symbolic.get(name)))
+    for name, value, mirror in _flat(outputs, symbolic, "output"):
+        if isinstance(value, torch.Tensor):
+            specs.append(Output(name, "tensor", dtype_name(value.dtype), tuple(value.shape),
+                                _symbolic_shape(tuple(value.shape), mirror, shapes, named)))
+        elif isinstance(value, (np.ndarray, np.generic)):
+            specs.append(Output(name, "tensor", str(value.dtype), tuple(np.shape(value)), None))
         else:
             specs.append(Output(name, type(value).__name__))
     return tuple(specs)
 
 
-def _symbolic_shapes(run: Any, manifest: Manifest, args: list, flat: list) -> dict[str, tuple[int | str, ...]]:
-    """Output name -> its shape with symbolic dims named: the host runs again with every
-    symbolic input dim doubled (each input repeated along it), and an output dim that
-    doubled with exactly one symbol is that symbol; one that stayed is static. Outputs
-    whose dims cannot be told that way (or a run that fails at the larger sizes) get none.
-    The shapes are those of the example's path at both sizes."""
-    if len(args) != len(manifest.inputs) or not any(isinstance(d, str) for p in manifest.inputs for d in p.shape):
-        return {}
-    sizes: dict[str, tuple[int, int]] = {}
-    bigger = list(args)
-    for position, port in enumerate(manifest.inputs):
-        for axis, dim in enumerate(port.shape):
-            if isinstance(dim, str) and isinstance(bigger[position], np.ndarray):
-                sizes.setdefault(dim, (args[position].shape[axis], 2 * args[position].shape[axis]))
-                bigger[position] = np.concatenate([bigger[position]] * 2, axis=axis)
-    try:
-        again = dict(run(*bigger))
-    except Exception:  # noqa: BLE001 - a model that cannot take the larger sizes: example shapes only
-        return {}
-    found = {}
-    for name, value in flat:
-        other = again.get(name)
-        if not isinstance(value, np.ndarray) or not isinstance(other, np.ndarray) or value.ndim != other.ndim:
-            continue
-        dims: list[int | str] = []
-        for small, large in zip(value.shape, other.shape):
-            names = [symbol for symbol, pair in sizes.items() if pair == (small, large)]
-            if small == large:
-                dims.append(small)
-            elif len(names) == 1:
-                dims.append(names[0])
-            else:
-                break
-        else:
-            found[name] = tuple(dims)
-    return found
+def _split(value: Any, manifest: Manifest, state: Sequence[ThreadedState]) -> tuple[Any, Any]:
+    """``(what forward() returns, the final module state)`` from a ``Return``'s value:
+    ``dycl.written_inputs`` pairs it with the inputs it updates, ``rewriter.state_threading``
+    with the state."""
+    if manifest.written_inputs:
+        value = value[0]
+    return value if state else (value, ())
 
 
-def _check_state(host: Any, final: tuple) -> None:
-    """Refuse a dict on the model that the example's call stored an array in: only dicts of numbers
+def _flat(value: Any, mirror: Any, name: str) -> list[tuple[str, Any, Any]]:
+    """``[(name, value, its mirror)]`` as the host's ``flat_outputs`` names them."""
+    if isinstance(value, (tuple, list)):
+        mirrors = mirror if isinstance(mirror, (tuple, list)) and len(mirror) == len(value) else [None] * len(value)
+        return [item for position, (inner, other) in enumerate(zip(value, mirrors))
+                for item in _flat(inner, other, f"{name}_{position}")]
+    if isinstance(value, dict):
+        mirrors = mirror if isinstance(mirror, dict) else {}
+        return [item for key, inner in value.items() for item in _flat(inner, mirrors.get(key), f"{name}_{key}")]
+    return [(name, value, mirror)]
+
+
+def _named_dims(manifest: Manifest) -> frozenset[str] | None:
+    """The inputs' symbolic dim names; None where there are none (or per-sample: the batch of
+    samples is the host's, every sub-DNN sees one)."""
+    names = frozenset(d for port in manifest.inputs for d in port.shape if isinstance(d, str))
+    return None if manifest.per_sample or not names else names
+
+
+def _symbolic_shape(example: tuple[int, ...], mirror: Any, shapes: SymbolicShapes | None,
+                    named: frozenset[str] | None) -> tuple[int | str, ...] | None:
+    """``example`` with each dim that is one of the inputs' named dims by its name, or None
+    where a dim is anything else (an expression, a size from data) or disagrees with the
+    example."""
+    if named is None or shapes is None or not isinstance(mirror, (SymbolicTensor, torch.Tensor)):
+        return None
+    try:  # a fake tensor's dims are SymInts over its own run's symbols: none of the inputs' names
+        dims = tuple(shapes.dim(d.node.expr if isinstance(d, torch.SymInt) else d) for d in mirror.shape)
+    except TypeError:
+        return None
+    if len(dims) != len(example):
+        return None
+    for dim, size in zip(dims, example):
+        if isinstance(dim, int) and dim != size:
+            return None
+        if isinstance(dim, str) and (dim not in named or shapes.examples.get(sympy.Symbol(
+                dim, integer=True, positive=True)) != size):
+            return None
+    return tuple(dims)
+
+
+def _check_state(state: Sequence[ThreadedState], final: Any) -> None:
+    """Refuse a dict on the model that a call stores an array in: only dicts of numbers
     are compiled as state (``rewriter.state_slots``)."""
-    for (_, path, kind, _), value in zip(host.STATE, final):
-        if kind == "dict" and any(isinstance(item, np.ndarray) for item in value.values()):
-            raise UnsupportedError(f"a tensor stored in the dict {path} on the model inside forward()", None,
+    for slot, value in zip(state, final):
+        if slot.kind == "dict" and any(isinstance(item, (torch.Tensor, np.ndarray)) for item in value.values()):
+            raise UnsupportedError(f"a tensor stored in the dict {slot.path} on the model inside forward()", None,
                                    "only dicts of bools, ints and floats on the model are compiled as state; "
                                    "keep tensors in buffers (register_buffer) or return them")
 
 
-def _check_plain(value: Any, host: Any, locations: LocationTable) -> None:
+def _check_plain(value: Any, statement: cst.SimpleStatementLine, locations: LocationTable) -> None:
     """Refuse an output the host holds as a stand-in (a dataclass or namedtuple that crossed
-    a compiled part with Python numbers in it, ``hostgen.port_trees`` and ``hostgen.stand_ins``):
-    returned as it is, the caller would get another type than the model's, silently."""
-    if isinstance(value, types.SimpleNamespace) or type(value).__module__ == host.__name__:
-        returns = [line for line in inspect.getsource(getattr(host.Model, FORWARD)).splitlines()
-                   if line.strip().startswith("return ") and "  # " in line]
-        # the first return of forward(): the host does not say which one the example took
-        comment = cst.Comment("# " + returns[0].rsplit("  # ", 1)[1].strip()) if returns else None
-        where = locations.resolve(set_location(cst.SimpleStatementLine([cst.Pass()]), comment))
+    a compiled part or that host code built, a device or a dtype: ``hostgen.port_trees`` and
+    ``hostgen.stand_ins``): returned as it is, the caller would get another type than the
+    model's, silently. ``statement``: the ``return`` that gives ``value``."""
+    stand_in = _stand_in(value)
+    if stand_in is not None:
         raise UnsupportedError(
-            f"returning a value that the compiled model holds only as a stand-in ({type(value).__name__}: a "
-            "device, dtype, dataclass or namedtuple that crossed between compiled parts of forward())", where,
+            f"returning a value that the compiled model holds only as a stand-in ({stand_in}: a "
+            "device, dtype, dataclass or namedtuple that crossed between compiled parts of forward())",
+            locations.resolve(statement),
             "return tensors and numbers (the object's fields), or an object whose fields are all tensors")
     if isinstance(value, list | tuple):
         for item in value:
-            _check_plain(item, host, locations)
+            _check_plain(item, statement, locations)
     elif isinstance(value, dict):
         for item in value.values():
-            _check_plain(item, host, locations)
+            _check_plain(item, statement, locations)
+
+
+def _stand_in(value: Any) -> str | None:
+    """The name of the host's stand-in for ``value`` (``hostgen.port_trees``'s table), None
+    where the host holds the value itself."""
+    if isinstance(value, torch.device):
+        return "HostDevice"
+    if isinstance(value, torch.dtype):
+        return "HostDtype"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value).__name__
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
+        return type(value).__name__
+    return None
 
 
 def provenance(variant: Variant, shared_by: list[str], model: str) -> tuple[str, str, dict[str, str]]:

@@ -8,7 +8,8 @@
 - *optimize*: constant outputs to the host (from *build*'s observations), sub-DNNs merged into
   their producers (``hcfg.optimize``);
 - *explore*: the final graph run over every path once, concrete and symbolic layers together
-  (``hcfg.trace``): each sub-DNN's example inputs and outputs and their symbolic shapes;
+  (``hcfg.trace``): each sub-DNN's example inputs and outputs and their symbolic shapes, and
+  what every path returns (the manifest's outputs; nothing runs the model again to learn them);
 - *ports*: each sub-DNN's compilable variants and their ports (``hcfg.variants``);
 - *compile*: every distinct variant through the backend, once;
 - *emit*: the host program, the manifest and the constants (``dycl.manifest_build``).
@@ -56,7 +57,8 @@ from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
-from dycl.hcfg.trace import Examples, trace_examples
+from dycl.hcfg.trace import Examples, Returned
+from dycl.hcfg.trace import explore as explore_paths
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import call_specs
 from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
@@ -155,12 +157,14 @@ class Graph:
 
 @dataclass
 class Explored:
-    """*explore*: every sub-DNN's examples (by index) and the symbolic shapes of the inputs."""
+    """*explore*: every sub-DNN's examples (by index), the symbolic shapes of the inputs, and
+    what every path returns (the manifest's outputs: ``dycl.artifact_outputs``)."""
 
     stage: Graph
     examples: dict[int, Examples]
     shapes: SymbolicShapes | None
     symbolic_inputs: dict[str, Any] | None
+    returns: list[Returned] = field(default_factory=list)
 
 
 @dataclass
@@ -276,10 +280,10 @@ def explore(stage: Graph) -> Explored:
                 for name, value in initial.items() if isinstance(value, torch.Tensor)}
     if stage.constants:
         initial[CONSTANTS] = stage.constants
-    examples = trace_examples(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations,
-                              stage.built.observations)
+    found = explore_paths(stage.graph, rewritten.globals, initial, shapes, symbolic, rewritten.locations,
+                          stage.built.observations)
     front.job.bar.step("explored")
-    return Explored(stage, examples, shapes, symbolic)
+    return Explored(stage, found.examples, shapes, symbolic, found.returns)
 
 
 def ports(explored: Explored) -> Ported:

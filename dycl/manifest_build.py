@@ -83,8 +83,7 @@ def build_manifest(compiled: Compiled, host_source: str) -> tuple[Manifest, dict
         per_sample=mode.per_sample,
         written_inputs=front.written_inputs,
     )
-    returned = output_specs(host_source, manifest, entry_modules(compiled), constants, front.example_args,
-                            dict(rewritten.specialized), rewritten.locations, state=bool(rewritten.state))
+    returned = output_specs(explored.returns, manifest, explored.shapes, rewritten.locations, state=rewritten.state)
     manifest = dataclasses.replace(manifest, outputs=returned)
     # what is written is what every loader reads back (a value outside the schema fails here, not at load)
     return Manifest.from_json(json.loads(manifest.to_bytes())), files

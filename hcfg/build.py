@@ -35,6 +35,7 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import live_after_ifs
 from dycl.hcfg.observations import Observations
@@ -106,7 +107,8 @@ class HCFGBuilder:
         bound.apply_defaults()
         self.initial: State = {**self.globals, **bound.arguments}
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
-        self.flags = PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters)
+        # fork/split/merge at each ``if``, as the explore walk does them (``hcfg.interpreter.Paths``)
+        self.paths = Paths(PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters))
         self._code: dict[int, Any] = {}
         # (id of an expression, id of a state) -> (both, the tensor it evaluated to there, whether that made
         # a data-dependent decision) until a state changes
@@ -203,11 +205,11 @@ class HCFGBuilder:
                   ) -> tuple[Cond, list[PathState]]:
         """The ``Cond`` of ``stmt`` (its tensor parts already hoisted: ``test``), both branches
         placed, and the states after it (merged where ``PathFlags`` allows)."""
-        then_in, else_in = self.flags.split(stmt.test, states)
+        then_in, else_in = self.paths.split(stmt.test, states)
         then, then_states = self.branch(list(stmt.body.body), then_in)
         orelse, else_states = self.branch(else_body(stmt), else_in)
         cond = Cond(self._next_cond(), stmt, test, then, orelse)
-        return cond, self.flags.merge(then_states + else_states, self.live_after[id(stmt)])
+        return cond, self.paths.join(then_states + else_states, self.live_after[id(stmt)])
 
     @property
     def _local_names(self) -> frozenset[str]:
@@ -231,7 +233,7 @@ class HCFGBuilder:
             return None
         taken, untaken = (list(stmt.body.body), else_body(stmt)) if decided else (else_body(stmt),
                                                                                   list(stmt.body.body))
-        self.flags.skip(_tests(untaken))
+        self.paths.flags.skip(_tests(untaken))
         return taken
 
     def tensor_statement(self, stmt: cst.SimpleStatementLine, states: list[PathState],
@@ -261,9 +263,7 @@ class HCFGBuilder:
 
     def branch(self, stmts: list[cst.BaseStatement], states: list[PathState]
                ) -> tuple[tuple[Node, ...], list[PathState]]:
-        if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
-            self.flags.skip(_tests(stmts))
-        return self.block(stmts, [s.fork() for s in states])
+        return self.block(stmts, self.paths.enter(states, _tests(stmts)))
 
     def _next_cond(self) -> int:
         self._cond_count += 1

@@ -13,6 +13,12 @@ example records the symbolic shapes of its inputs and outputs: each path is one
 sub-DNN's statements on exactly these objects (``hcfg.observations``), their
 results are taken from it instead of running the tensor code again.
 
+The walk is ``Explorer``, a ``hcfg.interpreter.PathInterpreter``. It also records what
+every path returns (``Returned``: the value, its symbolic mirror, and whether the path is
+the example's own, followed through each condition by evaluating its test on the example's
+state), so the manifest's outputs come from it (``dycl.artifact_outputs``) and nothing
+runs the model again to learn them.
+
 A size test the example cannot make take one of its branches (``if x.shape[0] == 1:``
 from a batch of 2) has that branch explored on the states resized to the size that
 takes it, where one size does (``hcfg.size_tests``); a ``raise`` ends its path.
@@ -30,6 +36,7 @@ import sympy
 import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
+from dycl.hcfg.interpreter import PathInterpreter, Paths
 from dycl.hcfg.liveness import reads_writes, statements_reads_writes
 from dycl.hcfg.pycode import compile_statements, statement_text
 from dycl.hcfg.pytree_ports import snapshot
@@ -71,13 +78,37 @@ class Examples:
         return True
 
 
-def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
-                   symbolic_initial: State | None = None, locations: LocationTable | None = None,
-                   observations: Observations | None = None) -> dict[int, Examples]:
+@dataclass(frozen=True)
+class Returned:
+    """One path's end at a ``Return``: the value it returns (containers copied), its symbolic
+    mirror (None where the value could not be computed there), and whether the path stands
+    for the one the example itself takes (``Explorer`` follows it through the conditions;
+    where a join merged the example's state into another of the same signature, that one
+    stands for it: the same types, structure, dtypes and shapes, not the same values)."""
+
+    statement: cst.SimpleStatementLine
+    value: Any
+    symbolic: Any
+    example: bool
+
+
+@dataclass
+class Exploration:
+    """What exploring a graph found: each sub-DNN's examples (by index) and every
+    path's returned value, in the order the paths reached their ``Return`` (a path whose
+    return expression fails on the example's values, one no call can take, gives none)."""
+
+    examples: dict[int, Examples]
+    returns: list[Returned]
+
+
+def explore(graph: HCFG, globals_: dict[str, Any], initial: State, shapes: SymbolicShapes | None = None,
+            symbolic_initial: State | None = None, locations: LocationTable | None = None,
+            observations: Observations | None = None) -> Exploration:
     """Run ``graph`` along every branch from ``initial`` (a state holding the
-    parameters); return the examples of each sub-DNN by index. With ``shapes``,
-    ``symbolic_initial`` mirrors ``initial`` (fake tensors with symbolic dims)
-    and every example also gets its symbolic shapes.
+    parameters); the examples of each sub-DNN by index and the values every path
+    returns. With ``shapes``, ``symbolic_initial`` mirrors ``initial`` (fake tensors
+    with symbolic dims) and every example and returned value also gets its symbolic shapes.
 
     Raises ``UnsupportedError`` when a sub-DNN reads a tensor's value into Python
     (``hcfg.decisions``): its export would freeze that value. ``locations`` turns
@@ -86,88 +117,138 @@ def trace_examples(graph: HCFG, globals_: dict[str, Any], initial: State, shapes
     ``observations`` (from the build walk over the same example objects) stand in
     for running a sub-DNN's statements concretely where they saw exactly these
     inputs (``hcfg.observations``); the symbolic run is made all the same."""
-    tracer = _Tracer(graph, {"__builtins__": builtins, **globals_}, shapes, locations, observations)
-    mirror = None if shapes is None else {**tracer.globals, **initial, **(symbolic_initial or {})}
-    start = PathState({**tracer.globals, **initial}, mirror)
+    explorer = Explorer(graph, {"__builtins__": builtins, **globals_}, shapes, locations, observations)
+    mirror = None if shapes is None else {**explorer.globals, **initial, **(symbolic_initial or {})}
+    start = PathState({**explorer.globals, **initial}, mirror).fork()
+    explorer.example = start
     with torch.no_grad():
-        tracer.block(graph.body, [start.fork()])
-    return tracer.examples
+        explorer.run([start])
+    return Exploration(explorer.examples, explorer.returns)
 
 
-class _Tracer:
+class Explorer(PathInterpreter):
+    """The explore walk (``PathInterpreter``): runs every sub-DNN and host operation on
+    each state, concretely and on its symbolic mirror, records the examples of every
+    sub-DNN and the value of every ``Return``, and follows the example's own path."""
+
     def __init__(self, graph: HCFG, globals_: dict[str, Any], shapes: SymbolicShapes | None = None,
                  locations: LocationTable | None = None, observations: Observations | None = None) -> None:
-        self.graph = graph
+        nodes = list(walk(graph.body))
+        statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
+                                                  (n.statement,) if isinstance(n, HostOp) else ())]
+        super().__init__(graph, Paths(PathFlags(statements, [n.test for n in nodes if isinstance(n, Cond)],
+                                                graph.parameters)))
         self.observations = observations
         self.locations = locations
         self.globals = globals_
         self.shapes = shapes
         self.names = frozenset(graph.locals)
         self.examples: dict[int, Examples] = {sub.index: Examples() for sub in graph.sub_dnns}
+        self.returns: list[Returned] = []
+        self.example: PathState | None = None  # the state on the example's own path, while known
         self._code: dict[int, Any] = {}
         self._run_keys: dict[int, tuple | None] = {}
         self._fingerprints: dict[int, tuple] = {}
         self._tests: dict[int, tuple[Any, set[str]]] = {}  # id of a Cond -> its compiled test and the names it reads
-        nodes = list(walk(graph.body))
-        statements = [s for n in nodes for s in (n.statements if isinstance(n, SubDNN) else
-                                                  (n.statement,) if isinstance(n, HostOp) else ())]
-        self.live_after = graph.liveness.after  # computed once per graph, from the statements' cached effects
-        self.flags = PathFlags(statements, [n.test for n in nodes if isinstance(n, Cond)], graph.parameters)
 
     def code(self, key: int, statements) -> Any:
         if key not in self._code:
             self._code[key] = compile_statements(statements, self.code_name(key))
         return self._code[key]
 
-    def block(self, block: Block, states: list[PathState]) -> list[PathState]:
-        for node in block:
-            if not states:
-                return []
-            if isinstance(node, SubDNN):
-                code = self.code(node.index, node.statements)
-                examples = self.examples[node.index]
-                for path in states:
-                    state = path.concrete
-                    # copy containers: host operations later write into the same lists, dicts and objects
-                    values = tuple(snapshot(state[name]) for name in node.inputs)
-                    symbolic = self.symbolic_values(path, node.inputs)
-                    fresh = examples.add(values, symbolic)
-                    watched = watch(state[name] for name in node.inputs)  # a KV cache it may grow in place
-                    if watched or self.observations is None or not self.observations.replay(node.statements, state):
-                        before = dict(state) if watched else {}
-                        with DecisionRecorder() as recorder:
-                            exec(code, state)  # noqa: S102 - the rewritten function's own statements
-                        # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
-                        decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
-                        if decisions:
-                            raise self.frozen_decision(node, decisions[0])
-                        if watched:
-                            self.check_stale(node, watched, before, state)
-                    self.run_symbolic(node, code, path, symbolic)
-                    if fresh:
-                        examples.outputs.append(tuple(snapshot(state[name]) for name in node.outputs))
-                        if symbolic is not None:
-                            examples.symbolic_outputs.append(self.symbolic_values(path, node.outputs))
-            elif isinstance(node, HostOp):
-                if isinstance(node.statement.body[0], cst.Raise):  # the host raises: no path goes on
-                    return []
-                code = self.code(-1 - id(node), [node.statement])
-                for path in states:
-                    exec(code, path.concrete)  # noqa: S102
-                    self.run_symbolic(node, code, path, None)
-            elif isinstance(node, Cond):
-                then_in, else_in = self.flags.split(node.test, states)
-                then = self.branch(node.then, self.sized_for(node, then_in, True))
-                orelse = self.branch(node.orelse, self.sized_for(node, else_in, False))
-                states = self.flags.merge(then + orelse, self.live_after[id(node)])
-            elif isinstance(node, Return):
-                return []
+    # -- the override points of PathInterpreter ---------------------------------------------------
+
+    def run_sub_dnn(self, sub: SubDNN, states: list[PathState]) -> list[PathState]:
+        code = self.code(sub.index, sub.statements)
+        examples = self.examples[sub.index]
+        for path in states:
+            state = path.concrete
+            # copy containers: host operations later write into the same lists, dicts and objects
+            values = tuple(snapshot(state[name]) for name in sub.inputs)
+            symbolic = self.symbolic_values(path, sub.inputs)
+            fresh = examples.add(values, symbolic)
+            watched = watch(state[name] for name in sub.inputs)  # a KV cache it may grow in place
+            if watched or self.observations is None or not self.observations.replay(sub.statements, state):
+                before = dict(state) if watched else {}
+                with DecisionRecorder() as recorder:
+                    exec(code, state)  # noqa: S102 - the rewritten function's own statements
+                # a decision the exporter's trace skips (``not is_tracing(x) and x.all()``) is not frozen
+                decisions = [d for d in recorder.decisions if not skipped_when_tracing(d.where)]
+                if decisions:
+                    raise self.frozen_decision(sub, decisions[0])
+                if watched:
+                    self.check_stale(sub, watched, before, state)
+            self.run_symbolic(sub, code, path, symbolic)
+            if fresh:
+                examples.outputs.append(tuple(snapshot(state[name]) for name in sub.outputs))
+                if symbolic is not None:
+                    examples.symbolic_outputs.append(self.symbolic_values(path, sub.outputs))
         return states
 
-    def branch(self, block: Block, states: list[PathState]) -> list[PathState]:
-        if not states:  # a flag says no path takes this branch (``hcfg.state.PathFlags``)
-            self.flags.skip(n.test for n in walk(block) if isinstance(n, Cond))
-        return self.block(block, [s.fork() for s in states])
+    def run_host_op(self, op: HostOp, states: list[PathState]) -> list[PathState]:
+        code = self.code(-1 - id(op), [op.statement])
+        for path in states:
+            exec(code, path.concrete)  # noqa: S102
+            self.run_symbolic(op, code, path, None)
+        return states
+
+    def entering(self, cond: Cond, states: list[PathState], outcome: bool) -> list[PathState]:
+        return self.sized_for(cond, states, outcome)
+
+    def run_branch(self, cond: Cond, block: Block, outcome: bool, states: list[PathState]) -> list[PathState]:
+        position = next((i for i, state in enumerate(states) if state is self.example), None)
+        if position is None:  # the example's path is elsewhere (or no longer known)
+            return super().run_branch(cond, block, outcome, states)
+        takes = self.example_takes(cond)
+        forks = self.paths.enter(states, (n.test for n in walk(block) if isinstance(n, Cond)))
+        self.example = forks[position] if takes == outcome else None if takes is None else self.example
+        return self.block(block, forks)
+
+    def merge(self, states: list[PathState], live: frozenset[str]) -> list[PathState]:
+        kept = super().merge(states, live)
+        if any(state is self.example for state in states):  # else it is on a path not joined here yet
+            self.example = self.paths.kept_for(self.example, kept, live)
+        return kept
+
+    def run_raise(self, op: HostOp, states: list[PathState]) -> list[PathState]:
+        self.ended(states)
+        return super().run_raise(op, states)
+
+    def run_return(self, ret: Return, states: list[PathState]) -> None:
+        code = self._expression(ret, ret.value)
+        for path in states:
+            try:
+                value = snapshot(eval(code, path.concrete))  # noqa: S307 - the function's own return value
+            except Exception:  # noqa: BLE001 - a path the example's values cannot end (its host code fails)
+                continue
+            symbolic = None
+            if path.symbolic is not None:
+                try:
+                    symbolic = eval(code, {**path.concrete, **path.symbolic})  # noqa: S307
+                except Exception:  # noqa: BLE001 - a value the mirror cannot compute: no symbolic shapes
+                    symbolic = None
+            self.returns.append(Returned(ret.statement, value, symbolic, path is self.example))
+        self.ended(states)
+
+    def ended(self, states: list[PathState]) -> None:
+        """The paths of ``states`` end here: if the example's is one, it is no longer followed."""
+        if any(state is self.example for state in states):
+            self.example = None
+
+    # -- the example's own path -------------------------------------------------------------------
+
+    def example_takes(self, cond: Cond) -> bool | None:
+        """The outcome of ``cond``'s test on the example's state (None where it cannot be told)."""
+        try:
+            return bool(eval(self._expression(cond, cond.test), self.example.concrete))  # noqa: S307
+        except Exception:  # noqa: BLE001 - e.g. a value only the host's numpy form answers
+            return None
+
+    def _expression(self, node: Cond | Return, expression: cst.BaseExpression) -> Any:
+        key = -1 - id(expression)
+        if key not in self._code:
+            self._code[key] = compile(cst.Module([]).code_for_node(expression), self.code_name(key), "eval")
+        return self._code[key]
 
     def sized_for(self, cond: Cond, states: list[PathState], outcome: bool) -> list[PathState]:
         """``states`` to explore the branch of ``cond`` taken when its test is ``outcome``:

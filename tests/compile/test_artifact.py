@@ -41,7 +41,7 @@ def test_untaken_branch_is_compiled_ahead_of_time(monkeypatch, tmp_path):
     monkeypatch.setattr(OnnxRuntimeBackend, "compile", no_more_compilation)
     monkeypatch.setattr(rewriter, "rewrite", no_more_compilation)
     monkeypatch.setattr(dycl.hcfg.build.HCFGBuilder, "build", no_more_compilation)
-    monkeypatch.setattr(dycl.compiler, "trace_examples", no_more_compilation)
+    monkeypatch.setattr(dycl.compiler, "explore_paths", no_more_compilation)
     with pytest.raises(AssertionError, match="compilation after"):  # the patches catch a compile
         dycl.compile(model, example)
 

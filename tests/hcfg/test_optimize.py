@@ -16,7 +16,7 @@ from tests.hcfg.graphs import cond, graph, host, ret, run, sub
 
 
 def examples_of(hcfg, *calls: dict) -> dict[int, Examples]:
-    """What ``trace_examples`` records for ``hcfg`` on ``calls``: each sub-DNN's outputs."""
+    """What ``hcfg.trace.explore`` records for ``hcfg`` on ``calls``: each sub-DNN's outputs."""
     outputs: dict[int, list] = {}
     for arguments in calls:
         run(hcfg, outputs=outputs, **arguments)

@@ -1,0 +1,62 @@
+"""How often one compile runs the model, stage by stage (``tests.compile.executions``):
+the explore walk records what every path returns, so the emit stage runs nothing to learn
+the outputs (it used to run the host twice on eager sub-DNNs: at the example's sizes and
+at twice them). The compiled model still gives what eager gives, on several paths, in
+process and through the torch-free host, and the manifest still describes the outputs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dycl
+from dycl.testing import assert_equivalent
+from tests.compile.executions import by_stage, count_executions, first_leaf
+
+
+class EarlyExitMLP(nn.Module):
+    """An early-exit classifier as one writes it by hand: a confident first head returns at once."""
+
+    def __init__(self, threshold: float = 0.6) -> None:
+        super().__init__()
+        self.stem = nn.Linear(8, 16)
+        self.head1 = nn.Linear(16, 3)
+        self.body = nn.Sequential(nn.ReLU(), nn.Linear(16, 16), nn.Tanh())
+        self.head2 = nn.Linear(16, 3)
+        self.threshold = threshold
+
+    def forward(self, x):
+        h = F.relu(self.stem(x))
+        logits = self.head1(h)
+        if F.softmax(logits, dim=-1).max() > self.threshold:
+            return logits, 1
+        h = self.body(h)
+        return self.head2(h) + logits, 2
+
+
+def _inputs(count: int = 24) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(5)
+    return [torch.randn(1, 8, generator=generator) * scale for scale in (0.1, 4.0) for _ in range(count // 2)]
+
+
+def test_emit_runs_nothing_and_the_model_runs_once_per_stage_before_it(monkeypatch, tmp_path):
+    torch.manual_seed(0)
+    model = EarlyExitMLP().eval()
+    stem = first_leaf(model)
+    assert stem is model.stem
+    with count_executions(stem, monkeypatch) as counts:
+        compiled = dycl.compile(model, _inputs()[0], check=False)
+    stages = by_stage(counts)
+    assert "emit" not in stages, stages  # the output table comes from the exploration
+    assert stages["explore"] == {"fake": 1}, stages  # one symbolic run; the concrete one is the build's
+    assert stages["build"] == {"real": 1}, stages
+    real = sum(kinds.get("real", 0) for stage, kinds in stages.items() if stage != "batch_check")
+    assert real <= 3, stages  # rewrite's reference, build's walk, the exporter's check
+    assert compiled.manifest["outputs"] == [
+        {"name": "output_0", "kind": "tensor", "dtype": "float32", "example_shape": [1, 3], "shape": ["batch", 3]},
+        {"name": "output_1", "kind": "int"}]
+    inputs = _inputs()
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    loaded = dycl.load(compiled.save(tmp_path / "net"))
+    assert assert_equivalent(model, loaded, inputs, min_paths=2, atol=1e-5) == 2
