@@ -52,9 +52,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dycl  # noqa: E402
+from dycl.harness.testing import outputs_match  # noqa: E402
 from dycl.per_sample.semantics import join  # noqa: E402
 from dycl.per_sample.testing import PerSampleEager, batch_of, paths_of  # noqa: E402
-from dycl.testing import outputs_match  # noqa: E402
 from models import ZOO  # noqa: E402
 
 CONTENDERS = ("eager_1", "dycl_1", "dycl_batched", "static")

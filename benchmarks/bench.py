@@ -7,7 +7,7 @@ For each zoo model, on the same inputs: median latency of eager PyTorch,
 (the paper's C_no), dycl on TVM (when that backend is available), and the
 *per-path oracle*: for every distinct path among the inputs, that path traced
 into one ONNX Runtime session (what a perfect host would cost). Latency is timed
-by both methods of ``dycl.timing`` in this one process (interleaved, and by
+by both methods of ``dycl.harness.timing`` in this one process (interleaved, and by
 blocks), and eager once more by blocks in a fresh process that never created an
 ONNX Runtime session (issue 29: sessions' threads can slow eager torch). Also compile
 time per phase and the peak RSS of a process running the standalone host
@@ -31,8 +31,8 @@ import torch
 
 import dycl
 from dycl.harness import traced_baseline
-from dycl.paths import model_source_files, record_path
-from dycl.timing import blocks, interleaved, machine, taken
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.timing import blocks, interleaved, machine, taken
 
 RESULTS = Path(__file__).with_name("results.md")
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,13 +40,13 @@ sys.path.append(str(ROOT))  # the zoo (models/), which is not installed; after t
 
 
 def interleaved_medians(contenders: dict[str, object], inputs, repeat: int = 3) -> dict[str, float]:
-    """Median ms per contender by ``dycl.timing.interleaved`` (the method ``dycl.check`` uses:
+    """Median ms per contender by ``dycl.harness.timing.interleaved`` (the method ``dycl.check`` uses:
     warm-up, contenders taking turns on each input, the best of ``repeat`` calls per input)."""
     return {name: timing.median_ms for name, timing in interleaved(contenders, inputs, repeat=repeat).items()}
 
 
 def block_medians(contenders: dict[str, object], inputs, rounds: int = 3) -> dict[str, float]:
-    """Median ms per contender by ``dycl.timing.blocks`` (each contender on all inputs back to
+    """Median ms per contender by ``dycl.harness.timing.blocks`` (each contender on all inputs back to
     back, contenders alternating block by block, the best of ``rounds`` per input)."""
     return {name: timing.median_ms for name, timing in blocks(contenders, inputs, rounds=rounds).items()}
 
@@ -54,7 +54,7 @@ def block_medians(contenders: dict[str, object], inputs, rounds: int = 3) -> dic
 _FRESH_EAGER_SCRIPT = r'''
 import importlib, pickle, sys
 import torch
-from dycl.timing import blocks
+from dycl.harness.timing import blocks
 sys.path.append(sys.argv[3])  # the zoo (models/), after the installed packages
 model, _ = importlib.import_module(sys.argv[1]).build()
 inputs = [tuple(torch.from_numpy(a) for a in args) for args in pickle.load(open(sys.argv[2], "rb"))]
@@ -194,7 +194,7 @@ def write_markdown(rows: list[dict], args) -> None:
         + (f" --models {args.models}" if args.models else "") + ("  --skip-torch-compile" if args.skip_torch_compile
                                                                   else "") + "`",
         f"Machine: {machine()}; run {taken()}.",
-        "Latency (`dycl.timing`), both methods in this one run: **interleaved** (the first table: warm-up, "
+        "Latency (`dycl.harness.timing`), both methods in this one run: **interleaved** (the first table: warm-up, "
         "contenders taking turns on each input, per input the best of 3 calls) and **by blocks** (the second: "
         "each contender on all inputs back to back, contenders alternating block by block, per input the best of "
         "3 rounds); then the median over inputs (ms).", "",

@@ -57,9 +57,9 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-4
 

@@ -27,7 +27,7 @@ import onnxruntime as ort
 import torch
 
 import dycl
-from dycl.timing import machine, taken
+from dycl.harness.timing import machine, taken
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the zoo (models/)
 

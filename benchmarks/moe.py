@@ -17,7 +17,7 @@ each (batch x sequence) size, on the same ``--inputs`` random ``input_ids`` per 
   logit difference from eager and the share of calls that differ by more than 1e-4
   (the trace keeps the example's experts).
 
-Reported: tokens/s (batch x sequence over the median call, ``dycl.timing.interleaved``)
+Reported: tokens/s (batch x sequence over the median call, ``dycl.harness.timing.interleaved``)
 and the experts each call actually runs (per MoE layer, mean over calls, of the 4).
 Writes ``DIR/moe.md`` and ``DIR/moe.json`` (default: this folder). Short runs only on a
 shared machine; timings mean something only on a quiet one.
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dycl  # noqa: E402
 from dycl.backends.onnx_symbolics import local_symbolics  # noqa: E402
-from dycl.timing import interleaved, machine  # noqa: E402
+from dycl.harness.timing import interleaved, machine  # noqa: E402
 from tests.realworld.moe_lms import VOCAB, build_moe_lm, experts_hit  # noqa: E402
 
 MODELS = ["MixtralForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM", "DeepseekV3ForCausalLM"]

@@ -1,4 +1,4 @@
-"""What the self-check at the end of ``dycl.compile`` costs on the zoo (``dycl.self_check``).
+"""What the self-check at the end of ``dycl.compile`` costs on the zoo (``dycl.harness.self_check``).
 
     OMP_NUM_THREADS=1 python benchmarks/self_check_cost.py [--models blockdrop,ranet] [--json OUT]
 

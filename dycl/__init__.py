@@ -7,14 +7,14 @@
 """
 
 from dycl.api import CompiledModel, compile, load
-from dycl.config_guard import StaleConfigError
 from dycl.harness import Report, check
+from dycl.harness.self_check import SelfCheckError
 from dycl.hostgen.manifest import DYCL_VERSION
-from dycl.model_state import ModelStateError, TrainingModeError
+from dycl.in_process.config_guard import StaleConfigError
+from dycl.in_process.staleness import StaleWeightsError
+from dycl.model.model_state import ModelStateError, TrainingModeError
 from dycl.rewriter import RewrittenFunction, rewrite
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
-from dycl.self_check import SelfCheckError
-from dycl.staleness import StaleWeightsError
 
 __version__ = DYCL_VERSION
 

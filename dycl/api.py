@@ -11,25 +11,25 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from dycl import self_check
 from dycl.artifact import host_model, load_host, write_artifact
-from dycl.artifact_readme import readme, requirements_txt
-from dycl.batch_check import static_batch_needed
+from dycl.artifact.readme import readme, requirements_txt
 from dycl.compiler import CompileResult, compile_model
-from dycl.config_guard import ConfigGuard
-from dycl.dynamic import DynamicSpec
-from dycl.example_copy import copy_tensors
-from dycl.globals_guard import GlobalsGuard
+from dycl.harness import self_check
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
-from dycl.model_state import TrainingModeError, eval_mode, preserved, training_modules
-from dycl.outputs import rebuild
-from dycl.quiet import muted
+from dycl.in_process.config_guard import ConfigGuard
+from dycl.in_process.globals_guard import GlobalsGuard
+from dycl.in_process.staleness import WeightGuard
+from dycl.in_process.state_sync import ModuleState
+from dycl.model.batch_check import static_batch_needed
+from dycl.model.dynamic import DynamicSpec
+from dycl.model.example_copy import copy_tensors
+from dycl.model.model_state import TrainingModeError, eval_mode, preserved, training_modules
+from dycl.model.outputs import rebuild
+from dycl.model.quiet import muted
+from dycl.model.validate import validate
 from dycl.rewriter.errors import SpecialisationWarning
-from dycl.staleness import WeightGuard
-from dycl.state_sync import ModuleState
-from dycl.validate import validate
 
 
 def _to_numpy(value: Any) -> Any:
@@ -185,10 +185,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     (a tensor or a tuple of positional arguments) and ``kwargs`` (keyword arguments,
     as ``torch.export`` takes them). Every branch is compiled now; nothing is
     compiled when the model is called. The compiled model accepts calls of the
-    example's form (``dycl.signature``).
+    example's form (``dycl.model.signature``).
 
     ``dynamic`` says which input dims may differ from the example's at call time
-    (``dycl.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
+    (``dycl.model.dynamic``): by default the batch dim; ``{"x": {2: "h", 3: "w"}}`` adds
     named dims, ``"all"`` makes every dim symbolic, ``False`` compiles the
     example's exact shapes. One artifact serves every size.
 
@@ -204,18 +204,18 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
     Where the batch is symbolic by default but eager PyTorch fails at twice the
     example's batch (a model written for one sample), the batch is compiled static
-    with a ``SpecialisationWarning`` (``dycl.batch_check``). The model's own prints
-    are silent while it compiles (``dycl.quiet``).
+    with a ``SpecialisationWarning`` (``dycl.model.batch_check``). The model's own prints
+    are silent while it compiles (``dycl.model.quiet``).
 
     dycl compiles inference: a model (or submodule) in training mode is refused
     with ``TrainingModeError`` unless ``mode="eval"`` asks for eval semantics.
     Compiling never changes ``model`` (its state is restored after tracing). Module
     state a ``forward`` writes (tensors, bools, ints and floats on modules) is an input
     and an output of the compiled model: it is read from ``model`` before each call and
-    written back after (``dycl.state_sync``); other state writes are refused. The
+    written back after (``dycl.in_process.state_sync``); other state writes are refused. The
     weights are compiled as they are now: calling the result after changing them
-    raises ``dycl.staleness.StaleWeightsError``; the module globals its code read,
-    likewise (``dycl.globals_guard.StaleGlobalsError``; the saved artifact cannot see them).
+    raises ``dycl.in_process.staleness.StaleWeightsError``; the module globals its code read,
+    likewise (``dycl.in_process.globals_guard.StaleGlobalsError``; the saved artifact cannot see them).
 
     ``per_sample=True`` compiles a model written for one sample (the example has a
     batch dim of 1) to take a batch and return, per sample, what eager returns for it
@@ -224,7 +224,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 
     Compiling runs ``forward`` on copies of the example only. It ends by comparing the
     compiled model with eager on the example and on inputs derived from it
-    (``dycl.self_check``), raising ``dycl.SelfCheckError`` at the first difference;
+    (``dycl.harness.self_check``), raising ``dycl.SelfCheckError`` at the first difference;
     ``check=False`` (or ``DYCL_SELF_CHECK=0``) skips that. A model right at the example's
     sizes and wrong at another size its symbolic dims accept is compiled again for the
     example's shapes (``dynamic=False``), with a ``dycl.SpecialisationWarning`` naming the
@@ -235,15 +235,15 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     training = training_modules(model)
     if training and mode is None:
         raise TrainingModeError(model, training)
-    pristine = copy_tensors((example_input, kwargs))  # compiling runs forward on copies (dycl.example_copy)
+    pristine = copy_tensors((example_input, kwargs))  # compiling runs forward on copies (dycl.model.example_copy)
     example_input, kwargs = copy_tensors(pristine)
     levers = Levers.of(optimize)
     options = dict(backend=backend, progress=progress, backend_options=backend_options, kwargs=kwargs,
                    levers=levers, per_sample=per_sample)
-    with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.quiet)
+    with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.model.quiet)
         result = compile_model(model, example_input, dynamic=dynamic, **options)
     with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
-        batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.batch_check
+        batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.model.batch_check
     if batch_1:
         with preserved(model), muted():
             result = compile_model(model, example_input, dynamic=False, **options)
@@ -269,7 +269,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
 def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int | None) -> CompiledModel:
     """The in-process model of ``result`` with its guards: weights, globals, folded config and module state."""
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
-    if result.rewritten.state:  # read from the model before each call, written back after (dycl.state_sync)
+    if result.rewritten.state:  # read from the model before each call, written back after (dycl.in_process.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
     compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
@@ -281,7 +281,7 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
 
 
 def _self_check(model: torch.nn.Module, compiled: CompiledModel, result: CompileResult, pristine: Any) -> None:
-    """``dycl.self_check`` on the pristine example, its cost in ``stats["self_check"]``."""
+    """``dycl.harness.self_check`` on the pristine example, its cost in ``stats["self_check"]``."""
     with preserved(model, refuse_writes=False), muted():  # eager and compiled write the state they thread
         result.stats["self_check"] = self_check.timed_run(self_check.subject(model, compiled, result, *pristine))
 

@@ -64,7 +64,7 @@ def _compile_options(parser: argparse.ArgumentParser) -> None:
                              "cannot be saved)")
     parser.add_argument("--dynamic", default="batch", metavar="SPEC",
                         help="symbolic input dims: batch (default), all, none, or JSON {input: {axis: name}} "
-                             "such as '{\"x\": {\"2\": \"h\"}}' (see dycl.dynamic)")
+                             "such as '{\"x\": {\"2\": \"h\"}}' (see dycl.model.dynamic)")
     parser.add_argument("--no-optimize", action="store_true",
                         help="skip the HCFG optimisations (constant hoisting, merging into producers)")
     parser.add_argument("--tune-trials", type=int, metavar="N",
@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
                                                 "(sample(seed) for seeds 0..N-1) and report correctness, "
                                                 "which condition outcomes the inputs exercised, and latency "
                                                 "(median and IQR, warmed up, timed interleaved and by "
-                                                "blocks; see dycl.timing).")
+                                                "blocks; see dycl.harness.timing).")
     check_cmd.add_argument("model", help=MODEL_HELP)
     check_cmd.add_argument("-n", type=int, default=100, metavar="N", help="number of inputs (default 100)")
     check_cmd.add_argument("--repeat", type=int, default=3, metavar="R",
@@ -187,7 +187,7 @@ def _dynamic(text: str) -> Any:
     if not isinstance(spec, dict):
         raise ValueError(f"--dynamic {text!r}: expected a JSON object {{input: {{axis: name}}}}")
 
-    def axes(value: Any) -> Any:  # JSON object keys are strings; dycl.dynamic wants int axes
+    def axes(value: Any) -> Any:  # JSON object keys are strings; dycl.model.dynamic wants int axes
         return {int(axis): name for axis, name in value.items()} if isinstance(value, dict) else value
 
     return {key: axes(value) for key, value in spec.items()}
@@ -242,7 +242,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"dycl: warning: timing noise: {text}", file=sys.stderr)
     if args.profile:
         from dycl.harness import positional_arguments
-        from dycl.profile import profile
+        from dycl.harness.profile import profile
 
         print(profile(compiled, [positional_arguments(item) for item in inputs]).table())
     if args.json:
@@ -256,18 +256,18 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _block_timing(model: Any, compiled: Any, inputs: list[Any], rounds: int) -> dict[str, Any]:
-    """Eager and compiled timed by blocks (``dycl.timing.blocks``; ``rounds`` 0: not timed)."""
+    """Eager and compiled timed by blocks (``dycl.harness.timing.blocks``; ``rounds`` 0: not timed)."""
     if not rounds:
         return {}
+    from dycl.harness.timing import blocks
     from dycl.rewriter.arguments import positional_arguments
-    from dycl.timing import blocks
 
     return blocks({"eager": model, "compiled": compiled}, [positional_arguments(item) for item in inputs],
                   rounds=rounds)
 
 
 def _block_lines(by_blocks: dict[str, Any]) -> str:
-    from dycl.timing import machine, taken
+    from dycl.harness.timing import machine, taken
 
     eager, fast = by_blocks["eager"], by_blocks["compiled"]
     return "\n".join([f"by blocks: eager            {eager}",
@@ -308,7 +308,7 @@ def _zoo_blocks(spec: Any, compiled: Any, args: argparse.Namespace) -> str:
 
 
 def _zoo(args: argparse.Namespace) -> int:
-    from dycl.timing import machine, taken
+    from dycl.harness.timing import machine, taken
     from dycl.zoo import zoo_hint
 
     try:
@@ -322,11 +322,11 @@ def _zoo(args: argparse.Namespace) -> int:
         raise ValueError(f"--models: unknown zoo model(s) {', '.join(unknown)}; the zoo has "
                          f"{', '.join(name.removeprefix('models.') for name in ZOO)}")
     command = f"python -m dycl zoo -n {args.n} --readme README.md"
-    timed = (f"{args.repeat} timed calls per input, `dycl.timing`" if args.repeat else
+    timed = (f"{args.repeat} timed calls per input, `dycl.harness.timing`" if args.repeat else
              "not timed: `--repeat 0`, run the command on a quiet machine for the latency columns")
     lines = [f"Regenerate with `{command}` ({args.n} inputs per model, ONNX Runtime backend, {timed}). "
              f"Generated {taken()} on {machine()}; latency timed interleaved and by blocks "
-             "(`dycl.timing`).", "",
+             "(`dycl.harness.timing`).", "",
              "| model | paths | both outcomes | η | δ | traced η | traced δ | eager ms (IQR) | dycl ms (IQR) | "
              "eager ms by blocks | dycl ms by blocks |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

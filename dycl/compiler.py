@@ -12,7 +12,7 @@
   what every path returns (the manifest's outputs; nothing runs the model again to learn them);
 - *ports*: each sub-DNN's compilable variants and their ports (``hcfg.variants``);
 - *compile*: every distinct variant through the backend, once;
-- *emit*: the host program, the manifest and the constants (``dycl.manifest_build``).
+- *emit*: the host program, the manifest and the constants (``dycl.artifact.manifest_build``).
 
 The hand-offs are typed: the backend returns a ``CompiledVariant`` per variant (its file,
 shape guards and graphs traced at other sizes), the call form is a ``CallForm``, one
@@ -41,16 +41,16 @@ from typing import Any
 
 import torch
 
-from dycl import rewriter, written_inputs
-from dycl.artifact_outputs import provenance
+from dycl import rewriter
+from dycl.artifact.manifest_build import build_manifest, entry_modules, input_ports
+from dycl.artifact.outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, CompiledVariant, OnnxStep
 from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
-from dycl.dynamic import DynamicSpec, dynamic_dims
-from dycl.example_copy import ExampleSnapshot
 from dycl.execution_mode import WHOLE_CALL, WholeCall
-from dycl.guard_alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
+from dycl.export.alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
+from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -63,18 +63,19 @@ from dycl.hcfg.variants import variants_of
 from dycl.hostgen.emit import call_specs
 from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
 from dycl.hostgen.program import HostProgram
-from dycl.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
-from dycl.library_decisions import deciders_at
+from dycl.in_process import written_inputs
+from dycl.in_process.state_sync import host_state
 from dycl.log import get_logger
-from dycl.manifest_build import build_manifest, entry_modules, input_ports
+from dycl.model.dynamic import DynamicSpec, dynamic_dims
+from dycl.model.example_copy import ExampleSnapshot
+from dycl.model.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
+from dycl.model.library_decisions import deciders_at
+from dycl.model.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.per_sample.mode import PER_SAMPLE
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.hooks import forward_hooks
-from dycl.signature import bind_example, call_description, example_arguments, flat_example
-from dycl.state_sync import host_state
-from dycl.subdnn import SubDNNModule
 
 _LOG = get_logger("compile")
 
@@ -92,7 +93,7 @@ class CompileResult:
     modules: dict[str, SubDNNModule]
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
-    output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.outputs)
+    output_spec: Any = None  # rebuilds the framework's output objects from what the host returns (dycl.model.outputs)
     #: the sub-DNN module of every manifest entry: a variant's, and its graphs' traced at other sizes
     entry_modules: dict[str, SubDNNModule] = field(default_factory=dict)
     program: HostProgram | None = None  # what each line of the host is (hostgen.program); host_source is its source
@@ -112,7 +113,7 @@ class Options:
     levers: Levers = ALL_ON
     kwargs: dict[str, Any] | None = None
     per_sample: bool = False
-    #: library functions rewritten like user code (``compile_model``, ``dycl.library_decisions``)
+    #: library functions rewritten like user code (``compile_model``, ``dycl.model.library_decisions``)
     followed: frozenset = frozenset()
 
 
@@ -137,12 +138,12 @@ class Frontend:
     """*rewrite*: the function to compile, its flat example arguments, and the call form the host accepts."""
 
     job: Job
-    model: torch.nn.Module  # the model, or the wrapper calling a library model (dycl.library)
+    model: torch.nn.Module  # the model, or the wrapper calling a library model (dycl.model.library)
     rewritten: rewriter.RewrittenFunction
     example_args: tuple
     call: CallForm
     output_spec: Any
-    written_inputs: tuple[str, ...] = ()  # inputs forward() updates in place (dycl.written_inputs)
+    written_inputs: tuple[str, ...] = ()  # inputs forward() updates in place (dycl.in_process.written_inputs)
 
 
 @dataclass
@@ -158,7 +159,7 @@ class Graph:
 @dataclass
 class Explored:
     """*explore*: every sub-DNN's examples (by index), the symbolic shapes of the inputs, and
-    what every path returns (the manifest's outputs: ``dycl.artifact_outputs``)."""
+    what every path returns (the manifest's outputs: ``dycl.artifact.outputs``)."""
 
     stage: Graph
     examples: dict[int, Examples]
@@ -206,10 +207,10 @@ def rewrite(job: Job) -> Frontend:
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
         rewritten = None if wraps_forward(model) else rewrite_model(model, example=passed, positional=positional)
-        # hooks (see root_hooks) and inputs updated in place (dycl.written_inputs) need the rewritten forward
+        # hooks (see root_hooks) and inputs updated in place (dycl.in_process.written_inputs) need the rewritten forward
         traceable = rewritten is None or decides_nothing(rewritten) and not _written(rewritten, passed)
         if traceable and not forward_hooks(model):
-            # library code with no data-dependent decision for this call: compile a call of it (dycl.library)
+            # library code with no data-dependent decision for this call: compile a call of it (dycl.model.library)
             library = library_call(model, passed)
             if library is not None:  # else a Python number in the output: the rewrite computes it per call
                 model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
@@ -231,7 +232,7 @@ def rewrite(job: Job) -> Frontend:
 
 
 def _written(rewritten: rewriter.RewrittenFunction, passed: dict[str, Any]) -> tuple[str, ...]:
-    """The inputs ``rewritten`` updates in place (``dycl.written_inputs``) on the example ``passed``."""
+    """The inputs ``rewritten`` updates in place (``dycl.in_process.written_inputs``) on the example ``passed``."""
     example_args = flat_example(rewritten, passed)
     return written_inputs.find(rewritten, {flat.name: value for flat, value in zip(rewritten.inputs, example_args)
                                            if isinstance(value, (torch.Tensor, dict, list, tuple))})
@@ -349,7 +350,7 @@ def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant) ->
 def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, guards: tuple[ShapeGuard, ...],
                        step: OnnxStep | None) -> tuple[CompiledVariant, ...]:
     """Where ``variant``'s guards exclude a size of 1 (or 2, where traced at 1) along some
-    dim, its graphs traced there (``dycl.guard_alternatives``), each in a file of its own."""
+    dim, its graphs traced there (``dycl.export.alternatives``), each in a file of its own."""
     made: list[CompiledVariant] = []
     for other in other_size_variants(variant, guards):
         if covered(other.examples[0], [guards, *(graph.guards for graph in made)], variant.name):
@@ -404,7 +405,7 @@ PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "co
 
 def run(model: torch.nn.Module, example_input: Any, options: Options = Options()) -> CompileResult:
     """Compile ``model`` for the example call ``model(*example_input, **options.kwargs)`` by
-    running ``STAGES`` in order; the input dims ``options.dynamic`` names (``dycl.dynamic``)
+    running ``STAGES`` in order; the input dims ``options.dynamic`` names (``dycl.model.dynamic``)
     are symbolic in every sub-DNN that depends on them."""
     job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})),
               Progress("rewrite and HCFG", 3, options.progress))
@@ -437,7 +438,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
 
     Where the trace refuses a data-dependent decision made in library code, the compile
     starts again with that library code followed: rewritten like user code, with every
-    library function that leads to it (``dycl.library_decisions``), at most
+    library function that leads to it (``dycl.model.library_decisions``), at most
     ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised."""
     chosen = Options(**options)
     first: UnsupportedError | None = None

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import dycl
 from dycl.harness import check
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.hostgen.names import FORWARD
-from dycl.testing_host import run_host_without_torch
 from dycl.zoo import resolve
 
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"# host.py in a process without torch or dycl: {standalone['checked']} inputs, "
               f"{len(standalone['problems'])} mismatches")
         print("# harness report (eager PyTorch vs dycl on ONNX Runtime vs the traced baseline):")
-        print("# timing eager and compiled input by input, taking turns (dycl.timing)", flush=True)
+        print("# timing eager and compiled input by input, taking turns (dycl.harness.timing)", flush=True)
         report = check(spec.model, compiled, inputs, postprocess=spec.postprocess, repeat=args.repeat,
                        progress=args.progress)
         print(report.table())

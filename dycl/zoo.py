@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from dycl.harness import default_postprocess
-from dycl.validate import validate
+from dycl.model.validate import validate
 
 
 @dataclass

@@ -14,7 +14,7 @@ that reach a sub-DNN differ between paths, ``hcfg.variants`` compiles one varian
 per rank.
 
 Assumes: a sub-DNN's graph depends on its inputs' shapes, not their values (rows
-of the example are as good an example as any: ``dycl.guard_alternatives`` assumes
+of the example are as good an example as any: ``dycl.export.alternatives`` assumes
 the same). Guarantees: a state is resized only where every tensor and number of
 its mirror agrees with its concrete value at the example sizes; otherwise the
 branch is explored on the example states, as before this module existed.

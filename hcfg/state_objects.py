@@ -23,7 +23,7 @@ compiled in as statics, not ports — library code decides on them in Python, wh
 against the compiled value, so a flag that differs is a clear error at that call, never
 a graph run for another value; a flag a graph computes from data is a decision the
 trace refuses, one it computes from sizes a condition the host checks
-(``dycl.shape_guards``). Its ints and floats (a sliding window's running length) are
+(``dycl.export.shape_guards``). Its ints and floats (a sliding window's running length) are
 ports, as a dataclass's are: library code that decides on one is refused at export.
 """
 

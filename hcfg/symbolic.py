@@ -242,7 +242,7 @@ class SymbolicShapes:
                 return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)  # a namedtuple takes fields
             if is_structure(a):
                 return rebuilt(a, {k: merged(v, children(b)[k]) for k, v in children(a).items()})
-            return a  # a number from sizes: the symbolic run's business (dycl.size_numbers)
+            return a  # a number from sizes: the symbolic run's business (dycl.export.size_numbers)
 
         def dim(x: int, y: int) -> Any:
             if x == y:

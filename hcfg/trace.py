@@ -16,7 +16,7 @@ results are taken from it instead of running the tensor code again.
 The walk is ``Explorer``, a ``hcfg.interpreter.PathInterpreter``. It also records what
 every path returns (``Returned``: the value, its symbolic mirror, and whether the path is
 the example's own, followed through each condition by evaluating its test on the example's
-state), so the manifest's outputs come from it (``dycl.artifact_outputs``) and nothing
+state), so the manifest's outputs come from it (``dycl.artifact.outputs``) and nothing
 runs the model again to learn them.
 
 A size test the example cannot make take one of its branches (``if x.shape[0] == 1:``

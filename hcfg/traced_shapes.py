@@ -8,7 +8,7 @@ only where every path from the value back to its sources ends at a shape read
 shape read is of a tensor computed (anywhere upstream) by an operator whose output
 size depends on data (``nonzero``, boolean masks, ``unique``); a graph input, a
 parameter, a random or unknown node makes it False. The caller also runs the code
-on fake tensors (``dycl.shape_guards``), which fails on any other size taken from
+on fake tensors (``dycl.export.shape_guards``), which fails on any other size taken from
 data. Such a value is fixed once the traced inputs' sizes are
 (``dycl.backends.onnx_export`` pins them).
 """

@@ -176,7 +176,7 @@ class FileEntry:
 @dataclasses.dataclass(frozen=True)
 class ShapeGuard:
     """A condition on a sub-DNN's input sizes under which its graph is valid: library
-    code decided on a symbolic dim in Python while it was traced (``dycl.shape_guards``).
+    code decided on a symbolic dim in Python while it was traced (``dycl.export.shape_guards``).
 
     ``holds``: a Python expression over dim names (``(d0 > (1))``) using only
     integers, ``+ - * // % **``, comparisons, ``and or not`` and ``min``/``max``;
@@ -385,7 +385,7 @@ class Output:
     """One array or Python value the model returns, named as ``host.py`` names it
     in its ``.npz`` (``output_0``, ...); ``dtype`` and ``example_shape`` (the
     shape at the example) for arrays only; ``shape`` with the input's symbolic dims
-    by name (``["batch", 10]``) where dycl found it (``dycl.artifact_outputs``)."""
+    by name (``["batch", 10]``) where dycl found it (``dycl.artifact.outputs``)."""
 
     name: str
     kind: str
@@ -540,7 +540,7 @@ class Manifest:
     for (``CallForm``); ``dynamic_dims``: symbol -> the
     ``(input, axis)`` pairs that carry it; ``host``, ``sub_dnns``, ``constants``:
     the files; ``output``: how ``dycl`` rebuilds a framework's output object
-    (``dycl.outputs.describe``), None for plain returns.
+    (``dycl.model.outputs.describe``), None for plain returns.
 
     ``manifest["field"]`` reads a field as it is written in ``manifest.json``
     (a fresh copy), for code written against the JSON document."""
@@ -558,7 +558,7 @@ class Manifest:
     output: object = None
     per_sample: bool = False
     #: inputs forward() updates in place, by flat input name: the host writes their final values back into
-    #: the caller's arrays (``dycl.written_inputs``)
+    #: the caller's arrays (``dycl.in_process.written_inputs``)
     written_inputs: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
 

@@ -3,7 +3,7 @@ each defined once here (the artifact's file names belong to its format and are
 defined in ``hostgen/manifest.py``, which the host holds a copy of).
 
 Guarantees: the emitter (``hostgen.emit``) writes these names and every reader
-(``dycl.artifact_outputs``, ``dycl.harness``, the host runtime's ``HostModel``, whose
+(``dycl.artifact.outputs``, ``dycl.harness``, the host runtime's ``HostModel``, whose
 use is checked by tests/hostgen/test_host_runtime.py) finds them by the same
 constants.
 """

@@ -23,7 +23,7 @@ state object           the same (``hcfg.state_objects``: a KV cache; its numbers
 
 The stand-ins are classes of the host module, so the compiler can tell them
 from the model's own values and refuse to hand one back as an output
-(``dycl.artifact_outputs``).
+(``dycl.artifact.outputs``).
 
 Assumed: a value has the structure its description says (the compiler proved
 one structure on every path); ``port_leaves`` checks lengths, keys and compiled-in

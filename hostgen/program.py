@@ -3,7 +3,7 @@
 ``HostCodegen.program()`` returns a ``HostProgram``: the source of ``host.py``, the emitted
 method's lines (``line_map``: host line -> ``HostLine``, the kind of statement, the sub-DNN it
 calls, the user's ``file:line``), its conditions in program order and its returns. Readers
-(``dycl.coverage``, the per-sample router, error messages in the host) use these tables, never
+(``dycl.harness.coverage``, the per-sample router, error messages in the host) use these tables, never
 the source text. The host carries the same facts as data, ``FORWARD_LINES`` (offsets from the
 emitted method's ``def`` line, so they hold wherever the method lands), from which
 ``HostProgram.of_model`` rebuilds the program of a loaded artifact.

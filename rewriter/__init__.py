@@ -79,7 +79,7 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     pass alone; the result then carries no guarantee of the full pipeline). ``positional``:
     how many of the example's arguments were passed positionally; the model's own hooks
     (``rewriter.root_hooks``) are compiled only when it is given. ``followed``: the code of
-    library functions to rewrite like user code (``dycl.library_decisions``).
+    library functions to rewrite like user code (``dycl.model.library_decisions``).
     """
     with paused_collector():  # many short-lived libcst nodes (rewriter.collector)
         return _rewrite(model, method, debug, example, returns, passes, positional, followed)

@@ -19,7 +19,7 @@ passes ``**kwargs`` = {"mask": m}          input ``kwargs_mask``; ``kwargs = {'m
 
 ``FlatInput`` records where each input comes from and ``fixed`` what each
 specialized part must equal, so that a call can be checked against the
-example's form (``dycl.signature``).
+example's form (``dycl.model.signature``).
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ constant propagation folds such values into the rewritten code, so the compiled 
 computes with the values they had when ``dycl.compile`` ran. ``ConfigReads`` records
 each one it read (module, attribute, value, and a copy of a container's contents), so
 that the in-process model can refuse to run once one was rebound or changed in place
-(``dycl.config_guard``) instead of silently computing with the old value.
+(``dycl.in_process.config_guard``) instead of silently computing with the old value.
 
 Assumes: the evaluator calls ``record`` for every attribute of an ``nn.Module`` it reads.
 Guarantees: ``reads()`` holds one ``ConfigRead`` per (module, attribute) whose value was a
 plain Python value — ``None``, a bool, number or string, or a list, tuple, dict or set of
 plain values (nested) — other than ``training`` (train/eval mode is checked on its own:
-``dycl.model_state``); submodules, tensors, functions and objects are not recorded.
+``dycl.model.model_state``); submodules, tensors, functions and objects are not recorded.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ class RewriteContext:
     config_reads: ConfigReads = field(default_factory=ConfigReads)  # the modules' Python values read (folded)
     debug: bool = False
     trace: list[tuple[str, str, str]] = field(default_factory=list)
-    #: library functions (their code) rewritten like user code: they decide on data (dycl.library_decisions)
+    #: library functions (their code) rewritten like user code: they decide on data (dycl.model.library_decisions)
     followed: frozenset[types.CodeType] = frozenset()
 
     def rewrites(self, function: object) -> bool:

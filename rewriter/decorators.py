@@ -128,7 +128,7 @@ def undecorate(function: Any, closures: bool = False, followed: frozenset[types.
     wrapper is compiled as the closure it is (its body, with the function it wraps and
     the decorator's other arguments read from its cells, ``ParsedFunction.globals``),
     so its code is kept, not dropped. A library's wrapper whose code is in ``followed``
-    (it leads to a data-dependent decision: ``dycl.library_decisions``) is compiled so too."""
+    (it leads to a data-dependent decision: ``dycl.model.library_decisions``) is compiled so too."""
     current = function
     while isinstance(current, types.FunctionType) and hasattr(current, "__wrapped__"):
         if not (_is_grad_mode_wrapper(current) or _is_forwarding_wrapper(current)):

@@ -19,7 +19,7 @@ and refuses the rest with the user's file:line, as before:
 ``rewriter.state_prescan`` runs ``CollectStateWrites`` leniently on the methods ``forward``
 may reach before any rewriting, so that no pass folds a read of state.
 Assumes: a write through a plain function's argument is not seen here (it is caught when
-compiling, by ``dycl.model_state``).
+compiling, by ``dycl.model.model_state``).
 """
 
 from __future__ import annotations

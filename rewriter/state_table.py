@@ -5,7 +5,7 @@ A *state slot* is one attribute of one module instance of the model (``self.coun
 compiles such a slot the way ``torch.export`` compiles a buffer mutation: its value
 is an input of the rewritten function and its final value an extra output
 (``rewriter.state_threading``); the host keeps it between calls and the in-process
-model writes it back (``dycl.state_sync``).
+model writes it back (``dycl.in_process.state_sync``).
 
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
 ``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors

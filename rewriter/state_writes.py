@@ -28,7 +28,7 @@ instance whose class defines the method): later passes turn it into
 Not seen here (ambiguous syntax or aliases made by calls): ``s.add(v)`` /
 ``s.sort()`` on a container, a view returned by a helper. Those
 are caught when compiling, by comparing the model's state before and after
-tracing (``dycl.model_state``).
+tracing (``dycl.model.model_state``).
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: a TVM build worker imports the backends without torch
+    from dycl.export.subdnn import SubDNNModule
     from dycl.hcfg.ports import Variant
     from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
-    from dycl.subdnn import SubDNNModule
 
 #: ``(exported ONNX bytes, variant) -> ONNX bytes`` the backend compiles instead
 OnnxStep = Callable[[bytes, "Variant"], bytes]
@@ -31,9 +31,9 @@ OnnxStep = Callable[[bytes, "Variant"], bytes]
 @dataclasses.dataclass(frozen=True)
 class CompiledVariant:
     """One sub-DNN variant, compiled: its graph's ``file`` (named by the variant) and ``data``,
-    the shape conditions the graph needs (``dycl.shape_guards``; most need none), what its
+    the shape conditions the graph needs (``dycl.export.shape_guards``; most need none), what its
     compile did (``stats``), the graphs traced at other sizes that the host tries when the
-    guards fail (``alternatives``, in order: ``dycl.guard_alternatives``) and whether it is
+    guards fail (``alternatives``, in order: ``dycl.export.alternatives``) and whether it is
     small enough to run on the calling thread (``dycl.backends.onnx_cost``)."""
 
     file: str

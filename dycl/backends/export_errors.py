@@ -24,8 +24,8 @@ import libcst as cst
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dycl.export.subdnn import SubDNNModule, Variant
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
-from dycl.subdnn import SubDNNModule, Variant
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OPERATOR = re.compile(r"operator '(?:aten::)?(?P<name>[\w.]+)'")

@@ -19,7 +19,7 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    made the conversion (library or user code; a line of the sub-DNN itself is
    mapped to the user's statement). One exception: where
    every such read is a ``bool()`` and the caller collects guards, the sub-DNN
-   is run once more on fake tensors with symbolic sizes (``dycl.shape_guards``);
+   is run once more on fake tensors with symbolic sizes (``dycl.export.shape_guards``);
    if that run needs no tensor value, the conditions on the sizes that keep each
    decision are handed to the host, which checks them on every call. Another:
    where every read is of a value computed from shapes only (``hcfg.traced_shapes``:
@@ -80,14 +80,14 @@ from dycl.backends.export_errors import exporter_error
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
 from dycl.backends.size_pins import pin_guards, warn_specialised
+from dycl.export.shape_guards import guards_of
+from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard
 from dycl.log import get_logger
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.vocabulary import TENSOR_METADATA_ATTRIBUTES, TENSOR_METADATA_METHODS
-from dycl.shape_guards import guards_of
-from dycl.subdnn import SubDNNModule
 
 EXPORTER_NOTE = (
     "dycl exports sub-DNNs with the TorchScript-based torch.onnx exporter (dynamo=False), which PyTorch "
@@ -119,7 +119,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
     passed on (one set per compile). ``dynamo=True`` uses the torch.export-based
     exporter instead (for ``benchmarks/exporters.py``; see ``EXPORTER_NOTE``).
     ``guards``: where given, ``bool()`` decisions on symbolic sizes are accepted when
-    ``dycl.shape_guards`` finds the conditions that keep them, which are appended
+    ``dycl.export.shape_guards`` finds the conditions that keep them, which are appended
     here for the host to check; without it such a decision is refused."""
     shown = set() if shown is None else shown
     names = {"input_names": [p.name for p in variant.inputs], "output_names": [p.name for p in variant.outputs],
@@ -215,7 +215,7 @@ def _pinned(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict
             decisions: list[Decision], shown: set[tuple[str, str, int]]) -> tuple[ShapeGuard, ...] | None:
     """Guards that pin the graph to the example's sizes (``size_pins``), with the warning;
     None where the sub-DNN does not run on fake tensors with symbolic sizes (it takes a
-    size or a number from data: ``dycl.shape_guards``)."""
+    size or a number from data: ``dycl.export.shape_guards``)."""
     decision = decisions[0]
     if guards_of(module, variant.examples[0], [p.name for p in variant.inputs], dynamic_axes) is None:
         return None
@@ -229,7 +229,7 @@ def _pinned(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict
 
 def _decision_guards(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, dict[int, str]] | None,
                      decisions: list[Decision]) -> tuple[ShapeGuard, ...] | None:
-    """The shape guards that keep every ``bool()`` the trace decided (``dycl.shape_guards``);
+    """The shape guards that keep every ``bool()`` the trace decided (``dycl.export.shape_guards``);
     None where a decision converts a size or value to a number (a frozen number has no
     guard that keeps it) or the guards cannot be found. Scalar inputs are values: any
     decision on one is data-dependent, and the fake run that finds guards fails on it."""

@@ -11,10 +11,10 @@ from dycl.backends import ort_runtime
 from dycl.backends.base import BackendBase, CompiledVariant, OnnxStep
 from dycl.backends.onnx_export import export_onnx
 from dycl.backends.ort_cache import cache_from
+from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import ShapeGuard, SubDNNEntry
-from dycl.subdnn import SubDNNModule
 
 
 class OnnxRuntimeBackend(BackendBase):

@@ -6,7 +6,7 @@ given (``dycl.compile(model, x, cache_dir="~/.cache/dycl/onnx")``, or the
 everything it depends on, and a later compile that would export the same thing reads
 it back instead:
 
-- the sub-DNN's generated source (its statements, as ``dycl.subdnn`` runs them) and
+- the sub-DNN's generated source (its statements, as ``dycl.export.subdnn`` runs them) and
   its variant fingerprint (ports, dtypes, symbolic dims, list layouts);
 - the example shapes and dtypes it is traced at, and whether it is exported static;
 - every parameter and buffer of the model (names, dtypes, shapes and bytes);
@@ -35,10 +35,10 @@ from typing import Any
 import onnx
 import torch
 
+from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import DYCL_VERSION, ShapeGuard
 from dycl.log import get_logger
-from dycl.subdnn import SubDNNModule
 
 _LOG = get_logger("cache")
 ENVIRONMENT = "DYCL_CACHE_DIR"

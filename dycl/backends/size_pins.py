@@ -5,7 +5,7 @@ The TorchScript exporter keeps such a number as a constant: the graph is right o
 where every symbolic dim of its inputs has the example's size. ``pin_guards`` gives
 the host one ``ShapeGuard`` per symbolic input dim (``batch == 2``), so other sizes
 are refused by name (``ShapeGuardError``) — and a size of 1 gets a graph of its own
-(``dycl.guard_alternatives``) — instead of the compile failing.
+(``dycl.export.alternatives``) — instead of the compile failing.
 
 Assumes: every value read was computed from shapes and constants only
 (``hcfg.traced_shapes``: the caller checks ``Decision.shape_only``); with the inputs'

@@ -9,10 +9,10 @@ import torch
 
 from dycl.backends import torch_runtime
 from dycl.backends.base import BackendBase, CompiledVariant, OnnxStep
+from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.copies import copied
 from dycl.hostgen.manifest import SubDNNEntry
-from dycl.subdnn import SubDNNModule
 
 
 class TorchBackend(BackendBase):

@@ -39,8 +39,8 @@ from dycl.fuzz.features import program_features
 from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
 from dycl.fuzz.program import Program
 from dycl.fuzz.state import ModelState
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
 
 ATOL = {"torch": 1e-5, "onnxruntime": 1e-4}
 N_INPUTS = 20

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-# the fuzzer's oracle: written apart from dycl.model_state (which it checks), not shared with it
+# the fuzzer's oracle: written apart from dycl.model.model_state (which it checks), not shared with it
 _PLAIN = (int, float, bool, str, type(None))
 
 

@@ -28,8 +28,8 @@ from dycl.fuzz.generator import generate
 from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program
 from dycl.fuzz.runner import ATOL, N_INPUTS, Discarded, Outcome, loaded_program, run_eager
+from dycl.harness.testing import outputs_match
 from dycl.per_sample.semantics import join
-from dycl.testing import outputs_match
 
 BACKEND = "onnxruntime"
 

@@ -53,8 +53,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from dycl.export.static_fold import fold_static_shapes
 from dycl.per_sample.row_independence import ROWED, SAMPLE, SHARED, Edit, RowPlan, analyse
-from dycl.static_fold import fold_static_shapes
 
 GROUP = "samples"
 #: ``Scan`` with a body that may read outer-scope values exists from opset 9; 16 added bfloat16

@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from dycl import written_inputs
 from dycl.execution_mode import WholeCall
+from dycl.export.static_fold import fold_static_shapes
 from dycl.hcfg.graph import source_of
 from dycl.hostgen.emit import HostCodegen
 from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.manifest import Port
+from dycl.in_process import written_inputs
 from dycl.per_sample.group_onnx import group_model
 from dycl.per_sample.row_independence import analyse
 from dycl.per_sample.semantics import check_outputs, check_request, sample_inputs, without_batch
 from dycl.rewriter.errors import UnsupportedError
-from dycl.static_fold import fold_static_shapes
 
 if TYPE_CHECKING:  # annotations only: the compiler imports this module
     from dycl.backends.base import Backend, CompiledVariant, OnnxStep

@@ -35,7 +35,7 @@ arithmetic: kernels may round differently at another batch size), once
 ``RowPlan.reshapes`` replaces the listed ``Reshape`` targets and ``RowPlan.edits``
 the listed axes, targets and inputs. Any op not in the rules, any node with a
 subgraph, any read of the group size into a value (a ``Shape`` or ``Size`` of a
-rowed value: fold static ones first, ``dycl.static_fold``, as ``per_sample_onnx``
+rowed value: fold static ones first, ``dycl.export.static_fold``, as ``per_sample_onnx``
 does), any concatenation, slicing or softmax along dim 0, any broadcast that
 would move or widen dim 0 or meet a sample value with another sample's, and any
 op without a rule for sample values that reads one sends the node to the tail.
@@ -599,7 +599,7 @@ def _classify(node: onnx.NodeProto, graph: _Graph, plan: RowPlan) -> str | None:
         for name in outputs:
             plan.classes[name] = SHARED
         return None
-    if node.op_type in ("Shape", "Size"):  # static ones are constants already (dycl.static_fold)
+    if node.op_type in ("Shape", "Size"):  # static ones are constants already (dycl.export.static_fold)
         return "reads the group size into a value"
     rule = RULES.get(node.op_type)
     if rule is None:

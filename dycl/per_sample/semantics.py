@@ -24,7 +24,7 @@ torch-free host. TVM builds each sub-DNN's group model (its ONNX importer has no
 ``Scan``, so a sub-DNN with a statement that stays per sample is refused with an
 ``UnsupportedError``; and a group of samples has no example shape, so TVM's
 example-shaped builds are skipped). Not yet: models whose outputs are framework
-objects (``dycl.outputs``; refused).
+objects (``dycl.model.outputs``; refused).
 """
 
 from __future__ import annotations

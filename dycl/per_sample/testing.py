@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from dycl.paths import model_source_files, record_path
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.per_sample.semantics import join
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
 
 
 def _args(sample: Any) -> tuple:
@@ -31,7 +31,7 @@ def batch_of(samples: Sequence[Any]) -> tuple:
 
 
 def paths_of(model: torch.nn.Module, samples: Sequence[Any]) -> list[Any]:
-    """The eager execution path of every sample (``dycl.paths``)."""
+    """The eager execution path of every sample (``dycl.harness.paths``)."""
     files = model_source_files(model)
     with torch.no_grad():
         return [record_path(model, *_args(sample), files=files)[1] for sample in samples]
@@ -82,7 +82,7 @@ def one_path(paths: Sequence[Any], size: int) -> list[int]:
 
 def saved_host_report(artifact: Any, model: torch.nn.Module, samples: Sequence[Any], alone: Any,
                       atol: float = 0.0) -> dict:
-    """The torch-free saved host's report (``dycl.testing_host``) on two calls: a batch of 16
+    """The torch-free saved host's report (``dycl.harness.testing_host``) on two calls: a batch of 16
     of ``samples`` over as many paths as they take (``diverse``), and ``alone`` by itself."""
     paths = paths_of(model, samples)
     batches = [batch_of([samples[i] for i in diverse(paths, 16)])[0], alone]

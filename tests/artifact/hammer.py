@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from dycl.testing_host import to_numpy
+from dycl.harness.testing_host import to_numpy
 
 _SCRIPT = r'''
 import importlib.util, json, pickle, sys, threading

@@ -16,7 +16,7 @@ import torch
 from onnx import TensorProto, helper
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 from tests.artifact.models import early_exit, early_exit_inputs, gate, gate_inputs
 
 ATOL = 1e-5

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 from tests.artifact.models import gate, gate_inputs, warm_start
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 from tests.artifact.hammer import hammer_host
 from tests.artifact.models import gate, gate_inputs
 

@@ -17,8 +17,8 @@ import dycl
 import dycl.compiler
 from dycl import rewriter
 from dycl.backends.onnxruntime import OnnxRuntimeBackend
-from dycl.paths import model_source_files, record_path
-from dycl.testing import assert_equivalent
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import assert_equivalent
 from tests.artifact.models import gate
 from tests.nets import Decoder
 
@@ -201,7 +201,7 @@ def test_optimisation_moves_constants_and_identities_to_the_host(tmp_path):
     assert "prev = x" in optimized.host_source and "prev = x" not in plain.host_source
     for compiled in (optimized, plain):
         assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
-    from dycl.testing_host import run_host_without_torch
+    from dycl.harness.testing_host import run_host_without_torch
 
     report = run_host_without_torch(optimized.save(tmp_path / "net"), model, inputs, 1e-5)
     assert report == {"checked": 30, "problems": [], "torch_loaded": False}

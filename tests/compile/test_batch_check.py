@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.example_run import batch_failure
+from dycl.model.example_run import batch_failure
 
 
 class OneSample(nn.Module):

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 def _inputs(count: int = 18, seed: int = 0, shape=(3, 8)) -> list[torch.Tensor]:

@@ -11,8 +11,8 @@ from torch import nn
 from torch.nn import functional as F
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 def varied(*shape: int, count: int, seed: int) -> list[torch.Tensor]:

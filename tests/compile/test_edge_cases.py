@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.testing import outputs_match
+from dycl.harness.testing import outputs_match
 
 
 class Plain(nn.Module):

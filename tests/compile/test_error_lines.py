@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 HERE = "test_error_lines.py"
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 from tests.compile.executions import by_stage, count_executions, first_leaf
 
 

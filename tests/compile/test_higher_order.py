@@ -10,8 +10,8 @@ from functorch.experimental.control_flow import map as control_flow_map
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 def scaled(*shape: int, count: int, seed: int) -> list[torch.Tensor]:

@@ -14,8 +14,8 @@ import torch.nn as nn
 from dycl.hostgen.host_globals import check_host_names
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 EPS = 1e-3

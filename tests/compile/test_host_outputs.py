@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.testing import assert_equivalent, outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent, outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 

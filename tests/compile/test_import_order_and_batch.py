@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.dynamic import dynamic_dims
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+from dycl.model.dynamic import dynamic_dims
 
 # torchvision's ops/_register_onnx_ops.py imports these by their deprecated module paths
 # (transformers imports torchvision where it is installed); importing the shim rebinds

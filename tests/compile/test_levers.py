@@ -12,7 +12,7 @@ from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.backends.onnx_cost import macs, runs_on_calling_thread
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 ATOL = 1e-5
 

@@ -14,8 +14,8 @@ from dycl.rewriter import user_code
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import Call, run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import Call, run_host_without_torch
 from tests.compile.installed_library import masking
 
 

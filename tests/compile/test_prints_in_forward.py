@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.quiet import muted
+from dycl.model.quiet import muted
 
 
 class Chatty(nn.Module):

@@ -1,7 +1,7 @@
 """Library code that decides on a symbolic size in Python (``is_causal = q_len > 1``,
 a chunked path for large batches) compiles: the graph keeps the example's outcome
 and the host checks, on every call, the size condition under which that outcome
-holds (``dycl.shape_guards``), refusing other sizes with the library's file:line.
+holds (``dycl.export.shape_guards``), refusing other sizes with the library's file:line.
 Decisions on static dims need no check; decisions on values stay refused."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dycl.rewriter import user_code
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.compile.installed_library import attention
 from tests.compile.installed_library.attention import SelfAttention, add_positions, normalised, rotate_half
 
@@ -113,7 +113,7 @@ def test_guards_print_as_the_hosts_grammar_or_not_at_all():
     import sympy
     from torch.utils._sympy.functions import FloorDiv, Max, PythonMod
 
-    from dycl.shape_guards import python_condition
+    from dycl.export.shape_guards import python_condition
 
     s, t = sympy.symbols("s t", integer=True, positive=True)
     names = {s: "seq", t: "batch"}
@@ -126,7 +126,7 @@ def test_guards_print_as_the_hosts_grammar_or_not_at_all():
 
 
 def test_guards_of_a_module_run_on_fake_tensors():
-    from dycl.shape_guards import guards_of
+    from dycl.export.shape_guards import guards_of
 
     layer = SelfAttention(16, heads=2).eval()
     found = guards_of(layer, (torch.randn(2, 5, 16),), ["hidden"], {"hidden": {0: "batch", 1: "seq"}})

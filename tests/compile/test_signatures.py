@@ -1,6 +1,6 @@
 """forward() signatures as real models have them, called the way the example was,
-and outputs as the framework returns them (``dycl.signature``, ``dycl.library``,
-``dycl.outputs``): in-process and through the torch-free host."""
+and outputs as the framework returns them (``dycl.model.signature``, ``dycl.model.library``,
+``dycl.model.outputs``): in-process and through the torch-free host."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
-from dycl.testing_host import Call, run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import Call, run_host_without_torch
 
 ATOL = 1e-5
 _OFFSET = torch.linspace(-1.0, 1.0, 4)

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 
 SIZES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 13)
 
@@ -94,7 +94,7 @@ def test_what_cannot_stay_exact_is_refused_at_its_line(model_class):
 
 def test_integer_forms_match_python_on_a_grid():
     """What the exported graph computes from integer tensors equals Python's result."""
-    from dycl.size_numbers import SizeNumbers
+    from dycl.export.size_numbers import SizeNumbers
 
     ops = SizeNumbers(None)
     checked = 0

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 class GreedyCaptioner(nn.Module):

@@ -11,7 +11,7 @@ from dycl.hcfg.observations import Observations
 
 import dycl
 from dycl.compiler import PHASES, STAGES
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 class Gate(nn.Module):

@@ -23,11 +23,11 @@ from dycl.api import from_result
 from dycl.backends import get_backend
 from dycl.backends.base import CompiledVariant
 from dycl.execution_mode import WHOLE_CALL
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import Call, run_host_without_torch
 from dycl.per_sample.mode import PER_SAMPLE
 from dycl.per_sample.testing import PerSampleEager
 from dycl.progress import Progress
-from dycl.testing import assert_equivalent
-from dycl.testing_host import Call, run_host_without_torch
 from tests.compile.test_shape_guards import Positions, _inputs, installed_library  # noqa: F401 - the fixture
 
 ATOL = 1e-5
@@ -104,7 +104,7 @@ def test_every_variant_has_the_compiled_graph_its_backend_returned(backend, tmp_
 
 
 def test_a_graph_traced_at_another_size_is_a_field_of_its_variant(tmp_path):
-    """The alternative graph (``dycl.guard_alternatives``) hangs off its variant's
+    """The alternative graph (``dycl.export.alternatives``) hangs off its variant's
     ``CompiledVariant``; the manifest chains it by ``otherwise`` from that field."""
     torch.manual_seed(0)
     model = Positions().eval()

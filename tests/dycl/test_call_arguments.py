@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 class GatedHead(nn.Module):

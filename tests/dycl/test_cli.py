@@ -106,7 +106,7 @@ def test_show_reads_data_files_only_and_draws_svg_and_png_only_where_asked(tmp_p
     def never(*args, **kwargs):
         raise AssertionError("show executed host.py")
 
-    monkeypatch.setattr("dycl.host_module.load_host_module", never)
+    monkeypatch.setattr("dycl.artifact.host_module.load_host_module", never)
     host = (out / "host.py").read_text()
     (out / "host.py").write_text("raise SystemExit('host.py was executed')\n")
     assert main(["show", str(out)]) == 1  # a changed host.py fails the check; nothing runs

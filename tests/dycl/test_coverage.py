@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.coverage import HostCoverage, compiled_coverage
+from dycl.harness.coverage import HostCoverage, compiled_coverage
 from tests.dycl.factories import EarlyExitCNN
 
 

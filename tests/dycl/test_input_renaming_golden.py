@@ -1,4 +1,4 @@
-"""Golden before/after snippets of ``dycl.input_renaming`` (one behaviour each); the
+"""Golden before/after snippets of ``dycl.in_process.input_renaming`` (one behaviour each); the
 eager-equivalence checks are in tests/soundness/test_input_mutation.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 
-from dycl.input_renaming import renamed_definition
+from dycl.in_process.input_renaming import renamed_definition
 
 
 def _renamed(source: str, names=("x",)) -> str | None:

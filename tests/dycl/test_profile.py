@@ -1,4 +1,4 @@
-"""``dycl.profile``: per-sub-DNN time through the host, host left as it was (issue 31, point 10)."""
+"""``dycl.harness.profile``: per-sub-DNN time through the host, host left as it was (issue 31, point 10)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import torch
 
 import dycl
-from dycl.profile import profile
+from dycl.harness.profile import profile
 from tests.dycl.test_summary import Gate
 
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.timing import interleaved, summarize
+from dycl.harness.timing import interleaved, summarize
 
 
 def test_summarize_gives_median_and_quartiles():
@@ -83,7 +83,7 @@ def test_check_twice_gives_medians_within_the_reported_spread():
 
 
 def test_noise_names_busy_repeats_and_a_wide_iqr_and_passes_a_quiet_timing():
-    from dycl.timing import Timing, noise
+    from dycl.harness.timing import Timing, noise
 
     quiet = Timing(2.0, 1.8, 2.4, 100, spread=1.1)
     busy = Timing(2.0, 1.8, 2.4, 100, spread=3.5)
@@ -122,7 +122,7 @@ def _recording(calls: list[tuple[str, int]], name: str, seconds: dict[int, list[
 
 
 def test_blocks_call_each_contender_on_all_inputs_back_to_back_alternating_by_round():
-    from dycl.timing import blocks
+    from dycl.harness.timing import blocks
 
     calls: list[tuple[str, int]] = []
     inputs = [(1,), (2,), (3,)]
@@ -137,7 +137,7 @@ def test_blocks_call_each_contender_on_all_inputs_back_to_back_alternating_by_ro
 
 
 def test_blocks_keep_each_inputs_best_round_and_its_spread():
-    from dycl.timing import blocks
+    from dycl.harness.timing import blocks
 
     calls: list[tuple[str, int]] = []
     # input 1: lead-in 0, then 40 ms in round 1 and 2 ms in round 2; inputs 2 and 3: 4 and 6 ms always
@@ -151,7 +151,7 @@ def test_blocks_keep_each_inputs_best_round_and_its_spread():
 
 
 def test_blocks_take_a_callable_per_input_and_show_progress_when_asked(capsys):
-    from dycl.timing import blocks
+    from dycl.harness.timing import blocks
 
     calls: list[tuple[str, int]] = []
     per_input = [_recording(calls, f"path{i}", {}) for i in range(3)]

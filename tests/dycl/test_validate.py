@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 class TwoInputs(nn.Module):

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
 
 
 def _candidate_outcome(candidate: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:

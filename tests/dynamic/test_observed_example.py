@@ -10,7 +10,7 @@ from dycl.hcfg import symbolic
 from dycl.hcfg.symbolic import SymbolicShapes, SymbolicTensor
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 CODE = compile("y = x.squeeze(0) * 2", "<test>", "exec")
 

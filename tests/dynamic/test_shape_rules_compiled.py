@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from dycl.hcfg import shape_rules
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-4
 DYNAMIC = {"tokens": {0: "batch", 1: "length"}}

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing_host import run_host_without_torch
 from tests.dynamic.outcomes import assert_same_outcomes
 
 

@@ -14,7 +14,7 @@ import torch.nn as nn
 from dycl.hcfg.symbolic import SizeDependentStructure, SymbolicShapes, SymbolicTensor
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 

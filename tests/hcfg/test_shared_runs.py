@@ -19,8 +19,8 @@ from torch import nn
 import dycl
 from dycl import compiler
 from dycl.backends import get_backend
+from dycl.harness.testing import assert_equivalent
 from dycl.progress import Progress
-from dycl.testing import assert_equivalent
 
 
 class Block(nn.Module):

@@ -18,9 +18,9 @@ from torch import nn
 
 import dycl
 from dycl.artifact import ArtifactError
-from dycl.coverage import HostCoverage, compiled_coverage, host_program
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.coverage import HostCoverage, compiled_coverage, host_program
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 from tests.hcfg.graphs import cond, diamond, graph, host, ret, sub
 from tests.hostgen.test_emit import FAKE_RUNTIME, Recorder, host_model, single_calls
 

@@ -13,9 +13,9 @@ import pytest
 from dycl.hostgen.program import HostProgram
 
 import dycl
-from dycl.coverage import HostCoverage, host_program
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.coverage import HostCoverage, host_program
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-4
 

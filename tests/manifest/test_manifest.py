@@ -29,10 +29,10 @@ from dycl.hostgen.template import copied_source
 
 import dycl
 import dycl.artifact
+import dycl.artifact.host_module
 import dycl.compiler
-import dycl.host_module
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.artifact.documents import set_field
 
 ATOL = 1e-5
@@ -225,7 +225,7 @@ def test_dycl_load_compile_and_host_py_build_the_model_with_the_hosts_own_loader
     """``from_verified`` of the host module is what makes the model, in-process
     and from a saved artifact; the standalone host.py reads the same manifest."""
     built = []
-    real = dycl.host_module.load_host_module
+    real = dycl.artifact.host_module.load_host_module
 
     def recording(source, name="dycl_host"):
         module = real(source, name)
@@ -239,7 +239,7 @@ def test_dycl_load_compile_and_host_py_build_the_model_with_the_hosts_own_loader
         module.from_verified = from_verified
         return module
 
-    monkeypatch.setattr(dycl.host_module, "load_host_module", recording)
+    monkeypatch.setattr(dycl.artifact.host_module, "load_host_module", recording)
     loaded = dycl.load(artifact)
     fresh = dycl.compile(_halting(), _inputs(1)[0])
     assert [model for _, model in built] == [loaded._host, fresh._host]

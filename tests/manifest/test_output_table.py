@@ -1,4 +1,4 @@
-"""The manifest's output table comes from the explore walk (``dycl.artifact_outputs``): the
+"""The manifest's output table comes from the explore walk (``dycl.artifact.outputs``): the
 example's own path is followed through every condition, so a model whose output shape
 depends on the path (greedy decoding that stops at an end token) is described with the
 example's shape, whichever path the example takes, and the artifact gives what eager gives."""
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 class GreedyDecoder(nn.Module):

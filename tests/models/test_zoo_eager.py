@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from dycl.paths import count_paths
+from dycl.harness.paths import count_paths
 from models import GENERATORS, ZOO
 
 SEEDS = range(100)

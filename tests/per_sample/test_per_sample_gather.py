@@ -18,9 +18,9 @@ from dycl.hostgen.copies import copied
 from torch import nn
 
 import dycl
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore")

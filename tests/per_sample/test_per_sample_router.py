@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import dycl
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
 from tests.per_sample import nets
 
 ATOL = 1e-5

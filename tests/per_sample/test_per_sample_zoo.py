@@ -11,8 +11,8 @@ import importlib
 import pytest
 
 import dycl
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, one_path, paths_of
-from dycl.testing_host import run_host_without_torch
 from models import ZOO
 
 ATOL = 1e-4  # ORT against eager on float logits (the zoo tests' delta <= -4); tokens compare exactly

@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
+from dycl.export.static_fold import fold_static_shapes
 from dycl.per_sample.group_onnx import group_model, scan_over_samples
 from dycl.per_sample.row_independence import SAMPLE, analyse
-from dycl.static_fold import fold_static_shapes
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 GROUP = 7

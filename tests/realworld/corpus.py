@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
-from dycl.testing_host import Call, run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import Call, run_host_without_torch
 
 STATUSES = ("pass", "clear error", "crash", "wrong")
 
@@ -209,7 +209,7 @@ def transformers_cases() -> list[Case]:
     static_tokens = _token_calls(99, [(2, 7)] * 5)
     # at the example's shapes (dynamic=False); transformers' mask and attention code compares sizes in
     # Python (masking_utils, sdpa_attention): with symbolic dims the host checks those conditions
-    # (dycl.shape_guards)
+    # (dycl.export.shape_guards)
     static = [
         Case("BertForSequenceClassification (static)", "transformers", tokens(bert), static_tokens, False),
         Case("BertForSequenceClassification+mask (static)", "transformers", with_mask(bert), masked_static_calls,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from dycl.testing_host import Call
+from dycl.harness.testing_host import Call
 from tests.realworld.corpus import Case
 
 VOCAB = 61

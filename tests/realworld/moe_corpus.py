@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from dycl.testing_host import Call
+from dycl.harness.testing_host import Call
 from tests.realworld import moe_models
 from tests.realworld.corpus import Case
 

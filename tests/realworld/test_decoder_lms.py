@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.realworld.corpus import run_case
 from tests.realworld.decoder_corpus import GreedyDecoder, decoder_cases, decoder_lms, frequent_token, prompts
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
-from dycl.testing_host import Call, run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import Call, run_host_without_torch
 
 tf = pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")
 masking_utils = pytest.importorskip("transformers.masking_utils")

@@ -2,7 +2,7 @@
 sequences with ``torch.diff`` and ``(diff != 1).cumsum(-1)`` behind ``not is_tracing(...)``.
 At the example's shapes it compiles and agrees with eager, in-process and as a torch-free
 host; with a symbolic batch and sequence length the library compares shapes in Python
-(``if batch_size != position_ids.shape[0]``), which the host checks (``dycl.shape_guards``),
+(``if batch_size != position_ids.shape[0]``), which the host checks (``dycl.export.shape_guards``),
 with a second graph traced at a batch of 1 for the calls the first one does not cover."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dycl
-from dycl.testing_host import Call
+from dycl.harness.testing_host import Call
 from tests.realworld.corpus import Case, run_case
 
 tf = pytest.importorskip("transformers", reason="the real-world corpus needs `pip install -e .[realworld]`")

@@ -14,15 +14,15 @@ import pytest
 import torch
 
 import dycl
-from dycl.testing import assert_equivalent, outputs_match
-from dycl.testing_host import Call, run_host_without_torch
+from dycl.harness.testing import assert_equivalent, outputs_match
+from dycl.harness.testing_host import Call, run_host_without_torch
 from tests.realworld.corpus import run_case
 from tests.realworld.moe_corpus import moe_cases, moe_missing
 from tests.realworld.moe_lms import build_moe_lm, experts_hit, moe_block, moe_lm_names, token_batches
 
 #: agree with eager today (paths: the distinct eager paths the corpus inputs take)
 PASSING = {"MixtureOfDepths": 1, "SwitchLoopMoE": 3, "ThresholdRoutedMoE": 2,
-           # transformers' experts loop, followed into the library (dycl.library_decisions)
+           # transformers' experts loop, followed into the library (dycl.model.library_decisions)
            "MixtralSparseMoeBlock": 3, "Qwen2MoeSparseMoeBlock": 3, "OlmoeSparseMoeBlock": 3}
 SLOW = {"SwitchLoopMoE", "ExpertChoiceMoE", "SwitchTransformersSparseMLP", "OlmoeSparseMoeBlock"}
 CASES = moe_cases()
@@ -45,7 +45,7 @@ def test_a_library_moe_block_that_decides_on_data_is_rewritten_not_refused(tmp_p
     """Mixtral's experts loop over ``expert_hit`` (a tensor whose length depends on the
     routing) and test ``expert_idx == self.num_experts``: tracing would keep the example's
     experts. The library code that decides is followed and rewritten
-    (``dycl.library_decisions``), the loop unrolled to the expert count
+    (``dycl.model.library_decisions``), the loop unrolled to the expert count
     (``rewriter.bounded_rows``): calls that hit different numbers of experts take
     different paths."""
     case = next((c for c in CASES if c.name == "MixtralSparseMoeBlock"), None)
@@ -124,7 +124,7 @@ def test_only_the_refused_line_and_the_library_functions_leading_to_it_are_follo
     pytest.importorskip("transformers")
     from dycl.rewriter.errors import SourceLocation
 
-    from dycl.library_decisions import deciders_at
+    from dycl.model.library_decisions import deciders_at
 
     block = moe_block(build_moe_lm("MixtralForCausalLM", experts="eager"))
     experts = type(block.experts)

@@ -21,7 +21,7 @@ CASES = transformers_cases()
 def test_transformers_model_agrees_with_eager(case, tmp_path):
     """Every model agrees at the example's shapes and with a symbolic batch (and sequence
     length): where transformers decides on a symbolic size in Python, the host checks the
-    condition (dycl.shape_guards). GPT-2 with a mask too: its mask code decides on the mask's
+    condition (dycl.export.shape_guards). GPT-2 with a mask too: its mask code decides on the mask's
     values only where it is not traced, so the graph computes the full mask (hcfg.tracing_guards)."""
     outcome = run_case(case, tmp_path)
     assert outcome.status == "pass", outcome.detail
@@ -31,13 +31,13 @@ def test_transformers_model_agrees_with_eager(case, tmp_path):
 def test_a_size_the_library_decided_on_is_checked_by_the_host(tmp_path):
     """BERT's attention sets ``is_causal = q_length > 1`` in Python: with a symbolic sequence
     length the graph traced at 7 tokens is valid where ``seq > 1`` (the host checks it), and
-    one token runs the graph traced at that size (``dycl.guard_alternatives``; under the
+    one token runs the graph traced at that size (``dycl.export.alternatives``; under the
     tracer transformers also reads ``is_causal.item()``, the same decision again)."""
     import torch
     import transformers as tf
 
     import dycl
-    from dycl.testing_host import Call, run_host_without_torch
+    from dycl.harness.testing_host import Call, run_host_without_torch
 
     model = tf.BertModel(tf.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                        intermediate_size=37, max_position_embeddings=64)).eval()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from dycl import rewriter
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 _LOOP_NODES = (ast.For, ast.AsyncFor, ast.While, ast.Break, ast.Continue)
 

@@ -14,8 +14,8 @@ from dycl.rewriter.bounded_rows import Definitions, row_bound
 from dycl.rewriter.values import Static
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.rewriter.test_golden import after, golden
 
 

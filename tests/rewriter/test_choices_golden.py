@@ -134,7 +134,7 @@ def test_static_metadata_and_lazy_choices_stay_as_they_are():
 
 def test_choices_compile_to_conditions_that_agree_with_eager():
     import dycl
-    from dycl.testing import assert_equivalent
+    from dycl.harness.testing import assert_equivalent
 
     torch.manual_seed(0)
     model = Heads().eval()

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from dycl import rewriter
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 def after(model: nn.Module, pass_name: str) -> str:

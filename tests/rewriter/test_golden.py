@@ -15,7 +15,7 @@ from dycl.rewriter.structure import Structure
 from dycl.rewriter.unroll import Unroll
 
 from dycl import rewriter
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 def after(model: nn.Module, pass_name: str) -> str:

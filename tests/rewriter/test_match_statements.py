@@ -12,8 +12,8 @@ import torch.nn as nn
 from dycl.rewriter.match_statements import lower_match_statements
 
 import dycl
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 

@@ -19,7 +19,7 @@ from rewrite_checks import build, check
 from torch import nn
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 def _substituted(expression: str, **terms: str | int) -> str:

@@ -7,7 +7,7 @@ import torch
 from rewrite_checks import assert_no_static_ifs, build, check, count_ifs, randn_inputs
 from torch import nn
 
-from dycl.testing import outputs_match
+from dycl.harness.testing import outputs_match
 
 
 def _linears(n: int) -> nn.ModuleList:

@@ -19,8 +19,8 @@ pytest.importorskip("ray.serve", reason="Ray Serve is not installed (the serve e
                                         "or pip install -c constraints.txt -e '.[serve]'")
 
 import dycl  # noqa: E402
+from dycl.harness.testing import outputs_match  # noqa: E402
 from dycl.per_sample.testing import diverse, paths_of  # noqa: E402
-from dycl.testing import outputs_match  # noqa: E402
 from models import sdn_vgg19  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.globals_guard import StaleGlobalsError
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process.globals_guard import StaleGlobalsError
 
 THRESHOLD = 0.0
 SCALE = 2.0

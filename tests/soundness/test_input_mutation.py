@@ -13,9 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 
@@ -100,7 +100,7 @@ class UpdateThenRebind(nn.Module):
 class ScaleThenRefine(nn.Module):
     """The input is scaled in place, then its name is given new values on one branch (and that
     new tensor is updated in place: not the caller's); dycl keeps the caller's tensor under its own
-    name and gives the new values fresh ones (``dycl.input_renaming``)."""
+    name and gives the new values fresh ones (``dycl.in_process.input_renaming``)."""
 
     def __init__(self):
         super().__init__()

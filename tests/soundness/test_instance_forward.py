@@ -11,8 +11,8 @@ import torch.nn as nn
 
 import dycl
 from dycl import rewriter
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-5
 

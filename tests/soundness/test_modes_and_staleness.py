@@ -12,10 +12,10 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl.model_state import TrainingModeError
-from dycl.staleness import StaleWeightsError
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process.staleness import StaleWeightsError
+from dycl.model.model_state import TrainingModeError
 from tests.soundness.test_module_state import _assert_same_state, _state
 
 

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dycl
-from dycl.testing import assert_equivalent
+from dycl.harness.testing import assert_equivalent
 
 
 def _line_of(function, marker: str = "MARK") -> int:

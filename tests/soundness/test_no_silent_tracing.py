@@ -22,9 +22,9 @@ from torch import nn
 
 import dycl
 from dycl.backends import onnx_export
-from dycl.paths import model_source_files, record_path
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.soundness import libpkg
 
 ATOL = 1e-5

@@ -15,8 +15,8 @@ from onnx import TensorProto, helper
 
 import dycl
 from dycl.backends.sampling import sampling_nodes
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 
 class DropoutGate(nn.Module):

@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 
 import dycl
-from dycl import self_check
-from dycl.self_check_inputs import derived_inputs
+from dycl.harness import self_check
+from dycl.harness.self_check_inputs import derived_inputs
 
 
 class Gate(nn.Module):
@@ -127,7 +127,7 @@ def test_compile_checks_and_can_be_told_not_to(monkeypatch):
     """A rule that misses a pattern (here: the written-inputs rule, switched off) is caught:
     eager updates the caller's tensor and the compiled model does not, so compiling refuses to
     return it, unless the check is turned off."""
-    from dycl import written_inputs
+    from dycl.in_process import written_inputs
 
     monkeypatch.setattr(written_inputs, "find", lambda rewritten, inputs: ())
     model = Doubles().eval()

@@ -15,10 +15,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dycl
-from dycl.paths import model_source_files, record_path
-from dycl.staleness import StaleWeightsError
-from dycl.testing import outputs_match
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing import outputs_match
+from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process.staleness import StaleWeightsError
 
 ATOL = 1e-5
 

@@ -19,8 +19,8 @@ from dycl.backends import get_backend
 from dycl.backends.tvm import SCHEDULES, BuildJob, TvmBackend, TvmOptions, compile_onnx
 from dycl.backends.tvm.specialized import MAGIC
 from dycl.compiler import compile_model
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 from tests.nets import Decoder
 
 ATOL = 1e-4

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 import dycl
 from dycl.backends.tvm.forced_dims import forced_dims, pinned
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 ATOL = 1e-4
 

@@ -20,8 +20,8 @@ import pytest
 
 import dycl
 from dycl.harness import check
-from dycl.testing import assert_equivalent
-from dycl.testing_host import run_host_without_torch
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rewriter"))
 

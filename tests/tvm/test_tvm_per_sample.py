@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import dycl
+from dycl.harness.testing_host import run_host_without_torch
 from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of, diverse, paths_of
-from dycl.testing_host import run_host_without_torch
 from tests.per_sample import nets
 
 ATOL = 1e-4

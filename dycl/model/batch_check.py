@@ -1,10 +1,10 @@
 """Keep the batch static when the model cannot take another batch size.
 
-dycl makes dim 0 symbolic by default (``dycl.dynamic``). A model written for one
+dycl makes dim 0 symbolic by default (``dycl.model.dynamic``). A model written for one
 sample (``if mask.item() == 0:``) compiles with a symbolic batch, then fails at batch
 2 with a raw numpy error, in process and in the saved host whose README promises
 that the batch may take any size. ``static_batch_if_needed`` runs eager PyTorch on
-the example with its batch doubled (``dycl.example_run.batch_failure``); where eager
+the example with its batch doubled (``dycl.model.example_run.batch_failure``); where eager
 itself fails there but runs the example, the batch is compiled static at the
 example's size with a ``SpecialisationWarning`` that names the failure and the two
 fixes (``per_sample=True`` for batches of samples, ``dynamic=False`` to say it is
@@ -17,7 +17,7 @@ naming the compiled size at call time follows from it. Cost: one extra eager cal
 the model at twice the example's batch per compile (two when it fails).
 
 Assumes the caller holds the model in the state compiling wants and restores it
-afterwards (``dycl.model_state.preserved``), and calls this after a first compile
+afterwards (``dycl.model.model_state.preserved``), and calls this after a first compile
 succeeded: that compile ran ``forward`` and refused any write to module state, so
 these runs write none either (and a refusal of such a write keeps its own message).
 Where the batch must be static the caller compiles again with ``dynamic=False``: a
@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from dycl.dynamic import BATCH, DynamicSpec
-from dycl.example_run import batch_failure
+from dycl.model.dynamic import BATCH, DynamicSpec
+from dycl.model.example_run import batch_failure
 from dycl.rewriter.arguments import positional_arguments
 from dycl.rewriter.errors import SpecialisationWarning
 

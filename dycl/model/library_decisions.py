@@ -17,7 +17,7 @@ only a line the trace refused is.
 
 Assumes: the example reaches the refused line eagerly (a line it does not reach returns
 nothing, and the refusal stands). Guarantees: the model runs as
-``dycl.example_run.run_on_example`` runs it; frames of torch, the standard library and
+``dycl.model.example_run.run_on_example`` runs it; frames of torch, the standard library and
 dycl are never followed; the mode is active for that one call only.
 """
 
@@ -32,8 +32,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dycl.example_run import run_on_example
 from dycl.hcfg.decisions import VALUE_READS
+from dycl.model.example_run import run_on_example
 from dycl.rewriter.errors import SourceLocation
 from dycl.rewriter.user_code import in_library, is_user_code
 

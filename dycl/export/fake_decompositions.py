@@ -1,5 +1,5 @@
 """Operators whose fake (meta) kernel refuses calls their CPU kernel accepts, run as a
-decomposition while dycl runs code on fake tensors (the shape-guard run, ``dycl.shape_guards``).
+decomposition while dycl runs code on fake tensors (the shape-guard run, ``dycl.export.shape_guards``).
 
 - ``torch._grouped_mm(a, b, offs=offs)`` (``F.grouped_mm``; transformers 5's default
   experts on CPU): torch's meta kernel accepts bfloat16 only, the CPU kernel float32 too,

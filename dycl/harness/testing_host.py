@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from dycl.example_copy import copy_tensors
+from dycl.model.example_copy import copy_tensors
 from dycl.rewriter.arguments import positional_arguments
 
 _SCRIPT = r'''

@@ -85,7 +85,7 @@ def _table(returned: Returned, manifest: Manifest, shapes: SymbolicShapes | None
 
 def _split(value: Any, manifest: Manifest, state: Sequence[ThreadedState]) -> tuple[Any, Any]:
     """``(what forward() returns, the final module state)`` from a ``Return``'s value:
-    ``dycl.written_inputs`` pairs it with the inputs it updates, ``rewriter.state_threading``
+    ``dycl.in_process.written_inputs`` pairs it with the inputs it updates, ``rewriter.state_threading``
     with the state."""
     if manifest.written_inputs:
         value = value[0]

@@ -42,7 +42,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
 
-from dycl.fake_decompositions import meta_tolerant_ops
+from dycl.export.fake_decompositions import meta_tolerant_ops
 from dycl.hcfg.symbolic import _DimSource
 from dycl.hostgen.manifest import ShapeGuard
 

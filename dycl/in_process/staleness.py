@@ -12,7 +12,7 @@ Assumes: the weights are changed through torch (a write through a numpy view of
 a parameter, or through raw memory, does not bump ``_version`` and is not seen).
 Module-level globals are not checked; the README says they are frozen at compile
 time. Slots named in ``state`` (``(id(module), name)``: module state the compiled
-model reads and writes back, ``dycl.state_sync``) are not weights and not checked.
+model reads and writes back, ``dycl.in_process.state_sync``) are not weights and not checked.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class WeightGuard:
             dot = f"{prefix}." if prefix else ""
             for table in (module._parameters, module._buffers):
                 for name, tensor in table.items():
-                    # module state forward() writes is an input of the compiled model, not a weight (dycl.state_sync)
+                    # state forward() writes is an input of the compiled model, no weight (dycl.in_process.state_sync)
                     if tensor is not None and (id(module), name) not in state:
                         tables.append(table)
                         keys.append(name)

@@ -9,7 +9,7 @@ once one was rebound (``model.thresholds = [...]``, ``model.threshold = 0.5``) o
 container was changed in place (``model.thresholds[0] = 0.5``).
 
 Assumes: the attributes are read and written through Python (``getattr``/``setattr``).
-Module state that ``forward`` writes is never folded, so it is not here (``dycl.state_sync``
+Module state that ``forward`` writes is never folded, so it is not here (``dycl.in_process.state_sync``
 keeps it). The saved artifact (``host.py``) always runs with the values read at compile
 time (``docs/usage.md``, what is frozen).
 """

@@ -12,7 +12,7 @@ be interleaved and continue one sequence.
 Guarantees: ``ModuleState.write`` copies a tensor of the slot's shape and dtype in
 place under ``no_grad`` (the parameter or buffer object stays the one the user
 holds) and assigns any other value (``StateSlot.write``); ``keys`` names the slots,
-which the staleness guard does not count as changed weights (``dycl.staleness``).
+which the staleness guard does not count as changed weights (``dycl.in_process.staleness``).
 Assumes: one in-process call at a time changes the state (``lock``).
 """
 

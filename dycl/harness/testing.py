@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from dycl.paths import model_source_files, record_path
+from dycl.harness.paths import model_source_files, record_path
 from dycl.rewriter.arguments import positional_arguments
 
 

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dycl import host_module
+from dycl.artifact import host_module
 from dycl.hostgen.artifact_check import verified_artifact
 from dycl.hostgen.manifest import DYCL_VERSION, MANIFEST_FILE, ArtifactError, Manifest
 

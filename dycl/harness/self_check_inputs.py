@@ -1,4 +1,4 @@
-"""The inputs ``dycl.self_check`` compares on: the example, and inputs derived from it that
+"""The inputs ``dycl.harness.self_check`` compares on: the example, and inputs derived from it that
 are likely to take other paths and sizes.
 
 Assumes: the example is ``forward(*args, **kwargs)``'s arguments, with tensors at any depth

@@ -1,7 +1,7 @@
 """The files that explain an artifact to whoever receives it: ``README.md`` and
 ``requirements.txt``, written from the manifest alone.
 
-Assumes a ``Manifest`` as ``dycl.manifest_build`` writes it (outputs included). The
+Assumes a ``Manifest`` as ``dycl.artifact.manifest_build`` writes it (outputs included). The
 requirements are compatible ranges around the versions the artifact was built
 and tested with (which the README names): the host needs numpy and the backend
 runtime, never torch or dycl.

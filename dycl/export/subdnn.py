@@ -16,12 +16,12 @@ from typing import Any
 import libcst as cst
 import torch
 
+from dycl.export.size_numbers import exact_size_statements
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.pytree_ports import port_values, rebuild
 from dycl.rewriter.errors import SourceLocation
 from dycl.rewriter.locations import LocationTable
 from dycl.rewriter.walk import bound_names
-from dycl.size_numbers import exact_size_statements
 
 
 class SubDNNModule(torch.nn.Module):

@@ -112,7 +112,7 @@ def alternative_name(variant_name: str, index: int) -> str:
 
 def module_of(modules: Mapping[str, Any], entry_name: str) -> Any:
     """The sub-DNN module of a manifest entry, from ``modules`` by entry
-    (``dycl.manifest_build.entry_modules``: an alternative runs its variant's module)."""
+    (``dycl.artifact.manifest_build.entry_modules``: an alternative runs its variant's module)."""
     return modules[entry_name]
 
 

@@ -10,13 +10,13 @@ name); ``returning_written`` makes every ``return value`` return ``(value, (x, .
 so that each such name is live at every return (liveness then keeps the updates and
 makes each sub-DNN that updates ``x`` give back its new value), and the host's
 ``Model.__call__`` splits the pair and copies each final value into the caller's array
-(``np.copyto``; ``hostgen/template.py``). The manifest lists them (``written_inputs``).
+(``np.copyto``; ``hostgen/host_runtime.py``). The manifest lists them (``written_inputs``).
 
 Assumes: the rewritten function is loop-free; a name updated in place and another name
 for the same tensor (``y = x; y.add_(1)``, a view) is refused when the HCFG is built
 (``hcfg.aliasing``). Guarantees: an input updated in place whose name is also given a new
 value (``x.mul_(2); x = x + 1``) keeps its name for the caller's tensor: the new values get
-fresh names (``dycl.input_renaming``), and where that cannot be done the rebinding is refused
+fresh names (``dycl.in_process.input_renaming``), and where that cannot be done the rebinding is refused
 with ``UnsupportedError`` at its line, as is any input update under ``per_sample=True``.
 """
 
@@ -30,7 +30,7 @@ import libcst as cst
 import torch
 
 from dycl.hcfg.aliasing import item_assigned, updated_in_place
-from dycl.input_renaming import keep_input_names
+from dycl.in_process.input_renaming import keep_input_names
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.walk import descendants
@@ -39,7 +39,7 @@ from dycl.rewriter.walk import descendants
 def find(rewritten: RewrittenFunction, inputs: Mapping[str, Any]) -> tuple[str, ...]:
     """The names among ``inputs`` (flat input name -> example value) that some statement of
     ``rewritten`` updates in place, in parameter order. ``UnsupportedError`` where such a name
-    is also rebound in a body ``dycl.input_renaming`` cannot rename, and where an item of a
+    is also rebound in a body ``dycl.in_process.input_renaming`` cannot rename, and where an item of a
     structured input (a dict, list or tuple of tensors) is assigned: the caller's container
     would change, not only its tensors."""
     written: set[str] = set()

@@ -2,7 +2,7 @@
 
 ``x.mul_(0.5)`` changes the caller's tensor; ``x = self.fc(x)`` afterwards gives the *name* a new
 value, and the caller's tensor is no longer reachable by it at the return, where
-``dycl.written_inputs`` reads each updated input's final value. So every assignment to such a
+``dycl.in_process.written_inputs`` reads each updated input's final value. So every assignment to such a
 name, and every read after it, is renamed to a fresh name (``x_1 = self.fc(x)``), as in SSA
 form: the input's own name then holds the caller's tensor to the end.
 

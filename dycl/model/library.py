@@ -6,7 +6,7 @@ from a library is handled the same way: ``library_call`` generates a small
 wrapper module whose ``forward`` takes the example's inputs as plain parameters,
 calls the model exactly as the example did (literals written in, left-out
 arguments left out) and returns the plain form of its output
-(``dycl.outputs``), e.g.
+(``dycl.model.outputs``), e.g.
 
     def forward(self, input_ids):
         out_0, out_1 = _tensor_leaves(self.model(input_ids))
@@ -18,7 +18,7 @@ flatten every ``return`` into tensor leaves and return the plain form.
 
 The compiled model is called with the model's own signature: the
 returned ``call`` description binds a call to the wrapper's inputs
-(``dycl.signature``), and ``spec`` rebuilds the library's output objects.
+(``dycl.model.signature``), and ``spec`` rebuilds the library's output objects.
 
 Used only when the rewrite of the library's forward, specialized to the
 example's call form, is straight-line (``decides_nothing``) but for argument
@@ -42,9 +42,10 @@ import libcst as cst
 import torch
 from torch.utils import _pytree as pytree
 
-from dycl import outputs
-from dycl.example_run import run_on_example
+from dycl.export.size_numbers import has_size_calls, reads_size
 from dycl.hostgen.manifest import CallForm
+from dycl.model import outputs
+from dycl.model.example_run import run_on_example
 from dycl.rewriter import ReturnForm, RewrittenFunction
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import UnsupportedError
@@ -52,7 +53,6 @@ from dycl.rewriter.forward import resolve_method, signature_of
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.values import is_literal
 from dycl.rewriter.walk import descendants
-from dycl.size_numbers import has_size_calls, reads_size
 
 _P = inspect.Parameter
 
@@ -109,7 +109,7 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
                   run: Callable[[], Any] | None = None) -> ReturnForm | None:
     """For a user model whose forward returns, on the example, objects other than
     tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
-    returns are rewritten to flat tensors and the plain form (``dycl.outputs``),
+    returns are rewritten to flat tensors and the plain form (``dycl.model.outputs``),
     with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None.
     ``run`` makes the example's output instead of calling the model (one that must not
     write the model's state: ``rewriter.state_threading``)."""
@@ -225,7 +225,7 @@ class _CallForm:
         return name
 
     def description(self, parameters: list[inspect.Parameter]) -> CallForm:
-        """The host's call form (``dycl.signature``)."""
+        """The host's call form (``dycl.model.signature``)."""
         return CallForm.of([(p.name, p.kind.name, p.default is not _P.empty) for p in parameters],
                            self.flat, self.fixed, self.absent, self.variadic)
 
@@ -248,7 +248,7 @@ def _wrapper(model: torch.nn.Module, source: str) -> torch.nn.Module:
     and the rewriter can read it) and whose ``model`` is ``model``."""
     filename = f"<dycl: calling {type(model).__qualname__}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict[str, Any] = {"_tensor_leaves": _tensor_leaves, "__name__": "dycl.library"}
+    namespace: dict[str, Any] = {"_tensor_leaves": _tensor_leaves, "__name__": "dycl.model.library"}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated wrapper only
     wrapper_type = type(f"Calling{type(model).__name__}", (torch.nn.Module,), {"forward": namespace["forward"]})
     wrapper = wrapper_type()

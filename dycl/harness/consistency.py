@@ -10,9 +10,9 @@ over the raw outputs; an output of another shape than eager's counts as an
 infinite error. The same two numbers are reported for the traced baseline
 (``torch.onnx.export`` by tracing, run with ONNX Runtime), together with the
 number of distinct eager execution paths the inputs took, the branch coverage
-of the compiled program (``dycl.coverage``: per condition how many inputs took
+of the compiled program (``dycl.harness.coverage``: per condition how many inputs took
 each outcome, measured on the host, not assumed) and latencies with their
-spread (``dycl.timing``).
+spread (``dycl.harness.timing``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dycl.coverage import HostCoverage, Tally, user_code
+from dycl.harness.coverage import HostCoverage, Tally, user_code
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.timing import Timing, interleaved, noise
 from dycl.hostgen.names import FORWARD
-from dycl.paths import model_source_files, record_path
 from dycl.progress import Progress
 from dycl.rewriter.arguments import positional_arguments
-from dycl.timing import Timing, interleaved, noise
 
 EPSILON = 1e-10
 
@@ -41,7 +41,7 @@ EPSILON = 1e-10
 @dataclass(frozen=True)
 class Report:
     """What ``check`` measured. Latencies are medians with their interquartile range
-    (``dycl.timing``); ``conditions`` has one row per host condition with how many
+    (``dycl.harness.timing``); ``conditions`` has one row per host condition with how many
     inputs took each outcome; ``warnings`` names the one-sided and never-reached ones."""
 
     n: int
@@ -60,7 +60,7 @@ class Report:
     sub_dnns: int = 0
     never_run: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()
-    noise: tuple[str, ...] = ()  # timings that look disturbed (dycl.timing.noise); not coverage warnings
+    noise: tuple[str, ...] = ()  # timings that look disturbed (dycl.harness.timing.noise); not coverage warnings
 
     @property
     def both_outcomes(self) -> int:
@@ -223,7 +223,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
           progress: bool | None = None) -> Report:
     """Measure ``compiled`` against eager ``model`` on ``inputs`` (each a tensor
     or a tuple of positional arguments): η, δ, paths and branch coverage on one
-    pass, then latency by ``dycl.timing.interleaved`` (``repeat`` calls per input;
+    pass, then latency by ``dycl.harness.timing.interleaved`` (``repeat`` calls per input;
     ``repeat=0`` skips timing and reports NaN). ``progress``: bars over the inputs on
     stderr (None: when someone is watching, ``dycl.progress``); timings that look
     disturbed are named in ``Report.noise``."""
@@ -296,7 +296,7 @@ class _Agreement:
 
 
 def _coverage_fields(tally: Tally) -> dict[str, Any]:
-    """The ``Report`` fields measured on the host (``dycl.coverage``)."""
+    """The ``Report`` fields measured on the host (``dycl.harness.coverage``)."""
     return {"compiled_paths": len(tally.paths), "conditions": tuple(tally.conditions()),
             "sub_dnns_run": sum(1 for i in tally.sub_dnns if tally.ran.get(i)), "sub_dnns": len(tally.sub_dnns),
             "never_run": tuple(i for i in tally.sub_dnns if not tally.ran.get(i)),

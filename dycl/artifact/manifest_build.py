@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dycl import outputs
-from dycl.artifact_outputs import output_specs
-from dycl.guard_alternatives import alternative_name
+from dycl.artifact.outputs import output_specs
+from dycl.export.alternatives import alternative_name
+from dycl.export.subdnn import SubDNNModule, Variant
 from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hostgen.manifest import (
     CONSTANTS_FILE,
@@ -38,10 +38,10 @@ from dycl.hostgen.manifest import (
     Port,
     SubDNNEntry,
 )
+from dycl.in_process.state_sync import initial_state
+from dycl.model import outputs
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.vocabulary import dtype_name
-from dycl.state_sync import initial_state
-from dycl.subdnn import SubDNNModule, Variant
 
 if TYPE_CHECKING:  # the compiler imports this module
     from dycl.backends.base import CompiledVariant
@@ -91,7 +91,7 @@ def build_manifest(compiled: Compiled, host_source: str) -> tuple[Manifest, dict
 
 def entry_modules(compiled: Compiled) -> dict[str, SubDNNModule]:
     """The sub-DNN module of every manifest entry: a variant's own, and the same module for
-    each of its graphs traced at other sizes (``dycl.guard_alternatives``)."""
+    each of its graphs traced at other sizes (``dycl.export.alternatives``)."""
     modules = {}
     for variant in compiled.ported.variants:
         module = compiled.ported.modules[variant.name]
@@ -104,7 +104,7 @@ def entry_modules(compiled: Compiled) -> dict[str, SubDNNModule]:
 def _entries(variants: Sequence[Variant], compiled: Mapping[str, CompiledVariant],
              files: Mapping[str, bytes]) -> dict[str, SubDNNEntry]:
     """The manifest's ``sub_dnns``: one entry per variant, and one per graph traced at
-    another size (``dycl.guard_alternatives``), chained after it by ``otherwise``."""
+    another size (``dycl.export.alternatives``), chained after it by ``otherwise``."""
     entries = {}
     for variant in variants:
         ports = _ports(variant.inputs), _ports(variant.outputs)
@@ -119,7 +119,7 @@ def _entries(variants: Sequence[Variant], compiled: Mapping[str, CompiledVariant
 
 
 def _ports(ports: Sequence[Any]) -> tuple[Port, ...]:
-    """The manifest's view of a variant's ports (``dycl.subdnn.Port``)."""
+    """The manifest's view of a variant's ports (``dycl.export.subdnn.Port``)."""
     return tuple(Port(p.name, p.kind, p.dtype, tuple(p.shape)) for p in ports)
 
 

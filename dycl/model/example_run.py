@@ -1,12 +1,12 @@
 """Running the user's model eagerly on the example (and on a derived batch) for dycl.
 
-Assumes the model is in the state compiling wants (``dycl.model_state.preserved``).
-Guarantees: the model's own ``print`` is silent (``dycl.quiet``); an exception from
+Assumes the model is in the state compiling wants (``dycl.model.model_state.preserved``).
+Guarantees: the model's own ``print`` is silent (``dycl.model.quiet``); an exception from
 the user's code or from torch under it is raised again as the same exception type
 with one message that says it happened while running the model on the example, what
 torch said, and the user's innermost line (``file.py:42  code``) — not thirty frames
 of dycl and torch. ``batch_failure`` says whether a model that runs at the example's
-batch fails at another batch size (``dycl.batch_check`` acts on it).
+batch fails at another batch size (``dycl.model.batch_check`` acts on it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from dycl.quiet import muted
+from dycl.model.quiet import muted
 from dycl.rewriter.errors import UnsupportedError
 
 
@@ -88,7 +88,7 @@ def batch_failure(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any]
                   factor: int = 2) -> str | None:
     """None if eager runs at ``factor`` times the example's batch or if it fails on the example
     itself; else what it raised at the larger batch, in one line. The batch is dim 0 of the
-    inputs that ``dycl.dynamic`` names ``batch`` (those whose leading size is the first tensor
+    inputs that ``dycl.model.dynamic`` names ``batch`` (those whose leading size is the first tensor
     input's); every run is on copies, so the example is left as it was. The model's state must be
     saved and restored by the caller."""
     leading = next((v.shape[0] for v in (*args, *(kwargs or {}).values())

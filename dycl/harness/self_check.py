@@ -3,7 +3,7 @@ example and on inputs derived from it, whatever the model's patterns.
 
 Assumes: the model is in eval semantics while ``run`` runs (``dycl.api.compile`` calls it
 inside ``model_state.preserved``), and calling the compiled model is side-effect free
-apart from the input write-back it promises (``dycl.written_inputs``).
+apart from the input write-back it promises (``dycl.in_process.written_inputs``).
 
 Guarantees: ``run`` raises ``SelfCheckError`` naming the first difference (which input,
 which output or input leaf, expected against got) when, on the example or on a derived
@@ -31,10 +31,10 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dycl.example_copy import copy_tensors
-from dycl.model_state import ModelSnapshot
-from dycl.self_check_inputs import Derived, derived_inputs
-from dycl.signature import bind_example, example_arguments
+from dycl.harness.self_check_inputs import Derived, derived_inputs
+from dycl.model.example_copy import copy_tensors
+from dycl.model.model_state import ModelSnapshot
+from dycl.model.signature import bind_example, example_arguments
 
 #: absolute tolerance, relative to the largest magnitude of the expected value (ONNX Runtime and TVM fuse and
 #: reorder float arithmetic); the same order as the tests' ``atol=1e-4`` on unit-scale outputs
@@ -62,7 +62,7 @@ def enabled(requested: bool | None) -> bool:
 class Subject:
     """What the check compares: ``eager`` and ``compiled`` are called as ``f(*args, **kwargs)``;
     ``symbolic`` maps the id of each example tensor to the axes the compiled model takes at
-    any size (``dycl.self_check_inputs``)."""
+    any size (``dycl.harness.self_check_inputs``)."""
 
     eager: Callable[..., Any]
     compiled: Callable[..., Any]
@@ -105,7 +105,7 @@ def run(subject: Subject) -> int:
 def symbolic_axes(passed: dict[str, Any], flat_inputs: tuple[Any, ...], ports: tuple[Any, ...]
                   ) -> dict[int, tuple[int, ...]]:
     """The id of each example tensor -> its axes the compiled model takes at any size (a
-    manifest dim that is a plain name), from ``passed`` (``dycl.signature.bind_example``),
+    manifest dim that is a plain name), from ``passed`` (``dycl.model.signature.bind_example``),
     the rewritten function's ``FlatInput`` s and the manifest's input ports. Inputs that do
     not line up (a library model's wrapper) are left out."""
     by_name = {flat.name: flat for flat in flat_inputs}
