@@ -3,13 +3,12 @@ example's call form, and returns flattened to tensor leaves."""
 
 from __future__ import annotations
 
-import textwrap
-
 import torch
 import torch.nn as nn
 from dycl.rewriter.arguments import ReturnForm
 
 from dycl import rewriter
+from tests.rewriter.golden import golden
 
 _SCALE = torch.ones(3)
 
@@ -19,8 +18,6 @@ def rewritten(model: nn.Module, example: dict, returns: ReturnForm | None = None
     return result.locations.strip(result.source).strip() + "\n"
 
 
-def golden(text: str) -> str:
-    return textwrap.dedent(text).strip() + "\n"
 
 
 class Options(nn.Module):

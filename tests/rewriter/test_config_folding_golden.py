@@ -5,26 +5,12 @@ model's modules are recorded for the config guard (``rewriter.config_reads``).""
 
 from __future__ import annotations
 
-import textwrap
-
 import torch
 import torch.nn as nn
 
 from dycl import rewriter
 from dycl.harness.testing import assert_equivalent
-
-
-def after(model: nn.Module, pass_name: str) -> str:
-    """The root function's body after ``pass_name``, without location comments."""
-    result = rewriter.rewrite(model, debug=True)
-    sources = [src for name, qualname, src in result.trace
-               if name == pass_name and qualname == f"{type(model).__qualname__}.forward"]
-    assert sources, f"no trace for {pass_name}"
-    return result.locations.strip(sources[-1]).strip() + "\n"
-
-
-def golden(text: str) -> str:
-    return textwrap.dedent(text).strip() + "\n"
+from tests.rewriter.golden import after, golden
 
 
 class Stage(nn.Module):

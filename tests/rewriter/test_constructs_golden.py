@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import libcst as cst
 import pytest
 import torch
@@ -13,6 +11,7 @@ from dycl.rewriter.source import parse_function
 from torch import nn
 
 import dycl
+from tests.rewriter.golden import after, golden
 
 
 def parsed_body(function) -> str:
@@ -22,8 +21,6 @@ def parsed_body(function) -> str:
     return locations.strip(cst.Module(body=list(parsed.definition.body.body)).code).strip() + "\n"
 
 
-def golden(text: str) -> str:
-    return textwrap.dedent(text).strip() + "\n"
 
 
 class TryAroundHead(nn.Module):
@@ -135,12 +132,6 @@ def test_try_whose_handler_or_finally_matters_is_refused_at_its_line(model_class
     assert "MARK" in info.value.location.source_line()
 
 
-def after(model: nn.Module, pass_name: str) -> str:
-    """The root function's body after ``pass_name``, without location comments."""
-    result = dycl.rewriter.rewrite(model, debug=True)
-    sources = [src for name, qualname, src in result.trace
-               if name == pass_name and qualname == f"{type(model).__qualname__}.forward"]
-    return result.locations.strip(sources[-1]).strip() + "\n"
 
 
 class Converge(nn.Module):

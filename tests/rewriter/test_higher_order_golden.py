@@ -14,6 +14,7 @@ from functorch.experimental.control_flow import map as control_flow_map
 from torch import nn
 
 import dycl
+from tests.rewriter.golden import golden
 
 
 def desugared(model_class: type) -> str:
@@ -25,8 +26,6 @@ def desugared(model_class: type) -> str:
     return text.strip() + "\n"
 
 
-def golden(text: str) -> str:
-    return textwrap.dedent(text).strip() + "\n"
 
 
 def module_true(x):
