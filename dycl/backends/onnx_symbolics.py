@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -178,7 +179,10 @@ _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum"
 @contextlib.contextmanager
 def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
+    from torch.onnx._internal.torchscript_exporter import registration
+
     added = [name for name in _SYMBOLICS if not _user_overridden(name)]
+    unknown = [name for name in added if registration.registry.get_function_group(name) is None]
     for name in added:
         torch.onnx.register_custom_op_symbolic(name, _SYMBOLICS[name], _OPSET)
     try:
@@ -186,6 +190,20 @@ def local_symbolics() -> Iterator[None]:
     finally:
         for name in added:
             torch.onnx.unregister_custom_op_symbolic(name, _OPSET)
+        _forget(registration.registry, unknown)
+
+
+def _forget(registry: Any, names: list[str]) -> None:
+    """Drop the groups that registering created for operators torch has no translation of.
+
+    ``unregister_custom_op_symbolic`` leaves an empty group behind, and an export of that
+    operator after dycl then fails inside torch (``min()`` of no opset versions) instead of
+    with torch's own "unsupported operator" error; torch.onnx has no public call for this.
+    """
+    for name in names:
+        group = registry.get_function_group(name)
+        if group is not None and not any(True for _ in group._functions):
+            registry._registry.pop(name, None)
 
 
 def _user_overridden(name: str) -> bool:

@@ -67,3 +67,18 @@ def test_histc_counts_the_edges_as_eager_does_and_drops_what_is_outside(values):
     compiled = dycl.compile(model, torch.tensor([0.1, 0.7, -0.5]), dynamic={"x": {0: "n"}})
     x = torch.tensor(values)
     assert torch.equal(compiled(x), model(x))
+
+
+def test_after_dycl_torchs_own_export_of_an_operator_it_cannot_translate_says_so():
+    """dycl's translations exist only during its exports: afterwards, the user's own
+    ``torch.onnx.export`` of ``histc`` fails with torch's "not supported" error, as it does
+    in a process that never compiled with dycl (not inside torch's registry)."""
+    import io
+
+    from torch.onnx.errors import UnsupportedOperatorError
+
+    compiled = dycl.compile(Histogram().eval(), torch.rand(12) * 2 - 1, dynamic=False)
+    x = torch.rand(12) * 2 - 1
+    assert torch.equal(compiled(x), Histogram()(x))
+    with pytest.raises(UnsupportedOperatorError, match="aten::histc"):
+        torch.onnx.export(Histogram(), (x,), io.BytesIO(), dynamo=False, opset_version=17)
