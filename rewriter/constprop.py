@@ -10,10 +10,12 @@ from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body, join
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.precedence import binary
+from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal
 from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
-_LEAVES = frozenset({cst.Lambda, *COMPREHENSIONS, cst.Integer, cst.Float, cst.SimpleString})
+_LEAVES = frozenset({cst.Integer, cst.Float, cst.SimpleString})
+_SCOPES = frozenset({cst.Lambda, *COMPREHENSIONS})
 
 
 class FoldExpression:
@@ -23,7 +25,9 @@ class FoldExpression:
     Assumes: ``env`` describes the program point of the expression.
     Guarantees: every static sub-expression whose value is a literal or a
     submodule/parameter is written as that literal or path; attribute and
-    keyword names, lambdas and comprehensions are untouched.
+    keyword names are untouched; inside lambdas and comprehensions only the free
+    names of static values are replaced by their terms (their own names shadow), so
+    an assignment the pass drops leaves no read of its name behind.
     """
 
     def __init__(self, ctx: RewriteContext, flow: StaticFlow, env: Env) -> None:
@@ -36,6 +40,8 @@ class FoldExpression:
         kind = type(node)
         if kind in _LEAVES:
             return node
+        if kind in _SCOPES:
+            return replace_names(node, self._static_term)
         if kind is cst.Name:
             fact = self.evaluator.scope.lookup(node.value)
             if isinstance(fact, Static) and fact.substitutable:
@@ -60,6 +66,10 @@ class FoldExpression:
                 if term is not None:
                     return term
         return map_children(node, self)
+
+    def _static_term(self, name: str) -> cst.BaseExpression | None:
+        fact = self.evaluator.scope.lookup(name)
+        return fact.term if isinstance(fact, Static) and fact.substitutable else None
 
     def _is_plain_path(self, node: cst.BaseExpression) -> bool:
         """``self.a.b[2]['k']``: a path from a name that is not a static local
