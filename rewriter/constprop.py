@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.dead_containers import drop_dead_containers
@@ -16,6 +18,8 @@ from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, s
 
 _LEAVES = frozenset({cst.Integer, cst.Float, cst.SimpleString})
 _SCOPES = frozenset({cst.Lambda, *COMPREHENSIONS})
+# values whose truth Python decides without running model code (a tensor's would be data)
+_PLAIN_TRUTH = (bool, int, float, str, type(None), tuple, list, dict)
 
 
 class FoldExpression:
@@ -52,6 +56,8 @@ class FoldExpression:
             test = self.evaluator.evaluate(node.test)
             if test is not None:
                 return self(node.body if test.value else node.orelse)
+            folded = map_children(node, self)
+            return folded.with_changes(test=truth_equivalent(folded.test, self.evaluator.evaluate))
         if kind is cst.BooleanOperation:
             left = self.evaluator.evaluate(node.left)
             if left is not None:
@@ -220,7 +226,7 @@ class ConstantPropagation(FlowWalker):
         test = self.flow.evaluate(stmt.test, env)
         if test is not None:
             return self.block(list(stmt.body.body) if test.value else else_body(stmt), env)
-        folded_test = self.fold(stmt.test, env)
+        folded_test = truth_equivalent(self.fold(stmt.test, env), lambda node: self.flow.evaluate(node, env))
         body, then_exits = self.block(list(stmt.body.body), env.copy())
         orelse, else_exits = self.block(else_body(stmt), env.copy())
         joined = join([then_exits.fall, else_exits.fall])
@@ -284,3 +290,22 @@ def _read_names(body: Block) -> set[str]:
     for stmt in body:
         names |= read_names(stmt)
     return names
+
+
+def truth_equivalent(test: cst.BaseExpression, static: Callable[[cst.BaseExpression], Static | None]
+                     ) -> cst.BaseExpression:
+    """``test`` without the operands that cannot change its truth: in ``if x and <true>:``
+    or ``if x or <false>:`` only ``x``'s truth decides, so the test is ``x`` (which the
+    HCFG turns into a condition, where ``x and True`` would ask ``bool()`` of a tensor
+    inside a graph). Operands are rewritten inside ``and``/``or``/``not`` only, each into
+    one of the same truth, so the whole keeps its truth and evaluates what it evaluated."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.with_changes(expression=truth_equivalent(test.expression, static))
+    if not isinstance(test, cst.BooleanOperation):
+        return test
+    left, right = truth_equivalent(test.left, static), truth_equivalent(test.right, static)
+    known = static(right)
+    if known is not None and isinstance(known.value, _PLAIN_TRUTH) and (
+            bool(known.value) is isinstance(test.operator, cst.And)):
+        return left
+    return test.with_changes(left=left, right=right)
