@@ -19,6 +19,7 @@ getter that runs code) of its class. Anything else is False: the call stays dyna
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 import types
@@ -38,8 +39,16 @@ _LONGEST = 400
 
 def _returned_expression(function: types.FunctionType) -> ast.expr | None:
     """The expression of a function whose body is one ``return`` (after a docstring)."""
+    return _returned_expression_of(function.__code__)
+
+
+@functools.lru_cache(maxsize=1024)
+def _returned_expression_of(code: types.CodeType) -> ast.expr | None:
+    """``_returned_expression`` by code object: the evaluator asks again for every call site it
+    folds (892 times in one compile of the zoo's translation model), and reading the source
+    is the cost. Callers only read the tree."""
     try:
-        source = textwrap.dedent(inspect.getsource(function))
+        source = textwrap.dedent(inspect.getsource(code))
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError):
         return None
