@@ -69,7 +69,7 @@ from dycl.log import get_logger
 from dycl.model.dynamic import DynamicSpec, dynamic_dims
 from dycl.model.example_copy import ExampleSnapshot
 from dycl.model.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
-from dycl.model.library_decisions import deciders_at
+from dycl.model.library_decisions import to_follow
 from dycl.model.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.per_sample.mode import PER_SAMPLE
 from dycl.progress import Progress
@@ -448,7 +448,7 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
             return run(model, example_input, chosen)
         except UnsupportedError as error:
             example.restore()
-            more = deciders_at(model, example_arguments(example_input), chosen.kwargs, error.location)
+            more = to_follow(model, example_arguments(example_input), chosen.kwargs, error)
             if more <= chosen.followed:
                 if first is None:
                     raise

@@ -12,7 +12,11 @@ happens inside code dycl did not rewrite.
 an example and records each such read with the Python frame that asked for it
 (the innermost frame outside torch: the user's or the library's file:line).
 It records and never raises, so the code runs exactly as in eager mode (a
-library's ``try``/``except`` cannot swallow the finding); the caller decides.
+library's ``try``/``except`` cannot swallow the finding); the caller decides. A read made
+in an installed library also records the library functions on the stack between the code
+that entered the mode and the read (``Decision.library_code``): what dycl follows to rewrite
+that decision (``dycl.model.library_decisions``); the refusal carries them
+(``FrozenDecisionError``).
 
 Shape reads (``x.size(0)``, iterating a tensor) are not value reads in eager
 mode; while the TorchScript exporter traces, shapes are tensors, and the same
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,7 +46,8 @@ from typing import Any
 
 import torch
 from dycl.hcfg.traced_shapes import reads_only_shapes
-from dycl.rewriter.errors import SourceLocation
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.user_code import followable, library_callers
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
@@ -60,12 +66,24 @@ _THIS_FILE = __file__
 class Decision:
     """One tensor value read by Python: ``what`` (``bool()``, ``.item()``, ...) at ``where``;
     ``shape_only``: read while the TorchScript tracer ran, of a value computed from
-    shapes and constants only (``hcfg.traced_shapes``)."""
+    shapes and constants only (``hcfg.traced_shapes``); ``library_code``: where ``where``
+    is an installed library's line, the library functions on the stack that lead to it."""
 
     what: str
     where: SourceLocation | None
     from_data: bool = False
     shape_only: bool = False
+    library_code: frozenset[types.CodeType] = frozenset()
+
+
+class FrozenDecisionError(UnsupportedError):
+    """A refused read of a tensor value inside a traced graph; ``library_code``: the library
+    functions that lead to it (``Decision.library_code``), which a compile may follow."""
+
+    def __init__(self, construct: str, location: SourceLocation | None, hint: str = "",
+                 library_code: frozenset[types.CodeType] = frozenset()) -> None:
+        super().__init__(construct, location, hint)
+        self.library_code = library_code
 
 
 def _describe(name: str) -> str:
@@ -104,6 +122,15 @@ class DecisionRecorder(TorchFunctionMode):
         self._decided: list[tuple[torch.Tensor, int, bool]] = []
         self._from_data: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
         self._follow(sources)
+        self._outer: types.FrameType | None = None  # the frame that entered the mode
+
+    def __enter__(self):
+        self._outer = sys._getframe(1)
+        return super().__enter__()
+
+    def __exit__(self, *exc_info):
+        self._outer = None  # no frame kept alive past the run
+        return super().__exit__(*exc_info)
 
     def _follow(self, values: Iterable) -> None:
         for value in values:
@@ -125,12 +152,18 @@ class DecisionRecorder(TorchFunctionMode):
             result = func(*args, **kwargs)
             if ((where is not None or self.inside_torch or from_data)
                     and not self._repeats_a_decision(name, args[0], result)):
-                self.decisions.append(Decision(_describe(name), where, from_data, reads_only_shapes(args[0])))
+                self.decisions.append(Decision(_describe(name), where, from_data, reads_only_shapes(args[0]),
+                                               self._library_code(where)))
             if name == "__bool__" and isinstance(args[0], torch.Tensor):
                 self._decided.append((args[0], args[0]._version, bool(result)))
         if from_data and name not in _SHAPE_ONLY and not _is_shape(func):
             self._follow(tree_flatten(result)[0])
         return result
+
+    def _library_code(self, where: SourceLocation | None) -> frozenset[types.CodeType]:
+        if where is None or self._outer is None or not followable(where.path):
+            return frozenset()
+        return library_callers(sys._getframe(2), self._outer)
 
     def _repeats_a_decision(self, name: str, tensor: Any, result: Any) -> bool:
         """Whether ``tensor.item()`` reads a bool this recorder already saw decided by

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import sympy
 import torch
-from dycl.hcfg.decisions import Decision, DecisionRecorder
+from dycl.hcfg.decisions import Decision, DecisionRecorder, FrozenDecisionError
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.interpreter import PathInterpreter, Paths
 from dycl.hcfg.liveness import reads_writes, statements_reads_writes
@@ -275,7 +275,7 @@ class Explorer(PathInterpreter):
             sized.append(path if other is None else other)
         return sized
 
-    def frozen_decision(self, sub: SubDNN, decision: Decision) -> UnsupportedError:
+    def frozen_decision(self, sub: SubDNN, decision: Decision) -> FrozenDecisionError:
         """The error for a tensor value read by Python inside ``sub``'s code."""
         where = decision.where
         statement = sub.statements[0]
@@ -286,12 +286,13 @@ class Explorer(PathInterpreter):
             where = self.location_of(statement)
         caller = self.location_of(statement)  # None: dycl's own call of a library model
         called = f", called from `{source_of(statement.body[0])}` ({caller})" if caller is not None else ""
-        return UnsupportedError(
+        return FrozenDecisionError(
             f"{decision.what} of a tensor inside code that is exported as one graph{called}: "
             "the exported graph would keep the example's value for every input", where,
             "dycl moves bool()/int()/.item() of a tensor to the host only in code it rewrites (forward(), and "
             "your helpers and submodules, not installed packages or torch); compute the Python value there, or "
-            "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())")
+            "keep the computation in tensors (torch.where instead of if, tensor arithmetic instead of .item())",
+            decision.library_code)
 
     def check_stale(self, sub: SubDNN, watched: Watched, before: dict[str, Any], after: dict[str, Any]) -> None:
         """Refuse a state object ``sub`` changed in place that a live host variable still holds

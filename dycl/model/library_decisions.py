@@ -5,20 +5,28 @@ dycl traces library code into one graph, where a Python decision on a tensor's v
 (``if expert_idx == self.num_experts: continue`` in transformers' experts loop) would
 keep the example's outcome; the trace refuses it at the library's line
 (``hcfg.decisions``). ``dycl.compiler.compile_model`` then compiles again, following that
-code: ``deciders_at(model, ..., location)`` runs the model once on the example, eagerly,
-watching every tensor value Python reads (``hcfg.decisions.VALUE_READS``: ``bool()``,
-``.item()``, an index, ...), and for the reads made at the refused line returns the code
-of every library frame on the stack at that moment: the function that decided and every
-library function, decorator wrappers included, that leads to it from the model. The
-rewriter looks into exactly those (``RewriteContext.followed``), with the same passes as
-user code; the rest of the library stays traced. Library code that reads values in eager
-mode only (transformers skips its packed-sequence check while tracing) is not followed:
-only a line the trace refused is.
+code: the rewriter looks into exactly the functions ``to_follow`` returns
+(``RewriteContext.followed``), with the same passes as user code; the rest of the library
+stays traced. Library code that reads values in eager mode only (transformers skips its
+packed-sequence check while tracing) is not followed: only a line the trace refused is.
 
-Assumes: the example reaches the refused line eagerly (a line it does not reach returns
-nothing, and the refusal stands). Guarantees: the model runs as
-``dycl.model.example_run.run_on_example`` runs it; frames of torch, the standard library and
-dycl are never followed; the mode is active for that one call only.
+Which functions: the library function that decided and every library function, decorator
+wrappers included, that leads to it from the model's code (``rewriter.user_code.library_callers``).
+Two sources, tried in order:
+
+1. the refusal's own stack (``FrozenDecisionError.library_code``): the frames the trace of
+   that sub-DNN ran through when the value was read, on whichever path the exploration ran
+   it, so a line the example does not reach eagerly (a branch only another input takes) is
+   followed too;
+2. for a refusal that carries none (one raised while exporting a graph), ``deciders_at``:
+   the model run once on the example, eagerly, watching every tensor value Python reads
+   (``hcfg.decisions.VALUE_READS``: ``bool()``, ``.item()``, an index, ...); the frames on
+   the stack at a read made at the refused line. This one assumes the example reaches that
+   line eagerly (a line it does not reach gives nothing, and the refusal stands).
+
+Guarantees: frames of torch, the standard library and dycl are never followed, nor frames
+outside the compile (the caller of ``dycl.compile``); the eager run is
+``dycl.model.example_run.run_on_example``'s, with the mode active for that one call only.
 """
 
 from __future__ import annotations
@@ -32,19 +40,12 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from dycl.hcfg.decisions import VALUE_READS
+from dycl.hcfg.decisions import VALUE_READS, FrozenDecisionError
 from dycl.model.example_run import run_on_example
-from dycl.rewriter.errors import SourceLocation
-from dycl.rewriter.user_code import in_library, is_user_code
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.user_code import followable, library_callers
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_STDLIB = os.path.dirname(os.__file__) + os.sep
-
-
-def _followable(path: str) -> bool:
-    """An installed package's file (not torch's, not the standard library's)."""
-    return in_library(path) and not path.startswith(_TORCH_DIR) and (
-        not path.startswith(_STDLIB) or "-packages" + os.sep in path)
 
 
 class _LibraryReads(TorchFunctionMode):
@@ -60,34 +61,30 @@ class _LibraryReads(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def _record(self, frame: types.FrameType | None) -> None:
-        stack = []
-        walk = frame
-        while walk is not None and walk is not self.outer:
-            stack.append(walk.f_code)
-            walk = walk.f_back
-        frames = []
-        while frame is not None and frame is not self.outer:
-            frames.append(frame)
-            frame = frame.f_back
-        innermost = next((f for f in frames if not f.f_code.co_filename.startswith(_TORCH_DIR)
-                          and f.f_code.co_filename != __file__), None)
-        if innermost is None or (innermost.f_code.co_filename, innermost.f_lineno) != (
+        innermost = frame  # the reader: the innermost frame outside torch and this module
+        while innermost is not None and innermost is not self.outer and (
+                innermost.f_code.co_filename.startswith(_TORCH_DIR) or innermost.f_code.co_filename == __file__):
+            innermost = innermost.f_back
+        if innermost is None or innermost is self.outer or (innermost.f_code.co_filename, innermost.f_lineno) != (
                 self.location.path, self.location.line):
             return  # torch's own read, or another line's
-        self.followed.update(code for code in stack if _followable(code.co_filename))
+        self.followed.update(library_callers(frame, self.outer))
 
 
-def uses_library_modules(model: torch.nn.Module) -> bool:
-    """Whether ``model`` holds a module whose class is neither the user's nor torch's."""
-    return any(not is_user_code(type(m)) and (type(m).__module__ or "").split(".")[0] != "torch"
-               for m in model.modules())
+def to_follow(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None,
+              refusal: UnsupportedError) -> frozenset[types.CodeType]:
+    """The library functions to follow so that ``refusal``'s decision is rewritten (module
+    note): those on its own stack where it carries them, else ``deciders_at``'s."""
+    if isinstance(refusal, FrozenDecisionError) and refusal.library_code:
+        return refusal.library_code
+    return deciders_at(model, args, kwargs, refusal.location)
 
 
 def deciders_at(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] | None,
                 location: SourceLocation | None) -> frozenset[types.CodeType]:
     """The library functions to follow so that the decision at ``location`` (a line the
     trace refused) is rewritten (module note); empty where it is not a library's line."""
-    if location is None or not _followable(location.path) or not uses_library_modules(model):
+    if location is None or not followable(location.path):
         return frozenset()
     reads = _LibraryReads(location)
     reads.outer = sys._getframe()
@@ -99,4 +96,4 @@ def deciders_at(model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any] |
     return frozenset(reads.followed)
 
 
-__all__ = ["deciders_at", "uses_library_modules"]
+__all__ = ["deciders_at", "to_follow"]
