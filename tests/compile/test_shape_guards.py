@@ -2,7 +2,7 @@
 a chunked path for large batches) compiles: the graph keeps the example's outcome
 and the host checks, on every call, the size condition under which that outcome
 holds (``dycl.export.shape_guards``), refusing other sizes with the library's file:line.
-Decisions on static dims need no check; decisions on values stay refused."""
+Decisions on static dims need no check; decisions on values are rewritten, never guarded."""
 
 from __future__ import annotations
 
@@ -98,9 +98,20 @@ class ValueDecision(nn.Module):
         return normalised(self.lin(x))
 
 
-def test_a_decision_on_values_in_library_code_stays_refused():
-    with pytest.raises(dycl.UnsupportedError, match=r"bool\(\) of a tensor.*attention\.py:\d+"):
-        dycl.compile(ValueDecision().eval(), torch.randn(3, 4))
+def test_a_decision_on_values_in_library_code_is_rewritten_not_guarded(tmp_path):
+    """No size condition keeps a decision on values: the library function is followed
+    (``dycl.model.library_decisions``) and both of its outcomes agree with eager."""
+    torch.manual_seed(0)
+    model = ValueDecision().eval()
+    generator = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(3, 4, generator=generator) * (0.05 if i % 2 else 3.0) for i in range(8)]
+    with torch.no_grad():
+        assert {bool(model.lin(x).norm() > 1) for x in inputs} == {True, False}  # both paths of normalised
+    compiled = dycl.compile(model, inputs[0])
+    assert not any(entry.guards for entry in compiled.manifest.sub_dnns.values())
+    assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-5)  # the two paths lie in the library
+    host = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
+    assert host["checked"] == len(inputs) and not host["problems"], host
 
 
 def test_per_sample_compiles_refuse_shape_guards():

@@ -36,7 +36,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def normalised(h: torch.Tensor) -> torch.Tensor:
-    """Decides on the values: stays refused inside traced code."""
+    """Decides on the values: followed and rewritten like user code (dycl.model.library_decisions)."""
     return h / h.norm() if bool(h.norm() > 1) else h
 
 
