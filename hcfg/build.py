@@ -88,9 +88,8 @@ class HCFGBuilder:
     """Builds the HCFG of ``rewritten`` for ``model`` on ``example_args``."""
 
     def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-                 optimize: bool = True, levers: Levers = ALL_ON) -> None:
+                 levers: Levers = ALL_ON) -> None:
         self.rewritten = rewritten
-        self.optimize = optimize
         self.levers = levers
         self.definition = rewritten.definition
         self.locals = set(bound_names(self.definition))
@@ -371,7 +370,7 @@ class HCFGBuilder:
                 return False  # an item write changes a container the host keeps: host work
             if self.is_reference(small.value, state):
                 # §5.4: moving a tensor is host work; without optimisation it stays a sub-DNN output
-                return not self.optimize and isinstance(self.evaluate(small.value, state), torch.Tensor)
+                return not self.levers.optimize_graph and isinstance(self.evaluate(small.value, state), torch.Tensor)
             return is_tensor_value(self.evaluate(small.value, state)) or self.reads_metadata(small.value, state)
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
@@ -522,9 +521,9 @@ class Built:
 
 
 def build(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-          optimize: bool = True, levers: Levers = ALL_ON) -> Built:
+          levers: Levers = ALL_ON) -> Built:
     """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
-    builder = HCFGBuilder(rewritten, model, example_args, optimize, levers)
+    builder = HCFGBuilder(rewritten, model, example_args, levers)
     return Built(builder.build(), builder.produced, builder.observations)
 
 
