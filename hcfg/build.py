@@ -498,8 +498,10 @@ class HCFGBuilder:
                 "return only tensors from helpers and submodules, or compute the Python value from them")
 
 
-def _tests(stmts: list[cst.BaseStatement]) -> list[cst.BaseExpression]:
-    return [n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If)]
+def _tests(stmts: list[cst.BaseStatement]) -> Iterator[cst.BaseExpression]:
+    """The tests of the ``if`` statements in ``stmts``, walked only when read (``Paths.enter``
+    reads them only for a branch no path takes)."""
+    return (n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If))
 
 
 @dataclass(frozen=True)
