@@ -248,9 +248,7 @@ def _threaded_output(rewritten: rewriter.RewrittenFunction, model: torch.nn.Modu
 
 
 def build_graph(front: Frontend) -> Graph:
-    options = front.job.options
-    levers = options.levers
-    built = build(front.rewritten, front.model, front.example_args, optimize=levers.optimize_graph, levers=levers)
+    built = build(front.rewritten, front.model, front.example_args, front.job.options.levers)
     front.job.bar.step(f"{len(built.graph.sub_dnns)} sub-DNNs")
     return Graph(front, built, built.graph)
 

@@ -88,9 +88,8 @@ class HCFGBuilder:
     """Builds the HCFG of ``rewritten`` for ``model`` on ``example_args``."""
 
     def __init__(self, rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-                 optimize: bool = True, levers: Levers = ALL_ON) -> None:
+                 levers: Levers = ALL_ON) -> None:
         self.rewritten = rewritten
-        self.optimize = optimize
         self.levers = levers
         self.definition = rewritten.definition
         self.locals = set(bound_names(self.definition))
@@ -371,7 +370,7 @@ class HCFGBuilder:
                 return False  # an item write changes a container the host keeps: host work
             if self.is_reference(small.value, state):
                 # §5.4: moving a tensor is host work; without optimisation it stays a sub-DNN output
-                return not self.optimize and isinstance(self.evaluate(small.value, state), torch.Tensor)
+                return not self.levers.optimize_graph and isinstance(self.evaluate(small.value, state), torch.Tensor)
             return is_tensor_value(self.evaluate(small.value, state)) or self.reads_metadata(small.value, state)
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
@@ -499,8 +498,10 @@ class HCFGBuilder:
                 "return only tensors from helpers and submodules, or compute the Python value from them")
 
 
-def _tests(stmts: list[cst.BaseStatement]) -> list[cst.BaseExpression]:
-    return [n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If)]
+def _tests(stmts: list[cst.BaseStatement]) -> Iterator[cst.BaseExpression]:
+    """The tests of the ``if`` statements in ``stmts``, walked only when read (``Paths.enter``
+    reads them only for a branch no path takes)."""
+    return (n.test for stmt in stmts for n in descendants(stmt) if isinstance(n, cst.If))
 
 
 @dataclass(frozen=True)
@@ -522,9 +523,9 @@ class Built:
 
 
 def build(rewritten: RewrittenFunction, model: torch.nn.Module, example_args: tuple,
-          optimize: bool = True, levers: Levers = ALL_ON) -> Built:
+          levers: Levers = ALL_ON) -> Built:
     """The annotated HCFG of ``rewritten`` (inputs and outputs of every sub-DNN filled in)."""
-    builder = HCFGBuilder(rewritten, model, example_args, optimize, levers)
+    builder = HCFGBuilder(rewritten, model, example_args, levers)
     return Built(builder.build(), builder.produced, builder.observations)
 
 

@@ -12,6 +12,7 @@ not rely on ``from __future__`` flags (the host is compiled without them)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 #: the comment that ends each line of a copied module that only dycl's copy keeps
@@ -20,7 +21,12 @@ DYCL_ONLY = "# dycl only"
 
 def copied(path: str | Path) -> str:
     """The source of the module at ``path`` as the host holds it."""
-    source = Path(path).read_text()
+    return _copy_of(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=32)
+def _copy_of(source: str) -> str:
+    """``copied`` of a module's text; kept per text (every compile copies the same modules)."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):

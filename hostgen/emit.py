@@ -140,22 +140,23 @@ class HostCodegen:
                    f'    """The compiled model: ``{self.bases}`` with the model\'s control flow."""', ""]
         model = "\n".join([*opening, header, *lines])
         table = {offset: line.to_json() for offset, line in statements.items()}
-        source, model_line = host_layout(self.runtime_part(prelude), self.tables(table), self.mode_parts(), model)
+        parts, model_line = host_layout(self.runtime_parts(prelude), self.tables(table), self.mode_parts(), model)
         first = model_line + len(opening)  # the def line
         line_map = MappingProxyType({first + offset: line for offset, line in statements.items()})
-        return HostProgram(source, line_map, self.method, first, first + len(lines))
+        return HostProgram("".join(parts), line_map, self.method, first, first + len(lines), parts)
 
-    def runtime_part(self, prelude: list[str]) -> str:
-        """The backend's runtime, then the port structures and the globals the host operations read."""
-        runtime = textwrap.dedent(self.runtime).strip()
+    def runtime_parts(self, prelude: list[str]) -> list[str]:
+        """The backend's runtime, then the port structures and the globals the host operations read
+        (parts of their own: the copied modules stay the same text from host to host)."""
+        parts = [textwrap.dedent(self.runtime).strip()]
         trees = self.port_tree_table()
         if trees:
-            runtime += "\n\n" + runtime_copy("port_trees.py")
-            runtime += ("\n\n# sub-DNN index -> (structure of inputs by name, structure of outputs)\n"
-                        f"PORT_TREES = {trees}")
+            parts.append(runtime_copy("port_trees.py"))
+            parts.append("# sub-DNN index -> (structure of inputs by name, structure of outputs)\n"
+                         f"PORT_TREES = {trees}")
         if prelude:
-            runtime += "\n\n# globals the model's host operations read\n" + "\n\n".join(prelude)
-        return runtime
+            parts.append("# globals the model's host operations read\n" + "\n\n".join(prelude))
+        return parts
 
     def tables(self, forward_lines: dict[int, list[Any]]) -> str:
         """The tables ``hostgen/host_runtime.py`` reads (``forward_lines``: ``FORWARD_LINES``)."""

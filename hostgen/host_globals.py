@@ -64,7 +64,7 @@ _HINT = ("compute it inside forward() from tensors (so it runs in the compiled g
 def host_prelude(program: HostProgram, globals_: dict[str, Any], locations: LocationTable | None = None) -> list[str]:
     """Module-level lines that define every global ``program`` (a host module)
     reads but does not define; raises ``UnsupportedError`` for one it cannot."""
-    prelude = _Prelude(_module_bindings(program.source))
+    prelude = _Prelude(_module_bindings(program) | _MODULE_ATTRIBUTES)
     for name, line in sorted(_global_reads(program).items()):
         if line and (name in globals_ or name not in prelude.defined):
             prelude.define(name, globals_, _location_of(program, line, locations))
@@ -75,7 +75,7 @@ def check_host_names(program: HostProgram | str, locations: LocationTable | None
     """Prove that every function in ``program`` (or a bare source) reads only globals the module defines."""
     if isinstance(program, str):
         program = HostProgram(program, {}, "", 0)
-    defined = _module_bindings(program.source)
+    defined = _module_bindings(program) | _MODULE_ATTRIBUTES
     unbound = {name: line for name, line in _global_reads(program).items() if name not in defined}
     if unbound:
         name, line = min(unbound.items())
@@ -90,23 +90,35 @@ _TEMPLATE_MODULES = {"np": np, "json": json, "hashlib": hashlib, "linecache": li
 _MODULE_ATTRIBUTES = frozenset({"__file__", "__name__", "__doc__", "__spec__", "__loader__", "__package__"})
 
 
-def _module_bindings(source: str) -> set[str]:
-    table = symtable.symtable(source, "host.py", "exec")
-    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()} | _MODULE_ATTRIBUTES
+@functools.lru_cache(maxsize=64)
+def _part_scopes(part: str) -> tuple[frozenset[str], frozenset[str]]:
+    """``(the names part binds at module level, the global names its functions read)``.
 
-
-def _global_reads(program: HostProgram) -> dict[str, int]:
-    """Global name read inside a function of ``program`` (builtins aside) -> the first line of
-    the first emitted statement with a user's line that reads it (0: none does)."""
-    table = symtable.symtable(program.source, "host.py", "exec")
-    names: set[str] = set()
+    A part is whole top-level statements, so a function's globals are the same in the
+    part as in the module. Kept per text: the runtime modules every host copies (about
+    1,400 lines, ``hostgen.template``) are analysed once per process, not twice per compile."""
+    table = symtable.symtable(part, "host.py", "exec")
+    reads: set[str] = set()
     stack = list(table.get_children())
     while stack:
         scope = stack.pop()
         stack.extend(scope.get_children())
         if scope.get_type() == "function":
-            names |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
-    module_level = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+            reads |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
+    bound = frozenset(s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported())
+    return bound, frozenset(reads)
+
+
+def _module_bindings(program: HostProgram) -> set[str]:
+    """The names ``program``'s module binds (assigned or imported at module level)."""
+    return set().union(*(_part_scopes(part)[0] for part in program.segments))
+
+
+def _global_reads(program: HostProgram) -> dict[str, int]:
+    """Global name read inside a function of ``program`` (builtins aside) -> the first line of
+    the first emitted statement with a user's line that reads it (0: none does)."""
+    names = set().union(*(_part_scopes(part)[1] for part in program.segments))
+    module_level = _module_bindings(program)
     names = {n for n in names if n in module_level or not hasattr(builtins, n)}
     statement_of = {line + k: line for line, entry in program.line_map.items() if entry.where
                     for k in range(entry.extra_lines + 1)}

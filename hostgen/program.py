@@ -80,6 +80,19 @@ class HostProgram:
     first_line: int
     #: the emitted method's last line (its last line of code, read back from a loaded host)
     last_line: int = field(default=0, compare=False)
+    #: the source in parts of whole top-level statements (``"".join(parts) == source``; empty: one part),
+    #: as ``hostgen.template.host_layout`` lays them out: a copied runtime module is the same part in every
+    #: host, so an analysis of the text can be kept per part (``hostgen.host_globals``)
+    parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.parts and "".join(self.parts) != self.source:
+            raise ValueError("a HostProgram's parts must make up its source")
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """``parts``, or the whole source as one part."""
+        return self.parts or (self.source,)
 
     @property
     def method_source(self) -> str:

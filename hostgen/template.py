@@ -14,7 +14,7 @@ because it runs as soon as it is reached.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from dycl.hostgen.copies import DYCL_ONLY, copied
@@ -64,14 +64,18 @@ def runtime_copy(name: str) -> str:
     return section(f"dycl's hostgen/{name}, copied", copied(_HERE / name))
 
 
-def host_layout(backend_runtime: str, tables: str, modes: Iterable[str], model: str) -> tuple[str, int]:
-    """``(the host's source, the line where ``model`` starts)``: the fixed parts around the
-    backend's runtime, the emitter's ``tables``, each mode's runtime part (``modes``) and
-    the emitted ``model`` class."""
+def host_layout(backend_runtime: Sequence[str], tables: str, modes: Iterable[str],
+                model: str) -> tuple[tuple[str, ...], int]:
+    """``(the host's parts, the line where ``model`` starts)``: the fixed parts around the
+    backend's runtime (its first part, then what the emitter adds after it: port structures,
+    globals), the emitter's ``tables``, each mode's runtime part (``modes``) and
+    the emitted ``model`` class. The source is ``"".join(parts)``; each part is whole
+    top-level statements, and a copied module's part is the same text in every host."""
     parts = [HEADER,
              section("the manifest (dycl's hostgen/manifest.py, copied)", copied_source("manifest.py")),
              section("artifact checks (dycl's hostgen/artifact_check.py, copied)", copied_source("artifact_check.py")),
-             section("backend runtime", backend_runtime),
+             section("backend runtime", backend_runtime[0]),
+             *backend_runtime[1:],
              tables.strip("\n") + "\n",
              runtime_copy("host_runtime.py"),
              runtime_copy("host_loader.py"),
@@ -79,8 +83,8 @@ def host_layout(backend_runtime: str, tables: str, modes: Iterable[str], model: 
              model.strip("\n") + "\n",
              MAIN]
     texts = [part.rstrip("\n") + "\n" for part in parts]
-    before = "\n\n".join(texts[:-2]) + "\n\n"
-    return before + "\n\n".join(texts[-2:]), before.count("\n") + 1
+    pieces = tuple(text + "\n\n" for text in texts[:-1]) + (texts[-1],)
+    return pieces, sum(piece.count("\n") for piece in pieces[:-2]) + 1
 
 
 __all__ = ["HEADER", "MAIN", "copied_source", "host_layout", "runtime_copy", "section"]

@@ -27,9 +27,11 @@ from dycl.rewriter.user_code import in_library
 
 def is_registry_lookup(func: Any) -> bool:
     """Whether ``func`` is a method of a library's registry (see the module note)."""
-    receiver = getattr(func, "__self__", None)
     code = getattr(getattr(func, "__func__", None), "__code__", None)
-    if not isinstance(receiver, Mapping) or code is None:
+    if code is None:  # first: most callees are no Python method, and a Mapping check is an ABC's
+        return False
+    receiver = getattr(func, "__self__", None)
+    if not isinstance(receiver, Mapping):
         return False
     module = (type(receiver).__module__ or "").split(".")[0]
     return module not in ("torch", "builtins", "collections") and in_library(code.co_filename)

@@ -53,6 +53,8 @@ def find(rewritten: RewrittenFunction, inputs: Mapping[str, Any]) -> tuple[str, 
                 f"eager PyTorch changes the caller's container; build a new one instead "
                 f"(`{structured[0]} = {{**{structured[0]}, ...}}` or a new local name)")
         written |= updated | assigned
+    if not written:
+        return ()  # nothing to rename, nothing rebound can matter
     renamed = keep_input_names(rewritten, sorted(written))  # x.mul_(2); x = x + 1: x_1 = x + 1
     for stmt in _statements(rewritten.definition.body.body) if renamed is None else ():
         rebound = written & _rebound(stmt)

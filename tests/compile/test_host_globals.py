@@ -141,3 +141,24 @@ def test_the_check_names_an_unbound_global():
     with pytest.raises(dycl.UnsupportedError, match="'missing'"):
         check_host_names(source)
     check_host_names(source.replace(" + missing(n)", ""))
+
+
+def test_the_host_analysed_part_by_part_reads_and_binds_what_the_whole_does():
+    """The globals of a host are found in its parts (the copied runtime's kept per text):
+    the same names as in the whole source, and a part that reads an undefined name is refused."""
+    from dycl.hostgen import host_globals
+    from dycl.hostgen.program import HostProgram
+    from dycl.rewriter.errors import UnsupportedError
+
+    program = dycl.compile(Helpers().eval(), _inputs()[0])._result.program
+    whole = HostProgram(program.source, program.line_map, program.function, program.first_line, program.last_line)
+    assert len(program.parts) >= 8 and whole.segments == (program.source,)
+    assert host_globals._module_bindings(program) == host_globals._module_bindings(whole)
+    assert host_globals._global_reads(program) == host_globals._global_reads(whole)
+    assert {"_round_up", "_scaled", "math", "EPS"} <= host_globals._module_bindings(program)
+    extra = "\n\ndef _extra():\n    return undefined_name\n"
+    broken = HostProgram(program.source + extra, {}, "", 0, parts=(*program.parts, extra))
+    with pytest.raises(UnsupportedError, match="undefined_name"):
+        check_host_names(broken)
+    with pytest.raises(ValueError, match="parts"):
+        HostProgram(program.source, {}, "", 0, parts=program.parts[1:])
