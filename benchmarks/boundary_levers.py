@@ -1,7 +1,10 @@
 """The cost of a boundary, side by side in one process (issue 29): the per-call guards as
-three checks against ``dycl.in_process.call_guard.CallGuard``, and the ONNX Runtime runs per call.
+three checks against ``dycl.in_process.call_guard.CallGuard`` (``--lever guards``); each
+sub-DNN's thread by counted MACs only against counted-then-timed
+(``dycl.backends.thread_choice``, ``--lever threads``); and the ONNX Runtime runs per call.
 
     python benchmarks/boundary_levers.py [--models sdn_mobilenet,skipnet_rnn,sdn_resnet56] [-n 20] [--rounds 7]
+                                         [--lever guards,threads]
 
 Each model is compiled once; the two settings then take turns, round by round, on the
 same inputs (each round: every input once per setting, the settings' order alternating),
@@ -20,6 +23,8 @@ import time
 from pathlib import Path
 
 import dycl
+import dycl.compiler
+from dycl.backends.onnx_cost import runs_on_calling_thread
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the zoo (models/)
 
@@ -78,11 +83,54 @@ def ort_runs_per_call(compiled: dycl.CompiledModel, inputs) -> float:
     return count[0] / len(inputs)
 
 
-def measure(name: str, n: int, rounds: int) -> dict:
+def _zoo(name: str, n: int):
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     model.eval()
-    inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
+    return model, example, [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
+
+
+def _by_macs_only(data: bytes, example: dict) -> bool:
+    """The choice before ``thread_choice``: counted MACs at the example's shapes only."""
+    return runs_on_calling_thread(data, {k: tuple(v.shape) for k, v in example.items() if hasattr(v, "shape")})
+
+
+def _on_caller(compiled: dycl.CompiledModel) -> str:
+    threads = [entry.threads for entry in compiled.manifest.sub_dnns.values()]
+    return f"{threads.count(1)}/{len(threads)}"
+
+
+def measure_threads(name: str, n: int, rounds: int) -> dict:
+    """Per-call time with each sub-DNN's thread chosen by MACs only, and counted-then-timed."""
+    model, example, inputs = _zoo(name, n)
+    chosen, choosing = dycl.compiler.on_calling_thread, [0.0]
+
+    def clocked(*args):
+        start = time.perf_counter()
+        try:
+            return chosen(*args)
+        finally:
+            choosing[0] += time.perf_counter() - start
+
+    dycl.compiler.on_calling_thread = clocked
+    try:
+        timed = dycl.compile(model, example, check=False)
+    finally:
+        dycl.compiler.on_calling_thread = chosen
+    dycl.compiler.on_calling_thread = _by_macs_only
+    try:
+        counted = dycl.compile(model, example, check=False)
+    finally:
+        dycl.compiler.on_calling_thread = chosen
+    calls = _side_by_side({"MACs only": counted, "counted, then timed": timed}, inputs, rounds)
+    return {"model": name, "lever": "threads", "on_calling_thread": {"MACs only": _on_caller(counted),
+            "counted, then timed": _on_caller(timed)}, "choosing_s": choosing[0], "call": calls,
+            "ort_runs_per_call": ort_runs_per_call(timed, inputs)}
+
+
+def measure(name: str, n: int, rounds: int) -> dict:
+    """The guards' cost alone and per call: three checks against ``CallGuard``."""
+    model, example, inputs = _zoo(name, n)
     compiled = dycl.compile(model, example, check=False)
     new, old = compiled._call_guard, _ThreeChecks(compiled)
 
@@ -96,7 +144,7 @@ def measure(name: str, n: int, rounds: int) -> dict:
                            [()] * 200, rounds)
     calls = _side_by_side({"three checks": with_guard(old), "CallGuard": with_guard(new)}, inputs, rounds)
     compiled._call_guard = new
-    return {"model": name, "ort_runs_per_call": ort_runs_per_call(compiled, inputs),
+    return {"model": name, "lever": "guards", "ort_runs_per_call": ort_runs_per_call(compiled, inputs),
             "guard": guards, "call": calls}
 
 
@@ -105,9 +153,12 @@ def main() -> None:
     parser.add_argument("--models", default="sdn_mobilenet,skipnet_rnn,sdn_resnet56")
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--lever", default="guards,threads")
     args = parser.parse_args()
-    for name in args.models.split(","):
-        print(json.dumps(measure(name, args.n, args.rounds)), flush=True)
+    levers = {"guards": measure, "threads": measure_threads}
+    for lever in args.lever.split(","):
+        for name in args.models.split(","):
+            print(json.dumps(levers[lever](name, args.n, args.rounds)), flush=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ class Levers:
     ``reuse_identical``: identical sub-DNNs (code, weights and ports) are compiled
     once and share a file and a session.
     ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
-    pool's hand-off runs on the calling thread (``dycl.backends.onnx_cost``)."""
+    pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
+    timed on its example where the count does not settle it (``dycl.backends.thread_choice``)."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
