@@ -54,6 +54,7 @@ from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
+from dycl.hcfg.merge_renames import merge_across_renames
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
@@ -260,6 +261,8 @@ def optimize(stage: Graph) -> Graph:
     if not options.levers.optimize_graph:
         return stage
     graph, constants = hoist_constants(stage.graph, stage.built.output_examples())
+    if options.levers.merge_across_renames:
+        graph = merge_across_renames(graph)
     if options.levers.merge_into_producers:
         graph = merge_into_producers(graph)
     return Graph(stage.front, stage.built, graph, constants)
