@@ -1,10 +1,11 @@
 """The cost of a boundary, side by side in one process (issue 29): the per-call guards as
 three checks against ``dycl.in_process.call_guard.CallGuard`` (``--lever guards``); each
 sub-DNN's thread by counted MACs only against counted-then-timed
-(``dycl.backends.thread_choice``, ``--lever threads``); and the ONNX Runtime runs per call.
+(``dycl.backends.thread_choice``, ``--lever threads``); sub-DNNs merged across host renames
+or not (``hcfg.merge_renames``, ``--lever renames``); and the ONNX Runtime runs per call.
 
     python benchmarks/boundary_levers.py [--models sdn_mobilenet,skipnet_rnn,sdn_resnet56] [-n 20] [--rounds 7]
-                                         [--lever guards,threads]
+                                         [--lever guards,threads,renames]
 
 Each model is compiled once; the two settings then take turns, round by round, on the
 same inputs (each round: every input once per setting, the settings' order alternating),
@@ -21,6 +22,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from dycl.hcfg.levers import Levers
 
 import dycl
 import dycl.compiler
@@ -128,6 +131,16 @@ def measure_threads(name: str, n: int, rounds: int) -> dict:
             "ort_runs_per_call": ort_runs_per_call(timed, inputs)}
 
 
+def measure_renames(name: str, n: int, rounds: int) -> dict:
+    """Per-call time and runtime calls per call with sub-DNNs merged across host renames and not."""
+    model, example, inputs = _zoo(name, n)
+    compiled = {"merged across renames": dycl.compile(model, example, check=False),
+                "not": dycl.compile(model, example, check=False, optimize=Levers(merge_across_renames=False))}
+    return {"model": name, "lever": "renames", "sub_dnns": {k: c.stats["sub_dnns"] for k, c in compiled.items()},
+            "ort_runs_per_call": {k: ort_runs_per_call(c, inputs) for k, c in compiled.items()},
+            "call": _side_by_side(compiled, inputs, rounds)}
+
+
 def measure(name: str, n: int, rounds: int) -> dict:
     """The guards' cost alone and per call: three checks against ``CallGuard``."""
     model, example, inputs = _zoo(name, n)
@@ -153,9 +166,9 @@ def main() -> None:
     parser.add_argument("--models", default="sdn_mobilenet,skipnet_rnn,sdn_resnet56")
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--lever", default="guards,threads")
+    parser.add_argument("--lever", default="guards,threads,renames")
     args = parser.parse_args()
-    levers = {"guards": measure, "threads": measure_threads}
+    levers = {"guards": measure, "threads": measure_threads, "renames": measure_renames}
     for lever in args.lever.split(","):
         for name in args.models.split(","):
             print(json.dumps(levers[lever](name, args.n, args.rounds)), flush=True)
