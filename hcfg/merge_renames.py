@@ -19,8 +19,10 @@ computes); the graph is annotated. Guarantees: each path runs the same statement
 same order on the same values, so the result is the eager one; only renames of values a
 sub-DNN assigned move into a graph. ``N`` is left alone where any of its statements may write
 a value in place (an augmented assignment, an assignment to an attribute or item, a call of
-a method ending in ``_``), since inside one graph the rename's two names would then share
-the write, which on the host they did not. Renames followed by anything else stay.
+a function or method ending in ``_``, an ``inplace=`` or ``out=`` argument), since inside
+one graph the rename's two names would then share the write, which on the host they did not.
+(An in-place module, ``nn.ReLU(inplace=True)``, is not seen here; inside one graph its write
+reaches both names as in eager.) Renames followed by anything else stay.
 """
 
 from __future__ import annotations
@@ -52,10 +54,17 @@ def _may_write_in_place(sub: SubDNN) -> bool:
                 return True
             if isinstance(node, cst.AssignTarget) and not isinstance(node.target, (cst.Name, cst.Tuple, cst.List)):
                 return True
-            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-                    and node.func.attr.value.endswith("_") and not node.func.attr.value.endswith("__")):
+            if isinstance(node, cst.Call) and (_in_place_name(node.func) or any(
+                    arg.keyword is not None and arg.keyword.value in {"inplace", "out"} for arg in node.args)):
                 return True
     return False
+
+
+def _in_place_name(function: cst.BaseExpression) -> bool:
+    """``h.add_``, ``torch.relu_``: torch's names of in-place operations end in one underscore."""
+    name = function.attr.value if isinstance(function, cst.Attribute) else (
+        function.value if isinstance(function, cst.Name) else "")
+    return name.endswith("_") and not name.endswith("__")
 
 
 def _assigned(statements: tuple[cst.SimpleStatementLine, ...]) -> set[str]:

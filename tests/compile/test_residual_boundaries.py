@@ -76,3 +76,36 @@ def test_a_residual_connection_costs_no_boundary(model, tmp_path):
     assert _runs_per_call(on, _inputs()) < _runs_per_call(off, _inputs())
     report = run_host_without_torch(on.save(tmp_path / "artifact"), model, _inputs(), ATOL)
     assert report["checked"] == len(_inputs()) and not report["problems"], report
+
+
+class InPlaceResidual(nn.Module):
+    """``identity = h`` then an in-place ReLU on ``h``: in eager the ReLU's write reaches ``identity``
+    too. With the rename on the host, the two were separate arrays and the result differed
+    (the self-check refused it); merged into one graph, the write is shared as in eager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.relu = nn.ReLU(inplace=True)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        h = self.fc(x)
+        identity = h
+        h = self.relu(h)
+        h = h + identity
+        if h.mean() > 0.4:
+            return self.out(h)
+        return -h[:, :2]
+
+
+def test_an_in_place_activation_after_the_rename_agrees_with_eager(tmp_path):
+    torch.manual_seed(0)
+    model = InPlaceResidual().eval()
+    generator = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(1, 6, generator=generator) * scale for scale in (0.5, 1, 2, 4) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["sub_dnns"] == 3  # fc, relu and the test in one; a sub-DNN per branch
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, ATOL)
+    assert report["checked"] == len(inputs) and not report["problems"], report

@@ -95,7 +95,9 @@ def test_a_chain_of_renames_and_a_second_merge():
     (host("r = h + 0"), "y = h + r"),  # not a rename
     (host("r = h"), "h.add_(1)\ny = h + r"),  # the consumer writes in place: r would share it
     (host("r = h"), "h += 1\ny = h + r"),
-], ids=["host-value", "not-a-rename", "in-place-method", "augmented"])
+    (host("r = h"), "torch.relu_(h)\ny = h + r"),
+    (host("r = h"), "torch.add(h, 1, out=h)\ny = h + r"),
+], ids=["host-value", "not-a-rename", "in-place-method", "augmented", "in-place-function", "out"])
 def test_what_is_not_a_rename_of_a_sub_dnn_value_stays(between, consumer):
     before = annotate(graph(
         ("x", "n"),
