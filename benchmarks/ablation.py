@@ -5,7 +5,8 @@ with everything on, on the same inputs in one run.
 
 Compile-time levers (``hcfg.levers.Levers`` and ``optimize``) are compiled in this
 process and timed interleaved on the host (numpy in, numpy out): conditions computed
-in their producers, sub-DNNs merged into producers, the paper's §5.4 (identity and
+in their producers, sub-DNNs merged into producers, sub-DNNs merged across host renames
+(``residual = h``), the paper's §5.4 (identity and
 constant outputs to the host: ``optimize=False`` turns it off), and identical
 sub-DNNs compiled once. Host levers are switched by environment variables of the
 generated host, so each setting runs the saved artifact in a process of its own
@@ -44,6 +45,7 @@ RESULTS = Path(__file__).with_name("ablation.md")
 COMPILE_SETTINGS: dict[str, dict] = {
     "all on": {},
     "no merge into producers": {"levers": Levers(merge_into_producers=False)},
+    "no merge across renames": {"levers": Levers(merge_across_renames=False)},
     # merging would fold a test's own sub-DNN back into its producer: both off
     "no merge, no conditions in producers": {"levers": Levers(conditions_in_producers=False,
                                                               merge_into_producers=False)},

@@ -18,6 +18,7 @@ from dycl.harness import self_check
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
+from dycl.in_process.call_guard import CallGuard
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.globals_guard import GlobalsGuard
 from dycl.in_process.staleness import WeightGuard
@@ -82,6 +83,7 @@ class CompiledModel:
         self._guard: WeightGuard | None = None  # set by compile(): detects weights changed since
         self._globals_guard: GlobalsGuard | None = None  # set by compile(): detects globals rebound since
         self._config_guard: ConfigGuard | None = None  # set by compile(): detects folded attributes changed since
+        self._call_guard: CallGuard | None = None  # set by compile(): the three above as one check per call
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
         self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
 
@@ -114,12 +116,8 @@ class CompiledModel:
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
         """Call the host directly with numpy arrays (what ``host.py`` does). Arrays that
         are stored constants come back read-only."""
-        if self._guard is not None:
-            self._guard.check()
-        if self._globals_guard is not None:
-            self._globals_guard.check()
-        if self._config_guard is not None:
-            self._config_guard.check()
+        if self._call_guard is not None:
+            self._call_guard.check()
         if self._state is not None:
             return self._with_module_state(args, kwargs)
         return self._run_host(self._host, *args, **kwargs)
@@ -275,6 +273,7 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
         compiled._config_guard = ConfigGuard(model, result.rewritten.config_reads)
+    compiled._call_guard = CallGuard(compiled._guard, compiled._globals_guard, compiled._config_guard)
     if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
         compiled._eval_model = model
     return compiled

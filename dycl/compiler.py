@@ -46,14 +46,15 @@ from dycl.artifact.manifest_build import build_manifest, entry_modules, input_po
 from dycl.artifact.outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, CompiledVariant, OnnxStep
-from dycl.backends.onnx_cost import runs_on_calling_thread
 from dycl.backends.onnx_metadata import describe_onnx
+from dycl.backends.thread_choice import on_calling_thread
 from dycl.execution_mode import WHOLE_CALL, WholeCall
 from dycl.export.alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
 from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.build import Built, build
 from dycl.hcfg.graph import HCFG
 from dycl.hcfg.levers import ALL_ON, Levers
+from dycl.hcfg.merge_renames import merge_across_renames
 from dycl.hcfg.optimize import CONSTANTS, hoist_constants, merge_into_producers
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.symbolic import SymbolicShapes
@@ -258,6 +259,8 @@ def optimize(stage: Graph) -> Graph:
     if not options.levers.optimize_graph:
         return stage
     graph, constants = hoist_constants(stage.graph, stage.built.output_examples())
+    if options.levers.merge_across_renames:
+        graph = merge_across_renames(graph)
     if options.levers.merge_into_producers:
         graph = merge_into_producers(graph)
     return Graph(stage.front, stage.built, graph, constants)
@@ -336,13 +339,12 @@ def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step:
 
 
 def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant) -> bool:
-    """Whether an ONNX file's graph is small at its example's shapes (``dycl.backends.onnx_cost``)."""
+    """Whether an ONNX file's graph runs on the calling thread, by its cost at its example
+    (``dycl.backends.thread_choice``)."""
     if not (job.options.levers.small_graphs_on_caller and job.mode.small_graphs_on_caller
             and job.backend.file_suffix == ".onnx"):
         return False
-    example = dict(zip((port.name for port in variant.inputs), variant.examples[0]))
-    shapes = {name: tuple(value.shape) for name, value in example.items() if isinstance(value, torch.Tensor)}
-    return runs_on_calling_thread(compiled.data, shapes)
+    return on_calling_thread(compiled.data, dict(zip((port.name for port in variant.inputs), variant.examples[0])))
 
 
 def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, guards: tuple[ShapeGuard, ...],

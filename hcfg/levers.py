@@ -6,7 +6,7 @@ Everything is on by default; the generated host is correct with any combination.
 what a bool means, so that no other code interprets ``optimize`` itself: the
 compiler carries only the ``Levers`` (``dycl.compiler.Options.levers``), the one
 source of truth, and a ``Levers`` cannot hold switches that disagree (with
-``optimize_graph`` off, ``merge_into_producers`` is off too)."""
+``optimize_graph`` off, both merges are off too)."""
 
 from __future__ import annotations
 
@@ -24,20 +24,25 @@ class Levers:
     ``merge_into_producers`` folds back where nothing lies between them).
     ``merge_into_producers``: a sub-DNN moves into an earlier one across host
     operations that cannot tell the difference (``hcfg.optimize.merge_into_producers``).
+    ``merge_across_renames``: a sub-DNN, host renames of its values (``residual = h``)
+    and the sub-DNN right after them become one sub-DNN (``hcfg.merge_renames``).
     ``reuse_identical``: identical sub-DNNs (code, weights and ports) are compiled
     once and share a file and a session.
     ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
-    pool's hand-off runs on the calling thread (``dycl.backends.onnx_cost``)."""
+    pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
+    timed on its example where the count does not settle it (``dycl.backends.thread_choice``)."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
     merge_into_producers: bool = True
+    merge_across_renames: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
 
     def __post_init__(self) -> None:
-        if not self.optimize_graph and self.merge_into_producers:  # merging is part of the graph optimisation
+        if not self.optimize_graph:  # merging is part of the graph optimisation
             object.__setattr__(self, "merge_into_producers", False)
+            object.__setattr__(self, "merge_across_renames", False)
 
     @classmethod
     def of(cls, optimize: bool | Levers) -> Levers:
