@@ -58,7 +58,7 @@ def _elements(value: cst.BaseExpression, evaluate: Evaluate) -> list[Argument] |
     static = evaluate(value)
     if static is None or not isinstance(static.value, (tuple, list)):
         return None
-    return [Static(item, _item_term(static.term, literal_term(i))) for i, item in enumerate(static.value)]
+    return [Static(item, _item_term(static.term, i)) for i, item in enumerate(static.value)]
 
 
 def _entries(value: cst.BaseExpression, evaluate: Evaluate) -> list[tuple[str, Argument]] | None:
@@ -75,8 +75,18 @@ def _entries(value: cst.BaseExpression, evaluate: Evaluate) -> list[tuple[str, A
     static = evaluate(value)
     if static is None or not isinstance(static.value, dict) or not all(isinstance(k, str) for k in static.value):
         return None
-    return [(key, Static(item, _item_term(static.term, literal_term(key)))) for key, item in static.value.items()]
+    return [(key, Static(item, _item_term(static.term, key))) for key, item in static.value.items()]
 
 
-def _item_term(term: cst.BaseExpression, key: cst.BaseExpression) -> cst.BaseExpression:
-    return cst.Subscript(term, [cst.SubscriptElement(cst.Index(key))])
+def _item_term(term: cst.BaseExpression, key: int | str) -> cst.BaseExpression:
+    """How code reads ``pack[key]`` of a pack written as ``term``: the element itself where the
+    term is a display (a pack of the receiver and literals: ``(receiver, 3)``), else a subscript."""
+    if isinstance(term, (cst.Tuple, cst.List)) and isinstance(key, int) and key < len(term.elements) and not any(
+            isinstance(element, cst.StarredElement) for element in term.elements):
+        return term.elements[key].value
+    if isinstance(term, cst.Dict) and isinstance(key, str):
+        values = [element.value for element in term.elements if isinstance(element, cst.DictElement)
+                  and isinstance(element.key, cst.SimpleString) and element.key.evaluated_value == key]
+        if values and all(isinstance(element, cst.DictElement) for element in term.elements):
+            return values[-1]  # a display's last entry for a key wins, as in Python
+    return cst.Subscript(term, [cst.SubscriptElement(cst.Index(literal_term(key)))])

@@ -98,3 +98,39 @@ def test_stacked_factory_decorators_on_free_functions_keep_each_cell():
             out = -out_2
         return out * factor
     """)
+
+
+def halve(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) * 0.5
+    return wrapper
+
+
+class Halved(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @halve
+    def _bias(self, k, sign=1):
+        if self.fc.bias.sum() > 0:
+            return self.fc.bias * k * sign
+        return self.fc.bias
+
+    def forward(self, x):
+        return x + self._bias(3, sign=-1)
+
+
+def test_a_pack_of_the_receiver_and_literals_reads_the_receiver_itself():
+    """``args == (self, 3)``, all static: the method's ``self`` is read as ``self``, not as
+    ``(self, 3)[0]`` (``star_arguments._item_term``)."""
+    assert after(Halved().eval(), "inline") == golden("""
+        kwargs = {'sign': -1}
+        if self.fc.bias.sum() > 0:
+            out = self.fc.bias * 3 * -1
+        else:
+            out = self.fc.bias
+        out_1 = out * 0.5
+        return x + out_1
+    """)
