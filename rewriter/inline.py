@@ -296,7 +296,9 @@ class Inline(FlowWalker):
         if all(static is not None for static in statics.values()):
             if keywords:
                 term = cst.Dict([cst.DictElement(literal_term(key), statics[key].term) for key, _ in items])
-                return Static({key: statics[key].value for key, _ in items}, term)
+                packed = {key: statics[key].value for key, _ in items}
+                self.ctx.fresh.add(packed)  # Python makes a new dict at each call: the callee may change it
+                return Static(packed, term)
             values = tuple(statics[key].value for key, _ in items)
             return Static(values, _tuple([statics[key].term for key, _ in items]))
         items = [(key, expr.term if isinstance(expr, Static) else expr) for key, expr in items]

@@ -135,3 +135,73 @@ def test_a_helper_cached_for_one_receiver_is_not_reused_for_another(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def with_defaults(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        kwargs.setdefault("scale", 3.0)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+def forcing(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        kwargs["shift"] = 2.0
+        kwargs.pop("unused", None)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+def extending(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        args = args + (5,)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+class EditedPacks(nn.Module):
+    """Wrappers that change the packs before forwarding them: each change matters to the result."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    @with_defaults
+    def _a(self, x, scale=1.0):
+        if x.sum() > 0:
+            return self.fc(x) * scale
+        return x
+
+    @forcing
+    def _b(self, x, shift=0.0):
+        if x.mean() > 0.1:
+            return x + shift
+        return -x
+
+    @extending
+    def _c(self, x, k, m=0):
+        if x.mean() > 0.0:
+            return x * k + m
+        return x
+
+    def forward(self, x):
+        y = self._a(x)
+        z = self._b(y, unused=1)
+        return self._c(z, 2)
+
+
+def test_a_wrapper_may_change_the_packs_it_forwards(tmp_path):
+    """The ``**kwargs`` dict is the call's own (before: 'a change to a dict that outlives the
+    call'); ``setdefault``, an item write, ``pop`` and ``args + (5,)`` reach the wrapped method."""
+    torch.manual_seed(0)
+    model = EditedPacks().eval()
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 6, generator=generator) * s for s in (0.1, -1.0, 2.0, -3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 3
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
