@@ -79,6 +79,8 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
     return parsed
 
 
+_EMPTY = cst.Module([])
+
 #: How deep a function may call itself (each level with other static arguments).
 MAX_RECURSION = 64
 
@@ -185,10 +187,14 @@ def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: c
     return not ctx.rewrites(function) or branch_free(ctx, function, Static(resolved.owner, term), index)
 
 
-def _static_key(value) -> tuple:
+def _static_key(static: Static) -> tuple:
+    """What a callee's rewrite depends on about one static argument. An object's term is
+    part of it: the rewritten body reads the object through that term (``receiver.fc``, the
+    caller's own receiver placeholder), so a body cached for one term is not one for another."""
+    value = static.value
     if is_literal(value) and not holds_container(value):  # a container's identity matters (aliasing)
         return ("literal", type(value).__name__, repr(value))
-    return ("object", id(value))
+    return ("object", id(value), _EMPTY.code_for_node(static.term))
 
 
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement, index: ModuleIndex,
@@ -205,7 +211,7 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     if branch_free(ctx, callee.function, receiver, index):
         return None
     key = (callee.function, _receiver_key(ctx, receiver),
-           tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
+           tuple(sorted((n, _static_key(s)) for n, s in callee.static.items() if s is not receiver)),
            tuple(sorted(callee.dynamic)))
     if key not in ctx.caches.callees:
         ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body, key)

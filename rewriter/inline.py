@@ -21,6 +21,7 @@ from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks
 from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.star_arguments import spread_arguments
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
@@ -244,14 +245,10 @@ class Inline(FlowWalker):
 
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
                        env: Env) -> Callee | None:
-        positional, keywords = [], {}
-        for arg in call.args:
-            if arg.star:
-                return None
-            if arg.keyword is not None:
-                keywords[arg.keyword.value] = arg.value
-            else:
-                positional.append(arg.value)
+        spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env))
+        if spread is None:  # a pack whose length or keys are not static: the call stays as it is
+            return None
+        positional, keywords = spread
         signature = _signature(function)
         try:
             bound = signature.bind(*([receiver] if receiver is not None else []), *positional, **keywords)
@@ -299,7 +296,9 @@ class Inline(FlowWalker):
         if all(static is not None for static in statics.values()):
             if keywords:
                 term = cst.Dict([cst.DictElement(literal_term(key), statics[key].term) for key, _ in items])
-                return Static({key: statics[key].value for key, _ in items}, term)
+                packed = {key: statics[key].value for key, _ in items}
+                self.ctx.fresh.add(packed)  # Python makes a new dict at each call: the callee may change it
+                return Static(packed, term)
             values = tuple(statics[key].value for key, _ in items)
             return Static(values, _tuple([statics[key].term for key, _ in items]))
         items = [(key, expr.term if isinstance(expr, Static) else expr) for key, expr in items]

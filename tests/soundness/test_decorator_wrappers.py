@@ -1,0 +1,207 @@
+"""Decorators written the way people write them compile as the closures they are (issue 27).
+
+A wrapper that forwards ``*args, **kwargs`` to the function it wraps (``functools.wraps``
+or not, ``self`` first or not, made by a factory such as ``@scaled(0.5)``, stacked, doing
+work on the tensor before and after) is inlined together with that function, so a decision
+on data inside the function becomes a condition of the graph instead of a refusal. Each test
+counts the eager paths its inputs take and compares in process and through the torch-free host.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.nn as nn
+
+import dycl
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+
+ATOL = 1e-5
+
+
+def squash(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        return torch.tanh(fn(self, x, *args, **kwargs)) + 0.1
+    return wrapper
+
+
+def scaled(factor):
+    """A decorator factory: ``@scaled(0.5)``."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs) * factor
+        return wrapper
+    return decorate
+
+
+def normalized(fn):
+    """Pre- and post-work on the tensor; no ``functools.wraps``."""
+    def inner(self, x, *args, **kwargs):
+        x = (x - x.mean(dim=-1, keepdim=True)) / (x.std(dim=-1, keepdim=True) + 1e-5)
+        out = fn(self, x, *args, **kwargs)
+        return out.clamp(-3.0, 3.0)
+    return inner
+
+
+@scaled(0.5)
+def route(x, mode="relu", offset=0):
+    """A decorated free function called with a static string and int."""
+    if x.amax() > 1.0:
+        x = torch.relu(x) if mode == "relu" else torch.sigmoid(x)
+    return x + offset
+
+
+class Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.proj = nn.Linear(6, 6)
+
+    @squash
+    def _stage(self, x, depth, scale=1.0):
+        for _ in range(depth):
+            x = self.fc(x)
+        if x.mean() > 0:
+            return x * scale
+        return -x
+
+    @scaled(2.0)
+    @normalized
+    def _mix(self, x, h, alpha=0.5, kind="add"):
+        if x.sum() > h.sum():
+            return self.proj(x) + alpha * h if kind == "add" else x * h
+        return h - x
+
+    def forward(self, x):
+        h = self._stage(x, 2, scale=0.5)
+        h = self._stage(h, 1)
+        y = self._mix(x, h, alpha=0.25)
+        y = route(y, "sigmoid", offset=1) + route(h)
+        return y
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "torch"])
+def test_wrappers_forwarding_packs_are_inlined_with_what_they_wrap(backend, tmp_path):
+    """Static extras (ints, a float keyword, strings) and a tensor pass through ``*args``/
+    ``**kwargs``; factories, stacking, no ``functools.wraps``, a free function: every wrapped
+    decision is a condition (before: 'bool() of a tensor inside code exported as one graph')."""
+    torch.manual_seed(0)
+    model = Blocks().eval()
+    generator = torch.Generator().manual_seed(5)
+    inputs = [torch.randn(3, 6, generator=generator) * s for s in (0.1, -0.5, 1.0, -2.0, 3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0], backend=backend)
+    assert compiled.stats["conditions"] >= 4
+    assert assert_equivalent(model, compiled, inputs, min_paths=4, atol=ATOL) >= 4
+    if backend == "onnxruntime":
+        report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+        assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def gated(block, x):
+    if x.sum() > 0:
+        return block(x)
+    return -x
+
+
+class SharedHelper(nn.Module):
+    """A branching helper taking a submodule, called from a method inlined twice with different
+    static arguments: each inlining reads the submodule through its own receiver."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def _stage(self, x, k):
+        return gated(self.fc, x) * k
+
+    def forward(self, x):
+        return self._stage(x, 1) + self._stage(x + 1, 2)
+
+
+def test_a_helper_cached_for_one_receiver_is_not_reused_for_another(tmp_path):
+    """Before: the second ``_stage`` reused ``gated``'s body rewritten for the first one, which
+    read ``self.fc`` through the first receiver's placeholder: NameError 'receiver' (the cause of
+    the backed-out decorator inlining, fuzz seed 77)."""
+    torch.manual_seed(0)
+    model = SharedHelper().eval()
+    generator = torch.Generator().manual_seed(6)
+    inputs = [torch.randn(2, 6, generator=generator) * 0.3 + c for c in (-2.0, -0.5, 0.5) for _ in range(3)]
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def with_defaults(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        kwargs.setdefault("scale", 3.0)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+def forcing(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        kwargs["shift"] = 2.0
+        kwargs.pop("unused", None)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+def extending(fn):
+    @functools.wraps(fn)
+    def wrapper(self, x, *args, **kwargs):
+        args = args + (5,)
+        return fn(self, x, *args, **kwargs)
+    return wrapper
+
+
+class EditedPacks(nn.Module):
+    """Wrappers that change the packs before forwarding them: each change matters to the result."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    @with_defaults
+    def _a(self, x, scale=1.0):
+        if x.sum() > 0:
+            return self.fc(x) * scale
+        return x
+
+    @forcing
+    def _b(self, x, shift=0.0):
+        if x.mean() > 0.1:
+            return x + shift
+        return -x
+
+    @extending
+    def _c(self, x, k, m=0):
+        if x.mean() > 0.0:
+            return x * k + m
+        return x
+
+    def forward(self, x):
+        y = self._a(x)
+        z = self._b(y, unused=1)
+        return self._c(z, 2)
+
+
+def test_a_wrapper_may_change_the_packs_it_forwards(tmp_path):
+    """The ``**kwargs`` dict is the call's own (before: 'a change to a dict that outlives the
+    call'); ``setdefault``, an item write, ``pop`` and ``args + (5,)`` reach the wrapped method."""
+    torch.manual_seed(0)
+    model = EditedPacks().eval()
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 6, generator=generator) * s for s in (0.1, -1.0, 2.0, -3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 3
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
