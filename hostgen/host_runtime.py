@@ -145,10 +145,12 @@ def _stored_state(constants, name, path, kind, value):
     """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
     if kind == "dict":
         return dict(value)
-    if kind == "list":
+    if kind == "list":  # tensors stored as constants, numbers in the table (``value``: index -> number)
         prefix = name + "@state."
-        items = sorted((int(key[len(prefix):]), value) for key, value in constants.items() if key.startswith(prefix))
-        return [np.array(value, copy=True) for _, value in items]
+        items = {int(key[len(prefix):]): np.array(value, copy=True) for key, value in constants.items()
+                 if key.startswith(prefix)}
+        items.update({int(index): number for index, number in (value or {}).items()})
+        return [items[index] for index in sorted(items)]
     value = constants[name + "@state"]
     return _state_value(kind, value if kind == "tensor" else value.item(), name)
 

@@ -10,8 +10,9 @@ and refuses the rest with the user's file:line, as before:
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
   ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
   to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
-  ``self.<list>.append(v)`` on a list of tensors (kind ``list``: the items appended are the
-  compiled part);
+  ``self.<list>.append(v)`` on a list of tensors and Python numbers (kind ``list``: the items
+  appended are the compiled part; ``rewriter.state_threading`` adds its length where forward()
+  reads it);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
@@ -30,7 +31,7 @@ import types
 import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
-from dycl.rewriter.state_table import StateTable, kind_of
+from dycl.rewriter.state_table import StateTable, is_list_item, kind_of
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
     _MODULE_WRITES,
@@ -113,10 +114,10 @@ class CollectStateWrites(RejectStateWrites):
         value = getattr(module, attribute)
         kind = kind_of(value)
         if appended:
-            if type(value) is not list or not all(isinstance(item, torch.Tensor) for item in value):
+            if type(value) is not list or not all(is_list_item(item) for item in value):
                 return (f"the attribute {attribute!r} holds a {type(value).__name__}"
-                        f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
-                        "compiled for a list of tensors")
+                        f"{'' if type(value) is not list else ' with items other than tensors and numbers'}; "
+                        "appending is compiled for a list of tensors and Python numbers")
             kind = "list"
         elif item and kind != "tensor":
             if not _plain_dict(value):

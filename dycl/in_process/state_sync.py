@@ -31,9 +31,17 @@ from dycl.rewriter.state_threading import ThreadedState
 
 def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, Any], ...]:
     """The host's ``STATE`` table: ``(parameter, path, kind, value now)`` per slot; the value only for
-    a dict of numbers (a Python literal; the others are stored with the constants, ``initial_state``)."""
-    return tuple((state.parameter, state.path, state.kind, state.slot.read() if state.kind == "dict" else None)
-                 for state in threaded)
+    a dict of numbers and for the numbers in a list (Python literals: ``{index: number}``); the others
+    are stored with the constants (``initial_state``)."""
+    return tuple((state.parameter, state.path, state.kind, _literal(state)) for state in threaded)
+
+
+def _literal(state: ThreadedState) -> Any:
+    if state.kind == "dict":
+        return state.slot.read()
+    if state.kind == "list":
+        return {i: item for i, item in enumerate(state.slot.read()) if not isinstance(item, torch.Tensor)}
+    return None
 
 
 def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
@@ -43,7 +51,8 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
     for state in threaded:
         value = state.slot.read()
         if state.kind == "list":
-            stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)})
+            stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)
+                           if isinstance(item, torch.Tensor)})  # numbers: in the STATE table (host_state)
         elif state.kind != "dict":  # a dict of numbers is written into the host's STATE table
             stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
     return stored
@@ -71,6 +80,9 @@ class ModuleState:
                     raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
                                     "compiled as a list: compile the model again")
                 current[state.parameter] = []
+                continue
+            if state.kind == "length":  # the list's length when the call starts (rewriter.state_lists)
+                current[state.parameter] = len(value)
                 continue
             if state.kind == "dict":
                 if type(value) is not dict:

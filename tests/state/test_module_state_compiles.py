@@ -236,7 +236,7 @@ class ReadsItsLog(nn.Module):
 
     def forward(self, x):
         self.log.append(x.sum())
-        if len(self.log) > 2:  # MARK
+        if self.log[0] > 2:  # MARK: an item appended by an earlier call
             return x * 2
         return x
 
