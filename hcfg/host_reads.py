@@ -8,8 +8,8 @@ sub-DNN with one structure (``hcfg.pytree_ports``). A tensor statement that read
     x = x + len(seen) * 0.1
 
 is split: each largest subexpression that reads such a container, reads no tensor and has a
-Python number, bool or string value is computed by the host into a fresh variable, which the
-sub-DNN takes as a number input (a port, never a constant)::
+Python number, bool or string value, or is an item of it (``items[-1]``), is computed by the
+host into a fresh variable, which the sub-DNN takes as an input (a port, never a constant)::
 
     n = len(seen)            # host
     x = x + n * 0.1          # sub-DNN
@@ -77,7 +77,9 @@ def _host_part(node: cst.BaseExpression, kept: set[str], state: dict[str, Any], 
     names = read_names(node)
     if not names & kept or any(isinstance(state.get(name), torch.Tensor) for name in names):
         return False
-    return type(evaluate(node, state)) in _HOST_VALUES
+    value = evaluate(node, state)
+    # an item picked from such a container (a tensor appended on an earlier call): moving it is host work
+    return type(value) in _HOST_VALUES or isinstance(value, torch.Tensor) and isinstance(node, cst.Subscript)
 
 
 __all__ = ["HOST_CONTAINERS", "split_expression_reads", "split_host_reads"]

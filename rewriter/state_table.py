@@ -11,13 +11,15 @@ Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
 ``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors
 and Python numbers forward() appends to); a list forward() also takes ``len()`` of
 has a second slot of kind ``length`` on the same attribute: its length when the call
-starts, an int the function takes (``rewriter.state_threading``), which only the
-list's slot writes back. The static evaluator never folds a read of a
+starts, an int the function takes (``rewriter.state_threading``); one forward() reads
+items of has one of kind ``prior``: its items when the call starts, as a
+``collections.deque``. Only the list's own slot writes back. The static evaluator never folds a read of a
 recorded slot (its value at compile time is only its first value).
 """
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +65,9 @@ class StateSlot:
             return [item.detach().clone() if isinstance(item, torch.Tensor) else item for item in value]
         if self.kind == "length":
             return len(value)
+        if self.kind == "prior":  # a container no compiled part takes (rewriter.state_lists)
+            return collections.deque(item.detach().clone() if isinstance(item, torch.Tensor) else item
+                                     for item in value)
         if self.kind == "dict":
             return dict(value)
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
@@ -73,7 +78,7 @@ class StateSlot:
         is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
         other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
         current = getattr(self.module, self.attribute)
-        if self.kind == "length":  # the list's own slot appends the items
+        if self.kind in ("length", "prior"):  # the list's own slot appends the items
             return
         if self.kind == "list":  # ``value``: the items one call appended
             current.extend(value)

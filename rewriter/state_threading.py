@@ -15,7 +15,8 @@ rebinds the local.
 A list slot (appended to: ``self.history.append(v)``) is no parameter: the function
 starts a fresh local list and returns the items it appended; where it reads the list's
 ``len()``, the length at the call's start is a parameter (a ``length`` slot after the
-others: ``rewriter.state_lists``), counted up at each append; any other use
+others: ``rewriter.state_lists``), counted up at each append, and where it reads items,
+the items at the call's start are one (a ``prior`` slot); any other use
 of it is refused, as is a call kept as one graph of a module that holds a threaded slot (the graph would read
 the slot's value at compile time). The function no longer reads or writes those slots on the model.
 """
@@ -29,7 +30,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.names import Namespace
-from dycl.rewriter.state_lists import thread_list_lengths
+from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
 from dycl.rewriter.state_table import StateSlot, StateTable
 
@@ -137,9 +138,9 @@ def _always_returns(body: list[cst.BaseStatement]) -> bool:
     return False
 
 
-def _length_slot(slot: StateSlot) -> StateSlot:
-    """The ``length`` slot of list slot ``slot`` (``rewriter.state_lists``)."""
-    return StateSlot(slot.module, slot.attribute, "length", slot.module_id)
+def _list_slot(slot: StateSlot, kind: str) -> StateSlot:
+    """The ``length`` or ``prior`` slot of list slot ``slot`` (``rewriter.state_lists``)."""
+    return StateSlot(slot.module, slot.attribute, kind, slot.module_id)
 
 
 def _path(model: torch.nn.Module, slot: StateSlot) -> str:
@@ -170,9 +171,11 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
                         "whose forward() dycl rewrites (user code)")
     threaded = tuple(ThreadedState(name, _path(model, slot), slot) for name, slot in replacer.names.values())
     lists = {state.parameter: state for state in threaded if state.kind == "list"}
-    body, lengths = thread_list_lengths(ctx, body, {name: state.path for name, state in lists.items()}, ctx.namespace)
-    threaded += tuple(ThreadedState(length, lists[name].path, _length_slot(lists[name].slot))
-                      for name, length in lengths.items())
+    body, added = thread_lists(ctx, body, {name: state.path for name, state in lists.items()}, ctx.namespace)
+    threaded += tuple(ThreadedState(length, lists[name].path, _list_slot(lists[name].slot, "length"))
+                      for name, length in added.lengths.items())
+    threaded += tuple(ThreadedState(prior, lists[name].path, _list_slot(lists[name].slot, "prior"))
+                      for name, prior in added.priors.items())
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]
     if not _always_returns(body):

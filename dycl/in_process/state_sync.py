@@ -18,6 +18,7 @@ Assumes: one in-process call at a time changes the state (``lock``).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -30,17 +31,21 @@ from dycl.rewriter.state_threading import ThreadedState
 
 
 def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, Any], ...]:
-    """The host's ``STATE`` table: ``(parameter, path, kind, value now)`` per slot; the value only for
-    a dict of numbers and for the numbers in a list (Python literals: ``{index: number}``); the others
-    are stored with the constants (``initial_state``)."""
-    return tuple((state.parameter, state.path, state.kind, _literal(state)) for state in threaded)
+    """The host's ``STATE`` table: ``(parameter, path, kind, literal)`` per slot; the literal is the
+    value for a dict of numbers and the numbers in a list (``{index: number}``; the others are
+    stored with the constants, ``initial_state``), and for a list's ``prior`` slot the list's
+    parameter (the host passes the items it keeps for that list)."""
+    lists = {state.slot.key: state.parameter for state in threaded if state.kind == "list"}
+    return tuple((state.parameter, state.path, state.kind, _literal(state, lists)) for state in threaded)
 
 
-def _literal(state: ThreadedState) -> Any:
+def _literal(state: ThreadedState, lists: dict[tuple[int, str], str]) -> Any:
     if state.kind == "dict":
         return state.slot.read()
     if state.kind == "list":
         return {i: item for i, item in enumerate(state.slot.read()) if not isinstance(item, torch.Tensor)}
+    if state.kind == "prior":
+        return lists[state.slot.key]
     return None
 
 
@@ -53,7 +58,7 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
         if state.kind == "list":
             stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)
                            if isinstance(item, torch.Tensor)})  # numbers: in the STATE table (host_state)
-        elif state.kind != "dict":  # a dict of numbers is written into the host's STATE table
+        elif state.kind not in ("dict", "prior"):  # a dict of numbers is written into the host's STATE table
             stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
     return stored
 
@@ -83,6 +88,10 @@ class ModuleState:
                 continue
             if state.kind == "length":  # the list's length when the call starts (rewriter.state_lists)
                 current[state.parameter] = len(value)
+                continue
+            if state.kind == "prior":  # its items when the call starts, as the host keeps them
+                current[state.parameter] = collections.deque(
+                    item.detach().cpu().numpy().copy() if isinstance(item, torch.Tensor) else item for item in value)
                 continue
             if state.kind == "dict":
                 if type(value) is not dict:

@@ -1,7 +1,8 @@
-"""A list on the model that forward() appends to and reads the len() of (issue 27): the length is
-the one eager sees on every call, not only the first; the host keeps the list between calls, the
-in-process model appends to the user's list. Eager and compiled twins are called in sequence and
-compared after every call, outputs and lists alike, in process and through the saved host."""
+"""A list on the model that forward() appends to and reads (issue 27: len(), the last item, sum and
+max, numbers and tensors): what it reads is what eager reads on every call, not only the first; the
+host keeps the list between calls, the in-process model appends to the user's list. Eager and
+compiled twins are called in sequence and compared after every call, outputs and lists alike, in
+process and through the saved host."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class SkipLog(nn.Module):
     """Logs the activations of the blocks it skips (a tensor per skip, so a different number of
     items per path) and stops skipping once it skipped too often."""
 
-    def __init__(self, budget=4):
+    def __init__(self, budget=6):
         super().__init__()
         self.budget = budget
         self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
@@ -58,6 +59,43 @@ class SkipLog(nn.Module):
                     continue
             x = torch.tanh(block(x))
         return x, len(self.skipped)
+
+
+class AdaptiveThreshold(nn.Module):
+    """Keeps every call's score and takes the sharp path when the score beats the running mean
+    of the earlier ones; the output reads the last and the largest score."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.scores = []
+
+    def forward(self, x):
+        h = self.fc(x)
+        score = h.mean().item()
+        if len(self.scores) >= 2 and score > sum(self.scores) / len(self.scores):
+            out = h * 2
+        else:
+            out = -h
+        self.scores.append(score)
+        return out + self.scores[-1] + max(self.scores) * 0.1
+
+
+class StreamingResidual(nn.Module):
+    """A streaming block that mixes in the last output it kept (kept only when it was positive)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.kept = []
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        if len(self.kept) > 0:
+            h = h + 0.5 * self.kept[-1]
+        if h.mean() > 0:
+            self.kept.append(h.detach())
+        return h
 
 
 def _inputs(seed, count, shape, scales=(1.0, -1.0, 2.0, -2.0, 0.5)):
@@ -75,20 +113,32 @@ def _same_items(expected: list, actual: list) -> str | None:
     return None
 
 
+def _warm(model, shape):
+    """``model`` after two eager calls: its list already holds items when it is compiled (the host
+    starts with them; a branch that reads the last item can run on the example)."""
+    with torch.no_grad():
+        for x in _inputs(2, 2, shape):
+            model(x)
+    return model
+
+
 def _build(model_class, example):
     torch.manual_seed(0)
-    model = model_class().eval()
+    model = _warm(model_class().eval(), tuple(example.shape))
     twin = copy.deepcopy(model)
     compiled = dycl.compile(model, example)
     return model, twin, compiled
 
 
-@pytest.mark.parametrize("model_class, shape, attribute, paths",
-                         [(GateHistory, (2, 6), "gate_history", 3), (SkipLog, (3, 4), "skipped", 3)],
-                         ids=["gate-history", "skip-log"])
-def test_len_of_a_list_on_self_is_read_on_every_call(model_class, shape, attribute, paths):
+LISTS = [(GateHistory, (2, 6), "gate_history", 3), (SkipLog, (3, 4), "skipped", 3),
+         (AdaptiveThreshold, (2, 4), "scores", 2), (StreamingResidual, (1, 4), "kept", 2)]
+IDS = ["gate-history", "skip-log", "adaptive-threshold", "streaming-residual"]
+
+
+@pytest.mark.parametrize("model_class, shape, attribute, paths", LISTS, ids=IDS)
+def test_a_list_on_self_is_read_on_every_call(model_class, shape, attribute, paths):
     model, twin, compiled = _build(model_class, torch.randn(*shape))
-    assert getattr(model, attribute) == []  # compiling ran nothing on the model
+    assert _same_items(getattr(twin, attribute), getattr(model, attribute)) is None  # compiling changed nothing
     files, seen = model_source_files(twin), set()
     for step, x in enumerate(_inputs(1, 14, shape)):
         with torch.no_grad():
@@ -101,15 +151,10 @@ def test_len_of_a_list_on_self_is_read_on_every_call(model_class, shape, attribu
     assert len(seen) == paths
 
 
-@pytest.mark.parametrize("model_class, shape, attribute",
-                         [(GateHistory, (2, 6), "gate_history"), (SkipLog, (3, 4), "skipped")],
-                         ids=["gate-history", "skip-log"])
-def test_saved_host_keeps_the_list_between_calls(tmp_path, model_class, shape, attribute):
+@pytest.mark.parametrize("model_class, shape, attribute, paths", LISTS, ids=IDS)
+def test_saved_host_keeps_the_list_between_calls(tmp_path, model_class, shape, attribute, paths):
     torch.manual_seed(0)
-    model = model_class().eval()
-    with torch.no_grad():
-        for x in _inputs(2, 2, shape):  # the list already holds items when compiled: the host starts with them
-            model(x)
+    model = _warm(model_class().eval(), shape)
     twin = copy.deepcopy(model)
     compiled = dycl.compile(model, torch.randn(*shape))
     compiled.save(tmp_path / "artifact")
@@ -123,7 +168,7 @@ def test_saved_host_keeps_the_list_between_calls(tmp_path, model_class, shape, a
         seen.add(path)
         assert outputs_match(expected, loaded(x), ATOL) is None, f"call #{step}"
         assert _same_items(getattr(fresh, attribute), loaded._host.state[parameter]) is None, f"after call #{step}"
-    assert len(seen) >= 2
+    assert len(seen) == paths
     report = run_host_without_torch(tmp_path / "artifact", copy.deepcopy(twin), inputs, ATOL)
     assert report["checked"] == len(inputs) and not report["problems"], report
     assert _same_items(getattr(twin, attribute), getattr(model, attribute)) is None  # the host left it alone
