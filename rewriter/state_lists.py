@@ -43,7 +43,7 @@ _HINT = ("a list on self that forward() appends to is compiled where forward() r
          "(self.history[-1]), or sum/max/min/sorted/any/all of it, or tests `v in` it; keep other uses in "
          "a local list, a tensor buffer or a number attribute")
 #: builtins that read a list's items once and keep no reference to it
-_READERS = frozenset({"sum", "max", "min", "sorted", "any", "all", "tuple", "list"})
+_READERS = frozenset({"sum", "max", "min", "sorted", "any", "all"})
 
 
 @dataclass(frozen=True)
