@@ -142,8 +142,8 @@ def _bind(args, kwargs):
 
 def _stored_state(constants, name, path, kind, value):
     """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
-    if kind == "dict":
-        return dict(value)
+    if kind in ("dict", "set"):
+        return dict(value) if kind == "dict" else set(value)
     if kind == "prior":
         return None
     if kind == "list":  # tensors stored as constants, numbers in the table (``value``: index -> number)

@@ -8,7 +8,8 @@ is an input of the rewritten function and its final value an extra output
 model writes it back (``dycl.in_process.state_sync``).
 
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
-``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors
+``bool``, ``dict``: of such scalars, written by item, ``set``: of numbers and strings, changed
+by its methods (``add``, ``discard``...), ``|=`` or assignment, or ``list``: a list of tensors
 and Python numbers forward() appends to); a list forward() also takes ``len()`` of
 has a second slot of kind ``length`` on the same attribute: its length when the call
 starts, an int the function takes (``rewriter.state_threading``); one forward() reads
@@ -70,6 +71,8 @@ class StateSlot:
                                      for item in value)
         if self.kind == "dict":
             return dict(value)
+        if self.kind == "set":
+            return set(value)
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
     def write(self, value: Any) -> None:
@@ -83,7 +86,7 @@ class StateSlot:
         if self.kind == "list":  # ``value``: the items one call appended
             current.extend(value)
             return
-        if self.kind == "dict":  # the user's dict object stays the same
+        if self.kind in ("dict", "set"):  # the user's dict or set object stays the same
             current.clear()
             current.update(value)
             return

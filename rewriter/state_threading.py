@@ -183,7 +183,8 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
             "(None, (" + "".join(f"{name}, " for name in names) + "))"))]))
     tensors = frozenset(state.parameter for state in threaded if state.kind == "tensor")
     fresh = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
-    fresh += [cst.parse_statement(f"{s.parameter} = dict({s.parameter})\n") for s in threaded if s.kind == "dict"]
+    fresh += [cst.parse_statement(f"{s.parameter} = {s.kind}({s.parameter})\n") for s in threaded
+              if s.kind in ("dict", "set")]  # a copy: the caller's stays as it was
     return fresh + local_writes(body, tensors), threaded
 
 

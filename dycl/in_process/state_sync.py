@@ -32,7 +32,7 @@ from dycl.rewriter.state_threading import ThreadedState
 
 def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, Any], ...]:
     """The host's ``STATE`` table: ``(parameter, path, kind, literal)`` per slot; the literal is the
-    value for a dict of numbers and the numbers in a list (``{index: number}``; the others are
+    value for a dict of numbers and a set, and the numbers in a list (``{index: number}``; the others are
     stored with the constants, ``initial_state``), and for a list's ``prior`` slot the list's
     parameter (the host passes the items it keeps for that list)."""
     lists = {state.slot.key: state.parameter for state in threaded if state.kind == "list"}
@@ -40,7 +40,7 @@ def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, 
 
 
 def _literal(state: ThreadedState, lists: dict[tuple[int, str], str]) -> Any:
-    if state.kind == "dict":
+    if state.kind in ("dict", "set"):
         return state.slot.read()
     if state.kind == "list":
         return {i: item for i, item in enumerate(state.slot.read()) if not isinstance(item, torch.Tensor)}
@@ -58,7 +58,7 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
         if state.kind == "list":
             stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)
                            if isinstance(item, torch.Tensor)})  # numbers: in the STATE table (host_state)
-        elif state.kind not in ("dict", "prior"):  # a dict of numbers is written into the host's STATE table
+        elif state.kind not in ("dict", "set", "prior"):  # a dict of numbers is written into the host's STATE table
             stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
     return stored
 
@@ -93,11 +93,11 @@ class ModuleState:
                 current[state.parameter] = collections.deque(
                     item.detach().cpu().numpy().copy() if isinstance(item, torch.Tensor) else item for item in value)
                 continue
-            if state.kind == "dict":
-                if type(value) is not dict:
+            if state.kind in ("dict", "set"):
+                if type(value) is not {"dict": dict, "set": set}[state.kind]:
                     raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
-                                    "compiled as a dict: compile the model again")
-                current[state.parameter] = dict(value)
+                                    f"compiled as a {state.kind}: compile the model again")
+                current[state.parameter] = state.slot.read()
                 continue
             if kind_of(value) != state.kind:
                 raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was compiled "
