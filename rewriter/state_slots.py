@@ -41,7 +41,7 @@ from dycl.rewriter.state_writes import (
     _code,
     receiver_name,
 )
-from dycl.rewriter.vocabulary import SET_MUTATORS
+from dycl.rewriter.vocabulary import SET_MUTATORS, TENSOR_NAMESAKES
 from dycl.rewriter.walk import bound_names
 
 _HINT = ("dycl compiles writes to module attributes holding tensors, bools, ints and floats; keep other state "
@@ -66,6 +66,15 @@ class CollectStateWrites(RejectStateWrites):
             return
         raise self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward(): "
                              f"{reason}", self.statement[-1] if self.statement else None, _HINT)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        # ``self.seen.add(v)``: ``add`` is also a tensor method that writes nothing, so the
+        # syntactic scan skips it; on an attribute holding a set it is a write
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value in _SET_NAMESAKES and self.state(func.value)
+                and type(self._value_of(self._resolved(func.value))) is set):
+            self._refuse(node)
 
     def _record(self, what: cst.CSTNode, how: str) -> str | None:
         """Record the slot ``what`` writes; the reason it is not compiled, or None."""
@@ -189,6 +198,7 @@ def _slot_kind(value: object, attribute: str, method: str, item: bool) -> str:
 
 
 _SET_MEMBERS = (bool, int, float, str)
+_SET_NAMESAKES = SET_MUTATORS & TENSOR_NAMESAKES  # set methods that tensors have too (writing nothing)
 
 
 def _set_changed(what: cst.CSTNode) -> cst.BaseExpression | None:

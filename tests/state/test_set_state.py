@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -39,35 +40,55 @@ class NoveltyFilter(nn.Module):
         return logits / len(self.seen_labels) if self.seen_labels else logits
 
 
+class ArgmaxRegistry(nn.Module):
+    """Registers the argmax position of every call (``add`` only: also a tensor method's name) and
+    doubles the output when the position came up before."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.positions = set()
+
+    def forward(self, x):
+        h = self.fc(x)
+        position = int(h.argmax())
+        if position in self.positions:
+            h = h * 2
+        self.positions.add(position)
+        return h * len(self.positions)
+
+
 def _inputs(seed, count):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(2, 6, generator=generator) * (1 + i % 4) - (i % 3) for i in range(count)]
 
 
-def test_a_seen_set_on_self_is_kept_between_calls(tmp_path):
+@pytest.mark.parametrize("model_class, attribute", [(NoveltyFilter, "seen_labels"), (ArgmaxRegistry, "positions")],
+                         ids=["novelty", "argmax-registry"])
+def test_a_seen_set_on_self_is_kept_between_calls(tmp_path, model_class, attribute):
     torch.manual_seed(0)
-    model = NoveltyFilter().eval()
+    model = model_class().eval()
     pristine = copy.deepcopy(model)
     twin, fresh = copy.deepcopy(model), copy.deepcopy(model)
     compiled = dycl.compile(model, torch.randn(2, 6))
-    assert model.seen_labels == set()  # compiling changed nothing
+    assert getattr(model, attribute) == set()  # compiling changed nothing
     compiled.save(tmp_path / "artifact")
     inputs = _inputs(1, 16)
-    files, paths, labels = model_source_files(twin), set(), model.seen_labels
+    files, paths, kept = model_source_files(twin), set(), getattr(model, attribute)
     for step, x in enumerate(inputs):
         with torch.no_grad():
             expected, path = record_path(twin, x, files=files)
             actual = model(x) if step == 6 else compiled(x)  # an eager call in between: compiled continues
         paths.add(path)
         assert outputs_match(expected, actual, ATOL) is None, f"call #{step}"
-        assert model.seen_labels == twin.seen_labels, f"after call #{step}"
-    assert len(paths) == 2 and model.seen_labels is labels and len(labels) >= 2
+        assert getattr(model, attribute) == getattr(twin, attribute), f"after call #{step}"
+    assert len(paths) == 2 and getattr(model, attribute) is kept and len(kept) >= 2
     loaded, parameter = dycl.load(tmp_path / "artifact"), compiled._result.rewritten.state[0].parameter
     for step, x in enumerate(inputs):
         with torch.no_grad():
             expected = fresh(x)
         assert outputs_match(expected, loaded(x), ATOL) is None, f"loaded, call #{step}"
-        assert loaded._host.state[parameter] == fresh.seen_labels, f"loaded, after call #{step}"
+        assert loaded._host.state[parameter] == getattr(fresh, attribute), f"loaded, after call #{step}"
     # the torch-free host, one process calling in sequence from the state at compile time
     report = run_host_without_torch(tmp_path / "artifact", pristine, inputs, ATOL)
     assert report["checked"] == len(inputs) and not report["problems"], report
