@@ -5,8 +5,9 @@ of the threaded function: the function starts a fresh local list and returns the
 the call appended (``rewriter.state_threading``); the host, and the in-process model,
 append those to the list they keep. Two more parameters give what the call reads:
 
-- its length, where forward() takes ``len()`` of it: the length when the call starts
-  (kind ``length``), counted up at each append;
+- its length, where forward() takes ``len()`` of it or tests its truth (``if self.history:``,
+  ``not``, a conditional expression's test): the length when the call starts (kind ``length``),
+  counted up at each append;
 - its items, where forward() reads them (``self.history[-1]``, ``sum(self.history)``,
   ``max``/``min``/``sorted``/``any``/``all`` of it, ``v in self.history``): the items held
   when the call starts (kind ``prior``), passed as a ``collections.deque``, a container the
@@ -69,7 +70,7 @@ def thread_lists(ctx: RewriteContext, body: list[cst.BaseStatement], lists: dict
                            {name: namespace.fresh(f"{name}_prior") for name in lists if name in uses.read})
     if not added.lengths and not added.priors:
         return body, added
-    return list(cst.Module(body=body).visit(_ListReads(added, uses.reads)).body), added
+    return list(cst.Module(body=body).visit(_ListReads(added, uses.reads, uses.truths)).body), added
 
 
 class _ListUses(cst.CSTVisitor):
@@ -81,15 +82,13 @@ class _ListUses(cst.CSTVisitor):
         self.lists = lists
         self.allowed: set[int] = set()
         self.reads: set[int] = set()
+        self.truths: set[int] = set()
         self.measured: set[str] = set()
         self.read: set[str] = set()
         self.statement: cst.CSTNode | None = None
         self.found: tuple[cst.CSTNode, str] | None = None
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.statement = node
-
-    def visit_If(self, node: cst.If) -> None:
         self.statement = node
 
     def visit_Expr(self, node: cst.Expr) -> None:
@@ -113,12 +112,32 @@ class _ListUses(cst.CSTVisitor):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._read(node.value)
 
+    def _truth(self, node: cst.BaseExpression) -> None:
+        """``node`` is tested for truth (``if self.history:``, ``not self.history``): its length decides."""
+        if isinstance(node, cst.Name) and node.value in self.lists:
+            self.truths.add(id(node))
+            self.measured.add(node.value)
+        elif isinstance(node, cst.BooleanOperation):  # the operands of an ``if`` test are tested for truth
+            self._truth(node.left)
+            self._truth(node.right)
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+        self._truth(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._truth(node.test)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if isinstance(node.operator, cst.Not):
+            self._truth(node.expression)
+
     def visit_ComparisonTarget(self, node: cst.ComparisonTarget) -> None:
         if isinstance(node.operator, (cst.In, cst.NotIn)):
             self._read(node.comparator)
 
     def visit_Name(self, node: cst.Name) -> None:
-        if (node.value in self.lists and id(node) not in self.allowed | self.reads and self.found is None):
+        if node.value in self.lists and id(node) not in self.allowed | self.reads | self.truths and self.found is None:
             self.found = (self.statement, node.value)
 
 
@@ -133,15 +152,19 @@ def _measured(node: cst.Call, lists: frozenset[str]) -> str | None:
 
 
 class _ListReads(cst.CSTTransformer):
-    """``len(<list>)`` → ``<length>``; a read of the items → ``[*<prior>, *<list>]``; and
+    """``len(<list>)`` → ``<length>``; a test of its truth → ``(<length> > 0)``; a read of the
+    items → ``[*<prior>, *<list>]``; and
     ``<list>.append(v)`` is followed by ``<length> = <length> + 1``."""
 
-    def __init__(self, added: ListParameters, reads: set[int]) -> None:
+    def __init__(self, added: ListParameters, reads: set[int], truths: set[int]) -> None:
         super().__init__()
         self.added = added
         self.reads = reads
+        self.truths = truths
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if id(original) in self.truths:
+            return cst.parse_expression(f"({self.added.lengths[original.value]} > 0)")
         if id(original) not in self.reads:
             return updated
         return cst.parse_expression(f"[*{self.added.priors[original.value]}, *{original.value}]")

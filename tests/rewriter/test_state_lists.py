@@ -82,3 +82,29 @@ def test_another_use_of_the_list_is_refused():
     with pytest.raises(rewriter.UnsupportedError, match="a read of the list scores on the model") as info:
         rewriter.rewrite(StacksItsScores().eval())
     assert "torch.tensor(self.scores)" in str(info.value) and "len()" in info.value.hint
+
+
+class SkipsUntilScored(TokenCounter):
+    def forward(self, x):
+        h = self.fc(x)
+        if not self.scores:
+            self.scores.append(0.0)
+        return h if self.scores else -h
+
+
+def test_a_test_of_the_lists_truth_reads_its_length():
+    result = rewriter.rewrite(SkipsUntilScored().eval())
+    assert [(s.path, s.kind) for s in result.state] == [("scores", "list"), ("scores", "length")]
+    body = result.plain_source.split(":\n", 1)[1]
+    assert golden(body) == golden("""
+        state_scores = []
+        h = self.fc(x)
+        if not (state_scores_len > 0):
+            state_scores.append(0.0)
+            state_scores_len = state_scores_len + 1
+        if (state_scores_len > 0):
+            choice = h
+        else:
+            choice = -h
+        return ((choice), (state_scores, state_scores_len, ))
+    """)

@@ -91,7 +91,7 @@ class StreamingResidual(nn.Module):
 
     def forward(self, x):
         h = torch.tanh(self.fc(x))
-        if len(self.kept) > 0:
+        if self.kept:
             h = h + 0.5 * self.kept[-1]
         if h.mean() > 0:
             self.kept.append(h.detach())
