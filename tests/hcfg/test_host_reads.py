@@ -56,13 +56,31 @@ class NoRepeatDecoder(nn.Module):
         return h * len(seen), len(seen)
 
 
+class OutlierReset(nn.Module):
+    """An outlier empties the set of positions it picked, on one branch only: the other branch
+    reads them."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        picked = {int(h.argmax()), int(h.argmin())}
+        if h.abs().max() > 3:
+            picked.clear()
+            return h * (len(picked) + 0.1)
+        return h * max(picked) - min(picked)
+
+
 def _inputs(shape, count, seed):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) * (1 + i % 3) for i in range(count)]
 
 
-@pytest.mark.parametrize("model_class, shape, paths", [(ExpertUsage, (2, 8), 2), (NoRepeatDecoder, (1, 6), 3)],
-                         ids=["expert-usage", "no-repeat"])
+@pytest.mark.parametrize("model_class, shape, paths", [(ExpertUsage, (2, 8), 2), (NoRepeatDecoder, (1, 6), 3),
+                                                       (OutlierReset, (2, 4), 2)],
+                         ids=["expert-usage", "no-repeat", "outlier-reset"])
 def test_a_set_read_by_tensor_code_is_computed_by_the_host(tmp_path, model_class, shape, paths):
     torch.manual_seed(0)
     model = model_class().eval()
