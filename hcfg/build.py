@@ -35,6 +35,7 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.host_reads import split_expression_reads, split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import live_after_ifs
@@ -150,7 +151,8 @@ class HCFGBuilder:
             if not states:
                 break
             if isinstance(stmt, cst.If):
-                hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
+                test = self._read_on_host(stmt.test, stmt, states, nodes, flush)
+                hoisted, test = self.hoist(test, stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
                 if not self.levers.conditions_in_producers:
                     flush()
@@ -163,7 +165,8 @@ class HCFGBuilder:
             if isinstance(small, cst.Pass):
                 continue
             if isinstance(small, cst.Return):
-                hoisted, value = self.hoist(small.value or cst.Name("None"), stmt, states[0].concrete)
+                value = self._read_on_host(small.value or cst.Name("None"), stmt, states, nodes, flush)
+                hoisted, value = self.hoist(value, stmt, states[0].concrete)
                 self.run_all(hoisted, states, tensor=True)
                 pending += hoisted
                 flush()
@@ -188,6 +191,20 @@ class HCFGBuilder:
                 states = []
         flush()
         return tuple(nodes), states
+
+    def _read_on_host(self, node: cst.BaseExpression, stmt: cst.BaseStatement, states: list[PathState],
+                      nodes: list, flush: Callable[[], None]) -> cst.BaseExpression:
+        """``node`` (a test, a returned value) with what its tensor code reads of a set computed by
+        host operations placed first (``hcfg.host_reads``)."""
+        state = states[0].concrete
+        if not any(isinstance(state.get(name), torch.Tensor) for name in read_names(node)):
+            return node  # host code throughout
+        lines, node = split_expression_reads(node, stmt, state, self.evaluate, self._host_value)
+        if lines:
+            flush()
+            nodes += [HostOp(line) for line in lines]
+            self.run_all(lines, states)
+        return node
 
     def place_tensor(self, stmt: cst.SimpleStatementLine, states: list[PathState], pending: list, nodes: list,
                      flush: Callable[[], None]) -> None:
@@ -240,15 +257,22 @@ class HCFGBuilder:
                          ) -> tuple[cst.SimpleStatementLine, list[HostOp]]:
         """Split a tensor statement's host conversions off (``split_conversions``): their tensor
         parts are run and appended to ``pending``. Returns the statement left to place and the
-        conversions' host operations (to run once ``pending`` is flushed)."""
-        tensor_parts, conversions, placed = self.split_conversions(stmt, states[0].concrete)
+        conversions' host operations (to run once ``pending`` is flushed); a read of a set is
+        host work too (``hcfg.host_reads``)."""
+        reads, split = split_host_reads(stmt, states[0].concrete, self.evaluate, self._host_value)
+        tensor_parts, conversions, placed = self.split_conversions(split, states[0].concrete)
         placed = traced_lengths(placed, lambda e: self._has_rows(e, states[0].concrete))  # stays symbolic
-        if not conversions:
+        if not conversions and not reads:
             self._carry_evaluated(stmt, placed, states[0].concrete)
             return placed, []
         self.run_all(tensor_parts, states, tensor=True)
         pending += tensor_parts
-        return placed, [HostOp(c) for c in conversions]
+        return placed, [HostOp(c) for c in reads + conversions]
+
+    def _host_value(self) -> str:
+        name = self.namespace.fresh("n")
+        self.locals.add(name)
+        return name
 
     def _has_rows(self, node: cst.BaseExpression, state: State) -> bool:
         value = self.evaluate(node, state)

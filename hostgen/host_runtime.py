@@ -13,6 +13,7 @@ errors raised there name the model's line without reading the host's source text
 Loading an artifact is ``hostgen/host_loader.py``, copied after this module.
 """
 
+import collections
 import inspect
 import threading
 
@@ -69,12 +70,10 @@ class HostModel:
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
         parameter -> value); ``self.state`` is left as it is."""
-        inputs = {name: state[name] for name, _, kind, _ in STATE if kind != "list"}
+        inputs = {name: _state_input(state, name, kind, literal) for name, _, kind, literal in STATE if kind != "list"}
         outputs, final = self._run(dict(_bind(args, kwargs), **inputs))
-        return outputs, {name: _state_value(kind, value, name) if kind != "list" else
-                         state[name] + [np.array(item, copy=True) if isinstance(item, np.ndarray) else item
-                                        for item in value]
-                         for (name, _, kind, _), value in zip(STATE, final)}
+        return outputs, {name: _state_after(kind, state[name], value, name) for (name, _, kind, _), value in
+                         zip(STATE, final)}
 
     def _run(self, arguments):
         dims = {}
@@ -143,14 +142,35 @@ def _bind(args, kwargs):
 
 def _stored_state(constants, name, path, kind, value):
     """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
-    if kind == "dict":
-        return dict(value)
-    if kind == "list":
+    if kind in ("dict", "set"):
+        return dict(value) if kind == "dict" else set(value)
+    if kind == "prior":
+        return None
+    if kind == "list":  # tensors stored as constants, numbers in the table (``value``: index -> number)
         prefix = name + "@state."
-        items = sorted((int(key[len(prefix):]), value) for key, value in constants.items() if key.startswith(prefix))
-        return [np.array(value, copy=True) for _, value in items]
+        items = {int(key[len(prefix):]): np.array(value, copy=True) for key, value in constants.items()
+                 if key.startswith(prefix)}
+        items.update({int(index): number for index, number in (value or {}).items()})
+        return [items[index] for index in sorted(items)]
     value = constants[name + "@state"]
     return _state_value(kind, value if kind == "tensor" else value.item(), name)
+
+
+def _state_input(state, name, kind, literal):
+    """The argument of ``_forward`` for state ``name``. A list's items are no argument (the call
+    appends to a fresh list); its ``prior`` slot gets them, from the list ``literal`` names unless
+    ``state`` gives them (the in-process model passes the user's list there and no items in the list)."""
+    if kind == "prior" and state.get(name) is None:
+        return collections.deque(state[literal])
+    return state[name]
+
+
+def _state_after(kind, before, value, name):
+    """State ``name`` after a call that returned ``value`` for it: a list gets the items the call
+    appended, a ``prior`` slot (a list's items, passed in) stays unused."""
+    if kind == "list":
+        return before + [np.array(item, copy=True) if isinstance(item, np.ndarray) else item for item in value]
+    return None if kind == "prior" else _state_value(kind, value, name)
 
 
 def _state_value(kind, value, name):

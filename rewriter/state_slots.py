@@ -10,8 +10,9 @@ and refuses the rest with the user's file:line, as before:
   ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
   ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
   to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
-  ``self.<list>.append(v)`` on a list of tensors (kind ``list``: the items appended are the
-  compiled part);
+  ``self.<list>.append(v)`` on a list of tensors and Python numbers (kind ``list``: the items
+  appended are the compiled part; ``rewriter.state_threading`` adds its length where forward()
+  reads it);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.
@@ -30,7 +31,7 @@ import types
 import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
-from dycl.rewriter.state_table import StateTable, kind_of
+from dycl.rewriter.state_table import StateTable, is_list_item, kind_of
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
     _MODULE_WRITES,
@@ -40,6 +41,7 @@ from dycl.rewriter.state_writes import (
     _code,
     receiver_name,
 )
+from dycl.rewriter.vocabulary import SET_MUTATORS, TENSOR_NAMESAKES
 from dycl.rewriter.walk import bound_names
 
 _HINT = ("dycl compiles writes to module attributes holding tensors, bools, ints and floats; keep other state "
@@ -65,13 +67,25 @@ class CollectStateWrites(RejectStateWrites):
         raise self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward(): "
                              f"{reason}", self.statement[-1] if self.statement else None, _HINT)
 
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        # ``self.seen.add(v)``: ``add`` is also a tensor method that writes nothing, so the
+        # syntactic scan skips it; on an attribute holding a set it is a write
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value in _SET_NAMESAKES and self.state(func.value)
+                and type(self._value_of(self._resolved(func.value))) is set):
+            self._refuse(node)
+
     def _record(self, what: cst.CSTNode, how: str) -> str | None:
         """Record the slot ``what`` writes; the reason it is not compiled, or None."""
         if how == "del of":
             return "deleting module state is not compiled"
         appended = _appended_to(what)
         if appended is not None:
-            return self._record_list(appended)
+            return self._record_method(appended, "append")
+        changed = _set_changed(what)
+        if changed is not None:
+            return self._record_method(changed, what.func.attr.value)
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
@@ -89,19 +103,21 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _record_list(self, appended: cst.BaseExpression) -> str | None:
-        """``<list on self>.append(v)``: the list is state whose compiled part is the items appended."""
-        chain = self._resolved(appended)
+    def _record_method(self, receiver: cst.BaseExpression, method: str) -> str | None:
+        """``<list on self>.append(v)`` (the list is state whose compiled part is the items appended)
+        or a set's ``add``/``discard``/... (the set is state kept by the host)."""
+        chain = self._resolved(receiver)
         parts = None if chain is None else _attribute_path(chain, self.receiver)
         if parts is None or not self.owners:
-            return "a container on self reached through another name (only self.<list>.append(v) is compiled)"
+            return (f"a container on self reached through another name (only self.<list>.append(v) and "
+                    f"self.<set>.{method}(...) are compiled)")
         for owner in self.owners:
-            reason = self._add(owner, parts, appended=True)
+            reason = self._add(owner, parts, method=method)
             if reason is not None:
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False, item: bool = False) -> str | None:
+    def _add(self, owner: torch.nn.Module, parts: list[str], method: str = "", item: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -110,21 +126,9 @@ class CollectStateWrites(RejectStateWrites):
             return f"{'.'.join(parts[:-1])} is not a module of the model"
         if not _has_attribute(module, attribute):
             return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
-        value = getattr(module, attribute)
-        kind = kind_of(value)
-        if appended:
-            if type(value) is not list or not all(isinstance(item, torch.Tensor) for item in value):
-                return (f"the attribute {attribute!r} holds a {type(value).__name__}"
-                        f"{'' if type(value) is not list else ' with items other than tensors'}; appending is "
-                        "compiled for a list of tensors")
-            kind = "list"
-        elif item and kind != "tensor":
-            if not _plain_dict(value):
-                return (f"the attribute {attribute!r} holds a {type(value).__name__}; item writes are compiled for "
-                        "tensors and for dicts of bools, ints and floats keyed by strings")
-            kind = "dict"
-        if kind is None:
-            return f"the attribute {attribute!r} holds a {type(value).__name__}, not a tensor, bool, int or float"
+        kind = _slot_kind(getattr(module, attribute), attribute, method, item)
+        if kind not in SLOT_KINDS:
+            return kind  # why not
         self.table.add(module, attribute, kind)
         return None
 
@@ -162,6 +166,46 @@ class CollectStateWrites(RejectStateWrites):
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
         return node
+
+
+#: the kinds of state slots a write records (``rewriter.state_table``)
+SLOT_KINDS = frozenset({"tensor", "bool", "int", "float", "dict", "list", "set"})
+
+
+def _slot_kind(value: object, attribute: str, method: str, item: bool) -> str:
+    """The kind of slot a write to ``attribute`` holding ``value`` records (by ``method``, an item
+    write or else an assignment), or the reason it is not compiled."""
+    held = type(value).__name__
+    if method == "append":
+        if type(value) is not list or not all(is_list_item(member) for member in value):
+            items = " with items other than tensors and numbers" if type(value) is list else ""
+            return (f"the attribute {attribute!r} holds a {held}{items}; appending is compiled for a list of "
+                    "tensors and Python numbers")
+        return "list"
+    if method or type(value) is set:
+        if type(value) is not set or not all(type(member) in _SET_MEMBERS for member in value):
+            return (f"a container on self ({method or 'an assignment'} of a {held}) is not compiled as state"
+                    if type(value) is not set else f"the set {attribute!r} holds values other than numbers and "
+                    "strings")
+        return "set"
+    kind = kind_of(value)
+    if item and kind != "tensor":
+        if not _plain_dict(value):
+            return (f"the attribute {attribute!r} holds a {held}; item writes are compiled for tensors and for "
+                    "dicts of bools, ints and floats keyed by strings")
+        return "dict"
+    return kind if kind is not None else f"the attribute {attribute!r} holds a {held}, not a tensor, bool, int or float"
+
+
+_SET_MEMBERS = (bool, int, float, str)
+_SET_NAMESAKES = SET_MUTATORS & TENSOR_NAMESAKES  # set methods that tensors have too (writing nothing)
+
+
+def _set_changed(what: cst.CSTNode) -> cst.BaseExpression | None:
+    """``x`` for a call ``x.add(v)``, ``x.discard(v)``... (a set's mutating methods), else None."""
+    if isinstance(what, cst.Call) and isinstance(what.func, cst.Attribute) and what.func.attr.value in SET_MUTATORS:
+        return what.func.value
+    return None
 
 
 def _plain_dict(value: object) -> bool:

@@ -8,13 +8,19 @@ is an input of the rewritten function and its final value an extra output
 model writes it back (``dycl.in_process.state_sync``).
 
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
-``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors
-forward() only appends to); the static evaluator never folds a read of a
+``bool``, ``dict``: of such scalars, written by item, ``set``: of numbers and strings, changed
+by its methods (``add``, ``discard``...), ``|=`` or assignment, or ``list``: a list of tensors
+and Python numbers forward() appends to); a list forward() also takes ``len()`` of
+has a second slot of kind ``length`` on the same attribute: its length when the call
+starts, an int the function takes (``rewriter.state_threading``); one forward() reads
+items of has one of kind ``prior``: its items when the call starts, as a
+``collections.deque``. Only the list's own slot writes back. The static evaluator never folds a read of a
 recorded slot (its value at compile time is only its first value).
 """
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +28,11 @@ import torch
 
 #: the Python types of the values a state slot may hold, by kind (bool before int: bool is an int)
 SCALAR_KINDS: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float"))
+
+
+def is_list_item(value: Any) -> bool:
+    """A value a list slot may hold: a tensor or a Python bool, int or float."""
+    return isinstance(value, torch.Tensor) or type(value) in (bool, int, float)
 
 
 def kind_of(value: Any) -> str | None:
@@ -48,12 +59,20 @@ class StateSlot:
         return (self.module_id, self.attribute)
 
     def read(self) -> Any:
-        """The slot's current value (a tensor as a detached copy; a list as a list of them)."""
+        """The slot's current value (a tensor as a detached copy; a list as a list of them; a length
+        as the list's ``len``)."""
         value = getattr(self.module, self.attribute)
         if self.kind == "list":
-            return [item.detach().clone() for item in value]
+            return [item.detach().clone() if isinstance(item, torch.Tensor) else item for item in value]
+        if self.kind == "length":
+            return len(value)
+        if self.kind == "prior":  # a container no compiled part takes (rewriter.state_lists)
+            return collections.deque(item.detach().clone() if isinstance(item, torch.Tensor) else item
+                                     for item in value)
         if self.kind == "dict":
             return dict(value)
+        if self.kind == "set":
+            return set(value)
         return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
     def write(self, value: Any) -> None:
@@ -62,10 +81,12 @@ class StateSlot:
         is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
         other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
         current = getattr(self.module, self.attribute)
+        if self.kind in ("length", "prior"):  # the list's own slot appends the items
+            return
         if self.kind == "list":  # ``value``: the items one call appended
             current.extend(value)
             return
-        if self.kind == "dict":  # the user's dict object stays the same
+        if self.kind in ("dict", "set"):  # the user's dict or set object stays the same
             current.clear()
             current.update(value)
             return
@@ -107,4 +128,4 @@ class StateTable:
         return self.slots.get((id(owner), attribute))
 
 
-__all__ = ["SCALAR_KINDS", "StateSlot", "StateTable", "kind_of"]
+__all__ = ["SCALAR_KINDS", "StateSlot", "StateTable", "is_list_item", "kind_of"]

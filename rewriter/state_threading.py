@@ -12,9 +12,12 @@ falls off the end returns ``None, (...)``). A write to a tensor slot changes a l
 copy only (``rewriter.state_locals``: clones before in-place writes, aliases renamed,
 ``copy_``/``out=`` as rebindings); a rebinding (``self.buf = t``, ``self.steps += 1``)
 rebinds the local.
-A list slot (only appended to: ``self.history.append(v)``) is no parameter: the function
-starts a fresh local list and returns the items it appended; any other use of it is refused,
-as is a call kept as one graph of a module that holds a threaded slot (the graph would read
+A list slot (appended to: ``self.history.append(v)``) is no parameter: the function
+starts a fresh local list and returns the items it appended; where it reads the list's
+``len()``, the length at the call's start is a parameter (a ``length`` slot after the
+others: ``rewriter.state_lists``), counted up at each append, and where it reads items,
+the items at the call's start are one (a ``prior`` slot); any other use
+of it is refused, as is a call kept as one graph of a module that holds a threaded slot (the graph would read
 the slot's value at compile time). The function no longer reads or writes those slots on the model.
 """
 
@@ -27,6 +30,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
 from dycl.rewriter.state_table import StateSlot, StateTable
 
@@ -134,6 +138,11 @@ def _always_returns(body: list[cst.BaseStatement]) -> bool:
     return False
 
 
+def _list_slot(slot: StateSlot, kind: str) -> StateSlot:
+    """The ``length`` or ``prior`` slot of list slot ``slot`` (``rewriter.state_lists``)."""
+    return StateSlot(slot.module, slot.attribute, kind, slot.module_id)
+
+
 def _path(model: torch.nn.Module, slot: StateSlot) -> str:
     for name, module in model.named_modules(remove_duplicate=False):
         if module is slot.module:
@@ -162,7 +171,11 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
                         "whose forward() dycl rewrites (user code)")
     threaded = tuple(ThreadedState(name, _path(model, slot), slot) for name, slot in replacer.names.values())
     lists = {state.parameter: state for state in threaded if state.kind == "list"}
-    _refuse_list_reads(ctx, body, lists)
+    body, added = thread_lists(ctx, body, {name: state.path for name, state in lists.items()}, ctx.namespace)
+    threaded += tuple(ThreadedState(length, lists[name].path, _list_slot(lists[name].slot, "length"))
+                      for name, length in added.lengths.items())
+    threaded += tuple(ThreadedState(prior, lists[name].path, _list_slot(lists[name].slot, "prior"))
+                      for name, prior in added.priors.items())
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]
     if not _always_returns(body):
@@ -170,48 +183,9 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
             "(None, (" + "".join(f"{name}, " for name in names) + "))"))]))
     tensors = frozenset(state.parameter for state in threaded if state.kind == "tensor")
     fresh = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
-    fresh += [cst.parse_statement(f"{s.parameter} = dict({s.parameter})\n") for s in threaded if s.kind == "dict"]
+    fresh += [cst.parse_statement(f"{s.parameter} = {s.kind}({s.parameter})\n") for s in threaded
+              if s.kind in ("dict", "set")]  # a copy: the caller's stays as it was
     return fresh + local_writes(body, tensors), threaded
-
-
-def _refuse_list_reads(ctx: RewriteContext, body: list[cst.BaseStatement], lists: dict[str, ThreadedState]) -> None:
-    """A list slot may only be appended to (``self.history.append(v)`` on a line of its own): any
-    other use reads a list whose length grows with every call, which no compiled path can hold."""
-    if not lists:
-        return
-    finder = _ListUses(frozenset(lists))
-    for statement in body:
-        statement.visit(finder)
-    if finder.found is not None:
-        statement, name = finder.found
-        raise ctx.error(f"a read of the list {lists[name].path} on the model, which forward() appends to",
-                        statement, "only appending to a list on self is compiled (its length grows with every "
-                        "call); keep what forward() reads in a tensor buffer or a local list")
-
-
-class _ListUses(cst.CSTVisitor):
-    def __init__(self, lists: frozenset[str]) -> None:
-        super().__init__()
-        self.lists = lists
-        self.allowed: set[int] = set()
-        self.statement: cst.CSTNode | None = None
-        self.found: tuple[cst.CSTNode, str] | None = None
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.statement = node
-
-    def visit_If(self, node: cst.If) -> None:
-        self.statement = node
-
-    def visit_Expr(self, node: cst.Expr) -> None:
-        call = node.value
-        if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
-                and isinstance(call.func.value, cst.Name) and len(call.args) == 1):
-            self.allowed.add(id(call.func.value))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value in self.lists and id(node) not in self.allowed and self.found is None:
-            self.found = (self.statement, node.value)
 
 
 __all__ = ["ThreadedState", "thread_state"]

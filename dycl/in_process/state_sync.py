@@ -18,6 +18,7 @@ Assumes: one in-process call at a time changes the state (``lock``).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -30,10 +31,22 @@ from dycl.rewriter.state_threading import ThreadedState
 
 
 def host_state(threaded: Sequence[ThreadedState]) -> tuple[tuple[str, str, str, Any], ...]:
-    """The host's ``STATE`` table: ``(parameter, path, kind, value now)`` per slot; the value only for
-    a dict of numbers (a Python literal; the others are stored with the constants, ``initial_state``)."""
-    return tuple((state.parameter, state.path, state.kind, state.slot.read() if state.kind == "dict" else None)
-                 for state in threaded)
+    """The host's ``STATE`` table: ``(parameter, path, kind, literal)`` per slot; the literal is the
+    value for a dict of numbers and a set, and the numbers in a list (``{index: number}``; the others are
+    stored with the constants, ``initial_state``), and for a list's ``prior`` slot the list's
+    parameter (the host passes the items it keeps for that list)."""
+    lists = {state.slot.key: state.parameter for state in threaded if state.kind == "list"}
+    return tuple((state.parameter, state.path, state.kind, _literal(state, lists)) for state in threaded)
+
+
+def _literal(state: ThreadedState, lists: dict[tuple[int, str], str]) -> Any:
+    if state.kind in ("dict", "set"):
+        return state.slot.read()
+    if state.kind == "list":
+        return {i: item for i, item in enumerate(state.slot.read()) if not isinstance(item, torch.Tensor)}
+    if state.kind == "prior":
+        return lists[state.slot.key]
+    return None
 
 
 def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
@@ -43,8 +56,9 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
     for state in threaded:
         value = state.slot.read()
         if state.kind == "list":
-            stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)})
-        elif state.kind != "dict":  # a dict of numbers is written into the host's STATE table
+            stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)
+                           if isinstance(item, torch.Tensor)})  # numbers: in the STATE table (host_state)
+        elif state.kind not in ("dict", "set", "prior"):  # a dict of numbers is written into the host's STATE table
             stored[f"{state.parameter}@state"] = value.cpu() if isinstance(value, torch.Tensor) else torch.tensor(value)
     return stored
 
@@ -72,11 +86,18 @@ class ModuleState:
                                     "compiled as a list: compile the model again")
                 current[state.parameter] = []
                 continue
-            if state.kind == "dict":
-                if type(value) is not dict:
+            if state.kind == "length":  # the list's length when the call starts (rewriter.state_lists)
+                current[state.parameter] = len(value)
+                continue
+            if state.kind == "prior":  # its items when the call starts, as the host keeps them
+                current[state.parameter] = collections.deque(
+                    item.detach().cpu().numpy().copy() if isinstance(item, torch.Tensor) else item for item in value)
+                continue
+            if state.kind in ("dict", "set"):
+                if type(value) is not {"dict": dict, "set": set}[state.kind]:
                     raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was "
-                                    "compiled as a dict: compile the model again")
-                current[state.parameter] = dict(value)
+                                    f"compiled as a {state.kind}: compile the model again")
+                current[state.parameter] = state.slot.read()
                 continue
             if kind_of(value) != state.kind:
                 raise TypeError(f"module state {state.path} holds a {type(value).__name__} now, but was compiled "

@@ -236,7 +236,7 @@ class ReadsItsLog(nn.Module):
 
     def forward(self, x):
         self.log.append(x.sum())
-        if len(self.log) > 2:  # MARK
+        if torch.stack(self.log).sum() > 2:  # MARK: all items, a graph over a list that grows
             return x * 2
         return x
 
