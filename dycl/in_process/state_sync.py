@@ -89,9 +89,9 @@ class ModuleState:
             if state.kind == "length":  # the list's length when the call starts (rewriter.state_lists)
                 current[state.parameter] = len(value)
                 continue
-            if state.kind == "prior":  # its items when the call starts, as the host keeps them
-                current[state.parameter] = collections.deque(
-                    item.detach().cpu().numpy().copy() if isinstance(item, torch.Tensor) else item for item in value)
+            if state.kind == "prior":  # its items when the call starts, as the host keeps them (only read:
+                current[state.parameter] = collections.deque(  # the arrays share the tensors' memory)
+                    item.detach().cpu().numpy() if isinstance(item, torch.Tensor) else item for item in value)
                 continue
             if state.kind in ("dict", "set"):
                 if type(value) is not {"dict": dict, "set": set}[state.kind]:
