@@ -78,8 +78,12 @@ def _host_part(node: cst.BaseExpression, kept: set[str], state: dict[str, Any], 
     if not names & kept or any(isinstance(state.get(name), torch.Tensor) for name in names):
         return False
     value = evaluate(node, state)
-    # an item picked from such a container (a tensor appended on an earlier call): moving it is host work
-    return type(value) in _HOST_VALUES or isinstance(value, torch.Tensor) and isinstance(node, cst.Subscript)
+    if type(value) in _HOST_VALUES:
+        return True
+    # a tensor picked from such a container or a list (one appended on an earlier call): moving it is
+    # host work; one picked from the model's weights is not (the graph indexes them, the host the index)
+    return isinstance(value, torch.Tensor) and isinstance(node, cst.Subscript) and all(
+        isinstance(state.get(name), (*HOST_CONTAINERS, list, tuple)) for name in read_names(node.value))
 
 
 __all__ = ["HOST_CONTAINERS", "split_expression_reads", "split_host_reads"]

@@ -11,8 +11,9 @@ and refuses the rest with the user's file:line, as before:
   ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
   to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
   ``self.<list>.append(v)`` on a list of tensors and Python numbers (kind ``list``: the items
-  appended are the compiled part; ``rewriter.state_threading`` adds its length where forward()
-  reads it);
+  appended are the compiled part; ``rewriter.state_lists`` threads what forward() reads of it);
+  and a set of numbers and strings changed by its methods (``add``: also a tensor method's name,
+  so the attribute's value decides), ``|=`` or assignment (kind ``set``);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
   and attributes holding any other value.

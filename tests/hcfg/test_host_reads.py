@@ -73,14 +73,31 @@ class OutlierReset(nn.Module):
         return h * max(picked) - min(picked)
 
 
+class PositionBias(nn.Module):
+    """Adds the learned bias row of the smallest position among the argmax and argmin; when they
+    coincide, the row is doubled."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.bias_rows = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        h = self.fc(x)
+        positions = {int(h.argmax()) % 4, int(h.argmin()) % 4}
+        if len(positions) == 1:
+            return h + 2 * self.bias_rows[min(positions)]
+        return h + self.bias_rows[min(positions)]
+
+
 def _inputs(shape, count, seed):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) * (1 + i % 3) for i in range(count)]
 
 
 @pytest.mark.parametrize("model_class, shape, paths", [(ExpertUsage, (2, 8), 2), (NoRepeatDecoder, (1, 6), 3),
-                                                       (OutlierReset, (2, 4), 2)],
-                         ids=["expert-usage", "no-repeat", "outlier-reset"])
+                                                       (OutlierReset, (2, 4), 2), (PositionBias, (2, 4), 2)],
+                         ids=["expert-usage", "no-repeat", "outlier-reset", "position-bias"])
 def test_a_set_read_by_tensor_code_is_computed_by_the_host(tmp_path, model_class, shape, paths):
     torch.manual_seed(0)
     model = model_class().eval()
