@@ -245,7 +245,8 @@ class Inline(FlowWalker):
 
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
                        env: Env) -> Callee | None:
-        spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env))
+        spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env),
+                                  lambda node: self.flow.static_length(node, env))
         if spread is None:  # a pack whose length or keys are not static: the call stays as it is
             return None
         positional, keywords = spread

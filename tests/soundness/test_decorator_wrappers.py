@@ -205,3 +205,46 @@ def test_a_wrapper_may_change_the_packs_it_forwards(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class Fused(nn.Module):
+    """Features gathered in a list by a loop and passed on as ``*feats``; a pair list likewise."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+
+    def _fuse(self, low, mid, high, scale=1.0):
+        out = low
+        if mid.sum() > out.sum():
+            out = out + mid
+        if high.sum() > out.sum():
+            out = out + high
+        return out * scale
+
+    def _pick(self, a, b):
+        if a.mean() > b.mean():
+            return a
+        return b - a
+
+    def forward(self, x):
+        feats = []
+        for block in self.blocks:
+            x = block(x)
+            feats.append(x)
+        y = self._fuse(*feats, scale=0.5)
+        pair = [y, feats[0]]
+        return self._pick(*pair)
+
+
+def test_a_list_of_tensors_of_known_length_is_spread_into_the_call(tmp_path):
+    """Before: ``self._fuse(*feats)`` stayed a call exported as one graph and its ``if`` was refused."""
+    torch.manual_seed(0)
+    model = Fused().eval()
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 6, generator=generator) * s for s in (0.1, -1.0, 2.0, -3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 3
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
