@@ -26,7 +26,7 @@ from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.forward import resolve_method
 from dycl.rewriter.forwarding import specialise
 from dycl.rewriter.generators import generator_as_list
-from dycl.rewriter.inline import Callee, InlinedBody, explicit_receiver, is_user_code, user_function
+from dycl.rewriter.inline import Callee, InlinedBody, call_method, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_slots import collect_state_writes
 from dycl.rewriter.state_writes import receiver_name
@@ -172,7 +172,8 @@ def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: 
         function = user_function(target, ctx)
         receiver = explicit_receiver(flow, call, env, target)  # Parent.method(self, x)
         return not ctx.rewrites(function) or branch_free(ctx, function, receiver, flow.index)
-    return True
+    method = call_method(target)  # a callable object of a user class
+    return method is None or not ctx.rewrites(method) or branch_free(ctx, method, func, flow.index)
 
 
 def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: cst.BaseExpression,
@@ -248,7 +249,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         if static is receiver:
             placeholder = ctx.namespace.fresh("receiver")
             static = Static(receiver.value, cst.Name(placeholder))
-            index = ModuleIndex(receiver.value, static.term, outer=outer_index)
+            if isinstance(receiver.value, torch.nn.Module):  # else a callable object's (call_method)
+                index = ModuleIndex(receiver.value, static.term, outer=outer_index)
             # passes write the receiver's submodules as terms on the placeholder
             # (``receiver.blocks[0]``); later passes must be able to evaluate them
             env.bind(placeholder, static)

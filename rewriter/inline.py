@@ -119,6 +119,15 @@ def user_function(function: object, ctx: RewriteContext | None = None) -> object
     return function
 
 
+def call_method(target: object) -> types.FunctionType | None:
+    """``type(target).__call__`` where ``target`` is an instance of a user class (not a module, not
+    a class): calling it runs that method with ``target`` as ``self`` (a class-based decorator)."""
+    if isinstance(target, (type, torch.nn.Module, types.FunctionType, types.MethodType)):
+        return None
+    method = next((vars(base)["__call__"] for base in type(target).__mro__ if "__call__" in vars(base)), None)
+    return method if isinstance(method, types.FunctionType) and is_user_code(method) else None
+
+
 class Inline(FlowWalker):
     """Replaces a call of a helper method, function or submodule by its body when
     that body, specialised to the call's static arguments, still branches on
@@ -236,6 +245,8 @@ class Inline(FlowWalker):
             receiver = explicit_receiver(self.flow, call, env, target)
             if receiver is not None:  # Parent.method(self, x): a method call on self
                 call = call.with_changes(args=call.args[1:])
+        elif call_method(target) is not None:  # an instance of a user class: a class-based decorator
+            function, receiver = call_method(target), func
         else:
             return None, None
         function = user_function(function, self.ctx)
@@ -245,7 +256,8 @@ class Inline(FlowWalker):
 
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
                        env: Env) -> Callee | None:
-        spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env))
+        spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env),
+                                  lambda node: self.flow.static_length(node, env))
         if spread is None:  # a pack whose length or keys are not static: the call stays as it is
             return None
         positional, keywords = spread

@@ -4,7 +4,9 @@ A decorator's wrapper calls the function it wraps as ``fn(self, x, *args, **kwar
 wrapper is inlined, ``args`` is a tuple literal (``*(1,)``, the forwarded elements of
 ``rewriter.forwarding``) or a static tuple, and ``kwargs`` a static dict or a dict literal. The
 call is then the same as one that passes the elements one by one, which ``Inline`` can bind and
-inline (a ``*`` argument used to keep the call opaque, and a decision inside it refused).
+inline (a ``*`` argument used to keep the call opaque, and a decision inside it refused). A
+local list of dynamic values whose length the flow knows (``feats = [a, b]``: a ``ListLength``)
+is spread as ``feats[0], feats[1]``: the elements it holds at the call, read in order.
 
 Assumes: ``evaluate`` returns the ``Static`` of an expression whose value is known at compile
 time, else ``None``.
@@ -24,15 +26,17 @@ from dycl.rewriter.values import Static, literal_term
 
 Argument = cst.BaseExpression | Static
 Evaluate = Callable[[cst.BaseExpression], Static | None]
+Length = Callable[[cst.BaseExpression], int | None]
 
 
-def spread_arguments(args: list[cst.Arg], evaluate: Evaluate) -> tuple[list[Argument], dict[str, Argument]] | None:
+def spread_arguments(args: list[cst.Arg], evaluate: Evaluate,
+                     length: Length = lambda node: None) -> tuple[list[Argument], dict[str, Argument]] | None:
     """The call's arguments with every pack spread (see the module docstring), or None."""
     positional: list[Argument] = []
     keywords: dict[str, Argument] = {}
     for arg in args:
         if arg.star == "*":
-            items = _elements(arg.value, evaluate)
+            items = _elements(arg.value, evaluate, length)
             if items is None:
                 return None
             positional += items
@@ -50,12 +54,15 @@ def spread_arguments(args: list[cst.Arg], evaluate: Evaluate) -> tuple[list[Argu
     return positional, keywords
 
 
-def _elements(value: cst.BaseExpression, evaluate: Evaluate) -> list[Argument] | None:
+def _elements(value: cst.BaseExpression, evaluate: Evaluate, length: Length) -> list[Argument] | None:
     if isinstance(value, (cst.Tuple, cst.List)):
         if any(isinstance(element, cst.StarredElement) for element in value.elements):
             return None
         return [element.value for element in value.elements]
     static = evaluate(value)
+    if static is None and isinstance(value, cst.Name):  # a list of tensors whose length is known
+        known = length(value)
+        return None if known is None else [_item_term(value, i) for i in range(known)]
     if static is None or not isinstance(static.value, (tuple, list)):
         return None
     return [Static(item, _item_term(static.term, i)) for i, item in enumerate(static.value)]

@@ -134,3 +134,42 @@ def test_a_pack_of_the_receiver_and_literals_reads_the_receiver_itself():
         out_1 = out * 0.5
         return x + out_1
     """)
+
+
+class Pyramid(nn.Module):
+    """Features collected in a local list, then passed on with ``*feats`` (an FPN's fuse step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def _fuse(self, low, high, scale=1.0):
+        if high.sum() > low.sum():
+            return (low + high) * scale
+        return low
+
+    def forward(self, x):
+        feats = []
+        for block in self.blocks:
+            x = block(x)
+            feats.append(x)
+        return self._fuse(*feats, scale=0.5)
+
+
+def test_a_local_list_of_known_length_is_spread_into_its_elements():
+    """``feats`` holds two tensors (a ``ListLength``): ``*feats`` is ``feats[0], feats[1]``."""
+    assert after(Pyramid().eval(), "inline") == golden("""
+        feats = []
+        block = self.blocks[0]
+        x = block(x)
+        feats.append(x)
+        block = self.blocks[1]
+        x = block(x)
+        feats.append(x)
+        low = feats[0]
+        high = feats[1]
+        if high.sum() > low.sum():
+            return (low + high) * 0.5
+        else:
+            return low
+    """)

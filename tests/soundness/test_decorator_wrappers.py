@@ -10,6 +10,7 @@ counts the eager paths its inputs take and compares in process and through the t
 from __future__ import annotations
 
 import functools
+import inspect
 
 import pytest
 import torch
@@ -205,3 +206,119 @@ def test_a_wrapper_may_change_the_packs_it_forwards(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class Fused(nn.Module):
+    """Features gathered in a list by a loop and passed on as ``*feats``; a pair list likewise."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(6, 6) for _ in range(3)])
+
+    def _fuse(self, low, mid, high, scale=1.0):
+        out = low
+        if mid.sum() > out.sum():
+            out = out + mid
+        if high.sum() > out.sum():
+            out = out + high
+        return out * scale
+
+    def _pick(self, a, b):
+        if a.mean() > b.mean():
+            return a
+        return b - a
+
+    def forward(self, x):
+        feats = []
+        for block in self.blocks:
+            x = block(x)
+            feats.append(x)
+        y = self._fuse(*feats, scale=0.5)
+        pair = [y, feats[0]]
+        return self._pick(*pair)
+
+
+def test_a_list_of_tensors_of_known_length_is_spread_into_the_call(tmp_path):
+    """Before: ``self._fuse(*feats)`` stayed a call exported as one graph and its ``if`` was refused."""
+    torch.manual_seed(0)
+    model = Fused().eval()
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(2, 6, generator=generator) * s for s in (0.1, -1.0, 2.0, -3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 3
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=ATOL) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class doubled:  # a decorator, named as one
+    """A class-based decorator: the instance replaces the function, its ``__call__`` wraps it."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs) * 2
+
+
+@doubled
+def rectify(x, floor=0.0):
+    if x.sum() > floor:
+        return x
+    return -x
+
+
+class ClassDecorated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return rectify(self.fc(x), floor=0.5)
+
+
+def test_a_class_based_decorator_is_inlined_through_its_call_method(tmp_path):
+    """Before: the instance was an opaque callable, exported as one graph with its ``if`` refused."""
+    torch.manual_seed(0)
+    model = ClassDecorated().eval()
+    generator = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(2, 6, generator=generator) * s for s in (0.1, -1.0, 2.0, -3.0) for _ in range(4)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 1
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL) >= 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class counting:  # a decorator, named as one
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1  # MARK
+        return self.fn(*args, **kwargs) * self.calls
+
+
+@counting
+def counted_gate(x):
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+class CountingDecorated(nn.Module):
+    def forward(self, x):
+        return counted_gate(x)
+
+
+def test_a_class_based_decorator_that_keeps_state_is_refused_at_its_write():
+    """Its result changes with every call: the write to the decorator's own attribute is refused
+    at its line (freezing it would silently give the first call's result every time)."""
+    with pytest.raises(dycl.UnsupportedError) as info:
+        dycl.compile(CountingDecorated().eval(), torch.randn(2, 6))
+    assert "self.calls" in str(info.value)
+    lines, first = inspect.getsourcelines(counting)
+    assert info.value.location.line == first + next(i for i, text in enumerate(lines) if "MARK" in text)
