@@ -20,6 +20,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.check import reject_unsupported
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.deferred_refusals import DeferredRefusal
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, contains
 from dycl.rewriter.flow import Env, StaticFlow
@@ -74,7 +75,9 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
         reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
-        collect_state_writes(ctx, parsed.function, parsed.definition)
+        definition, markers = collect_state_writes(ctx, parsed.function, parsed.definition)
+        if markers:
+            parsed = dataclasses.replace(parsed, definition=definition, imports={**parsed.imports, **markers})
         ctx.caches.parsed[function] = parsed
     return parsed
 
@@ -105,6 +108,8 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     # super() is resolved by a pass (rewriter.super_calls): such a callee is rewritten to see what it calls
     branching = any(isinstance(n, _BRANCHING) or converts(n) or is_super_call(n) for n in nodes) or _generator(function)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
+    # a statement refused where reached (rewriter.deferred_refusals): the rewrite decides, never a trace
+    branching = branching or any(isinstance(v, DeferredRefusal) for v in parsed.imports.values())
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
     if not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers:
@@ -191,6 +196,15 @@ def _static_key(value) -> tuple:
     return ("object", id(value))
 
 
+def _term_key(static: Static) -> str | None:
+    """How the body refers to a static argument that is an object (a module passed as ``self``
+    to the function a wrapper wraps: its term may be the caller's receiver placeholder, which
+    differs per call site), so that a cached body never names another call's placeholder."""
+    if is_literal(static.value) and not holds_container(static.value):
+        return None
+    return cst.Module([]).code_for_node(static.term)
+
+
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement, index: ModuleIndex,
                    run_body: RunBody) -> InlinedBody | None:
     """The callee's body specialised to its static arguments, or None when it
@@ -205,7 +219,8 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     if branch_free(ctx, callee.function, receiver, index):
         return None
     key = (callee.function, _receiver_key(ctx, receiver),
-           tuple(sorted((n, _static_key(s.value)) for n, s in callee.static.items() if s is not receiver)),
+           tuple(sorted((n, _static_key(s.value), _term_key(s))
+                        for n, s in callee.static.items() if s is not receiver)),
            tuple(sorted(callee.dynamic)))
     if key not in ctx.caches.callees:
         ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body, key)

@@ -21,6 +21,7 @@ from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks
 from dycl.rewriter.locations import comment_of, context_of, set_location, with_context
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.spread_arguments import spread_arguments
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
@@ -245,9 +246,13 @@ class Inline(FlowWalker):
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
                        env: Env) -> Callee | None:
         positional, keywords = [], {}
-        for arg in call.args:
-            if arg.star:
+        if any(arg.star for arg in call.args):
+            call = spread_arguments(call, self.flow, env)  # ``func(*args, **kwargs)``, packs of known shape
+            if call is None:
                 return None
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in keywords:
+                return None  # Python raises TypeError (a keyword given twice)
             if arg.keyword is not None:
                 keywords[arg.keyword.value] = arg.value
             else:
