@@ -236,3 +236,41 @@ def test_golden_the_key_tests_fold_and_the_edited_dict_is_forwarded_by_key():
             h = h.relu()
         return h if gain is None else h * gain
     """)
+
+
+class KeysThatChange(nn.Module):
+    """Key sets changed through an alias, on one path only (a decision on data), and by a
+    function the dict is handed to: each later membership test must see what Python sees."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def _step(self, x, **options):
+        alias = options
+        alias.pop("scale")
+        h = self.proj(x)
+        if "scale" in options:  # never: the alias removed it
+            h = h * 100.0
+        if x.sum() > 0:
+            options.pop("bias")
+        if "bias" in options:  # decided on the host: the pop above ran on one path only
+            h = h + options["bias"]
+        dict.pop(options, "bias", None)
+        if "bias" in options:  # never: the call removed it
+            h = h - 100.0
+        return h
+
+    def forward(self, x):
+        return self._step(x, scale=x.mean(), bias=x.std())
+
+
+def test_keys_changed_through_aliases_on_one_path_or_by_a_helper_are_not_folded_wrongly(tmp_path):
+    torch.manual_seed(4)
+    model = KeysThatChange().eval()
+    compiled = dycl.compile(model, torch.randn(2, 4))
+    inputs = _inputs()
+    paths = assert_equivalent(model, compiled, inputs, min_paths=2, atol=ATOL)
+    assert paths == 2, paths  # the pop on data, taken or not (the membership test after it follows it)
+    report = run_host_without_torch(compiled.save(tmp_path / "keys"), model, inputs, atol=ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
