@@ -160,7 +160,9 @@ def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: 
         flat.definition = flatten_returns(flat.definition, returns, namespace, globals_table)
     parsed = dataclasses.replace(parsed, definition=flat.definition)
     reject_unsupported(ctx, parsed.definition, receiver_name(parsed.function, parsed.definition) is not None)
-    collect_state_writes(ctx, parsed.function, parsed.definition)
+    definition, markers = collect_state_writes(ctx, parsed.function, parsed.definition)
+    if markers:  # refused where reached (rewriter.deferred_refusals)
+        parsed = dataclasses.replace(parsed, definition=definition, imports={**parsed.imports, **markers})
     ctx.caches.parsed[parsed.function] = parsed
     names = all_names(parsed.definition)
     for name in sorted(names):

@@ -19,26 +19,35 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import torch
-from dycl.rewriter.values import CONTAINERS, FreshContainers, ListLength, Static, holds_container, reachable
+from dycl.rewriter.values import (
+    CONTAINERS,
+    TOKENED,
+    DictKeys,
+    FreshContainers,
+    ListLength,
+    Static,
+    holds_container,
+    reachable,
+)
 
 if TYPE_CHECKING:
     from dycl.rewriter.flow import Env, StaticFlow
 
 
-def tracks(fact: Static | ListLength | None) -> bool:
-    return isinstance(fact, ListLength) or (isinstance(fact, Static) and holds_container(fact.value))
+def tracks(fact: Static | ListLength | DictKeys | None) -> bool:
+    return isinstance(fact, TOKENED) or (isinstance(fact, Static) and holds_container(fact.value))
 
 
 class Group:
-    """Containers (by id) and dynamic lists (by token) whose facts change together."""
+    """Containers (by id) and dynamic lists and dicts (by token) whose facts change together."""
 
     def __init__(self, ids: Iterable[int] = (), tokens: Iterable[object] = ()) -> None:
         self.ids = set(ids)
         self.tokens = set(tokens)
 
     @classmethod
-    def of(cls, fact: Static | ListLength | None, include_self: bool = True) -> Group:
-        if isinstance(fact, ListLength):
+    def of(cls, fact: Static | ListLength | DictKeys | None, include_self: bool = True) -> Group:
+        if isinstance(fact, TOKENED):
             return cls(tokens=[fact.token] if include_self else [])
         if isinstance(fact, Static) and holds_container(fact.value):
             return cls(ids=reachable(fact.value, include_self))
@@ -51,8 +60,8 @@ class Group:
         self.ids |= other.ids
         self.tokens |= other.tokens
 
-    def touches(self, fact: Static | ListLength | None) -> bool:
-        if isinstance(fact, ListLength):
+    def touches(self, fact: Static | ListLength | DictKeys | None) -> bool:
+        if isinstance(fact, TOKENED):
             return fact.token in self.tokens
         if self.ids and isinstance(fact, Static) and holds_container(fact.value):
             return not self.ids.isdisjoint(reachable(fact.value))
@@ -75,11 +84,11 @@ class ContainerChange:
         self.env = env
         self.anchor = anchor
 
-    def resolve(self, receiver: cst.BaseExpression) -> ListLength | Any | None:
-        """The container ``receiver`` denotes: a ``ListLength``, a static container, or None."""
+    def resolve(self, receiver: cst.BaseExpression) -> ListLength | DictKeys | Any | None:
+        """The container ``receiver`` denotes: a ``ListLength``, a ``DictKeys``, a static container, or None."""
         if isinstance(receiver, cst.Name):
             fact = self.env.get(receiver.value)
-            if isinstance(fact, ListLength):
+            if isinstance(fact, TOKENED):
                 return fact
         static = self.flow.evaluate(receiver, self.env)
         if static is not None and isinstance(static.value, CONTAINERS):
@@ -116,9 +125,9 @@ class ContainerChange:
                 Group(inside).drop(self.env)
                 return bool(inside)
 
-    def drop(self, target: ListLength | Any) -> None:
+    def drop(self, target: ListLength | DictKeys | Any) -> None:
         """Forget every fact that tracks ``target`` (its value is no longer known)."""
-        if isinstance(target, ListLength):
+        if isinstance(target, TOKENED):
             Group(tokens=[target.token]).drop(self.env)
         else:
             Group(ids=[id(target)]).drop(self.env)
@@ -166,6 +175,15 @@ class ContainerChange:
         new = ListLength(length, target.token) if length is not None and length >= 0 else None
         for name, fact in list(self.env.facts.items()):
             if isinstance(fact, ListLength) and fact.token is target.token:
+                if new is None:
+                    self.env.kill(name)
+                else:
+                    self.env.bind(name, new)
+
+    def set_keys(self, target: DictKeys, new: DictKeys | None) -> None:
+        """The dynamic dict ``target`` is now ``new`` (None: its keys are not known) under every alias."""
+        for name, fact in list(self.env.facts.items()):
+            if isinstance(fact, DictKeys) and fact.token is target.token:
                 if new is None:
                     self.env.kill(name)
                 else:

@@ -196,7 +196,7 @@ class _Flattener:
         flat, displays = self.flat, self.displays
         assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
         # a dict changed in place must stay one object, not be substituted by its display
-        assigned |= {name for name in _mutated(definition) if displays.get(name, "").startswith(("{", "["))}
+        assigned |= {name for name in mutated_names(definition) if displays.get(name, "").startswith(("{", "["))}
         prologue = [f"{name} = {display}" for name, display in reversed(displays.items()) if name in assigned]
         substituted = {name: cst.parse_expression(d) for name, d in displays.items() if name not in assigned}
         statements = list(definition.body.body)
@@ -215,7 +215,7 @@ class _Flattener:
         return flat
 
 
-def _mutated(definition: cst.FunctionDef) -> set[str]:
+def mutated_names(definition: cst.FunctionDef) -> set[str]:
     """Names whose object the body may change in place: a method call other than a
     reading one (``kwargs.pop("k")``), an item written or deleted (``kwargs["k"] = v``)."""
     names: set[str] = set()
@@ -397,5 +397,5 @@ def _all_params(definition: cst.FunctionDef) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
-__all__ = ["FlatInput", "FlatParameters", "ReturnForm", "flatten_parameters", "flatten_returns",
+__all__ = ["FlatInput", "FlatParameters", "ReturnForm", "flatten_parameters", "flatten_returns", "mutated_names",
            "positional_arguments"]

@@ -20,6 +20,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.check import reject_unsupported
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.deferred_refusals import DeferredRefusal
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, contains
 from dycl.rewriter.flow import Env, StaticFlow
@@ -74,7 +75,9 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
         reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
-        collect_state_writes(ctx, parsed.function, parsed.definition)
+        definition, markers = collect_state_writes(ctx, parsed.function, parsed.definition)
+        if markers:
+            parsed = dataclasses.replace(parsed, definition=definition, imports={**parsed.imports, **markers})
         ctx.caches.parsed[function] = parsed
     return parsed
 
@@ -107,6 +110,8 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     # super() is resolved by a pass (rewriter.super_calls): such a callee is rewritten to see what it calls
     branching = any(isinstance(n, _BRANCHING) or converts(n) or is_super_call(n) for n in nodes) or _generator(function)
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
+    # a statement refused where reached (rewriter.deferred_refusals): the rewrite decides, never a trace
+    branching = branching or any(isinstance(v, DeferredRefusal) for v in parsed.imports.values())
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
     if not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers:
@@ -196,6 +201,7 @@ def _static_key(static: Static) -> tuple:
     if is_literal(value) and not holds_container(value):  # a container's identity matters (aliasing)
         return ("literal", type(value).__name__, repr(value))
     return ("object", id(value), _EMPTY.code_for_node(static.term))
+
 
 
 def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement, index: ModuleIndex,

@@ -13,11 +13,12 @@ from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.precedence import binary
 from dycl.rewriter.substitute import replace_names
-from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal
+from dycl.rewriter.values import ListLength, Static, canonical_term, is_literal, literal_term
 from dycl.rewriter.walk import COMPREHENSIONS, is_a, map_children, read_names, small_statement_targets
 
 _LEAVES = frozenset({cst.Integer, cst.Float, cst.SimpleString})
 _SCOPES = frozenset({cst.Lambda, *COMPREHENSIONS})
+_COMPREHENSION_DISPLAYS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp})
 # values whose truth Python decides without running model code (a tensor's would be data)
 _PLAIN_TRUTH = (bool, int, float, str, type(None), tuple, list, dict)
 
@@ -45,6 +46,10 @@ class FoldExpression:
         if kind in _LEAVES:
             return node
         if kind in _SCOPES:
+            if kind in _COMPREHENSION_DISPLAYS:  # a new container of literals each time: its display is the same
+                static = self.evaluator.evaluate(node)
+                if static is not None and is_literal(static.value):
+                    return literal_term(static.value)
             return replace_names(node, self._static_term)
         if kind is cst.Name:
             fact = self.evaluator.scope.lookup(node.value)

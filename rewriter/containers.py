@@ -42,7 +42,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.aliases import FAILED, ContainerChange, Group, is_int, tracks
 from dycl.rewriter.precedence import binary
-from dycl.rewriter.values import CONTAINERS, ListLength, Static, reachable
+from dycl.rewriter.values import CONTAINERS, TOKENED, DictKeys, ListLength, Static, holds_container, reachable
 from dycl.rewriter.vocabulary import COPYING_METHODS, MUTATING_METHODS, READING_METHODS, STORING_METHODS
 from dycl.rewriter.walk import COMPREHENSIONS, children, descendants
 
@@ -232,7 +232,7 @@ class ContainerEffects:
             return True
         self._refuse_reads_in_same_statement(target, node)
         args = [self.flow.evaluate(arg.value, self.env) for arg in node.args]
-        exact = (not self.conditional and not isinstance(target, ListLength)
+        exact = (not self.conditional and not isinstance(target, TOKENED)
                  and not any(arg.star for arg in node.args) and all(a is not None for a in args))
         if not exact:
             kept = Position.ESCAPE if method in STORING_METHODS else (
@@ -243,6 +243,8 @@ class ContainerEffects:
             self.change.drop(target)
         elif isinstance(target, ListLength):
             self.change.set_length(target, _length_after(method, target.length, node, self))
+        elif isinstance(target, DictKeys):
+            self.change.set_keys(target, _dict_after(method, target, args, node, self))
         elif exact:
             positional = [a.value for a, arg in zip(args, node.args) if arg.keyword is None]
             keywords = {arg.keyword.value: a.value for a, arg in zip(args, node.args) if arg.keyword is not None}
@@ -252,7 +254,7 @@ class ContainerEffects:
         else:
             self.change.degrade(target, _length_after(method, len(target), node, self)
                           if isinstance(target, list) else None)
-        if position is not Position.READ and not isinstance(target, ListLength):
+        if position is not Position.READ and not isinstance(target, TOKENED):
             Group(reachable(target, include_self=False)).drop(self.env)  # ``d.pop(k)`` returns an element
         return True
 
@@ -267,13 +269,20 @@ class ContainerEffects:
         self.visit(target, Position.READ)
         owner = self.change.resolve(target.value)
         index = self.change.index(target) if owner is not None else None
-        exact = owner is not None and not isinstance(owner, ListLength) and value is not None and index is not None
+        exact = owner is not None and not isinstance(owner, TOKENED) and value is not None and index is not None
         if value_node is not None and not exact:
             self.visit(value_node, Position.ESCAPE)
+            if isinstance(owner, TOKENED):  # ``d[k] = d.pop(j)``: the value changed the container first
+                owner = self.change.resolve(target.value)
+                if owner is None:
+                    return
         if owner is None:
             self.change.mutate_inside(target.value)
         elif isinstance(owner, ListLength):
             self.change.set_length(owner, owner.length if is_int(index) else None)
+        elif isinstance(owner, DictKeys):
+            self.change.set_keys(owner, owner.changed(_with_key(owner.keys, index), {index: _plain(value)})
+                                 if _is_key(index) else None)
         elif value is not None and index is not None:
             self.change.update(owner, lambda new: new.__setitem__(index, value.value))
         else:
@@ -289,6 +298,8 @@ class ContainerEffects:
         index = self.change.index(target)
         if isinstance(owner, ListLength):
             self.change.set_length(owner, owner.length - 1 if is_int(index) and owner.length > 0 else None)
+        elif isinstance(owner, DictKeys):
+            self.change.set_keys(owner, owner.changed(_without_key(owner.keys, index)) if _is_key(index) else None)
         elif index is not None:
             self.change.update(owner, lambda new: new.__delitem__(index))
         else:
@@ -301,6 +312,10 @@ class ContainerEffects:
             return False
         fact = self.env.get(node.target.value)
         apply = _IN_PLACE.get(type(node.operator))
+        if isinstance(fact, DictKeys):  # ``d |= other``: the same dict, other keys
+            self.visit(node.value, Position.COPIED)
+            self.change.drop(fact)
+            return True
         if apply is None or not (isinstance(fact, ListLength) or (
                 isinstance(fact, Static) and isinstance(fact.value, CONTAINERS))):
             return False
@@ -345,10 +360,10 @@ class ContainerEffects:
 
     # -- applying a change to every alias ----------------------------------------------------------
 
-    def _refuse_reads_in_same_statement(self, target: ListLength | Any, call: cst.Call) -> None:
+    def _refuse_reads_in_same_statement(self, target: ListLength | DictKeys | Any, call: cst.Call) -> None:
         """Constant propagation folds a statement against the facts before it, so
         a read after the change, in the same statement, would see the old value."""
-        group = Group(tokens=[target.token]) if isinstance(target, ListLength) else Group(ids=[id(target)])
+        group = Group(tokens=[target.token]) if isinstance(target, TOKENED) else Group(ids=[id(target)])
         names = {name for name, fact in self.env.facts.items() if group.touches(fact)}
         inside = {id(n) for n in descendants(call)}
         skip = _target_nodes(self.statement)
@@ -372,6 +387,74 @@ def _length_after(method: str, length: int, node: cst.Call, effects: ContainerEf
     if method == "extend" and len(node.args) == 1 and not node.args[0].star:
         added = effects.flow.static_length(node.args[0].value, effects.env)
         return None if added is None else length + added
+    return None
+
+
+def _is_key(index: Any) -> bool:
+    """A static key whose membership Python decides without model code."""
+    return isinstance(index, (str, int, float, bool, bytes, type(None))) or (
+        type(index) is tuple and all(_is_key(part) for part in index))
+
+
+def _with_key(keys: tuple, key: Any) -> tuple:
+    return keys if key in keys else (*keys, key)
+
+
+def _without_key(keys: tuple, key: Any) -> tuple | None:
+    """The keys after removing ``key``; None where it is absent (the program raises ``KeyError``)."""
+    return tuple(k for k in keys if k != key) if key in keys else None
+
+
+def _plain(value: Static | None) -> Static | None:
+    """A value a ``DictKeys`` may know: static and holding no container."""
+    return value if value is not None and not holds_container(value.value) else None
+
+
+def _dict_after(method: str, target: DictKeys, args: list[Static | None], node: cst.Call,
+                effects: ContainerEffects) -> DictKeys | None:
+    """A dynamic dict after ``dict.method(...)`` (None: its keys are not known); ``args``
+    are the call's arguments where static."""
+    if any(arg.star for arg in node.args):
+        return None
+    keys = target.keys
+    positional = [a for a, arg in zip(args, node.args) if arg.keyword is None]
+    first = positional[0].value if positional and positional[0] is not None else None
+    if method == "pop" and len(node.args) in (1, 2) and not any(a.keyword for a in node.args) and _is_key(first):
+        after = _without_key(keys, first)
+        return target.changed(keys if after is None and len(node.args) == 2 else after)
+    if method == "setdefault" and len(positional) in (1, 2) and _is_key(first):
+        if first in keys:
+            return target
+        default = positional[1] if len(positional) == 2 else Static(None, cst.Name("None"))
+        return target.changed(_with_key(keys, first), {first: _plain(default)})
+    if method == "clear" and not node.args:
+        return target.changed(())
+    if method == "popitem" and not node.args:
+        return target.changed(keys[:-1] if keys else None)
+    if method == "update":
+        added = [arg.keyword.value for arg in node.args if arg.keyword is not None]
+        if len(positional) == 1:
+            other = _static_keys(node.args[0].value, positional[0], effects)
+            if other is None:
+                return None
+            added = [*other, *added]
+        elif positional:
+            return None
+        for key in added:
+            keys = _with_key(keys, key)
+        return target.changed(keys, dict.fromkeys(added))
+    return None
+
+
+def _static_keys(node: cst.BaseExpression, static: Static | None, effects: ContainerEffects) -> tuple | None:
+    """The keys of a dict argument: a static dict, a display with static keys, a tracked dict."""
+    if static is not None:
+        return tuple(static.value) if isinstance(static.value, dict) else None
+    if isinstance(node, cst.Name):
+        fact = effects.env.get(node.value)
+        return fact.keys if isinstance(fact, DictKeys) else None
+    if isinstance(node, cst.Dict):
+        return effects.flow.display_keys(node, effects.env)
     return None
 
 

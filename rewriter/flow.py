@@ -1,7 +1,8 @@
 """What is statically known at each program point: the environment and its transfer.
 
 ``Env`` maps a local name to a ``Static`` (its compile-time value) or a
-``ListLength`` (a dynamic list of known length); a name absent from the env is
+``ListLength`` (a dynamic list of known length) or a ``DictKeys`` (a dynamic dict
+of known keys: ``kwargs = {"mask": m}``); a name absent from the env is
 dynamic. ``StaticFlow`` pushes an env through statements the way Python would
 execute them, following only the taken branch of an ``if`` whose test is static
 and joining both branches of one that is dynamic. Unroll, inline and constant
@@ -22,6 +23,8 @@ from dycl.rewriter.precedence import binary
 from dycl.rewriter.static_eval import StaticEvaluator
 from dycl.rewriter.values import (
     CONTAINERS,
+    TOKENED,
+    DictKeys,
     ListLength,
     ModuleIndex,
     Static,
@@ -32,11 +35,11 @@ from dycl.rewriter.values import (
 )
 from dycl.rewriter.walk import bound_names, descendants, target_names
 
-Fact = Static | ListLength
+Fact = Static | ListLength | DictKeys
 
 
 def _same(a: Fact, b: Fact) -> bool:
-    if isinstance(a, ListLength) or isinstance(b, ListLength):
+    if isinstance(a, TOKENED) or isinstance(b, TOKENED):
         return a == b
     if a.value is b.value:
         return True
@@ -74,8 +77,8 @@ class Env:
         itself if none): rewritten code names each container one way, so later
         stages that treat a list as a value per name stay right."""
         fact = self.facts.get(name)
-        if isinstance(fact, ListLength):
-            return next(n for n, f in self.facts.items() if isinstance(f, ListLength) and f.token is fact.token)
+        if isinstance(fact, TOKENED):
+            return next(n for n, f in self.facts.items() if isinstance(f, TOKENED) and f.token is fact.token)
         if isinstance(fact, Static) and isinstance(fact.value, CONTAINERS):
             return next(n for n, f in self.facts.items() if isinstance(f, Static) and f.value is fact.value)
         return name
@@ -286,8 +289,10 @@ class StaticFlow:
                 if holds_container(value.value):  # the name is the run-time alias of the container
                     value = Static(value.value, cst.Name(target.value))
                 env.bind(target.value, value)
-            elif isinstance(value_node, cst.Name) and isinstance(env.get(value_node.value), ListLength):
+            elif isinstance(value_node, cst.Name) and isinstance(env.get(value_node.value), TOKENED):
                 env.bind(target.value, env.get(value_node.value))
+            elif isinstance(value_node, cst.Dict) and self.display_dict(value_node, env) is not None:
+                env.bind(target.value, self.display_dict(value_node, env))
             elif isinstance(value_node, cst.List) and not any(
                 isinstance(e, cst.StarredElement) for e in value_node.elements
             ):
@@ -351,6 +356,34 @@ class StaticFlow:
             for name in target_names(target):
                 env.kill(name)
 
+    def display_keys(self, node: cst.Dict, env: Env) -> tuple | None:
+        """The keys of a dict display, in order, when every key is a static Python value; None otherwise."""
+        fact = self.display_dict(node, env)
+        return None if fact is None else fact.keys
+
+    def display_dict(self, node: cst.Dict, env: Env) -> DictKeys | None:
+        """A new ``DictKeys`` for a dict display whose every key is a static Python value
+        (``{"mask": m, **kwargs}`` with ``kwargs`` a static dict or a ``DictKeys``), knowing
+        the values that are static and hold no container; None otherwise."""
+        values: dict[Any, Static | None] = {}
+        for element in node.elements:
+            if isinstance(element, cst.StarredDictElement):
+                fact = env.get(element.value.value) if isinstance(element.value, cst.Name) else None
+                static = self.evaluate(element.value, env) if fact is None else None
+                if isinstance(fact, DictKeys):
+                    values.update({key: fact.value_of(key) for key in fact.keys})
+                elif static is not None and type(static.value) is dict:
+                    values.update({key: _plain_static(value) for key, value in static.value.items()})
+                else:
+                    return None
+                continue
+            key = self.evaluate(element.key, env)
+            if key is None or not isinstance(key.value, _KEY_TYPES):
+                return None
+            value = self.evaluate(element.value, env)
+            values[key.value] = value if value is not None and not holds_container(value.value) else None
+        return DictKeys(tuple(values), known=tuple((k, v) for k, v in values.items() if v is not None))
+
     def static_length(self, node: cst.BaseExpression, env: Env) -> int | None:
         """The length of ``node``'s value when it is known (a display, a ``ListLength``, a static sequence)."""
         if isinstance(node, (cst.List, cst.Tuple)) and not any(
@@ -374,6 +407,13 @@ class StaticFlow:
         if probe.facts != env.facts:
             raise self.ctx.error("a condition that changes a container", stmt,
                                  "change the container on a line of its own before the `if`")
+
+
+_KEY_TYPES = (str, int, float, bool, bytes, type(None))
+
+
+def _plain_static(value: Any) -> Static | None:
+    return Static(value, literal_term(value)) if is_literal(value) and not holds_container(value) else None
 
 
 def else_body(stmt: cst.If) -> list[cst.BaseStatement]:

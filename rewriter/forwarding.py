@@ -10,9 +10,11 @@ the callee's definition for them:
 - the ``*``/``**`` parameters are replaced by the synthetic ones (plain parameters);
 - the body starts by rebuilding the packs (``args = (args_0, args_1)``,
   ``kwargs = {"scale": kwargs_scale}``), so every other use reads what Python would;
-- where the body never rebinds a pack's name, each call argument ``*args`` becomes the
-  elements and ``**kwargs`` the keywords (the same values in the same order: Python
-  unpacks a tuple in order and a dict in insertion order, which is the call's order).
+- where the body never rebinds a pack's name nor changes it in place (``kwargs.pop(k)``,
+  ``kwargs[k] = v``: then the pack, not the call's keywords, is what is forwarded), each
+  call argument ``*args`` becomes the elements and ``**kwargs`` the keywords (the same
+  values in the same order: Python unpacks a tuple in order and a dict in insertion order,
+  which is the call's order).
 
 Assumes: ``definition`` is the callee's parsed definition; ``forwarded`` names its own
 ``*``/``**`` parameters.
@@ -25,8 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+from dycl.rewriter.arguments import mutated_names
 from dycl.rewriter.locations import comment_of, set_location
-from dycl.rewriter.walk import bound_names, map_children
+from dycl.rewriter.vocabulary import READING_METHODS
+from dycl.rewriter.walk import bound_names, descendants, map_children
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,9 @@ def specialise(definition: cst.FunctionDef, forwarded: Forwarded) -> cst.Functio
         params=[*params.params, *synthetic], star_kwarg=None,
         star_arg=cst.ParamStar() if params.kwonly_params else cst.MaybeSentinel.DEFAULT)
     body = list(definition.body.body)
-    rebound = bound_names(definition.body)
+    rebound = bound_names(definition.body) | mutated_names(definition)
+    rebound |= {name for name in (forwarded.star, forwarded.double_star) if name is not None
+                and not _only_read(definition.body, name)}
     comment = comment_of(body[0]) if body else None
     prologue = []
     if forwarded.star is not None:
@@ -72,6 +78,29 @@ def specialise(definition: cst.FunctionDef, forwarded: Forwarded) -> cst.Functio
 
     body = [replace(stmt) for stmt in body] if unpack else body
     return definition.with_changes(params=new_params, body=definition.body.with_changes(body=[*prologue, *body]))
+
+
+def _only_read(body: cst.CSTNode, name: str) -> bool:
+    """Whether every use of ``name`` in ``body`` only reads the pack: ``*name``/``**name`` in a
+    call, ``k in name``, ``name[k]``, ``name.get(k)`` and the other reading methods,
+    ``len(name)``. Any other use (passed to a helper, aliased, closed over) may change it."""
+    safe: set[int] = set()
+    uses: list[cst.Name] = []
+    for node in descendants(body):
+        if isinstance(node, cst.Name) and node.value == name:
+            uses.append(node)
+        elif isinstance(node, cst.Arg) and node.star:
+            safe.add(id(node.value))
+        elif isinstance(node, cst.ComparisonTarget) and isinstance(node.operator, (cst.In, cst.NotIn)):
+            safe.add(id(node.comparator))
+        elif isinstance(node, cst.Subscript):
+            safe.add(id(node.value))
+        elif isinstance(node, cst.Attribute) and node.attr.value in READING_METHODS:
+            safe.add(id(node.value))
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and len(
+                node.args) == 1:
+            safe.add(id(node.args[0].value))
+    return all(id(use) in safe for use in uses)
 
 
 def _unpacked(arg: cst.Arg, forwarded: Forwarded, unpack: set[str]) -> list[cst.Arg]:

@@ -24,7 +24,7 @@ from dycl.rewriter.passes import FlowWalker, FunctionUnit
 from dycl.rewriter.star_arguments import spread_arguments
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
-from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
+from dycl.rewriter.values import DictKeys, ModuleIndex, Static, canonical_term, literal_term
 from dycl.rewriter.walk import bound_names, descendants, map_children
 
 
@@ -257,7 +257,8 @@ class Inline(FlowWalker):
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,
                        env: Env) -> Callee | None:
         spread = spread_arguments(list(call.args), lambda node: self.flow.evaluate(node, env),
-                                  lambda node: self.flow.static_length(node, env))
+                                  lambda node: self.flow.static_length(node, env),
+                                  lambda node: _dict_keys(node, env))
         if spread is None:  # a pack whose length or keys are not static: the call stays as it is
             return None
         positional, keywords = spread
@@ -533,4 +534,7 @@ def replace_returns(stmts: Block, write, comment: cst.Comment | None) -> Block:
     return out
 
 
-
+def _dict_keys(node: cst.BaseExpression, env: Env) -> DictKeys | None:
+    """The known key set of the dict a name holds (``rewriter.values.DictKeys``), if the flow has one."""
+    fact = env.get(node.value) if isinstance(node, cst.Name) else None
+    return fact if isinstance(fact, DictKeys) else None

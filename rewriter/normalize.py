@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 import torch
+from dycl.rewriter.deferred_refusals import marker
+from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.exits import Block, with_inner_blocks
 from dycl.rewriter.flow import Env
 from dycl.rewriter.passes import FunctionUnit
@@ -17,9 +19,9 @@ class Normalize:
     docstrings.
 
     Assumes: ``RejectUnsupported`` has passed.
-    Guarantees: no ``with`` statement remains (any other context manager raises
-    ``UnsupportedError``). Gradient mode does not change inference results; the
-    rewritten function runs under ``torch.no_grad()`` (see ``RewrittenFunction``).
+    Guarantees: no ``with`` statement remains (one of any other context manager becomes a
+    refusal where it is still reached, ``rewriter.deferred_refusals``). Gradient mode does not
+    change inference results; the rewritten function runs under ``torch.no_grad()`` (see ``RewrittenFunction``).
     """
 
     name = "normalize"
@@ -38,20 +40,24 @@ class Normalize:
         out: Block = []
         for stmt in stmts:
             if isinstance(stmt, cst.With):
-                self._check_grad_mode(stmt)
+                refused = self._refusal(stmt)
+                if refused is not None:  # refused where still reached (rewriter.deferred_refusals)
+                    out.append(marker(self.ctx, stmt, refused))
+                    continue
                 out.extend(self.block(list(stmt.body.body)))
             else:
                 nested = with_inner_blocks(stmt, self.block)
                 out.append(stmt if nested is None else nested)
         return out
 
-    def _check_grad_mode(self, stmt: cst.With) -> None:
+    def _refusal(self, stmt: cst.With) -> UnsupportedError | None:
         for item in stmt.items:
             call = item.item
             manager = self.flow.evaluate(call.func, Env()) if isinstance(call, cst.Call) else None
             if manager is None or manager.value not in _GRAD_MODES or item.asname is not None:
-                raise self.ctx.error("a with statement other than torch.no_grad()/torch.inference_mode()",
-                                     stmt, "move the with block out of forward()")
+                return self.ctx.error("a with statement other than torch.no_grad()/torch.inference_mode()",
+                                      stmt, "move the with block out of forward()")
+        return None
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:

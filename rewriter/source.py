@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -13,6 +13,7 @@ from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.higher_order import calls_higher_order, desugar_higher_order
 from dycl.rewriter.lambdas import lambda_source
+from dycl.rewriter.local_imports import lower_local_imports
 from dycl.rewriter.locations import LocationTable, annotate_locations
 from dycl.rewriter.match_statements import lower_match_statements
 from dycl.rewriter.null_context import splice_null_contexts
@@ -28,13 +29,17 @@ class ParsedFunction:
     definition: cst.FunctionDef
     location: SourceLocation
     higher_order: bool = False  # it called torch.cond/map (``rewriter.higher_order``)
+    imports: dict[str, Any] = field(default_factory=dict)  # lowered local imports (``rewriter.local_imports``)
 
     @property
     def globals(self) -> dict[str, Any]:
         """The names the source reads from outside: the module's globals, and for a closure
-        (a decorator's wrapper) its cells, frozen at compile time as globals are."""
+        (a decorator's wrapper) its cells, frozen at compile time as globals are; the
+        modules its local imports bind."""
         cells = closure_values(self.function)
-        return {**self.function.__globals__, **cells} if cells else self.function.__globals__
+        if not cells and not self.imports:
+            return self.function.__globals__
+        return {**self.function.__globals__, **cells, **self.imports}
 
 
 def _where(obj: Any) -> SourceLocation | None:
@@ -95,4 +100,5 @@ def parse_function(function: Any, locations: LocationTable, closures: bool = Fal
     higher_order = calls_higher_order(definition, function.__globals__)
     definition = desugar_higher_order(definition, function.__globals__, locations)
     definition = splice_null_contexts(definition, function.__globals__)
-    return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order)
+    definition, imports = lower_local_imports(definition, function)
+    return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order, imports)

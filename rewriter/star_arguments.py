@@ -6,7 +6,9 @@ wrapper is inlined, ``args`` is a tuple literal (``*(1,)``, the forwarded elemen
 call is then the same as one that passes the elements one by one, which ``Inline`` can bind and
 inline (a ``*`` argument used to keep the call opaque, and a decision inside it refused). A
 local list of dynamic values whose length the flow knows (``feats = [a, b]``: a ``ListLength``)
-is spread as ``feats[0], feats[1]``: the elements it holds at the call, read in order.
+is spread as ``feats[0], feats[1]``: the elements it holds at the call, read in order; a dict of
+dynamic values whose key set the flow knows (``kwargs`` after ``@deprecate_kwarg``'s rename: a
+``DictKeys``) as ``k=kwargs['k']`` per key, in insertion order, a key's known static value as itself.
 
 Assumes: ``evaluate`` returns the ``Static`` of an expression whose value is known at compile
 time, else ``None``.
@@ -22,15 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-from dycl.rewriter.values import Static, literal_term
+from dycl.rewriter.values import DictKeys, Static, literal_term
 
 Argument = cst.BaseExpression | Static
 Evaluate = Callable[[cst.BaseExpression], Static | None]
 Length = Callable[[cst.BaseExpression], int | None]
+Keys = Callable[[cst.BaseExpression], DictKeys | None]
 
 
-def spread_arguments(args: list[cst.Arg], evaluate: Evaluate,
-                     length: Length = lambda node: None) -> tuple[list[Argument], dict[str, Argument]] | None:
+def spread_arguments(args: list[cst.Arg], evaluate: Evaluate, length: Length = lambda node: None,
+                     keys: Keys = lambda node: None) -> tuple[list[Argument], dict[str, Argument]] | None:
     """The call's arguments with every pack spread (see the module docstring), or None."""
     positional: list[Argument] = []
     keywords: dict[str, Argument] = {}
@@ -41,7 +44,7 @@ def spread_arguments(args: list[cst.Arg], evaluate: Evaluate,
                 return None
             positional += items
         elif arg.star == "**":
-            pairs = _entries(arg.value, evaluate)
+            pairs = _entries(arg.value, evaluate, keys)
             if pairs is None or any(key in keywords for key, _ in pairs):
                 return None
             keywords.update(pairs)
@@ -68,7 +71,7 @@ def _elements(value: cst.BaseExpression, evaluate: Evaluate, length: Length) -> 
     return [Static(item, _item_term(static.term, i)) for i, item in enumerate(static.value)]
 
 
-def _entries(value: cst.BaseExpression, evaluate: Evaluate) -> list[tuple[str, Argument]] | None:
+def _entries(value: cst.BaseExpression, evaluate: Evaluate, keys: Keys) -> list[tuple[str, Argument]] | None:
     if isinstance(value, cst.Dict):
         pairs: list[tuple[str, Argument]] = []
         for element in value.elements:
@@ -80,6 +83,11 @@ def _entries(value: cst.BaseExpression, evaluate: Evaluate) -> list[tuple[str, A
             pairs.append((key, element.value))
         return pairs
     static = evaluate(value)
+    known = keys(value) if static is None else None
+    if known is not None:  # a dict of dynamic values whose key set the flow knows (``DictKeys``)
+        if not all(isinstance(key, str) for key in known.keys):
+            return None
+        return [(key, known.value_of(key) or _item_term(value, key)) for key in known.keys]
     if static is None or not isinstance(static.value, dict) or not all(isinstance(k, str) for k in static.value):
         return None
     return [(key, Static(item, _item_term(static.term, key))) for key, item in static.value.items()]

@@ -32,6 +32,8 @@ import types
 import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.deferred_refusals import DeferredRefusal, defer
+from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.state_table import StateTable, is_list_item, kind_of
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
@@ -59,14 +61,19 @@ class CollectStateWrites(RejectStateWrites):
         self.table = table
         self.lenient = lenient
         self.wrote = False  # whether some write was recorded
+        self.deferred: dict[int, UnsupportedError] = {}  # statement line id -> its refusal, where reached
 
     def _refuse(self, what: cst.CSTNode, how: str = "") -> None:
         reason = self._record(what, how)
         self.wrote = self.wrote or reason is None
         if reason is None or self.lenient:
             return
-        raise self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward(): "
-                             f"{reason}", self.statement[-1] if self.statement else None, _HINT)
+        statement = self.statement[-1] if self.statement else None
+        error = self.ctx.error(f"a write to module state ({f'{how} ' if how else ''}{_code(what)}) inside forward(): "
+                               f"{reason}", statement, _HINT)
+        if not isinstance(statement, cst.SimpleStatementLine):
+            raise error
+        self.deferred[id(statement)] = error  # refused where still reached (rewriter.deferred_refusals)
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
@@ -263,8 +270,11 @@ def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torc
     return found
 
 
-def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, definition: cst.FunctionDef) -> None:
-    """Record the state ``function`` writes in ``ctx.state``; refuse writes dycl does not compile."""
+def collect_state_writes(ctx: RewriteContext, function: types.FunctionType,
+                         definition: cst.FunctionDef) -> tuple[cst.FunctionDef, dict[str, DeferredRefusal]]:
+    """Record the state ``function`` writes in ``ctx.state``; the writes dycl does not
+    compile become refusals where reached (``rewriter.deferred_refusals``): the definition
+    with their markers, and the globals those name."""
     receiver = receiver_name(function, definition)
     owners = owners_of(ctx.model, function) if receiver is not None else []
     locals_ = frozenset(bound_names(definition)) - {receiver}
@@ -272,3 +282,4 @@ def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, defi
     definition.visit(collector)
     if collector.wrote:
         ctx.state.writers.add(function)
+    return defer(definition, collector.deferred)

@@ -10,6 +10,7 @@ cannot prove static is reported as dynamic (``None``) and left in the code.
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 import operator
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
     CONTAINERS,
+    DictKeys,
     FreshContainers,
     ListLength,
     ModuleIndex,
@@ -63,11 +65,51 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
 class Scope(Protocol):
     """Resolves a name to what is known about it at one program point."""
 
-    def lookup(self, name: str) -> Static | ListLength | None: ...
+    def lookup(self, name: str) -> Static | ListLength | DictKeys | None: ...
 
 
 class _Dynamic(Exception):
     """Internal: the expression depends on something not known statically."""
+
+
+# what the evaluator may iterate: containers, views, and the builtins' iterators over them
+_STATIC_ITERABLES = (list, tuple, dict, set, frozenset, range, str, torch.Size, type({}.keys()), type({}.values()),
+                     type({}.items()), enumerate, zip, reversed, torch.nn.ModuleList, torch.nn.Sequential,
+                     torch.nn.ModuleDict)
+_MAX_COMPREHENSION = 4096
+
+
+class _LoopScope:
+    """A comprehension's loop variables over the scope around it."""
+
+    def __init__(self, outer: Scope, names: dict[str, Static]) -> None:
+        self.outer = outer
+        self.names = names
+
+    def lookup(self, name: str) -> Static | ListLength | DictKeys | None:
+        return self.names[name] if name in self.names else self.outer.lookup(name)
+
+
+def _bind(target: cst.BaseExpression, value: Any) -> dict[str, Static]:
+    """The loop variables ``target`` binds to ``value`` (a name, or a tuple of targets)."""
+    if isinstance(target, cst.Name):
+        return {target.value: Static(value, cst.Name(target.value))}
+    if isinstance(target, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement)
+                                                             for e in target.elements):
+        parts = tuple(value)
+        if len(parts) != len(target.elements):
+            raise _Dynamic
+        names: dict[str, Static] = {}
+        for element, part in zip(target.elements, parts):
+            names.update(_bind(element.value, part))
+        return names
+    raise _Dynamic
+
+
+def _truth(value: Any) -> bool:
+    if _is_tensor(value):
+        raise _Dynamic
+    return bool(value)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -191,6 +233,12 @@ class StaticEvaluator:
         return value
 
     def _eval_Subscript(self, node: cst.Subscript) -> Any:
+        keys = self._dict_keys(node.value)
+        if keys is not None and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            known = self.scope.lookup(node.value.value).value_of(self._value(node.slice[0].slice.value))
+            if known is None:
+                raise _Dynamic
+            return known.value
         base = self._value(node.value)
         if _is_tensor(base):
             raise _Dynamic
@@ -209,11 +257,16 @@ class StaticEvaluator:
 
     def _eval_Call(self, node: cst.Call) -> Any:
         func_node = node.func
+        if isinstance(func_node, cst.Attribute) and func_node.attr.value == "get":
+            keys = self._dict_keys(func_node.value)
+            if keys is not None:
+                return self._get(self.scope.lookup(func_node.value.value), node)
         func = self._value(func_node)
         if func is len and len(node.args) == 1:
             length = self.list_length(node.args[0].value)
-            if length is not None:
-                return length
+            keys = self._dict_keys(node.args[0].value)
+            if length is not None or keys is not None:
+                return length if length is not None else len(keys)
         lookup = is_registry_lookup(func)
         if not (lookup or _allowed_call(func)):
             raise _Dynamic
@@ -277,11 +330,40 @@ class StaticEvaluator:
             return self._value(node.right) if left else left
         return left if left else self._value(node.right)
 
+    def _get(self, fact: DictKeys, node: cst.Call) -> Any:
+        """``d.get(k[, default])`` on a dynamic dict: the default where ``k`` is not a key,
+        the value where it is known."""
+        if not 1 <= len(node.args) <= 2 or any(arg.star or arg.keyword for arg in node.args):
+            raise _Dynamic
+        key = self._value(node.args[0].value)
+        hash(key)
+        if key not in fact.keys:
+            return self._value(node.args[1].value) if len(node.args) == 2 else None
+        known = fact.value_of(key)
+        if known is None:
+            raise _Dynamic
+        return known.value
+
+    def _dict_keys(self, node: cst.BaseExpression) -> tuple | None:
+        """The keys of a dynamic dict named by ``node`` (a ``DictKeys`` fact), if known."""
+        fact = self.scope.lookup(node.value) if isinstance(node, cst.Name) else None
+        return fact.keys if isinstance(fact, DictKeys) else None
+
     def _eval_Comparison(self, node: cst.Comparison) -> Any:
         left = self._value(node.left)
         for target in node.comparisons:
-            right = self._value(target.comparator)
             op = type(target.operator)
+            keys = self._dict_keys(target.comparator) if op in (cst.In, cst.NotIn) else None
+            if keys is not None:  # ``"mask" in kwargs``: the key set is known, the values need not be
+                if _is_tensor(left):
+                    raise _Dynamic
+                hash(left)  # an unhashable key raises TypeError at run time: left dynamic
+                if (left in keys) is (op is cst.NotIn):
+                    return False
+                if target is not node.comparisons[-1]:
+                    raise _Dynamic  # a chain going on compares the dict itself
+                continue
+            right = self._value(target.comparator)
             if op not in (cst.Is, cst.IsNot) and (_is_tensor(left) or _is_tensor(right)):
                 raise _Dynamic
             if not _COMPARE[op](left, right):
@@ -312,6 +394,44 @@ class StaticEvaluator:
 
     def _eval_Set(self, node: cst.Set) -> set:
         return self.fresh.add(set(self._elements(node.elements)))
+
+    def _eval_ListComp(self, node: cst.ListComp) -> list:
+        return self.fresh.add([value for _, value in self._comprehension(node, lambda e: e._value(node.elt))])
+
+    def _eval_SetComp(self, node: cst.SetComp) -> set:
+        return self.fresh.add({value for _, value in self._comprehension(node, lambda e: e._value(node.elt))})
+
+    def _eval_DictComp(self, node: cst.DictComp) -> dict:
+        pairs = self._comprehension(node, lambda e: (e._value(node.key), e._value(node.value)))
+        return self.fresh.add(dict(pair for _, pair in pairs))
+
+    def _comprehension(self, node: cst.BaseComp, element: Callable[[StaticEvaluator], Any]) -> list[tuple[None, Any]]:
+        """The elements of a comprehension over static iterables, each computed by ``element``
+        under the loop variables (an evaluator whose scope binds them); nothing is run that
+        the evaluator would not run outside a comprehension."""
+        results: list[tuple[None, Any]] = []
+
+        def run(comp: cst.CompFor, evaluator: StaticEvaluator) -> None:
+            if comp.asynchronous is not None:
+                raise _Dynamic
+            iterable = evaluator._value(comp.iter)
+            if not isinstance(iterable, _STATIC_ITERABLES):
+                raise _Dynamic
+            items = list(itertools.islice(iter(iterable), _MAX_COMPREHENSION + 1))
+            if len(items) > _MAX_COMPREHENSION:
+                raise _Dynamic
+            for item in items:
+                inner = StaticEvaluator(_LoopScope(evaluator.scope, _bind(comp.target, item)), self.index,
+                                        self.fresh, self.state, self.reads)
+                if not all(_truth(inner._value(test.test)) for test in comp.ifs):
+                    continue
+                if comp.inner_for_in is not None:
+                    run(comp.inner_for_in, inner)
+                else:
+                    results.append((None, element(inner)))
+
+        run(node.for_in, self)
+        return results
 
     def _eval_Dict(self, node: cst.Dict) -> dict:
         result = {}

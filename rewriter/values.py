@@ -52,6 +52,40 @@ class ListLength:
     token: object = field(default_factory=object)
 
 
+@dataclass(frozen=True)
+class DictKeys:
+    """A dynamic dict whose key set is known: ``kwargs = {"mask": m}`` with ``m`` a tensor
+    (the keys a call site passed), until a change whose keys cannot be proved; the values
+    that are static (``{"use_cache": None, ...}``) are known too.
+
+    ``keys`` are in insertion order; ``token`` identifies the dict (aliases share it).
+    """
+
+    keys: tuple
+    token: object = field(default_factory=object)
+    known: tuple = ()  # (key, Static) for the keys whose value is a static value holding no container
+
+    def value_of(self, key: Any) -> Static | None:
+        """The static value at ``key`` where known."""
+        return next((static for k, static in self.known if k == key), None)
+
+    def changed(self, keys: tuple | None, known: dict[Any, Static | None] | None = None) -> DictKeys | None:
+        """This dict (same token) with ``keys``; ``known`` sets (a Static) or forgets (None)
+        the values at some keys; None where the keys are not known."""
+        if keys is None:
+            return None
+        values = {k: static for k, static in self.known if k in keys}
+        for key, static in (known or {}).items():
+            values.pop(key, None)
+            if static is not None and key in keys:
+                values[key] = static
+        return DictKeys(keys, self.token, tuple(values.items()))
+
+
+#: facts that track a dynamic container by its token
+TOKENED = (ListLength, DictKeys)
+
+
 # -- containers ------------------------------------------------------------------------------------
 
 CONTAINERS = (list, dict, set, bytearray)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+from dycl.rewriter.deferred_refusals import refusal_in
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
@@ -32,7 +33,8 @@ def verify_printed(definition: cst.FunctionDef, source: str) -> None:
 
 def verify(unit: FunctionUnit, body: Block) -> None:
     """Assert: no loop, ``break`` or ``continue``; no ``if`` whose test is static;
-    nesting shallow enough for Python to compile (else ``UnsupportedError``)."""
+    nesting shallow enough for Python to compile, no import and no deferred refusal left
+    (else ``UnsupportedError``)."""
     _Verifier(unit).run(body)
 
 
@@ -60,6 +62,14 @@ class _Verifier(FlowWalker):
             isinstance(s, (cst.Break, cst.Continue)) for s in stmt.body
         ):
             raise RewriteInvariantError("break/continue left in rewritten code")
+        refused = refusal_in(stmt, lambda node: self.flow.evaluate(node, env))
+        if refused is not None:  # a statement refused where reached (``rewriter.deferred_refusals``)
+            raise refused
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):  # one that would run a module's code (``rewriter.local_imports``), still reached
+            raise self.ctx.error("an import statement inside forward() (of a module not imported yet)", stmt,
+                                 "import at module level")
         return super().statement(stmt, env)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:

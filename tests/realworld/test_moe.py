@@ -159,13 +159,17 @@ def test_the_configured_experts_implementation_is_the_one_compiled(tmp_path):
 
 @pytest.mark.slow
 def test_a_whole_lm_with_the_eager_experts_loop_is_refused_at_the_library_decision():
-    """Not done yet: following the decision up through the LM's decorators
-    (``@can_return_tuple``, ``@deprecate_kwarg`` over a ``**kwargs`` dict) stops short, so the
-    LM with ``experts_implementation="eager"`` is refused, clearly: at transformers' line
-    that decides, saying where following stopped — not a crash, not a wrong answer."""
+    """Not done yet: following the decision up through the LM's decorators now passes
+    ``@deprecate_kwarg`` (its ``'name' in kwargs`` folds: the call site fixes the keys) and
+    ``@merge_with_config_defaults`` (a local ``import torch``, a config write and a ``with``
+    in branches dead for this call), and stops in ``@capture_outputs``, whose dict of
+    collected outputs escapes into a ``ContextVar`` before it is iterated. So the LM with
+    ``experts_implementation="eager"`` is refused, clearly: at transformers' line that
+    decides, saying where following stopped — not a crash, not a wrong answer."""
     pytest.importorskip("transformers")
     lm = build_moe_lm("MixtralForCausalLM", experts="eager")
     with pytest.raises(dycl.UnsupportedError) as caught:
         dycl.compile(lm, (torch.randint(0, 61, (2, 7)),), dynamic={"input_ids": {0: "batch", 1: "seq"}})
     message = str(caught.value)
     assert "modeling_mixtral.py:" in message and "rewrote the library code" in message, message
+    assert "output_capturing.py:" in message, message  # past @deprecate_kwarg and @merge_with_config_defaults

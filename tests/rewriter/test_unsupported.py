@@ -104,9 +104,9 @@ class LoopOverTensor(nn.Module):
 
 class ImportInside(nn.Module):
     def forward(self, x):
-        import math  # MARK
+        from tests.rewriter import lazy_import_target  # MARK (not loaded: an import of math is lowered)
 
-        return x * math.pi
+        return x * lazy_import_target.SCALE
 
 
 class DynamicWhileCounter(nn.Module):
