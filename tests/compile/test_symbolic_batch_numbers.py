@@ -64,8 +64,9 @@ class EarlyExitNet(nn.Module):
     def forward(self, x):
         for block in self.blocks:
             x, has_exit, scores = block(x)
-            if has_exit and scores.softmax(1).max(1).values.mean() > self.threshold:
-                return scores
+            if has_exit:  # noqa: SIM102 - nested as people write it
+                if scores.softmax(1).max(1).values.mean() > self.threshold:
+                    return scores
         h, extra = self.tail(x.mean((2, 3)))
         return self.last(h) + extra
 
