@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import warnings
 
+import libcst as cst
+import pytest
 import torch
 from torch import nn
 
 import dycl
+from dycl.export.size_numbers import SizeNumbers, size_calls
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
 
@@ -91,3 +94,70 @@ def test_len_of_the_batch_inside_a_submodule_stays_symbolic(tmp_path):
     assert {x.shape[0] for x in inputs} == set(BATCHES)
     report = run_host_without_torch(compiled.save(tmp_path / "exits"), model, inputs, atol=1e-5)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class Captioner(nn.Module):
+    """Greedy decoding from a <start> token per image, until every caption has ended."""
+
+    def __init__(self, vocab: int = 12, width: int = 8, start: int = 1, end: int = 2, steps: int = 4) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(6, width)
+        self.embed = nn.Embedding(vocab, width)
+        self.cell = nn.GRUCell(width, width)
+        self.head = nn.Linear(width, vocab)
+        self.word_map = {"<start>": start, "<end>": end}
+        self.steps = steps
+
+    def forward(self, features):
+        hidden = torch.tanh(self.encoder(features))
+        prev_words = torch.LongTensor([[self.word_map["<start>"]]] * features.size(0))
+        seqs = prev_words
+        for _ in range(self.steps):
+            hidden = self.cell(self.embed(prev_words).squeeze(1), hidden)
+            prev_words = self.head(hidden).argmax(-1, keepdim=True)
+            seqs = torch.cat([seqs, prev_words], dim=1)
+            if (prev_words == self.word_map["<end>"]).all():
+                break
+        return seqs
+
+
+def test_a_start_token_list_repeated_by_the_batch_stays_symbolic(tmp_path):
+    torch.manual_seed(0)
+    model = Captioner().eval()
+    with torch.no_grad():  # make <end> likely, so that captions stop after different numbers of steps
+        model.head.bias[2] += 0.8
+    compiled = _compile_without_specialising(model, torch.randn(1, 6))
+    inputs = _inputs((6,))
+    assert assert_equivalent(model, compiled, inputs, min_paths=2) >= 2
+    report = run_host_without_torch(compiled.save(tmp_path / "captioner"), model, inputs, atol=0.0)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def _rewritten(source: str, numbers: set[str]) -> str:
+    statement = cst.parse_module(source).body[0]
+    namespace = {"torch": torch}
+    local = {"x", "n", "words", "items"}
+    return cst.Module([size_calls(statement, namespace, local, set(numbers), "sizes")]).code
+
+
+def test_golden_a_list_repeated_by_a_size_goes_to_repeat_list():
+    assert _rewritten("words = torch.LongTensor([[1]] * x.size(0))\n", set()) == (
+        "words = sizes.repeat_list(torch.LongTensor, [[1]], x.size(0))\n")
+    assert _rewritten("words = torch.tensor(n * [2, 3], dtype=torch.long)\n", {"n"}) == (
+        "words = sizes.repeat_list(torch.tensor, [2, 3], n, dtype=torch.long)\n")
+    # a count that reads no size, a list not written out, a constructor that is not torch's: as written
+    for kept in ("words = torch.LongTensor([[1]] * 3)\n", "words = torch.LongTensor(items * x.size(0))\n",
+                 "words = list([[1]] * x.size(0))\n"):
+        assert _rewritten(kept, set()) == kept
+
+
+@pytest.mark.parametrize("constructor, items, options", [
+    (torch.LongTensor, [[4]], {}), (torch.tensor, [1.5, -2.0], {}), (torch.tensor, [[1, 2], [3, 4]], {}),
+    (torch.as_tensor, ([7],), {"dtype": torch.int32})])
+def test_repeat_list_equals_python_list_repetition(constructor, items, options):
+    sizes = SizeNumbers(None)
+    for count in (1, 2, 3, 6):
+        expected = constructor(items * count, **options)
+        for given in (count, torch.tensor(count)):  # a Python count, and the 0-d tensor the trace hands it
+            actual = sizes.repeat_list(constructor, items, given, **options)
+            assert actual.dtype == expected.dtype and torch.equal(actual, expected), (count, given)
