@@ -324,7 +324,12 @@ def check_inputs(name: str, model: nn.Module, compiled, inputs: list) -> dict:
     row.update(paths=len(paths), agree=f"{agree}/{len(inputs)}")
     with tempfile.TemporaryDirectory() as scratch:
         compiled.save(Path(scratch) / name)
-        report = run_host_without_torch(Path(scratch) / name, model, list(inputs), ATOL * scale)
+        try:
+            report = run_host_without_torch(Path(scratch) / name, model, list(inputs), ATOL * scale)
+        except AssertionError as exc:  # the host process stopped: a size it refuses by name (ShapeGuardError)
+            last = [line for line in str(exc).splitlines() if line.strip()][-1]
+            row.update(host=f"0/{len(inputs)}", error=refused or f"host: {last.strip()}")
+            return row
     row["host"] = f"{report['checked'] - len({p.split(':')[0] for p in report['problems']})}/{report['checked']}"
     if refused or report["problems"]:
         row["error"] = refused or "host: " + report["problems"][0]
