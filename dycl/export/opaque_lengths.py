@@ -104,7 +104,10 @@ def _stand_in(module: torch.nn.Module) -> torch.nn.Module | None:
     traced = types.FunctionType(function.__code__, seen, function.__name__, function.__defaults__,
                                 function.__closure__)
     traced.__kwdefaults__ = function.__kwdefaults__
-    clone = copy.copy(module)
+    try:
+        clone = copy.copy(module)
+    except Exception:  # noqa: BLE001 - a module that cannot be copied keeps its call (and the pinned graph)
+        return None
     object.__setattr__(clone, "forward", types.MethodType(traced, resolved.owner))
     return clone
 

@@ -1,7 +1,8 @@
 """Issue 27: a Python number made from a symbolic size inside code exported as one
 graph where dycl cannot keep it symbolic (a start-token batch built by numpy:
-``torch.from_numpy(np.array([[start]] * batch_size))``; the DyCL authors' ``torch.LongTensor([[start]] * batch_size)``
-stays symbolic: ``test_symbolic_batch_numbers.py``) specialises that graph to the example's sizes with a ``SpecialisationWarning`` — the
+``torch.from_numpy(np.array([[start]] * batch_size))``; the DyCL authors'
+``torch.LongTensor([[start]] * batch_size)`` stays symbolic: ``test_symbolic_batch_numbers.py``)
+specialises that graph to the example's sizes with a ``SpecialisationWarning`` — the
 host refuses other sizes by name — instead of failing the compile; a number made from
 tensor data is still refused."""
 

@@ -88,7 +88,9 @@ def _compile_without_specialising(model: nn.Module, example: torch.Tensor) -> dy
 def test_len_of_the_batch_inside_a_submodule_stays_symbolic(tmp_path):
     torch.manual_seed(0)
     model = EarlyExitNet().eval()
+    forwards = [vars(block).get("forward") for block in model.blocks]
     compiled = _compile_without_specialising(model, torch.randn(1, 3, 8, 8))
+    assert all(vars(block).get("forward") is f for block, f in zip(model.blocks, forwards))  # the model's own
     inputs = _inputs((3, 8, 8))
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) >= 2
     assert {x.shape[0] for x in inputs} == set(BATCHES)
