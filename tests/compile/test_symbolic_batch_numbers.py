@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import dycl
+from dycl.export.opaque_lengths import traced_len, traced_module_lengths
 from dycl.export.size_numbers import SizeNumbers, size_calls
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
@@ -163,3 +164,23 @@ def test_repeat_list_equals_python_list_repetition(constructor, items, options):
         for given in (count, torch.tensor(count)):  # a Python count, and the 0-d tensor the trace hands it
             actual = sizes.repeat_list(constructor, items, given, **options)
             assert actual.dtype == expected.dtype and torch.equal(actual, expected), (count, given)
+
+
+def test_golden_a_call_of_a_submodule_that_reads_len_goes_to_its_stand_in():
+    model = EarlyExitNet().eval()
+    statements = [cst.parse_module(code).body[0] for code in (
+        "x, has_exit, scores = self.blocks[0](x)\n",  # forward = no_exit, which reads len
+        "x, has_exit, scores = self.blocks[1](x)\n",  # forward reads no len: kept
+        "x, has_exit, scores = self.blocks[2](x)\n",
+        "y = blocks(x)\n")]  # a local variable: not resolved
+    namespace: dict = {}
+    out = traced_module_lengths(statements, namespace, {"x", "blocks", "self"}, ("self", model))
+    assert [cst.Module([s]).code for s in out] == [
+        "x, has_exit, scores = _dycl_traced_len_0(x)\n", "x, has_exit, scores = self.blocks[1](x)\n",
+        "x, has_exit, scores = _dycl_traced_len_1(x)\n", "y = blocks(x)\n"]
+    stand_in = namespace["_dycl_traced_len_0"]
+    assert stand_in is not model.blocks[0] and stand_in.conv is model.blocks[0].conv  # same parameters
+    x = torch.randn(3, 3, 8, 8)
+    for got, expected in zip(stand_in(x), model.blocks[0](x)):  # outside a trace: the same as the original
+        assert torch.equal(got, expected)
+    assert traced_len([1, 2]) == 2 and traced_len(x) == 3 and type(traced_len(x)) is int
