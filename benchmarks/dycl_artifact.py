@@ -1,7 +1,7 @@
 """Compile the DyCL authors' own networks (the paper's public artifact) with dycl.
 
     git --git-dir=<fetched ISSTA23_DyCL git dir> archive HEAD adNN | tar -x -C /tmp/issta
-    python benchmarks/dycl_artifact.py /tmp/issta [--inputs 12] [--only resnet56,blockdrop110]
+    python benchmarks/dycl_artifact.py /tmp/issta [--inputs 12] [--only resnet56,blockdrop110] [--batch 1,2,4]
 
 ARTIFACT_DIR is a checkout holding the authors' ``adNN/`` folder; nothing of it
 is copied into this repository. Their classes are imported unmodified and built
@@ -20,7 +20,10 @@ ONNX Runtime, symbolic batch) and checked against eager PyTorch on
 (``compiled.save(dir)`` then ``dycl.load(dir)``). One row per network:
 compile seconds, rewritten lines, distinct eager paths over the inputs,
 inputs that agree in process and through the host — or the
-``UnsupportedError`` with its file:line, or the crash.
+``UnsupportedError`` with its file:line, or the crash. ``--batch 1,2,4`` checks each
+network, compiled once on a batch-1 example, at each batch size (a batch of B joins
+B of the inputs along dim 0): one row per network and batch size; a size the
+compiled model refuses by name (its graph specialised to batch 1) is an error there.
 
 Importing: the authors' package ``__init__`` files pull in data loaders and
 torchvision; the script loads only the model folders, as packages of their own
@@ -275,7 +278,66 @@ def build_networks(root: Path, threshold: float | None, count: int,
     return networks
 
 
-def evaluate(name: str, make: Callable[[], tuple]) -> dict:
+def batched(inputs: list, batch: int) -> list:
+    """``inputs`` joined ``batch`` at a time along dim 0 (cyclically: as many inputs as given)."""
+    if batch == 1:
+        return list(inputs)
+    out = []
+    for start in range(len(inputs)):
+        group = [inputs[(start + k) % len(inputs)] for k in range(batch)]
+        if isinstance(group[0], tuple):
+            out.append(tuple(torch.cat(parts) for parts in zip(*group, strict=True)))
+        else:
+            out.append(torch.cat(group))
+    return out
+
+
+def check_inputs(name: str, model: nn.Module, compiled, inputs: list) -> dict:
+    """Agreement with eager on ``inputs``, in process and through the torch-free host."""
+    row: dict = {}
+    first = inputs[0] if isinstance(inputs[0], tuple) else (inputs[0],)
+    try:
+        with torch.no_grad():
+            model(*first)
+    except Exception as exc:  # noqa: BLE001 - the authors' model itself fails on this batch size
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        row["error"] = f"eager fails: {type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
+        return row
+    files = model_source_files(model)
+    paths, agree, scale, refused = set(), 0, 1.0, None
+    for item in inputs:
+        args = item if isinstance(item, tuple) else (item,)
+        with torch.no_grad():
+            expected, path = record_path(model, *args, files=files)
+            try:
+                actual = compiled(*args)
+            except ValueError as exc:  # ShapeGuardError: a size the compiled model refuses by name
+                refused = refused or f"refused: {' '.join(str(exc).split())}"
+                continue
+        paths.add(path)
+        # relative to the output's size: with random weights BlockDrop's logits reach 1e8,
+        # where float32 rounding alone differs by more than an absolute ATOL
+        size = max([1.0] + [float(t.abs().max()) for t in torch.utils._pytree.tree_leaves(expected)
+                            if isinstance(t, torch.Tensor) and t.numel() and t.is_floating_point()])
+        agree += outputs_match(expected, actual, ATOL * size) is None
+        scale = max(scale, size)
+    row.update(paths=len(paths), agree=f"{agree}/{len(inputs)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        compiled.save(Path(scratch) / name)
+        try:
+            report = run_host_without_torch(Path(scratch) / name, model, list(inputs), ATOL * scale)
+        except AssertionError as exc:  # the host process stopped: a size it refuses by name (ShapeGuardError)
+            last = [line for line in str(exc).splitlines() if line.strip()][-1]
+            row.update(host=f"0/{len(inputs)}", error=refused or f"host: {last.strip()}")
+            return row
+    row["host"] = f"{report['checked'] - len({p.split(':')[0] for p in report['problems']})}/{report['checked']}"
+    if refused or report["problems"]:
+        row["error"] = refused or "host: " + report["problems"][0]
+    return row
+
+
+def evaluate(name: str, make: Callable[[], tuple], batches: tuple[int, ...] = (1,)) -> list[dict]:
+    """One row per batch size: the network compiled once, on its first input (batch 1)."""
     row: dict = {"network": name}
     try:
         model, inputs = make()
@@ -286,38 +348,21 @@ def evaluate(name: str, make: Callable[[], tuple]) -> dict:
         except Exception as exc:  # noqa: BLE001 - the authors' model itself fails on this configuration
             frame = traceback.extract_tb(exc.__traceback__)[-1]
             row["error"] = f"eager fails: {type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
-            return row
+            return [row]
         start = time.perf_counter()
         compiled = dycl.compile(model, inputs[0], progress=False)
         row["compile_s"] = time.perf_counter() - start
         row["lines"] = compiled._result.rewritten.plain_source.count("\n") if compiled._result else None
-        files = model_source_files(model)
-        paths, agree, scale = set(), 0, 1.0
-        for item in inputs:
-            args = item if isinstance(item, tuple) else (item,)
-            with torch.no_grad():
-                expected, path = record_path(model, *args, files=files)
-                actual = compiled(*args)
-            paths.add(path)
-            # relative to the output's size: with random weights BlockDrop's logits reach 1e8,
-            # where float32 rounding alone differs by more than an absolute ATOL
-            size = max([1.0] + [float(t.abs().max()) for t in torch.utils._pytree.tree_leaves(expected)
-                                if isinstance(t, torch.Tensor) and t.numel() and t.is_floating_point()])
-            agree += outputs_match(expected, actual, ATOL * size) is None
-            scale = max(scale, size)
-        row.update(paths=len(paths), agree=f"{agree}/{len(inputs)}")
-        with tempfile.TemporaryDirectory() as scratch:
-            compiled.save(Path(scratch) / name)
-            report = run_host_without_torch(Path(scratch) / name, model, list(inputs), ATOL * scale)
-        row["host"] = f"{report['checked'] - len({p.split(':')[0] for p in report['problems']})}/{report['checked']}"
-        if report["problems"]:
-            row["error"] = "host: " + report["problems"][0]
+        rows = []
+        for batch in batches:
+            rows.append({**row, "batch": batch, **check_inputs(name, model, compiled, batched(inputs, batch))})
+        return rows
     except dycl.UnsupportedError as exc:
         row["error"] = "UnsupportedError: " + " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001 - a crash is a result of this benchmark
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         row["error"] = f"crash {type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno})"
-    return row
+    return [row]
 
 
 def main() -> None:
@@ -330,21 +375,25 @@ def main() -> None:
     parser.add_argument("--ranet-threshold", type=float, default=0.2,
                         help="RANet's exit thresholds but the last (random weights: confidences near 0.1)")
     parser.add_argument("--only", default="", help="comma-separated network names")
+    parser.add_argument("--batch", default="1", help="comma-separated batch sizes to check each network at "
+                        "(compiled once on a batch-1 example; a batch of B joins B of the inputs)")
     args = parser.parse_args()
+    batches = tuple(int(b) for b in args.batch.split(","))
     networks = build_networks(args.artifact.resolve(), args.threshold, args.inputs, args.ranet_threshold)
     chosen = [n for n in networks if not args.only or n in args.only.split(",")]
-    print("| network | compile s | rewritten lines | paths | agree in process | agree through host | error |")
-    print("|---|---|---|---|---|---|---|")
+    print("| network | compile s | rewritten lines | batch | paths | agree in process | agree through host | error |")
+    print("|---|---|---|---|---|---|---|---|")
     passed = 0
     for name in chosen:
-        row = evaluate(name, networks[name])
-        everything = f"{args.inputs}/{args.inputs}"
-        passed += row.get("agree") == everything and row.get("host") == everything and "error" not in row
-        compile_s = f"{row['compile_s']:.1f}" if "compile_s" in row else ""
-        print(f"| {name} | {compile_s} | {row.get('lines', '')} | {row.get('paths', '')} | "
-              f"{row.get('agree', '')} | {row.get('host', '')} | {row.get('error', '')[:400]} |", flush=True)
-    print(f"\n{passed} of {len(chosen)} compile and agree with eager on all {args.inputs} inputs, "
-          "in process and through the torch-free host")
+        for row in evaluate(name, networks[name], batches):
+            everything = f"{args.inputs}/{args.inputs}"
+            passed += row.get("agree") == everything and row.get("host") == everything and "error" not in row
+            compile_s = f"{row['compile_s']:.1f}" if "compile_s" in row else ""
+            print(f"| {name} | {compile_s} | {row.get('lines', '')} | {row.get('batch', '')} | "
+                  f"{row.get('paths', '')} | "
+                  f"{row.get('agree', '')} | {row.get('host', '')} | {row.get('error', '')[:400]} |", flush=True)
+    print(f"\n{passed} of {len(chosen) * len(batches)} (network, batch size) pairs compile and agree with eager on "
+          f"all {args.inputs} inputs, in process and through the torch-free host")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,9 @@ _SHAPE_ONLY = frozenset({"size", "dim", "numel", "nelement", "ndimension", "__le
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _THIS_FILE = __file__
+#: a module that sets this global to True is dycl's stand-in for the code that calls it (``SizeNumbers``):
+#: a read it makes is said to be made at its caller's line
+SEEN_AT_CALLER = "DYCL_DECISIONS_SEEN_AT_CALLER"
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def _caller(inside_torch: bool) -> SourceLocation | None:
         path = frame.f_code.co_filename
         if path.startswith(_TORCH_DIR) and not inside_torch:
             return None
-        if not path.startswith(_TORCH_DIR) and path != _THIS_FILE:
+        if (not path.startswith(_TORCH_DIR) and path != _THIS_FILE
+                and frame.f_globals.get(SEEN_AT_CALLER) is not True):
             return SourceLocation(path, frame.f_lineno)
         frame = frame.f_back
     return None

@@ -23,7 +23,7 @@ Three guards, each turning a silent freeze into ``UnsupportedError``:
    if that run needs no tensor value, the conditions on the sizes that keep each
    decision are handed to the host, which checks them on every call. Another:
    where every read is of a value computed from shapes only (``hcfg.traced_shapes``:
-   ``torch.LongTensor([[start]] * x.size(0))``), the graph is pinned to the example's
+   ``np.array([[start]] * x.size(0))``), the graph is pinned to the example's
    sizes (``size_pins``: a guard per symbolic dim, a ``SpecialisationWarning``). Warnings
    the tracer raises inside torch are ignored, as torch itself does (its shape
    checks). Any other warning is re-emitted to the caller, never filtered out.

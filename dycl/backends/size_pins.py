@@ -1,5 +1,5 @@
 """A sub-DNN graph specialised to its example's sizes, because code it calls makes a
-Python number from a symbolic size (``torch.LongTensor([[start]] * x.size(0))``).
+Python number from a symbolic size (``np.array([[start]] * x.size(0))``).
 
 The TorchScript exporter keeps such a number as a constant: the graph is right only
 where every symbolic dim of its inputs has the example's size. ``pin_guards`` gives
@@ -53,7 +53,7 @@ def warn_specialised(guards: tuple[ShapeGuard, ...], decision: Decision, where: 
         f"{where or 'dycl'}: {decision.what} of a symbolic size, in code exported as one graph, makes a Python "
         f"number of it; dycl compiles that graph for {sizes} only (and for a size of 1 where it can), and the "
         "compiled model refuses other sizes by name. To keep the dim symbolic, compute with tensors "
-        "(x.new_full((x.size(0), 1), start) instead of torch.LongTensor([[start]] * x.size(0))); dynamic=False "
+        "(x.new_full((x.size(0), 1), start) instead of np.array([[start]] * x.size(0))); dynamic=False "
         "(or a dynamic= dict without that dim) says it is static."), stacklevel=2)
 
 

@@ -19,6 +19,18 @@ computed from one, into methods of ``SizeNumbers``:
   arithmetic in the exported graph runs in float32, and rounding its result
   could differ from Python's float64 (``ceil(10 * 0.7)``).
 
+A tensor built from a list repeated a size number of times
+(``torch.LongTensor([[start]] * batch_size)``, the DyCL authors' captioner; also
+``torch.tensor``/``as_tensor`` and the other legacy constructors, the count on either
+side of ``*``) goes to ``SizeNumbers.repeat_list``: on a Python count it builds the
+same tensor; on an integer tensor (the trace) it builds the tensor of the list once
+and repeats it along dim 0 (``Tensor.repeat``, recorded with the traced count), which
+holds the same values in the same order for every count >= 1, the list's items
+being copied alike. A count of 0 (``[[s]] * 0 == []``) would give ``[]``'s shape
+in eager and ``(0, 1)`` in the graph: the count is a size, and sizes are at least 1
+where the host checks them (``dycl.export.shape_guards``, ``hostgen.manifest``); a
+count read from data is refused before (``hcfg.decisions``).
+
 Assumes: sizes are below 2**31 (so ``a / b`` in float64 rounds like the exact
 quotient).
 """
@@ -36,6 +48,9 @@ import torch
 
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.walk import descendants, map_children
+
+#: a value this module's methods read is read at the sub-DNN's statement that calls them (``hcfg.decisions``)
+DYCL_DECISIONS_SEEN_AT_CALLER = True
 
 _SIZE_ATTRIBUTES = frozenset({"shape", "ndim"})
 _SIZE_METHODS = frozenset({"size", "dim", "numel", "nelement", "ndimension"})
@@ -131,6 +146,21 @@ class SizeNumbers:
                    for v in (self._integer(v, what) for v in values)]
         return functools.reduce(combine, tensors)
 
+    def repeat_list(self, constructor: Any, items: list | tuple, count: Any, **options: Any) -> Any:
+        """``constructor(items * count, **options)``, with a traced ``count`` kept (module note)."""
+        if not isinstance(count, (torch.Tensor, torch.SymInt)):  # eager: as written
+            return constructor(items * count, **options)
+        if isinstance(count, torch.Tensor):  # the trace (a SymInt: a run on fake tensors with symbolic sizes)
+            count = self._integer(count, "a list repeated")
+        base = constructor(items, **options)
+        if base.dim() == 0:  # items was not a list of numbers: let the constructor say so as eager would
+            return constructor(items * int(count), **options)
+        # Note: a count of 0 gives eager a tensor of shape (0,), the graph one of (0, ...) where the items are
+        # lists; this bool() is a decision on the count the export must keep (a guard on sizes, or a refusal)
+        if base.dim() > 1 and not bool(count > 0):
+            return constructor([], **options)
+        return base.repeat(count, *[1] * (base.dim() - 1))
+
     def min(self, *values: Any) -> Any:
         return self._extremum(values, builtins.min, torch.minimum, "min()")
 
@@ -170,6 +200,32 @@ def _reads_size(node: cst.CSTNode, numbers: set[str]) -> bool:
     return False
 
 
+_CONSTRUCTORS = frozenset({"tensor", "as_tensor", "LongTensor", "IntTensor", "FloatTensor", "DoubleTensor",
+                           "BoolTensor", "ByteTensor", "HalfTensor", "Tensor"})
+
+
+def _repeated_list(call: cst.Call, namespace: dict[str, Any], local: set[str], numbers: set[str],
+                   helper: str) -> cst.Call | None:
+    """``helper.repeat_list(<constructor>, <list>, <count>, **keywords)`` for
+    ``<constructor>(<list> * <count>, **keywords)`` with a count read from sizes (module note)."""
+    if not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    if any(a.keyword is None or a.star for a in call.args[1:]):
+        return None
+    constructor = _static(call.func, namespace, local)
+    if getattr(constructor, "__name__", None) not in _CONSTRUCTORS or getattr(torch, constructor.__name__,
+                                                                             None) is not constructor:
+        return None
+    value = call.args[0].value
+    if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Multiply):
+        return None
+    for items, count in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(items, (cst.List, cst.Tuple)) and _reads_size(count, numbers):
+            function = cst.Attribute(cst.Name(helper), cst.Name("repeat_list"))
+            return cst.Call(function, [cst.Arg(call.func), cst.Arg(items), cst.Arg(count), *call.args[1:]])
+    return None
+
+
 def size_calls(statement: cst.SimpleStatementLine, namespace: dict[str, Any], local: set[str],
                numbers: set[str], helper: str) -> cst.SimpleStatementLine:
     """``statement`` with its size-number calls going to the ``SizeNumbers`` named
@@ -180,6 +236,10 @@ def size_calls(statement: cst.SimpleStatementLine, namespace: dict[str, Any], lo
 
     def visit(current: cst.CSTNode) -> cst.CSTNode:
         current = map_children(current, visit)
+        if isinstance(current, cst.Call):
+            repeated = _repeated_list(current, namespace, local, numbers, helper)
+            if repeated is not None:
+                return repeated
         if not isinstance(current, cst.Call) or any(a.keyword is not None or a.star for a in current.args):
             return current
         method = functions.get(id(_static(current.func, namespace, local)))

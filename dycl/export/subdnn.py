@@ -16,6 +16,7 @@ from typing import Any
 import libcst as cst
 import torch
 
+from dycl.export.opaque_lengths import traced_module_lengths
 from dycl.export.size_numbers import exact_size_statements
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.pytree_ports import port_values, rebuild
@@ -39,6 +40,7 @@ class SubDNNModule(torch.nn.Module):
         numbers = {p.name for p in variant.inputs if p.kind != "tensor"}
         statements = exact_size_statements(variant.sub.statements, namespace, local, numbers,
                                            self._locations.resolve)  # sizes as Python numbers, exact in the trace
+        statements = traced_module_lengths(statements, namespace, local, (self_name, model))  # len() in submodules
         source, self._line_of_statement = _function_source(variant, self_name, statements)
         self.filename = f"<dycl-{variant.name}>"
         namespace.update(_dycl_rebuild=rebuild, _dycl_layouts=variant.input_layouts)

@@ -1,11 +1,14 @@
 """Issue 27: a Python number made from a symbolic size inside code exported as one
-graph (the DyCL authors' image captioner: ``torch.LongTensor([[start]] * batch_size)``)
+graph where dycl cannot keep it symbolic (a start-token batch built by numpy:
+``torch.from_numpy(np.array([[start]] * batch_size))``; the DyCL authors'
+``torch.LongTensor([[start]] * batch_size)`` stays symbolic: ``test_symbolic_batch_numbers.py``)
 specialises that graph to the example's sizes with a ``SpecialisationWarning`` — the
 host refuses other sizes by name — instead of failing the compile; a number made from
 tensor data is still refused."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -29,7 +32,7 @@ class GreedyCaptioner(nn.Module):
     def forward(self, features):
         batch_size = features.size(0)
         hidden = torch.tanh(self.encoder(features))
-        words = torch.LongTensor([[self.start]] * batch_size)
+        words = torch.from_numpy(np.array([[self.start]] * batch_size))
         tokens = []
         for _ in range(self.steps):
             hidden = self.cell(self.embed(words[:, -1]), hidden)
