@@ -252,7 +252,8 @@ def _failed_line(error, code):
 
 
 def _check_input(spec, value, dims):
-    """Check dtype, rank and static dims of one input; ``dims`` collects the size of
+    """Check dtype, rank and static dims of one input, and that no symbolic dim is 0 (graphs are
+    traced at sizes of at least 1: at 0 one may give another shape); ``dims`` collects the size of
     every symbolic dim seen so far, so that inputs sharing a dim name agree on it."""
     name = spec.name
     if not isinstance(value, np.ndarray):
@@ -269,6 +270,9 @@ def _check_input(spec, value, dims):
                 raise ValueError(f"input {name!r}: expected shape {_shape(shape)}, got {list(value.shape)} "
                                  f"(dimension {axis} is static: {expected})")
         elif expected.isidentifier():
+            if got == 0:  # graphs traced at sizes >= 1 may give another shape at 0 (a row repeated by the size)
+                raise ValueError(f"input {name!r}: dimension {axis} ({expected!r}) is 0; the model was compiled for "
+                                 f"sizes of at least 1 along it")
             seen = dims.setdefault(expected, (name, axis, got))
             if seen[2] != got:
                 raise ValueError(f"input {name!r}: dimension {axis} is {expected!r}, expected {seen[2]} as in "
