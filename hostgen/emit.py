@@ -61,13 +61,13 @@ class CallSpec:
     scalar_outputs: tuple[str, ...] = ()
     input_trees: dict[str, Any] = field(default_factory=dict)
     output_trees: tuple[Any, ...] = ()
-    #: their ``np.ndim`` (0 for a Python number) follows the list lengths in a variant's key
+    #: their rank (``_rank``: -1 for a Python number) follows the list lengths in a variant's key
     ranked_inputs: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         """The host expression of the variant key: list lengths, then ranks."""
-        parts = [f"len({name})" for name in self.list_inputs] + [f"np.ndim({name})" for name in self.ranked_inputs]
+        parts = [f"len({name})" for name in self.list_inputs] + [f"_rank({name})" for name in self.ranked_inputs]
         return ", ".join(parts) + ("," if len(parts) == 1 else "")
 
 

@@ -251,6 +251,13 @@ def _failed_line(error, code):
     return None
 
 
+def _rank(value):
+    """A variant key's part for an input whose rank differs between paths (``hcfg.variants``): the
+    rank of an array, -1 for a Python number (what the trace saw as a number, not as a 0-d tensor:
+    ``np.ndim`` gives both 0, and a 0-d tensor's graph given a number computes something else)."""
+    return -1 if type(value) in (bool, int, float) else np.ndim(value)
+
+
 def _check_input(spec, value, dims):
     """Check dtype, rank and static dims of one input, and that no symbolic dim is 0 (graphs are
     traced at sizes of at least 1: at 0 one may give another shape); ``dims`` collects the size of

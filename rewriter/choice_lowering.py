@@ -43,6 +43,32 @@ class Lowering:
         result = self.fresh("choice")
         return result, [self.if_(node.test, [self.line(result, node.body)], [self.line(result, node.orelse)])]
 
+    def truth(self, node: cst.BooleanOperation) -> tuple[str, Block]:
+        """The truth of ``a and b``/``a or b`` in a test, as Python decides it: ``t = False``, then
+        ``if a: if b: t = True`` (``or``: ``if a: t = True`` / ``else: if b: t = True``), each
+        operand tested once and only where Python evaluates it. ``t`` is a Python bool on every
+        path, whatever the operands are (a tensor, a number, a static flag)."""
+        result = self.fresh("truth")
+        return result, [self.line(result, cst.Name("False")), *self._when(node, [self.line(result, cst.Name("True"))])]
+
+    def _when(self, node: cst.BaseExpression, then: Block) -> Block:
+        """Statements that run ``then`` exactly where ``node`` is true."""
+        node = _unparenthesized(node)
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And):
+            return self._when(node.left, self._when(node.right, then))
+        if isinstance(node, cst.BooleanOperation):  # ``or``: a left that is itself and/or is lowered when rewalked
+            return [self.if_(node.left, then, self._when(node.right, then))]
+        return [self.if_(node, then)]
+
+    def value(self, node: cst.BooleanOperation) -> tuple[str, Block]:
+        """The value of ``a and b`` (``a or b``) outside a test: ``t = a``, then ``if t: t = b``
+        (``if not t: t = b``): ``bool(a)`` on the host, ``b`` evaluated only where Python does."""
+        result = self.fresh("operand")
+        test: cst.BaseExpression = cst.Name(result)
+        if isinstance(node.operator, cst.Or):
+            test = cst.UnaryOperation(cst.Not(), test)
+        return result, [self.line(result, node.left), self.if_(test, [self.line(result, node.right)])]
+
     def chain(self, node: cst.Comparison) -> tuple[str, Block]:
         """``a < b < c`` as Python runs it: ``b`` once, ``b < c`` only where ``a < b`` holds."""
         result = self.fresh("chain")
@@ -121,3 +147,7 @@ def lambda_of_one(function: cst.Lambda) -> bool:
     return (len(params.params) == 1 and params.params[0].default is None and not params.posonly_params
             and not params.kwonly_params and isinstance(params.star_arg, cst.MaybeSentinel | type(None))
             and params.star_kwarg is None)
+
+
+def _unparenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node

@@ -20,6 +20,9 @@ statements before it, and the choice replaced by a fresh name:
 
 - ``a if c else b``        → ``if c: t = a`` / ``else: t = b``
 - ``lo < m < hi``          → ``t = lo < m`` / ``if t: t = m < hi`` (``m`` computed once)
+- ``if a and b:`` (``or``, ``not``; an operand decides) → ``t = False`` / ``if a: if b: t = True``
+  and ``if t:`` (``t`` a Python bool on every path: an operand folded later changes no type)
+- ``a and b`` elsewhere (``a`` decides) → ``t = a`` / ``if t: t = b`` (``or``: ``if not t``)
 - ``seq[i](args)``         → ``if (i == 0) | (i == -n): t = seq[0](args)`` / ... / ``else: raise IndexError``
 - ``table[k](args)``       → ``if k == "a": t = table["a"](args)`` / ... / ``else: raise KeyError(k)``
 - ``getattr(m, name)(args)`` → the same over ``m``'s submodules and callable attributes
@@ -97,7 +100,8 @@ class Choices(FlowWalker):
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.If):
-            lifted = self.by_domain(stmt.test, stmt) or self.lift(stmt.test, env, stmt)
+            lifted = self.by_domain(stmt.test, stmt) or self.truth(stmt.test, env, stmt) or self.lift(
+                stmt.test, env, stmt)
             if lifted is not None:
                 before, test = lifted
                 return self.replaced([*before, stmt.with_changes(test=test)], env)
@@ -135,6 +139,22 @@ class Choices(FlowWalker):
         result = lowering.fresh("test")
         return self.per_value(name, lambda term: lowering.line(result, test.visit(Substitute(name, term))),
                               stmt), cst.Name(result)
+
+    def truth(self, test: cst.BaseExpression, env: Env, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
+        """``if a and b:`` (``or``, under any number of ``not``) where an operand decides: its truth
+        in a Python bool computed by nested ``if``s (``Lowering.truth``), the test reading it."""
+        negations = 0
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negations = test.expression, negations + 1
+        if not isinstance(test, cst.BooleanOperation) or not any(
+                self.decides(operand, env) for operand in _operands(test)) or any(
+                _mutates(n) for n in descendants(test)):
+            return None
+        result, statements = Lowering(self.ctx.namespace, stmt).truth(test)
+        read: cst.BaseExpression = cst.Name(result)
+        for _ in range(negations):
+            read = cst.UnaryOperation(cst.Not(), read)
+        return statements, read
 
     def per_value(self, name: str, make, stmt: cst.BaseStatement) -> Block:
         """``make(term)`` under the test of each possibility of ``name`` (``Domains.options``)."""
@@ -196,6 +216,8 @@ class Choices(FlowWalker):
             return result, statements
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
             return lowering.chain(node)
+        if isinstance(node, cst.BooleanOperation) and self.decides(node.left, env):
+            return lowering.value(node)
         extreme = self.extreme_of(node, env) if isinstance(node, cst.Call) else None
         if extreme is not None and self.decides(node, env):
             sequence = next(a.value for a in node.args if a.keyword is None)
@@ -242,7 +264,7 @@ def _is_value_test(test: cst.BaseExpression) -> bool:
 
 def _may_choose(node: cst.CSTNode) -> bool:
     """A syntactic filter: nodes of the kinds ``Choices.choice`` may rewrite."""
-    if isinstance(node, cst.IfExp):
+    if isinstance(node, (cst.IfExp, cst.BooleanOperation)):
         return True
     if isinstance(node, cst.Comparison):
         return len(node.comparisons) > 1
@@ -251,6 +273,15 @@ def _may_choose(node: cst.CSTNode) -> bool:
             node.slice[0].slice.value, (cst.BaseNumber, cst.BaseString, cst.UnaryOperation))
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in (
         "getattr", "max", "min")
+
+
+def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a tree of ``and``/``or`` (parentheses and ``not`` looked through)."""
+    while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        node = node.expression
+    if isinstance(node, cst.BooleanOperation):
+        return _operands(node.left) + _operands(node.right)
+    return [node]
 
 
 def _mutates(node: cst.CSTNode) -> bool:

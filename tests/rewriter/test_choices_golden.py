@@ -116,10 +116,10 @@ class Static(nn.Module):
         x = x.unsqueeze(0) if x.dim() == 1 else x        # metadata: left as it is
         x = x if h is None else x + h                    # an `is` test: left as it is
         y = x.relu() if self.scale else x.tanh()         # static
-        return y.sum() > 0 and (y if y.mean() > 0 else -y)  # may not run: left as it is
+        return y.sum() > 0 and (y if y.mean() > 0 else -y)  # the right of `and` only where the left holds
 
 
-def test_static_metadata_and_lazy_choices_stay_as_they_are():
+def test_static_and_metadata_choices_stay_and_a_lazy_one_is_made_where_it_runs():
     assert after(Static(), "choices") == golden("""
         i = 0
         x = self.heads[i](x)
@@ -128,7 +128,14 @@ def test_static_metadata_and_lazy_choices_stay_as_they_are():
         x = x.unsqueeze(0) if x.dim() == 1 else x
         x = x if h is None else x + h
         y = x.relu() if self.scale else x.tanh()
-        return y.sum() > 0 and (y if y.mean() > 0 else -y)
+        operand = y.sum() > 0
+        if operand:
+            if y.mean() > 0:
+                choice = y
+            else:
+                choice = -y
+            operand = choice
+        return operand
     """)
 
 
@@ -227,4 +234,44 @@ def test_a_statement_that_changes_a_value_in_place_keeps_its_choice():
     assert after(InPlace(), "choices") == golden("""
         y = x.mul_(2).sum() + (x.mean() if x.sum() > 0 else -x.mean())
         return y
+    """)
+
+
+class BooleanTests(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.exit = nn.Linear(4, 2)
+        self.use_exit = True
+
+    def forward(self, x):
+        if self.use_exit and x.max() > 0 and self.exit(x).softmax(-1).max() > 0.6:
+            return self.exit(x)
+        if not (x.mean() > 0 or x.min() > -1):
+            x = -x
+        keep = x.sum() > 0 or x.std() < 1
+        return x * keep
+
+
+def test_and_or_on_data_are_tested_operand_by_operand_where_python_evaluates_them():
+    assert after(BooleanTests(), "choices") == golden("""
+        truth = False
+        if self.use_exit:
+            if x.max() > 0:
+                if self.exit(x).softmax(-1).max() > 0.6:
+                    truth = True
+        if truth:
+            return self.exit(x)
+        truth_1 = False
+        if x.mean() > 0:
+            truth_1 = True
+        else:
+            if x.min() > -1:
+                truth_1 = True
+        if not truth_1:
+            x = -x
+        operand = x.sum() > 0
+        if not operand:
+            operand = x.std() < 1
+        keep = operand
+        return x * keep
     """)
