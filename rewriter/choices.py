@@ -20,7 +20,8 @@ statements before it, and the choice replaced by a fresh name:
 
 - ``a if c else b``        → ``if c: t = a`` / ``else: t = b``
 - ``lo < m < hi``          → ``t = lo < m`` / ``if t: t = m < hi`` (``m`` computed once)
-- ``if a and b:`` (``or``, ``not``; an operand decides) → ``t = False`` / ``if a: if b: t = True``
+- ``if a and b:`` (``or``, ``not``; two operands are not static, one decides) → ``t = False`` /
+  ``if a: if b: t = True``
   and ``if t:`` (``t`` a Python bool on every path: an operand folded later changes no type)
 - ``a and b`` elsewhere (``a`` decides) → ``t = a`` / ``if t: t = b`` (``or``: ``if not t``)
 - ``seq[i](args)``         → ``if (i == 0) | (i == -n): t = seq[0](args)`` / ... / ``else: raise IndexError``
@@ -146,10 +147,12 @@ class Choices(FlowWalker):
         negations = 0
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             test, negations = test.expression, negations + 1
-        if not isinstance(test, cst.BooleanOperation) or not any(
-                self.decides(operand, env) for operand in _operands(test)) or any(
-                _mutates(n) for n in descendants(test)):
+        if not isinstance(test, cst.BooleanOperation) or any(_mutates(n) for n in descendants(test)):
             return None
+        operands = _operands(test)
+        dynamic = [operand for operand in operands if self.flow.evaluate(operand, env) is None]
+        if len(dynamic) < 2 or not any(self.decides(operand, env) for operand in dynamic):
+            return None  # one operand left once the static ones fold: constant propagation tests it alone
         result, statements = Lowering(self.ctx.namespace, stmt).truth(test)
         read: cst.BaseExpression = cst.Name(result)
         for _ in range(negations):
