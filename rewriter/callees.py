@@ -28,8 +28,7 @@ from dycl.rewriter.forwarding import specialise
 from dycl.rewriter.generators import generator_as_list
 from dycl.rewriter.inline import Callee, InlinedBody, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
-from dycl.rewriter.state_slots import collect_state_writes
-from dycl.rewriter.state_writes import receiver_name
+from dycl.rewriter.state_slots import collect_state_writes, state_receiver
 from dycl.rewriter.substitute import rename
 from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
@@ -73,7 +72,7 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
         parsed = parse_function(function, ctx.locations, closures=True, followed=ctx.followed)
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
-        reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
+        reject_unsupported(ctx, parsed.definition, state_receiver(ctx, function, parsed.definition)[0] is not None)
         collect_state_writes(ctx, parsed.function, parsed.definition)
         ctx.caches.parsed[function] = parsed
     return parsed

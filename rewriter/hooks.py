@@ -98,16 +98,39 @@ def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLoc
         "hook's computation into forward, or remove the hook (handle.remove()) before dycl.compile")
 
 
-def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool]) -> None:
+def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool],
+                        admit: Callable[..., str | None] | None = None) -> frozenset[int]:
     """Raise for the first hook in ``model`` that writes Python state or cannot be read; the
-    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too."""
+    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too.
+    ``admit(hook, module, model, reaches_writes)`` (``rewriter.hook_effects.hook_refusal``) says why
+    a state-writing hook cannot be written out as code instead (None: it can); the ids of the
+    modules whose hooks are then all written out are returned."""
+    written: set[int] = set()
     for prefix, module in model.named_modules(remove_duplicate=False):
-        for hook in forward_hooks(module):
-            problem = _state_write(hook.target, set(), is_user_code)
-            if problem is not None:
+        hooks = forward_hooks(module)
+        impure = [(hook, _state_write(hook.target, set(), is_user_code)) for hook in hooks]
+        if all(problem is None for _, problem in impure):
+            continue
+        for hook, problem in impure:
+            refusal = "is not compiled" if admit is None else admit(
+                hook, module, model, lambda function: reached_writes(function, is_user_code))
+            if refusal is not None:
                 owner = f"submodule {prefix!r}" if prefix else "the model"
+                which = f"which {problem}; it " if problem is not None else "written out with a hook that writes " \
+                    "state; it "
                 raise UnsupportedError(f"the {hook.kind} {hook.name} on {owner} ({type(module).__qualname__}), "
-                                       f"which {problem}", hook.location, _HINT_PURE)
+                                       f"{which}{refusal}", hook.location, _HINT_PURE)
+        written.add(id(module))
+    return frozenset(written)
+
+
+def reached_writes(function: types.FunctionType, is_user_code: Callable[[object], bool]) -> str | None:
+    """What a user function ``function`` calls (not ``function`` itself) writes; None if nothing."""
+    for reached in _reached(function, is_user_code):
+        problem = _state_write(reached, {id(function)}, is_user_code)
+        if problem is not None:
+            return f"calls {getattr(reached, '__qualname__', reached)!s:.60}, which {problem}"
+    return None
 
 
 def _instructions(code: types.CodeType) -> Iterator[tuple[types.CodeType, dis.Instruction]]:
@@ -177,4 +200,4 @@ def _callable_instance(value: object) -> bool:
         "torch", "builtins", "numpy", "math", "functools")
 
 
-__all__ = ["Hook", "forward_hooks", "hook_functions", "refuse_dropped_hooks", "refuse_impure_hooks"]
+__all__ = ["Hook", "forward_hooks", "hook_functions", "reached_writes", "refuse_dropped_hooks", "refuse_impure_hooks"]

@@ -25,6 +25,7 @@ from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import ModuleIndex, Static, canonical_term, literal_term
 from dycl.rewriter.walk import bound_names, descendants, map_children
+from dycl.rewriter.written_hooks import WrittenHooks, written_hook_lines
 
 
 @dataclass
@@ -307,8 +308,12 @@ class Inline(FlowWalker):
             return cst.Dict([cst.DictElement(literal_term(key), expr) for key, expr in items])
         return _tuple([expr for _, expr in items])
 
-    def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | HookedCall | None:
-        """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
+    def expand(self, call: cst.Call, stmt: cst.BaseStatement,
+               env: Env) -> InlinedBody | Block | HookedCall | WrittenHooks | None:
+        """What replaces ``call``: an inlined body, an expanded Sequential, hooks written out, or None (keep it)."""
+        written = self._written_hooks(call, env)
+        if written is not None:
+            return written
         callee, sequential = self.resolve(call, env)
         if sequential is not None:
             expansion = self._expand_sequential(call, sequential, stmt, env)
@@ -322,6 +327,17 @@ class Inline(FlowWalker):
         if forward_hooks(target.value):  # __call__'s hooks around the inlined forward
             return HookedCall(target.value, canonical_term(target.value, self.flow.index) or call.func)
         return expansion
+
+    def _written_hooks(self, call: cst.Call, env: Env) -> WrittenHooks | None:
+        """A call of a module whose hooks write state (``rewriter.written_hooks``), else None."""
+        if not self.ctx.written_hooks:
+            return None
+        target = self.flow.evaluate(call.func, env)
+        if target is None or not isinstance(target.value, torch.nn.Module) or (
+                id(target.value) not in self.ctx.written_hooks):
+            return None
+        term = canonical_term(target.value, self.flow.index)
+        return None if term is None else WrittenHooks(target.value, term)
 
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
         if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
@@ -338,14 +354,21 @@ class Inline(FlowWalker):
 
     # -- splicing -------------------------------------------------------------------------------
 
-    def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall, small: cst.BaseSmallStatement,
-               stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None) -> Block:
+    def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall | WrittenHooks,
+               small: cst.BaseSmallStatement, stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None) -> Block:
         """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``);
         ``wrap`` changes each value the callee returns (its forward hooks)."""
         if isinstance(expansion, list):
             return self._splice_sequential(expansion, small, stmt, env)
         if isinstance(expansion, HookedCall):
             return self._splice_hooked(call, expansion, small, stmt, env)
+        if isinstance(expansion, WrittenHooks):
+            def is_static(value: cst.BaseExpression) -> bool:
+                return self.flow.evaluate(value, env) is not None
+
+            lines = written_hook_lines(self.ctx, expansion, call, small, stmt, is_static,
+                                       lambda value: canonical_term(value, self.flow.index))
+            return self.block(lines, env.copy())[0]
         callee, _ = self.resolve(call, env)
         prologue, renames = self._bind_dynamic(callee, expansion, stmt)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}

@@ -30,6 +30,7 @@ import types
 import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.hook_effects import hook_receiver
 from dycl.rewriter.state_table import StateTable, kind_of
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
@@ -218,10 +219,20 @@ def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torc
     return found
 
 
+def state_receiver(ctx: RewriteContext, function: types.FunctionType,
+                   definition: cst.FunctionDef) -> tuple[str | None, list[torch.nn.Module]]:
+    """The name whose attributes are module state in ``function`` and the modules it stands for: a
+    method's ``self``, or a hook's first parameter where its hooks are written out (``rewriter.hook_effects``)."""
+    receiver = receiver_name(function, definition)
+    if receiver is not None:
+        return receiver, owners_of(ctx.model, function)
+    hooked = hook_receiver(ctx.model, ctx.written_hooks, function, definition)
+    return hooked if hooked is not None else (None, [])
+
+
 def collect_state_writes(ctx: RewriteContext, function: types.FunctionType, definition: cst.FunctionDef) -> None:
     """Record the state ``function`` writes in ``ctx.state``; refuse writes dycl does not compile."""
-    receiver = receiver_name(function, definition)
-    owners = owners_of(ctx.model, function) if receiver is not None else []
+    receiver, owners = state_receiver(ctx, function, definition)
     locals_ = frozenset(bound_names(definition)) - {receiver}
     collector = CollectStateWrites(ctx, receiver, locals_, owners, ctx.state)
     definition.visit(collector)

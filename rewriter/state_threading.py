@@ -27,6 +27,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.opaque_reads import graph_may_read
 from dycl.rewriter.state_locals import local_writes
 from dycl.rewriter.state_table import StateSlot, StateTable
 
@@ -84,9 +85,9 @@ class _OpaqueReaders(cst.CSTVisitor):
     """Finds a call kept as a call (traced into a sub-DNN) of a module holding a threaded slot: the
     traced graph would read the slot's value at compile time."""
 
-    def __init__(self, replacer: _ReplaceSlots, owners: dict[int, StateSlot]) -> None:
+    def __init__(self, replacer: _ReplaceSlots, owners: dict[int, list[StateSlot]], untraced: frozenset[int]) -> None:
         super().__init__()
-        self.replacer, self.owners = replacer, owners
+        self.replacer, self.owners, self.untraced = replacer, owners, untraced
         self.statement: cst.CSTNode | None = None
         self.found: tuple[cst.CSTNode, torch.nn.Module, StateSlot] | None = None
 
@@ -101,9 +102,10 @@ class _OpaqueReaders(cst.CSTVisitor):
         module = getattr(called, "__self__", called)
         if self.found is None and isinstance(module, torch.nn.Module):
             for inner in module.modules():
-                if id(inner) in self.owners:
-                    self.found = (self.statement, module, self.owners[id(inner)])
-                    return
+                for slot in self.owners.get(id(inner), ()):
+                    if graph_may_read(module, inner, slot.attribute, self.untraced):
+                        self.found = (self.statement, module, slot)
+                        return
 
 
 class _ReturnState(cst.CSTTransformer):
@@ -151,7 +153,10 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     body = [statement.visit(replacer) for statement in body]
     if not replacer.names:
         return body, ()
-    readers = _OpaqueReaders(replacer, {slot.module_id: slot for _, slot in replacer.names.values()})
+    owners: dict[int, list[StateSlot]] = {}
+    for _, slot in replacer.names.values():
+        owners.setdefault(slot.module_id, []).append(slot)
+    readers = _OpaqueReaders(replacer, owners, ctx.written_hooks)
     for statement in body:
         statement.visit(readers)
     if readers.found is not None:
