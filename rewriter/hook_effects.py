@@ -13,10 +13,11 @@ through the compiled function like those of ``forward``.
 - it must be a Python function (a ``def``, a closure, a lambda) or a bound method of a module
   of the model (then ``self`` is the receiver): a callable instance, a ``functools.partial`` or a
   builtin is refused;
-- every write in it must be rooted at its receiver or at a name bound inside it (a parameter,
-  a local holding a fresh value): a write to a global, to a closure variable or to a local
-  bound to one (``features[name] = output``), ``global``/``nonlocal`` and ``setattr`` on
-  anything else are refused (no compiled artefact can write the user's dict);
+- every write in it must be rooted at its receiver (its first parameter) or at a local holding a
+  fresh value; its other parameters (the arguments, the output) may only have their tensors
+  changed in place or by item; a write to a global, to a closure variable or to a local bound to
+  one (``features[name] = output``), ``global``/``nonlocal`` and ``setattr`` on anything else
+  are refused (no compiled artefact can write the user's dict);
 - the user functions it calls must write nothing (``rewriter.hooks``);
 - a module whose hooks are written out has no global module hooks (``register_module_forward_hook``).
 
@@ -77,8 +78,12 @@ def _foreign_write(definition: cst.FunctionDef, function: types.FunctionType) ->
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             return "declares a global or nonlocal name"
         for root, what in _written_roots(node, function):
-            if root is not None and root not in own:
+            if root is None or root == params[0] or (root in own and root not in params):
+                continue
+            if root not in own:
                 return f"writes {what} of {root!r}, which is not state of a module of the model"
+            if what not in ("an item", "an in-place method"):  # an argument's tensor changed in place is code
+                return f"writes {what} of its argument {root!r} (only {params[0]!r}'s attributes are compiled as state)"
     return None
 
 
@@ -93,8 +98,10 @@ def _written_roots(node: cst.CSTNode, function: types.FunctionType) -> Iterator[
         targets = [node.target]
     for target in targets:
         for element in _elements(target):
-            if isinstance(element, (cst.Attribute, cst.Subscript)):
-                yield _root(element), "an attribute or item"
+            if isinstance(element, cst.Attribute):
+                yield _root(element), "an attribute"
+            elif isinstance(element, cst.Subscript):
+                yield _root(element), "an item"
     if not isinstance(node, cst.Call):
         return
     func = node.func
@@ -105,12 +112,13 @@ def _written_roots(node: cst.CSTNode, function: types.FunctionType) -> Iterator[
         if arg.keyword is not None and arg.keyword.value == "out":
             yield _root(arg.value), "out="
     if isinstance(func, cst.Attribute) and _mutates(func.attr.value):
-        root = _root(func.value)
+        root, method = _root(func.value), func.attr.value
+        how = "an in-place method" if method.endswith("_") and not method.startswith("_") else f"{method}()"
         if isinstance(function.__globals__.get(root), types.ModuleType):  # torch.nn.init.zeros_(t)
             if positional:
-                yield _root(positional[0]), f"{func.attr.value}()"
+                yield _root(positional[0]), how
         else:
-            yield root, f"{func.attr.value}()"
+            yield root, how
 
 
 def _elements(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -11,12 +11,15 @@ own, and every submodule that branches on data), ``rewriter.hooked_calls`` and
 ``rewriter.root_hooks`` write the hook calls out around it.
 
 Guarantees: ``forward_hooks`` lists the hooks in the order ``__call__`` runs
-them; ``refuse_impure_hooks`` raises ``UnsupportedError`` for a hook anywhere in
-the model that writes Python state (an item or attribute store, a mutating
-method such as ``append``/``update``/``__setitem__``, an in-place tensor method,
+them; ``refuse_impure_hooks`` finds every hook anywhere in the model that writes
+Python state (an item or attribute store, a mutating method such as
+``append``/``update``/``__setitem__``, an in-place tensor method,
 ``global``/``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a
 traced hook runs only while compiling, so such a write would not happen per
-call. User functions a hook reaches through its globals or closure are read too.
+call. The hooks of a module with such a hook are written out as code
+(``rewriter.written_hooks``) where ``rewriter.hook_effects`` admits each of them;
+otherwise it raises ``UnsupportedError`` naming the hook. User functions a hook
+reaches through its globals or closure are read too.
 ``refuse_dropped_hooks`` names the first hook of a module whose hooks cannot be
 written out.
 
@@ -41,7 +44,9 @@ from torch.nn.modules import module as _module
 _STORES = frozenset({"STORE_ATTR", "STORE_SUBSCR", "DELETE_ATTR", "DELETE_SUBSCR", "STORE_GLOBAL",
                      "DELETE_GLOBAL", "STORE_SLICE", "DELETE_SLICE"})
 _WRITING_CALLS = frozenset({"setattr", "delattr", "register_buffer", "register_parameter", "add_module", "apply"})
-_HINT_PURE = ("a traced hook runs only while compiling: return a value instead of storing it, or remove the hook "
+_HINT_PURE = ("dycl compiles a hook that writes the state of the module it is registered on (through its first "
+              "parameter, or self for a method of a module of the model): counters, buffers updated in place, "
+              "lists of tensors appended to; otherwise return a value instead of storing it, or remove the hook "
               "(handle.remove()) before dycl.compile and read activations from the model's outputs")
 
 
