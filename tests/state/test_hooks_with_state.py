@@ -218,7 +218,7 @@ def test_a_hook_writing_a_dict_outside_the_model_is_refused_at_its_line():
         activations["stage2"] = output.detach()
 
     model.stage2.register_forward_hook(save_activation)
-    with pytest.raises(dycl.UnsupportedError, match="writes an attribute or item of 'activations', which is not "
+    with pytest.raises(dycl.UnsupportedError, match="writes an item of 'activations', which is not "
                                                     "state of a module of the model") as info:
         dycl.compile(model, torch.randn(1, 6))
     assert info.value.location.line == save_activation.__code__.co_firstlineno
