@@ -5,8 +5,7 @@
 ``T = self.gate(a, k=v)`` becomes, for a module with hooks,
 
     hook_arg = a                                   # each dynamic argument, evaluated once
-    hook_args = run_pre_hooks(self.gate, (hook_arg,))      # if it has pre-hooks
-    hook_arg_1, = hook_args
+    hook_arg_1, = run_pre_hooks(self.gate, (hook_arg,))    # if it has pre-hooks
     <self.gate.forward(hook_arg_1, k=v) inlined, each ``return v`` of it becoming>
     T = run_forward_hooks(self.gate, (hook_arg_1,), {'k': v}, v)      # if it has hooks
 
@@ -63,11 +62,10 @@ def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, s
     args = [_once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword is None]
     keywords = {arg.keyword.value: _once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword}
     if any("pre-hook" in hook.kind for hook in hooks):
-        packed = ctx.namespace.fresh("hook_args")
-        lines.append(_assign(cst.Name(packed), _call(ctx, run_pre_hooks, hooked.term, _tuple(args))))
-        if args:
-            args = [cst.Name(ctx.namespace.fresh("hook_arg")) for _ in args]
-            lines.append(_assign(_tuple(args), cst.Name(packed)))
+        # unpacked at once: no name holds the tuple, which would alias each argument (hcfg.aliasing)
+        pre_hooks = _call(ctx, run_pre_hooks, hooked.term, _tuple(args))
+        args = [cst.Name(ctx.namespace.fresh("hook_arg")) for _ in args]
+        lines.append(_assign(_tuple(args), pre_hooks) if args else cst.Expr(pre_hooks))
     forward = cst.Call(cst.Attribute(hooked.term, cst.Name("forward")),
                        [cst.Arg(a) for a in args] + [cst.Arg(v, keyword=cst.Name(k)) for k, v in keywords.items()])
     wrap = None
