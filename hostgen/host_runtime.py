@@ -69,8 +69,10 @@ class HostModel:
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
         parameter -> value); ``self.state`` is left as it is."""
-        inputs = {name: state[name] for name, _, kind, _ in STATE if kind != "list"}
+        inputs = {name: state[name] for name, _, kind, _ in STATE if kind not in ("list", "assigned")}
         outputs, final = self._run(dict(_bind(args, kwargs), **inputs))
+        final = [state[name] if kind == "assigned" and value is None else value  # not assigned by this call
+                 for (name, _, kind, _), value in zip(STATE, final)]
         return outputs, {name: _state_value(kind, value, name) if kind != "list" else
                          state[name] + [np.array(item, copy=True) if isinstance(item, np.ndarray) else item
                                         for item in value]
@@ -145,6 +147,8 @@ def _stored_state(constants, name, path, kind, value):
     """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
     if kind == "dict":
         return dict(value)
+    if kind == "assigned":  # an attribute the model creates: none before its first call
+        return None
     if kind == "list":
         prefix = name + "@state."
         items = sorted((int(key[len(prefix):]), value) for key, value in constants.items() if key.startswith(prefix))
@@ -155,6 +159,8 @@ def _stored_state(constants, name, path, kind, value):
 
 def _state_value(kind, value, name):
     """A value of state ``name`` as the host keeps it: an array it owns, or a Python number."""
+    if kind == "assigned":
+        return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
     if kind == "tensor" and isinstance(value, (np.ndarray, np.generic)):
         return np.array(value, copy=True)
     if kind == "dict" and isinstance(value, dict) and not any(isinstance(v, np.ndarray) for v in value.values()):

@@ -51,6 +51,7 @@ from dycl.rewriter.root_hooks import hooked_entry
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_prescan import prescan_state
 from dycl.rewriter.state_slots import collect_state_writes
+from dycl.rewriter.state_table import NOT_INPUTS
 from dycl.rewriter.state_threading import ThreadedState, thread_state
 from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.values import ModuleIndex, Static
@@ -181,7 +182,7 @@ def _with_state_parameters(params: cst.Parameters, inputs: int, state: tuple[Thr
     if not state:
         return params
     listed = list(params.params)
-    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind != "list"]  # a list starts empty
+    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind not in NOT_INPUTS]  # started afresh
     return params.with_changes(params=[*listed[:1 + inputs], *added, *listed[1 + inputs:]])
 
 

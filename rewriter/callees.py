@@ -33,6 +33,7 @@ from dycl.rewriter.substitute import rename
 from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from dycl.rewriter.walk import bound_names, descendants
+from dycl.rewriter.written_hooks import hook_definition
 
 #: A callee specialised to a call: (function, receiver fingerprint, static
 #: arguments by name, dynamic parameter names).
@@ -72,6 +73,7 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
         parsed = parse_function(function, ctx.locations, closures=True, followed=ctx.followed)
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
+        parsed = dataclasses.replace(parsed, definition=hook_definition(ctx, function, parsed.definition))
         reject_unsupported(ctx, parsed.definition, state_receiver(ctx, function, parsed.definition)[0] is not None)
         collect_state_writes(ctx, parsed.function, parsed.definition)
         ctx.caches.parsed[function] = parsed

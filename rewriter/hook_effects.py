@@ -19,6 +19,8 @@ through the compiled function like those of ``forward``.
   one (``features[name] = output``), ``global``/``nonlocal`` and ``setattr`` on anything else
   are refused (no compiled artefact can write the user's dict);
 - the user functions it calls must write nothing (``rewriter.hooks``);
+- ``m.__dict__.update(name=v)`` on its receiver must mean ``m.name = v``
+  (``rewriter.attribute_updates``, which writes it so);
 - a module whose hooks are written out has no global module hooks (``register_module_forward_hook``).
 
 ``hook_receiver`` gives the receiver and its modules for a function registered as a hook of
@@ -33,6 +35,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 import torch
+from dycl.rewriter.attribute_updates import dict_update_names, dict_update_refusal
 from dycl.rewriter.errors import UnsupportedError
 from dycl.rewriter.hooks import Hook, forward_hooks
 from dycl.rewriter.locations import LocationTable
@@ -63,9 +66,15 @@ def hook_refusal(hook: Hook, module: torch.nn.Module, model: torch.nn.Module,
     except UnsupportedError as exc:
         return f"cannot be read ({exc.construct})"
     problem = _foreign_write(definition, function)
-    if problem is not None:
-        return problem
-    return reaches_writes(function)
+    if problem is None:
+        receiver = getattr(hook.function, "__self__", module)  # whose __dict__ the receiver's is
+        problem = dict_update_refusal(receiver, dict_update_names(definition, _first_parameter(definition)))
+    return problem if problem is not None else reaches_writes(function)
+
+
+def _first_parameter(definition: cst.FunctionDef) -> str:
+    params = (*definition.params.posonly_params, *definition.params.params)
+    return params[0].name.value if params else ""
 
 
 def _foreign_write(definition: cst.FunctionDef, function: types.FunctionType) -> str | None:

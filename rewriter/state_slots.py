@@ -12,9 +12,11 @@ and refuses the rest with the user's file:line, as before:
   to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
   ``self.<list>.append(v)`` on a list of tensors (kind ``list``: the items appended are the
   compiled part);
+- compiled too: an assignment to an attribute that does not exist yet (``m.last = o.detach()``
+  in a hook, kind ``assigned``: ``rewriter.state_threading`` refuses any read of it);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
-  module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
-  and attributes holding any other value.
+  module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates by any
+  other write, and attributes holding any other value.
 
 ``rewriter.state_prescan`` runs ``CollectStateWrites`` leniently on the methods ``forward``
 may reach before any rewriting, so that no pass folds a read of state.
@@ -84,8 +86,9 @@ class CollectStateWrites(RejectStateWrites):
             return "a container on self (an item or a method of a list/dict) is not compiled as state"
         if not self.owners:
             return "the module this method belongs to is not part of the model"
+        assigned = how == "an assignment to" and not item
         for owner in self.owners:
-            reason = self._add(owner, parts, item=item)
+            reason = self._add(owner, parts, item=item, assigned=assigned)
             if reason is not None:
                 return reason
         return None
@@ -102,7 +105,8 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False, item: bool = False) -> str | None:
+    def _add(self, owner: torch.nn.Module, parts: list[str], appended: bool = False, item: bool = False,
+             assigned: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -110,6 +114,9 @@ class CollectStateWrites(RejectStateWrites):
         if not isinstance(module, torch.nn.Module):
             return f"{'.'.join(parts[:-1])} is not a module of the model"
         if not _has_attribute(module, attribute):
+            if assigned and _new_attribute(module, attribute):  # created by the call: rewriter.state_threading
+                self.table.add(module, attribute, "assigned")
+                return None
             return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
         value = getattr(module, attribute)
         kind = kind_of(value)
@@ -207,6 +214,17 @@ def _attribute_path(node: cst.BaseExpression, receiver: str | None) -> list[str]
 def _has_attribute(module: torch.nn.Module, attribute: str) -> bool:
     return (attribute in vars(module) or attribute in module._parameters or attribute in module._buffers
             or attribute in module._modules)
+
+
+def _new_attribute(module: torch.nn.Module, attribute: str) -> bool:
+    """Whether ``module.attribute = v`` would create a plain instance attribute (nothing of that name yet)."""
+    if type(module).__setattr__ is not torch.nn.Module.__setattr__:
+        return False
+    try:
+        inspect.getattr_static(type(module), attribute)
+    except AttributeError:
+        return True
+    return False
 
 
 def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torch.nn.Module]:

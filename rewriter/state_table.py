@@ -8,9 +8,11 @@ is an input of the rewritten function and its final value an extra output
 model writes it back (``dycl.in_process.state_sync``).
 
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
-``bool``, ``dict``: of such scalars, written by item, or ``list``: a list of tensors
-forward() only appends to); the static evaluator never folds a read of a
-recorded slot (its value at compile time is only its first value).
+``bool``, ``dict``: of such scalars, written by item, ``list``: a list of tensors
+forward() only appends to, or ``assigned``: an attribute forward() creates by assignment
+and never reads); the static evaluator never folds a read of a
+recorded slot (its value at compile time is only its first value). The kinds in
+``NOT_INPUTS`` are no input of the compiled function: it starts them afresh.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+#: the kinds of slot the compiled function starts afresh (a list: the items appended; an attribute
+#: created by the call: None until assigned), so not inputs of it
+NOT_INPUTS = frozenset({"list", "assigned"})
 
 #: the Python types of the values a state slot may hold, by kind (bool before int: bool is an int)
 SCALAR_KINDS: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float"))
@@ -61,6 +67,10 @@ class StateSlot:
         holds): a tensor of the slot's shape and dtype
         is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
         other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
+        if self.kind == "assigned":  # None: the call did not assign it
+            if value is not None:
+                setattr(self.module, self.attribute, value)
+            return
         current = getattr(self.module, self.attribute)
         if self.kind == "list":  # ``value``: the items one call appended
             current.extend(value)
@@ -107,4 +117,4 @@ class StateTable:
         return self.slots.get((id(owner), attribute))
 
 
-__all__ = ["SCALAR_KINDS", "StateSlot", "StateTable", "kind_of"]
+__all__ = ["NOT_INPUTS", "SCALAR_KINDS", "StateSlot", "StateTable", "kind_of"]

@@ -168,6 +168,7 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     threaded = tuple(ThreadedState(name, _path(model, slot), slot) for name, slot in replacer.names.values())
     lists = {state.parameter: state for state in threaded if state.kind == "list"}
     _refuse_list_reads(ctx, body, lists)
+    _refuse_assigned_reads(ctx, body, {state.parameter: state for state in threaded if state.kind == "assigned"})
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]
     if not _always_returns(body):
@@ -176,6 +177,7 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     tensors = frozenset(state.parameter for state in threaded if state.kind == "tensor")
     fresh = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
     fresh += [cst.parse_statement(f"{s.parameter} = dict({s.parameter})\n") for s in threaded if s.kind == "dict"]
+    fresh += [cst.parse_statement(f"{s.parameter} = None\n") for s in threaded if s.kind == "assigned"]
     return fresh + local_writes(body, tensors), threaded
 
 
@@ -192,6 +194,45 @@ def _refuse_list_reads(ctx: RewriteContext, body: list[cst.BaseStatement], lists
         raise ctx.error(f"a read of the list {lists[name].path} on the model, which forward() appends to",
                         statement, "only appending to a list on self is compiled (its length grows with every "
                         "call); keep what forward() reads in a tensor buffer or a local list")
+
+
+def _refuse_assigned_reads(ctx: RewriteContext, body: list[cst.BaseStatement],
+                           assigned: dict[str, ThreadedState]) -> None:
+    """An attribute the call creates (kind ``assigned``) may only be assigned: a read would see the
+    value of an earlier call, or none, where the compiled function starts it as None."""
+    if not assigned:
+        return
+    finder = _AssignedUses(frozenset(assigned))
+    for statement in body:
+        statement.visit(finder)
+    if finder.found is not None:
+        statement, name = finder.found
+        raise ctx.error(f"a read of {assigned[name].path}, an attribute that forward() or a hook creates",
+                        statement, "create the attribute in __init__ (a tensor or a number), so that its value "
+                        "before the call is known")
+
+
+class _AssignedUses(cst.CSTVisitor):
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.targets: set[int] = set()
+        self.statement: cst.CSTNode | None = None
+        self.found: tuple[cst.CSTNode, str] | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self.targets.add(id(node.target))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names and id(node) not in self.targets and self.found is None:
+            self.found = (self.statement, node.value)
 
 
 class _ListUses(cst.CSTVisitor):

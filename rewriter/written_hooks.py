@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 import torch
+from dycl.rewriter.attribute_updates import attribute_updates
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.hook_runtime import run_forward_hooks, run_pre_hooks
 from dycl.rewriter.hooks import forward_hooks
 from dycl.rewriter.locations import LocationTable, comment_of, set_location
 from dycl.rewriter.source import parse_function
@@ -102,6 +104,16 @@ def _hook_term(ctx: RewriteContext, function: object, term_of: Callable[[object]
     return ctx.globals.introduce("hook", function).term
 
 
+def hook_definition(ctx: RewriteContext, function: types.FunctionType,
+                    definition: cst.FunctionDef) -> cst.FunctionDef:
+    """``definition`` of a written-out hook with its receiver's ``setattr``/``__dict__.update`` calls as
+    assignments (``rewriter.attribute_updates``); any other function's as it is."""
+    hooked = any(id(module) in ctx.written_hooks and any(hook.target is function for hook in forward_hooks(module))
+                 for module in ctx.model.modules()) if ctx.written_hooks else False
+    params = (*definition.params.posonly_params, *definition.params.params)
+    return attribute_updates(definition, params[0].name.value) if hooked and params else definition
+
+
 def prescan_hooks(ctx: RewriteContext) -> None:
     """Record (leniently) the state slots the written-out hooks write, before any pass folds a read."""
     seen: set[int] = set()
@@ -114,6 +126,7 @@ def prescan_hooks(ctx: RewriteContext) -> None:
                 continue
             seen.add(id(function))
             definition = parse_function(function, LocationTable(), closures=True).definition
+            definition = hook_definition(ctx, function, definition)
             receiver, owners = state_receiver(ctx, function, definition)
             if receiver is not None and owners:
                 locals_ = frozenset(bound_names(definition)) - {receiver}
@@ -123,11 +136,12 @@ def prescan_hooks(ctx: RewriteContext) -> None:
 def refuse_traced_hooks(ctx: RewriteContext, body: list[cst.BaseStatement], receiver: str) -> None:
     """Raise where a call kept as a call (traced into a sub-DNN) would run a written-out hook: a
     module whose hooks write state, called inside the graph of another call, would run them once,
-    while compiling."""
+    while compiling. The calls of hooks (written out, or ``rewriter.hook_runtime``'s) are not
+    looked into: a hook is assumed not to call modules."""
     if not ctx.written_hooks:
         return
-    hook_names = {name for name, value in ctx.globals.objects.items() if name in ctx.globals.introduced
-                  and isinstance(value, types.FunctionType)}
+    hook_names = {name for name, value in ctx.globals.objects.items() if value in (run_pre_hooks, run_forward_hooks)
+                  or (name in ctx.globals.introduced and isinstance(value, types.FunctionType))}
     finder = _TracedHooks(ctx, receiver, frozenset(hook_names))
     for statement in body:
         statement.visit(finder)
@@ -220,4 +234,4 @@ def _tuple(elements: list[cst.BaseExpression]) -> cst.BaseExpression:
     return cst.Tuple([cst.Element(e, comma=cst.Comma()) if len(elements) == 1 else cst.Element(e) for e in elements])
 
 
-__all__ = ["WrittenHooks", "prescan_hooks", "refuse_traced_hooks", "written_hook_lines"]
+__all__ = ["WrittenHooks", "hook_definition", "prescan_hooks", "refuse_traced_hooks", "written_hook_lines"]

@@ -112,16 +112,35 @@ class FeatureTap(nn.Module):
         return self.out(-h) * 2
 
 
+class Router(nn.Module):
+    """Routes each batch to one of two experts; lambdas keep the last output of each layer on it."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 1)
+        self.experts = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.gate.register_forward_hook(lambda m, i, o: setattr(m, "last_output", o.detach()))
+        for expert in self.experts:
+            expert.register_forward_hook(lambda m, i, o: m.__dict__.update(last_output=o.detach(), seen=True))
+
+    def forward(self, x):
+        if self.gate(x).mean() > 0:
+            return self.experts[0](x)
+        return self.experts[1](x) * 0.5
+
+
 # -- the sequence check ------------------------------------------------------------------------------
 
 
 def _state(model: nn.Module) -> dict:
-    """Every buffer and parameter, and every number or list of tensors on every module."""
+    """Every buffer and parameter, and every number, tensor or list of tensors on every module."""
     found = {f"tensor {k}": v.detach().clone() for k, v in model.state_dict().items()}
     for name, module in model.named_modules():
         for key, value in vars(module).items():
             if isinstance(value, (bool, int, float)) and not key.startswith("_") and key != "training":
                 found[f"{name}.{key}"] = value
+            elif isinstance(value, torch.Tensor) and not key.startswith("_"):  # set by a hook, no buffer
+                found[f"{name}.{key}"] = value.clone()
             elif isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value):
                 found[f"{name}.{key}"] = [v.clone() for v in value]
     return found
@@ -208,6 +227,38 @@ def test_method_hooks_that_change_the_input_and_output_and_keep_what_they_saw(tm
     assert _run(model, twin, compiled, inputs) == 2
     assert len(model.taps) == len(inputs) and model.clipped.item() > 0
     _check_saved(tmp_path, compiled, fresh, inputs)
+
+
+def test_lambda_hooks_that_keep_the_last_output_on_their_layer(tmp_path):
+    torch.manual_seed(3)
+    model = Router().eval()
+    twin, fresh, compiled = _compiled(model, torch.randn(2, 4))
+    assert not hasattr(model.gate, "last_output")  # compiling ran no hook
+    inputs = _inputs(4, 8, (2, 4))
+    assert _run(model, twin, compiled, inputs) == 2  # one expert or the other
+    assert all(hasattr(expert, "last_output") for expert in model.experts)
+    _check_saved(tmp_path, compiled, fresh, inputs)
+
+
+def test_a_read_of_an_attribute_a_hook_creates_is_refused_at_its_line():
+    class ReadsBack(Router):
+        def forward(self, x):
+            y = self.experts[0](x)
+            return y + self.experts[0].last_output  # MARK
+
+    model = ReadsBack().eval()
+    with pytest.raises(dycl.UnsupportedError, match="a read of experts.0.last_output, an attribute that forward"
+                                                    r"\(\) or a hook creates") as info:
+        dycl.compile(model, torch.randn(2, 4))
+    assert info.value.location.line == ReadsBack.forward.__code__.co_firstlineno + 2
+
+
+def test_a_dict_update_that_would_shadow_a_buffer_is_refused():
+    model = EarlyExitNet().eval()
+    model.head.register_buffer("last", torch.zeros(4))
+    model.head.register_forward_hook(lambda m, i, o: m.__dict__.update(last=o.detach()))
+    with pytest.raises(dycl.UnsupportedError, match="updates __dict__ with 'last', a parameter, buffer or submodule"):
+        dycl.compile(model, torch.randn(1, 6))
 
 
 def test_a_hook_writing_a_dict_outside_the_model_is_refused_at_its_line():
