@@ -33,7 +33,7 @@ from dycl.rewriter.substitute import rename
 from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from dycl.rewriter.walk import bound_names, descendants
-from dycl.rewriter.written_hooks import hook_definition
+from dycl.rewriter.written_hooks import hook_definition, is_written_hook
 
 #: A callee specialised to a call: (function, receiver fingerprint, static
 #: arguments by name, dynamic parameter names).
@@ -108,7 +108,9 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     early_return = any(contains(stmt, (cst.Return,), into_loops=True) for stmt in body[:-1])
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
-    if not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers:
+    # so is every hook written out at its module's call (rewriter.written_hooks): its result decides the output
+    if (not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers
+            and not is_written_hook(ctx, function)):
         facts = SyntaxFacts(parsed, [n for n in nodes if isinstance(n, cst.Call)], bound_names(parsed.definition))
     ctx.caches.syntax_facts[function] = facts
     return facts
@@ -142,7 +144,8 @@ def _touches_state(ctx: RewriteContext, callee: Callee) -> bool:
     """Whether the callee writes module state or may read it (``rewriter.state_table``): then it is
     inlined even without control flow, so that the state is threaded, not traced as a constant."""
     receiver = callee.receiver
-    return callee.function in ctx.state.writers or (receiver is not None and ctx.state.reaches(receiver.value))
+    return callee.function in ctx.state.writers or (receiver is not None and ctx.state.reaches(receiver.value)) or (
+        is_written_hook(ctx, callee.function))  # a hook written out: its result decides the output
 
 
 def _receiver_key(ctx: RewriteContext, receiver: Static | None) -> object:

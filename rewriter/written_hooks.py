@@ -108,10 +108,16 @@ def hook_definition(ctx: RewriteContext, function: types.FunctionType,
                     definition: cst.FunctionDef) -> cst.FunctionDef:
     """``definition`` of a written-out hook with its receiver's ``setattr``/``__dict__.update`` calls as
     assignments (``rewriter.attribute_updates``); any other function's as it is."""
-    hooked = any(id(module) in ctx.written_hooks and any(hook.target is function for hook in forward_hooks(module))
-                 for module in ctx.model.modules()) if ctx.written_hooks else False
     params = (*definition.params.posonly_params, *definition.params.params)
-    return attribute_updates(definition, params[0].name.value) if hooked and params else definition
+    return attribute_updates(definition, params[0].name.value) if is_written_hook(ctx, function) and params \
+        else definition
+
+
+def is_written_hook(ctx: RewriteContext, function: object) -> bool:
+    """Whether ``function`` is a hook of a module whose hooks are written out (so always inlined)."""
+    return bool(ctx.written_hooks) and any(
+        id(module) in ctx.written_hooks and any(hook.target is function for hook in forward_hooks(module))
+        for module in ctx.model.modules())
 
 
 def prescan_hooks(ctx: RewriteContext) -> None:
@@ -234,4 +240,5 @@ def _tuple(elements: list[cst.BaseExpression]) -> cst.BaseExpression:
     return cst.Tuple([cst.Element(e, comma=cst.Comma()) if len(elements) == 1 else cst.Element(e) for e in elements])
 
 
-__all__ = ["WrittenHooks", "hook_definition", "prescan_hooks", "refuse_traced_hooks", "written_hook_lines"]
+__all__ = ["WrittenHooks", "hook_definition", "is_written_hook", "prescan_hooks", "refuse_traced_hooks",
+           "written_hook_lines"]

@@ -32,16 +32,34 @@ class Net(nn.Module):
         return -h
 
 
-def test_hooks_written_out_around_forward_and_the_stateful_one_inlined():
+def test_hooks_written_out_around_forward_and_inlined():
     assert after(Net(), "inline") == golden("""
-        hook_result = hook(self.fc, (x,))
+        args = (x,)
+        hook_result = ((args[0] * 2,))
         hook_args = (x,) if hook_result is None else hook_result if isinstance(hook_result, tuple) else (hook_result,)
         (hook_arg,) = hook_args
         hook_out = self.fc.forward(hook_arg)
-        args = (hook_arg,)
+        args_1 = (hook_arg,)
         self.fc.calls += 1
         hook_result_1 = None
         hook_out_1 = hook_out if hook_result_1 is None else hook_result_1
+        out = hook_out_1
+        h = torch.relu(out)
+        if h.mean() > 0:
+            return h
+        return -h
+    """)
+
+
+def test_a_hook_returning_none_leaves_the_output():
+    assert after(Net(), "constprop") == golden("""
+        args = (x,)
+        hook_result = ((args[0] * 2,))
+        hook_args = (x,) if hook_result is None else hook_result if isinstance(hook_result, tuple) else (hook_result,)
+        (hook_arg,) = hook_args
+        hook_out = self.fc.forward(hook_arg)
+        self.fc.calls += 1
+        hook_out_1 = hook_out
         out = hook_out_1
         h = torch.relu(out)
         if h.mean() > 0:
