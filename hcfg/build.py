@@ -35,6 +35,7 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.host_reads import split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
 from dycl.hcfg.liveness import live_after_ifs
@@ -152,10 +153,12 @@ class HCFGBuilder:
                 break
             if isinstance(stmt, cst.If):
                 hoisted, test = self.hoist(stmt.test, stmt, states[0].concrete)
-                self.run_all(hoisted, states, tensor=True)
                 if not self.levers.conditions_in_producers:
+                    self.run_all(hoisted, states, tensor=True)
                     flush()
-                pending += hoisted
+                    pending += hoisted
+                else:
+                    self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
                 cond, states = self.condition(stmt, self.portable(test, states[0].concrete), states)
                 nodes.append(cond)
@@ -165,8 +168,7 @@ class HCFGBuilder:
                 continue
             if isinstance(small, cst.Return):
                 hoisted, value = self.hoist(small.value or cst.Name("None"), stmt, states[0].concrete)
-                self.run_all(hoisted, states, tensor=True)
-                pending += hoisted
+                self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
                 nodes.append(Return(stmt, self.portable(value, states[0].concrete)))
                 states = []
@@ -193,6 +195,7 @@ class HCFGBuilder:
     def place_tensor(self, stmt: cst.SimpleStatementLine, states: list[PathState], pending: list, nodes: list,
                      flush: Callable[[], None]) -> None:
         """Run and place one tensor statement in ``pending``, its host conversions first (``tensor_statement``)."""
+        stmt = self.host_reads(stmt, states, pending, nodes)
         placed, conversions = self.tensor_statement(stmt, states, pending)
         if conversions:
             flush()
@@ -236,6 +239,25 @@ class HCFGBuilder:
         self.paths.flags.skip(_tests(untaken))
         return taken
 
+    def place_hoisted(self, hoisted: list[cst.SimpleStatementLine], states: list[PathState], pending: list,
+                      nodes: list) -> None:
+        """Run and append the tensor lines hoisted out of a test or a ``return`` to ``pending``."""
+        for line in hoisted:
+            line = self.host_reads(line, states, pending, nodes)
+            self.run_all([line], states, tensor=True)
+            pending.append(line)
+
+    def host_reads(self, stmt: cst.SimpleStatementLine, states: list[PathState], pending: list,
+                   nodes: list) -> cst.SimpleStatementLine:
+        """``stmt`` reading the numbers it needs out of host containers from host statements placed
+        before the sub-DNN ``pending`` becomes (``hcfg.host_reads``), which does not need them."""
+        host, stmt = split_host_reads(stmt, [s.concrete for s in states], self.evaluate, self._fresh_local, pending)
+        for line in host:
+            self._check_host(line)
+            nodes.append(HostOp(line))
+            self.run_all([line], states)
+        return stmt
+
     def tensor_statement(self, stmt: cst.SimpleStatementLine, states: list[PathState],
                          pending: list[cst.SimpleStatementLine]
                          ) -> tuple[cst.SimpleStatementLine, list[HostOp]]:
@@ -250,6 +272,11 @@ class HCFGBuilder:
         self.run_all(tensor_parts, states, tensor=True)
         pending += tensor_parts
         return placed, [HostOp(c) for c in conversions]
+
+    def _fresh_local(self, base: str) -> str:
+        name = self.namespace.fresh(base)
+        self.locals.add(name)
+        return name
 
     def _has_rows(self, node: cst.BaseExpression, state: State) -> bool:
         value = self.evaluate(node, state)
