@@ -146,8 +146,9 @@ def refuse_traced_hooks(ctx: RewriteContext, body: list[cst.BaseStatement], rece
     looked into: a hook is assumed not to call modules."""
     if not ctx.written_hooks:
         return
-    hook_names = {name for name, value in ctx.globals.objects.items() if value in (run_pre_hooks, run_forward_hooks)
-                  or (name in ctx.globals.introduced and isinstance(value, types.FunctionType))}
+    hook_names = {name for name, value in ctx.globals.objects.items()
+                  if value is run_pre_hooks or value is run_forward_hooks
+                  or (name in ctx.globals.introduced and is_written_hook(ctx, value))}
     finder = _TracedHooks(ctx, receiver, frozenset(hook_names))
     for statement in body:
         statement.visit(finder)
