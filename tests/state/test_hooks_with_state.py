@@ -129,6 +129,35 @@ class Router(nn.Module):
         return self.experts[1](x) * 0.5
 
 
+class ResidualLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0):
+        return x + torch.relu(self.fc(x)) * scale
+
+
+class DepthAdaptive(nn.Module):
+    """Stops at the first layer whose output is confident enough: deeper layers run less often."""
+
+    def __init__(self, depth: int = 3):
+        super().__init__()
+        self.layers = nn.ModuleList([ResidualLayer() for _ in range(depth)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x, scale=0.9)
+            if x.mean() > 0.5:
+                return x
+        return -x
+
+
+def count_visits(module, args, kwargs, output):
+    module.visits += 1
+    module.last_scale = kwargs["scale"]
+
+
 # -- the sequence check ------------------------------------------------------------------------------
 
 
@@ -259,6 +288,20 @@ def test_a_dict_update_that_would_shadow_a_buffer_is_refused():
     model.head.register_forward_hook(lambda m, i, o: m.__dict__.update(last=o.detach()))
     with pytest.raises(dycl.UnsupportedError, match="updates __dict__ with 'last', a parameter, buffer or submodule"):
         dycl.compile(model, torch.randn(1, 6))
+
+
+def test_hooks_with_kwargs_registered_in_a_loop_count_the_depth_reached(tmp_path):
+    torch.manual_seed(4)
+    model = DepthAdaptive().eval()
+    for layer in model.layers:
+        layer.visits, layer.last_scale = 0, 0.0
+        layer.register_forward_hook(count_visits, with_kwargs=True)
+    twin, fresh, compiled = _compiled(model, torch.randn(2, 4))
+    inputs = [x + 0.4 for x in _inputs(5, 10, (2, 4))]
+    assert _run(model, twin, compiled, inputs) == 3  # stopped after the first, second layer, or not at all
+    visits = [layer.visits for layer in model.layers]
+    assert visits[0] == len(inputs) and visits[0] > visits[2] > 0
+    _check_saved(tmp_path, compiled, fresh, inputs)
 
 
 def test_a_hook_writing_a_dict_outside_the_model_is_refused_at_its_line():
