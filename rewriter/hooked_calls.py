@@ -51,6 +51,7 @@ class HookedLines:
     prefix: list[cst.SimpleStatementLine]
     forward: cst.Call
     wrap: Callable[[cst.BaseExpression], cst.BaseExpression] | None
+    consumed: frozenset[str] = frozenset()  # names only ``forward`` reads: its parameters may take them over
 
 
 def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, stmt: cst.BaseStatement,
@@ -61,7 +62,8 @@ def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, s
     lines: list[cst.BaseSmallStatement] = []
     args = [_once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword is None]
     keywords = {arg.keyword.value: _once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword}
-    if any("pre-hook" in hook.kind for hook in hooks):
+    pre_hooked = any("pre-hook" in hook.kind for hook in hooks)
+    if pre_hooked:
         # unpacked at once: no name holds the tuple, which would alias each argument (hcfg.aliasing)
         pre_hooks = _call(ctx, run_pre_hooks, hooked.term, _tuple(args))
         args = [cst.Name(ctx.namespace.fresh("hook_arg")) for _ in args]
@@ -77,7 +79,11 @@ def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, s
             return _call(ctx, run_forward_hooks, hooked.term, hook_args, kwargs, value)
 
     prefix = [set_location(cst.SimpleStatementLine([small]), comment_of(stmt)) for small in lines]
-    return HookedLines(prefix, forward, wrap)
+    # without forward hooks the pre-hooks' results are read by forward only: an in-place update of its
+    # parameter is not one of a second name (hcfg.aliasing)
+    consumed = frozenset() if wrap is not None or not pre_hooked else frozenset(
+        a.value for a in args if isinstance(a, cst.Name))
+    return HookedLines(prefix, forward, wrap, consumed)
 
 
 def _refuse_unsupported(module: torch.nn.Module, call: cst.Call, location: SourceLocation | None) -> None:

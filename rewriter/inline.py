@@ -355,7 +355,8 @@ class Inline(FlowWalker):
     # -- splicing -------------------------------------------------------------------------------
 
     def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall | WrittenHooks,
-               small: cst.BaseSmallStatement, stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None) -> Block:
+               small: cst.BaseSmallStatement, stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None,
+               consumed: frozenset[str] = frozenset()) -> Block:
         """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``);
         ``wrap`` changes each value the callee returns (its forward hooks)."""
         if isinstance(expansion, list):
@@ -370,7 +371,7 @@ class Inline(FlowWalker):
                                        lambda value: canonical_term(value, self.flow.index))
             return self.block(lines, env.copy())[0]
         callee, _ = self.resolve(call, env)
-        prologue, renames = self._bind_dynamic(callee, expansion, stmt)
+        prologue, renames = self._bind_dynamic(callee, expansion, stmt, consumed)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
         body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
         context = context_of(comment_of(stmt))  # a call in an unrolled iteration: its body is in that iteration
@@ -426,18 +427,20 @@ class Inline(FlowWalker):
                 return lines + self._splice_sequential(calls, small, stmt, inner, written.wrap)
         expansion = self.expand(written.forward, stmt, inner)
         if expansion is not None:
-            return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap)
+            return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap, written.consumed)
         if written.wrap is None:
             final = [small.with_changes(value=written.forward)]
         else:
             final = self._wrapped_writer(small, written.wrap)(written.forward)
         return lines + [set_location(cst.SimpleStatementLine([one]), comment_of(stmt)) for one in final]
 
-    def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt) -> tuple[Block, dict[str, str]]:
+    def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt,
+                      consumed: frozenset[str] = frozenset()) -> tuple[Block, dict[str, str]]:
+        """``consumed``: argument names nothing reads after the call, as if the call overwrote them."""
         prologue: Block = []
         renames: dict[str, str] = {}
         reassigned = inlined.assigned
-        overwritten = _overwritten_by(stmt)
+        overwritten = _overwritten_by(stmt) | consumed
         arg_names = [a.value for a in callee.dynamic.values() if isinstance(a, cst.Name)]
         for name, arg in callee.dynamic.items():
             fresh = inlined.params[name]
