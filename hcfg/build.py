@@ -153,10 +153,12 @@ class HCFGBuilder:
             if isinstance(stmt, cst.If):
                 test = self._read_on_host(stmt.test, stmt, states, nodes, flush)
                 hoisted, test = self.hoist(test, stmt, states[0].concrete)
-                self.run_all(hoisted, states, tensor=True)
                 if not self.levers.conditions_in_producers:
+                    self.run_all(hoisted, states, tensor=True)
                     flush()
-                pending += hoisted
+                    pending += hoisted
+                else:
+                    self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
                 cond, states = self.condition(stmt, self.portable(test, states[0].concrete), states)
                 nodes.append(cond)
@@ -167,8 +169,7 @@ class HCFGBuilder:
             if isinstance(small, cst.Return):
                 value = self._read_on_host(small.value or cst.Name("None"), stmt, states, nodes, flush)
                 hoisted, value = self.hoist(value, stmt, states[0].concrete)
-                self.run_all(hoisted, states, tensor=True)
-                pending += hoisted
+                self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
                 nodes.append(Return(stmt, self.portable(value, states[0].concrete)))
                 states = []
@@ -252,6 +253,12 @@ class HCFGBuilder:
         self.paths.flags.skip(_tests(untaken))
         return taken
 
+    def place_hoisted(self, hoisted: list[cst.SimpleStatementLine], states: list[PathState], pending: list,
+                      nodes: list) -> None:
+        """Run and append the tensor lines hoisted out of a test or a ``return`` to ``pending``."""
+        self.run_all(hoisted, states, tensor=True)
+        pending += hoisted
+
     def tensor_statement(self, stmt: cst.SimpleStatementLine, states: list[PathState],
                          pending: list[cst.SimpleStatementLine]
                          ) -> tuple[cst.SimpleStatementLine, list[HostOp]]:
@@ -271,6 +278,11 @@ class HCFGBuilder:
 
     def _host_value(self) -> str:
         name = self.namespace.fresh("n")
+        self.locals.add(name)
+        return name
+
+    def _fresh_local(self, base: str) -> str:
+        name = self.namespace.fresh(base)
         self.locals.add(name)
         return name
 

@@ -7,7 +7,9 @@ sub-DNN with one structure (``hcfg.pytree_ports``). A tensor statement that read
 
     x = x + len(seen) * 0.1
 
-is split: each largest subexpression that reads such a container, reads no tensor and has a
+is split; so is one reading a list, tuple or dict of Python numbers and strings (``len(vals)``,
+``cfg["scale"]``), whose length or keys may differ by path (``vals.append(2)`` on one branch) where
+the statement needs only a number. Each largest subexpression that reads such a container, reads no tensor and has a
 Python number, bool or string value, or is an item of it (``items[-1]``), is computed by the
 host into a fresh variable, which the sub-DNN takes as an input (a port, never a constant)::
 
@@ -55,7 +57,7 @@ def split_expression_reads(node: cst.BaseExpression, stmt: cst.BaseStatement, st
                            evaluate: Evaluate, fresh: Callable[[], str]
                            ) -> tuple[list[cst.SimpleStatementLine], cst.BaseExpression]:
     """Like ``split_host_reads`` for the expression ``node`` of ``stmt`` (an ``if`` test, a returned value)."""
-    kept = {name for name, value in state.items() if isinstance(value, HOST_CONTAINERS)}
+    kept = {name for name, value in state.items() if _host_kept(value)}
     if not kept & read_names(node):
         return [], node
     lines: list[cst.SimpleStatementLine] = []
@@ -71,6 +73,15 @@ def split_expression_reads(node: cst.BaseExpression, stmt: cst.BaseStatement, st
         return map_children(current, visit)
 
     return lines, visit(node)
+
+
+def _host_kept(value: Any) -> bool:
+    """A container the host keeps: a set or deque, or a list, tuple or dict of Python numbers and
+    strings (its length or keys may differ by path: ``vals.append(2)`` on one branch)."""
+    if isinstance(value, HOST_CONTAINERS):
+        return True
+    items = value.values() if type(value) is dict else value if type(value) in (list, tuple) else None
+    return items is not None and all(type(item) in _HOST_VALUES for item in items)
 
 
 def _host_part(node: cst.BaseExpression, kept: set[str], state: dict[str, Any], evaluate: Evaluate) -> bool:

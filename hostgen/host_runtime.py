@@ -70,8 +70,11 @@ class HostModel:
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
         parameter -> value); ``self.state`` is left as it is."""
-        inputs = {name: _state_input(state, name, kind, literal) for name, _, kind, literal in STATE if kind != "list"}
+        inputs = {name: _state_input(state, name, kind, literal) for name, _, kind, literal in STATE
+                  if kind not in ("list", "assigned")}
         outputs, final = self._run(dict(_bind(args, kwargs), **inputs))
+        final = [state[name] if kind == "assigned" and value is None else value  # not assigned by this call
+                 for (name, _, kind, _), value in zip(STATE, final)]
         return outputs, {name: _state_after(kind, state[name], value, name) for (name, _, kind, _), value in
                          zip(STATE, final)}
 
@@ -144,7 +147,7 @@ def _stored_state(constants, name, path, kind, value):
     """The value of state ``name`` when the model was compiled (a ``STATE`` entry), from the constants."""
     if kind in ("dict", "set"):
         return dict(value) if kind == "dict" else set(value)
-    if kind == "prior":
+    if kind in ("prior", "assigned"):  # a list's items, passed in; an attribute the model creates: none yet
         return None
     if kind == "list":  # tensors stored as constants, numbers in the table (``value``: index -> number)
         prefix = name + "@state."
@@ -175,6 +178,8 @@ def _state_after(kind, before, value, name):
 
 def _state_value(kind, value, name):
     """A value of state ``name`` as the host keeps it: an array it owns, or a Python number."""
+    if kind == "assigned":
+        return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
     if kind == "tensor" and isinstance(value, (np.ndarray, np.generic)):
         return np.array(value, copy=True)
     if kind == "dict" and isinstance(value, dict) and not any(isinstance(v, np.ndarray) for v in value.values()):

@@ -40,6 +40,7 @@ from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
+from dycl.rewriter.hook_effects import hook_refusal
 from dycl.rewriter.hooks import forward_hooks, hook_functions, refuse_impure_hooks
 from dycl.rewriter.inline import is_user_code
 from dycl.rewriter.locations import LocationTable
@@ -50,11 +51,13 @@ from dycl.rewriter.root_hooks import hooked_entry
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_prescan import prescan_state
 from dycl.rewriter.state_slots import collect_state_writes
+from dycl.rewriter.state_table import NOT_INPUTS
 from dycl.rewriter.state_threading import ThreadedState, thread_state
 from dycl.rewriter.state_writes import receiver_name
 from dycl.rewriter.values import ModuleIndex, Static
 from dycl.rewriter.verify import verify_printed
 from dycl.rewriter.walk import all_names, bound_names
+from dycl.rewriter.written_hooks import prescan_hooks, refuse_traced_hooks
 
 __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation", "PIPELINE", "FlatInput",
            "ReturnForm"]
@@ -93,14 +96,16 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
-    refuse_impure_hooks(model, is_user_code)
+    written_hooks = refuse_impure_hooks(model, is_user_code, hook_refusal)
     if method == "forward" and forward_hooks(model):  # model(...) runs the model's hooks around forward
         signature = signature_of(resolved, inspect.unwrap(resolved.function))
         resolved = hooked_entry(model, resolved, signature, example, positional)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
-    ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed)
+    ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed,
+                         written_hooks=written_hooks)
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
+    prescan_hooks(ctx)  # and the state of the hooks written out as code (rewriter.written_hooks)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns)
     definition = parsed.definition
     env = Env()
@@ -109,6 +114,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
+    refuse_traced_hooks(ctx, body, self_name)
     body, state = thread_state(ctx, body, self_name)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(
@@ -178,7 +184,7 @@ def _with_state_parameters(params: cst.Parameters, inputs: int, state: tuple[Thr
     if not state:
         return params
     listed = list(params.params)
-    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind != "list"]  # a list starts empty
+    added = [cst.Param(cst.Name(s.parameter)) for s in state if s.kind not in NOT_INPUTS]  # started afresh
     return params.with_changes(params=[*listed[:1 + inputs], *added, *listed[1 + inputs:]])
 
 

@@ -29,12 +29,12 @@ from dycl.rewriter.forwarding import specialise
 from dycl.rewriter.generators import generator_as_list
 from dycl.rewriter.inline import Callee, InlinedBody, call_method, explicit_receiver, is_user_code, user_function
 from dycl.rewriter.source import ParsedFunction, parse_function
-from dycl.rewriter.state_slots import collect_state_writes
-from dycl.rewriter.state_writes import receiver_name
+from dycl.rewriter.state_slots import collect_state_writes, state_receiver
 from dycl.rewriter.substitute import rename
 from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
 from dycl.rewriter.walk import bound_names, descendants
+from dycl.rewriter.written_hooks import hook_definition, is_written_hook
 
 #: A callee specialised to a call: (function, receiver fingerprint, static
 #: arguments by name, dynamic parameter names).
@@ -74,7 +74,8 @@ def parse_checked(ctx: RewriteContext, function: types.FunctionType) -> ParsedFu
         parsed = parse_function(function, ctx.locations, closures=True, followed=ctx.followed)
         if _generator(function):  # a generator helper: rewriter.generators
             parsed = dataclasses.replace(parsed, definition=generator_as_list(parsed.definition, ctx.locations))
-        reject_unsupported(ctx, parsed.definition, receiver_name(function, parsed.definition) is not None)
+        parsed = dataclasses.replace(parsed, definition=hook_definition(ctx, function, parsed.definition))
+        reject_unsupported(ctx, parsed.definition, state_receiver(ctx, function, parsed.definition)[0] is not None)
         definition, markers = collect_state_writes(ctx, parsed.function, parsed.definition)
         if markers:
             parsed = dataclasses.replace(parsed, definition=definition, imports={**parsed.imports, **markers})
@@ -114,7 +115,9 @@ def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFa
     branching = branching or any(isinstance(v, DeferredRefusal) for v in parsed.imports.values())
     facts = None
     # a callee that writes module state is inlined, so that its writes are threaded (rewriter.state_threading)
-    if not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers:
+    # so is every hook written out at its module's call (rewriter.written_hooks): its result decides the output
+    if (not branching and not early_return and not parsed.higher_order and function not in ctx.state.writers
+            and not is_written_hook(ctx, function)):
         facts = SyntaxFacts(parsed, [n for n in nodes if isinstance(n, cst.Call)], bound_names(parsed.definition))
     ctx.caches.syntax_facts[function] = facts
     return facts
@@ -148,7 +151,8 @@ def _touches_state(ctx: RewriteContext, callee: Callee) -> bool:
     """Whether the callee writes module state or may read it (``rewriter.state_table``): then it is
     inlined even without control flow, so that the state is threaded, not traced as a constant."""
     receiver = callee.receiver
-    return callee.function in ctx.state.writers or (receiver is not None and ctx.state.reaches(receiver.value))
+    return callee.function in ctx.state.writers or (receiver is not None and ctx.state.reaches(receiver.value)) or (
+        is_written_hook(ctx, callee.function))  # a hook written out: its result decides the output
 
 
 def _receiver_key(ctx: RewriteContext, receiver: Static | None) -> object:

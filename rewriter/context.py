@@ -127,6 +127,8 @@ class RewriteContext:
     trace: list[tuple[str, str, str]] = field(default_factory=list)
     #: library functions (their code) rewritten like user code: they decide on data (dycl.model.library_decisions)
     followed: frozenset[types.CodeType] = frozenset()
+    #: ids of the modules whose hooks are written out as code at their calls (rewriter.hook_effects)
+    written_hooks: frozenset[int] = frozenset()
 
     def rewrites(self, function: object) -> bool:
         """Whether calls of ``function`` are looked into: user code, or library code that is followed."""

@@ -12,6 +12,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.arguments import FlatInput
 from dycl.rewriter.locations import LocationTable
+from dycl.rewriter.state_table import NOT_INPUTS
 from dycl.rewriter.state_threading import ThreadedState
 
 
@@ -101,7 +102,7 @@ class RewrittenFunction:
                 with torch.no_grad():
                     return function(model, *args, **kwargs)
             # module state in, its final value written back (rewriter.state_threading)
-            current = {s.parameter: s.slot.read() for s in self.state if s.kind != "list"}
+            current = {s.parameter: s.slot.read() for s in self.state if s.kind not in NOT_INPUTS}
             with torch.no_grad():
                 output, final = function(model, *args, **current, **kwargs)
             for threaded, value in zip(self.state, final):

@@ -5,8 +5,7 @@
 ``T = self.gate(a, k=v)`` becomes, for a module with hooks,
 
     hook_arg = a                                   # each dynamic argument, evaluated once
-    hook_args = run_pre_hooks(self.gate, (hook_arg,))      # if it has pre-hooks
-    hook_arg_1, = hook_args
+    hook_arg_1, = run_pre_hooks(self.gate, (hook_arg,))    # if it has pre-hooks
     <self.gate.forward(hook_arg_1, k=v) inlined, each ``return v`` of it becoming>
     T = run_forward_hooks(self.gate, (hook_arg_1,), {'k': v}, v)      # if it has hooks
 
@@ -52,6 +51,7 @@ class HookedLines:
     prefix: list[cst.SimpleStatementLine]
     forward: cst.Call
     wrap: Callable[[cst.BaseExpression], cst.BaseExpression] | None
+    consumed: frozenset[str] = frozenset()  # names only ``forward`` reads: its parameters may take them over
 
 
 def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, stmt: cst.BaseStatement,
@@ -62,12 +62,12 @@ def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, s
     lines: list[cst.BaseSmallStatement] = []
     args = [_once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword is None]
     keywords = {arg.keyword.value: _once(arg.value, ctx, lines, is_static) for arg in call.args if arg.keyword}
-    if any("pre-hook" in hook.kind for hook in hooks):
-        packed = ctx.namespace.fresh("hook_args")
-        lines.append(_assign(cst.Name(packed), _call(ctx, run_pre_hooks, hooked.term, _tuple(args))))
-        if args:
-            args = [cst.Name(ctx.namespace.fresh("hook_arg")) for _ in args]
-            lines.append(_assign(_tuple(args), cst.Name(packed)))
+    pre_hooked = any("pre-hook" in hook.kind for hook in hooks)
+    if pre_hooked:
+        # unpacked at once: no name holds the tuple, which would alias each argument (hcfg.aliasing)
+        pre_hooks = _call(ctx, run_pre_hooks, hooked.term, _tuple(args))
+        args = [cst.Name(ctx.namespace.fresh("hook_arg")) for _ in args]
+        lines.append(_assign(_tuple(args), pre_hooks) if args else cst.Expr(pre_hooks))
     forward = cst.Call(cst.Attribute(hooked.term, cst.Name("forward")),
                        [cst.Arg(a) for a in args] + [cst.Arg(v, keyword=cst.Name(k)) for k, v in keywords.items()])
     wrap = None
@@ -79,7 +79,11 @@ def hooked_call_lines(ctx: RewriteContext, hooked: HookedCall, call: cst.Call, s
             return _call(ctx, run_forward_hooks, hooked.term, hook_args, kwargs, value)
 
     prefix = [set_location(cst.SimpleStatementLine([small]), comment_of(stmt)) for small in lines]
-    return HookedLines(prefix, forward, wrap)
+    # without forward hooks the pre-hooks' results are read by forward only: an in-place update of its
+    # parameter is not one of a second name (hcfg.aliasing)
+    consumed = frozenset() if wrap is not None or not pre_hooked else frozenset(
+        a.value for a in args if isinstance(a, cst.Name))
+    return HookedLines(prefix, forward, wrap, consumed)
 
 
 def _refuse_unsupported(module: torch.nn.Module, call: cst.Call, location: SourceLocation | None) -> None:

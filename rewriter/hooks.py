@@ -11,12 +11,15 @@ own, and every submodule that branches on data), ``rewriter.hooked_calls`` and
 ``rewriter.root_hooks`` write the hook calls out around it.
 
 Guarantees: ``forward_hooks`` lists the hooks in the order ``__call__`` runs
-them; ``refuse_impure_hooks`` raises ``UnsupportedError`` for a hook anywhere in
-the model that writes Python state (an item or attribute store, a mutating
-method such as ``append``/``update``/``__setitem__``, an in-place tensor method,
+them; ``refuse_impure_hooks`` finds every hook anywhere in the model that writes
+Python state (an item or attribute store, a mutating method such as
+``append``/``update``/``__setitem__``, an in-place tensor method,
 ``global``/``nonlocal`` stores, ``setattr``), or whose code dycl cannot read: a
 traced hook runs only while compiling, so such a write would not happen per
-call. User functions a hook reaches through its globals or closure are read too.
+call. The hooks of a module with such a hook are written out as code
+(``rewriter.written_hooks``) where ``rewriter.hook_effects`` admits each of them;
+otherwise it raises ``UnsupportedError`` naming the hook. User functions a hook
+reaches through its globals or closure are read too.
 ``refuse_dropped_hooks`` names the first hook of a module whose hooks cannot be
 written out.
 
@@ -41,7 +44,9 @@ from torch.nn.modules import module as _module
 _STORES = frozenset({"STORE_ATTR", "STORE_SUBSCR", "DELETE_ATTR", "DELETE_SUBSCR", "STORE_GLOBAL",
                      "DELETE_GLOBAL", "STORE_SLICE", "DELETE_SLICE"})
 _WRITING_CALLS = frozenset({"setattr", "delattr", "register_buffer", "register_parameter", "add_module", "apply"})
-_HINT_PURE = ("a traced hook runs only while compiling: return a value instead of storing it, or remove the hook "
+_HINT_PURE = ("dycl compiles a hook that writes the state of the module it is registered on (through its first "
+              "parameter, or self for a method of a module of the model): counters, buffers updated in place, "
+              "lists of tensors appended to; otherwise return a value instead of storing it, or remove the hook "
               "(handle.remove()) before dycl.compile and read activations from the model's outputs")
 
 
@@ -98,16 +103,39 @@ def refuse_dropped_hooks(module: torch.nn.Module, what: str, location: SourceLoc
         "hook's computation into forward, or remove the hook (handle.remove()) before dycl.compile")
 
 
-def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool]) -> None:
+def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object], bool],
+                        admit: Callable[..., str | None] | None = None) -> frozenset[int]:
     """Raise for the first hook in ``model`` that writes Python state or cannot be read; the
-    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too."""
+    user functions it reaches (``is_user_code``: ``rewriter.inline.is_user_code``) are read too.
+    ``admit(hook, module, model, reaches_writes)`` (``rewriter.hook_effects.hook_refusal``) says why
+    a state-writing hook cannot be written out as code instead (None: it can); the ids of the
+    modules whose hooks are then all written out are returned."""
+    written: set[int] = set()
     for prefix, module in model.named_modules(remove_duplicate=False):
-        for hook in forward_hooks(module):
-            problem = _state_write(hook.target, set(), is_user_code)
-            if problem is not None:
+        hooks = forward_hooks(module)
+        impure = [(hook, _state_write(hook.target, set(), is_user_code)) for hook in hooks]
+        if all(problem is None for _, problem in impure):
+            continue
+        for hook, problem in impure:
+            refusal = "is not compiled" if admit is None else admit(
+                hook, module, model, lambda function: reached_writes(function, is_user_code))
+            if refusal is not None:
                 owner = f"submodule {prefix!r}" if prefix else "the model"
+                which = f"which {problem}; it " if problem is not None else "written out with a hook that writes " \
+                    "state; it "
                 raise UnsupportedError(f"the {hook.kind} {hook.name} on {owner} ({type(module).__qualname__}), "
-                                       f"which {problem}", hook.location, _HINT_PURE)
+                                       f"{which}{refusal}", hook.location, _HINT_PURE)
+        written.add(id(module))
+    return frozenset(written)
+
+
+def reached_writes(function: types.FunctionType, is_user_code: Callable[[object], bool]) -> str | None:
+    """What a user function ``function`` calls (not ``function`` itself) writes; None if nothing."""
+    for reached in _reached(function, is_user_code):
+        problem = _state_write(reached, {id(function)}, is_user_code)
+        if problem is not None:
+            return f"calls {getattr(reached, '__qualname__', reached)!s:.60}, which {problem}"
+    return None
 
 
 def _instructions(code: types.CodeType) -> Iterator[tuple[types.CodeType, dis.Instruction]]:
@@ -177,4 +205,4 @@ def _callable_instance(value: object) -> bool:
         "torch", "builtins", "numpy", "math", "functools")
 
 
-__all__ = ["Hook", "forward_hooks", "hook_functions", "refuse_dropped_hooks", "refuse_impure_hooks"]
+__all__ = ["Hook", "forward_hooks", "hook_functions", "reached_writes", "refuse_dropped_hooks", "refuse_impure_hooks"]

@@ -26,6 +26,7 @@ from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.user_code import is_user_code
 from dycl.rewriter.values import DictKeys, ModuleIndex, Static, canonical_term, literal_term
 from dycl.rewriter.walk import bound_names, descendants, map_children
+from dycl.rewriter.written_hooks import WrittenHooks, written_hook_lines
 
 
 @dataclass
@@ -319,8 +320,12 @@ class Inline(FlowWalker):
             return cst.Dict([cst.DictElement(literal_term(key), expr) for key, expr in items])
         return _tuple([expr for _, expr in items])
 
-    def expand(self, call: cst.Call, stmt: cst.BaseStatement, env: Env) -> InlinedBody | Block | HookedCall | None:
-        """What replaces ``call``: an inlined body, an expanded Sequential, or None (keep the call)."""
+    def expand(self, call: cst.Call, stmt: cst.BaseStatement,
+               env: Env) -> InlinedBody | Block | HookedCall | WrittenHooks | None:
+        """What replaces ``call``: an inlined body, an expanded Sequential, hooks written out, or None (keep it)."""
+        written = self._written_hooks(call, env)
+        if written is not None:
+            return written
         callee, sequential = self.resolve(call, env)
         if sequential is not None:
             expansion = self._expand_sequential(call, sequential, stmt, env)
@@ -334,6 +339,17 @@ class Inline(FlowWalker):
         if forward_hooks(target.value):  # __call__'s hooks around the inlined forward
             return HookedCall(target.value, canonical_term(target.value, self.flow.index) or call.func)
         return expansion
+
+    def _written_hooks(self, call: cst.Call, env: Env) -> WrittenHooks | None:
+        """A call of a module whose hooks write state (``rewriter.written_hooks``), else None."""
+        if not self.ctx.written_hooks:
+            return None
+        target = self.flow.evaluate(call.func, env)
+        if target is None or not isinstance(target.value, torch.nn.Module) or (
+                id(target.value) not in self.ctx.written_hooks):
+            return None
+        term = canonical_term(target.value, self.flow.index)
+        return None if term is None else WrittenHooks(target.value, term)
 
     def _expand_sequential(self, call: cst.Call, sequential: torch.nn.Sequential, stmt, env) -> Block | None:
         if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
@@ -350,16 +366,24 @@ class Inline(FlowWalker):
 
     # -- splicing -------------------------------------------------------------------------------
 
-    def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall, small: cst.BaseSmallStatement,
-               stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None) -> Block:
+    def splice(self, call: cst.Call, expansion: InlinedBody | Block | HookedCall | WrittenHooks,
+               small: cst.BaseSmallStatement, stmt: cst.BaseStatement, env: Env, wrap: Callable | None = None,
+               consumed: frozenset[str] = frozenset()) -> Block:
         """The statements that replace ``small`` (``T = call``, ``return call`` or ``call``);
         ``wrap`` changes each value the callee returns (its forward hooks)."""
         if isinstance(expansion, list):
             return self._splice_sequential(expansion, small, stmt, env)
         if isinstance(expansion, HookedCall):
             return self._splice_hooked(call, expansion, small, stmt, env)
+        if isinstance(expansion, WrittenHooks):
+            def is_static(value: cst.BaseExpression) -> bool:
+                return self.flow.evaluate(value, env) is not None
+
+            lines = written_hook_lines(self.ctx, expansion, call, small, stmt, is_static,
+                                       lambda value: canonical_term(value, self.flow.index))
+            return self.block(lines, env.copy())[0]
         callee, _ = self.resolve(call, env)
-        prologue, renames = self._bind_dynamic(callee, expansion, stmt)
+        prologue, renames = self._bind_dynamic(callee, expansion, stmt, consumed)
         substitutions = {**expansion.pending, **{old: cst.Name(new) for old, new in renames.items()}}
         body = [replace_names(s, substitutions.get) for s in expansion.body] if substitutions else expansion.body
         context = context_of(comment_of(stmt))  # a call in an unrolled iteration: its body is in that iteration
@@ -415,18 +439,20 @@ class Inline(FlowWalker):
                 return lines + self._splice_sequential(calls, small, stmt, inner, written.wrap)
         expansion = self.expand(written.forward, stmt, inner)
         if expansion is not None:
-            return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap)
+            return lines + self.splice(written.forward, expansion, small, stmt, inner, written.wrap, written.consumed)
         if written.wrap is None:
             final = [small.with_changes(value=written.forward)]
         else:
             final = self._wrapped_writer(small, written.wrap)(written.forward)
         return lines + [set_location(cst.SimpleStatementLine([one]), comment_of(stmt)) for one in final]
 
-    def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt) -> tuple[Block, dict[str, str]]:
+    def _bind_dynamic(self, callee: Callee, inlined: InlinedBody, stmt,
+                      consumed: frozenset[str] = frozenset()) -> tuple[Block, dict[str, str]]:
+        """``consumed``: argument names nothing reads after the call, as if the call overwrote them."""
         prologue: Block = []
         renames: dict[str, str] = {}
         reassigned = inlined.assigned
-        overwritten = _overwritten_by(stmt)
+        overwritten = _overwritten_by(stmt) | consumed
         arg_names = [a.value for a in callee.dynamic.values() if isinstance(a, cst.Name)]
         for name, arg in callee.dynamic.items():
             fresh = inlined.params[name]

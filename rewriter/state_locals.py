@@ -3,7 +3,7 @@
 Assumes: ``body`` is the flat body with every chain to a slot replaced by the slot's local
 name, and ``tensors`` names the locals of tensor slots (the function's parameters).
 
-Guarantees (``local_writes``): a plain alias bound once to a slot that is never rebound is
+Guarantees (``local_writes``): a plain alias bound (once or more) only to one slot that is never rebound is
 renamed to the slot; ``s.copy_(v)`` and ``f(..., out=s)`` on a line of their own become
 rebindings of ``s`` with the same value; and ``s = s.clone()`` precedes every statement that
 may write ``s`` in place, in the same block (so in the same sub-DNN): no sub-DNN writes one
@@ -73,15 +73,17 @@ class _Functional(cst.CSTTransformer):
 
 # Note: why an alias of a tensor slot is replaced by the slot's name.
 # ``buf = self.running; buf.mul_(m)`` writes the module's buffer through ``buf``. Threaded, the
-# write must reach the slot's local: where ``buf`` is bound once, to the slot, and the slot is
-# never rebound, every ``buf`` is the slot's tensor, so the name can stand for it. Any other alias
+# write must reach the slot's local: where every binding of ``buf`` is to the slot (once, or again
+# as in ``buf = self.running`` repeated before each update) and the slot is never rebound, every
+# ``buf`` is the slot's tensor, so the name can stand for it. Any other alias
 # (bound on one path only, or to a view) is left, and ``hcfg.aliasing`` refuses its in-place update.
 def _aliases_replaced(body: list[cst.BaseStatement], tensors: frozenset[str]) -> list[cst.BaseStatement]:
     counter = _BindingCounter()
     for statement in body:
         statement.visit(counter)
-    aliases = {alias: slot for alias, slot in counter.aliases.items()
-               if counter.bindings.get(alias) == 1 and slot in tensors and counter.bindings.get(slot, 0) == 0}
+    aliases = {alias: next(iter(slots)) for alias, slots in counter.aliases.items()
+               if len(slots) == 1 and counter.bindings.get(alias) == counter.alias_bindings.get(alias)
+               and next(iter(slots)) in tensors and counter.bindings.get(next(iter(slots)), 0) == 0}
     if not aliases:
         return body
     renamer = _RenameAliases(aliases)
@@ -94,7 +96,8 @@ class _BindingCounter(cst.CSTVisitor):
     def __init__(self) -> None:
         super().__init__()
         self.bindings: dict[str, int] = {}
-        self.aliases: dict[str, str] = {}
+        self.aliases: dict[str, set[str]] = {}  # what each name is bound to by ``a = b``
+        self.alias_bindings: dict[str, int] = {}  # how often so
 
     def _bound(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
@@ -110,7 +113,9 @@ class _BindingCounter(cst.CSTVisitor):
             self._bound(target.target)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and isinstance(
                 node.value, cst.Name):
-            self.aliases[node.targets[0].target.value] = node.value.value
+            alias = node.targets[0].target.value
+            self.aliases.setdefault(alias, set()).add(node.value.value)
+            self.alias_bindings[alias] = self.alias_bindings.get(alias, 0) + 1
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bound(node.target)

@@ -14,9 +14,11 @@ and refuses the rest with the user's file:line, as before:
   appended are the compiled part; ``rewriter.state_lists`` threads what forward() reads of it);
   and a set of numbers and strings changed by its methods (``add``: also a tensor method's name,
   so the attribute's value decides), ``|=`` or assignment (kind ``set``);
+- compiled too: an assignment to an attribute that does not exist yet (``m.last = o.detach()``
+  in a hook, kind ``assigned``: ``rewriter.state_threading`` refuses any read of it);
 - refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
-  module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates
-  and attributes holding any other value.
+  module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates by any
+  other write, and attributes holding any other value.
 
 ``rewriter.state_prescan`` runs ``CollectStateWrites`` leniently on the methods ``forward``
 may reach before any rewriting, so that no pass folds a read of state.
@@ -34,6 +36,7 @@ import torch
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.deferred_refusals import DeferredRefusal, defer
 from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.hook_effects import hook_receiver
 from dycl.rewriter.state_table import StateTable, is_list_item, kind_of
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
@@ -105,8 +108,9 @@ class CollectStateWrites(RejectStateWrites):
             return "a container on self (an item or a method of a list/dict) is not compiled as state"
         if not self.owners:
             return "the module this method belongs to is not part of the model"
+        assigned = how == "an assignment to" and not item
         for owner in self.owners:
-            reason = self._add(owner, parts, item=item)
+            reason = self._add(owner, parts, item=item, assigned=assigned)
             if reason is not None:
                 return reason
         return None
@@ -125,7 +129,8 @@ class CollectStateWrites(RejectStateWrites):
                 return reason
         return None
 
-    def _add(self, owner: torch.nn.Module, parts: list[str], method: str = "", item: bool = False) -> str | None:
+    def _add(self, owner: torch.nn.Module, parts: list[str], method: str = "", item: bool = False,
+             assigned: bool = False) -> str | None:
         module: object = owner
         for part in parts[:-1]:
             module = getattr(module, part, None)
@@ -133,6 +138,9 @@ class CollectStateWrites(RejectStateWrites):
         if not isinstance(module, torch.nn.Module):
             return f"{'.'.join(parts[:-1])} is not a module of the model"
         if not _has_attribute(module, attribute):
+            if assigned and _new_attribute(module, attribute):  # created by the call: rewriter.state_threading
+                self.table.add(module, attribute, "assigned")
+                return None
             return f"the attribute {attribute!r} does not exist before the call (forward() would create it)"
         kind = _slot_kind(getattr(module, attribute), attribute, method, item)
         if kind not in SLOT_KINDS:
@@ -260,6 +268,17 @@ def _has_attribute(module: torch.nn.Module, attribute: str) -> bool:
             or attribute in module._modules)
 
 
+def _new_attribute(module: torch.nn.Module, attribute: str) -> bool:
+    """Whether ``module.attribute = v`` would create a plain instance attribute (nothing of that name yet)."""
+    if type(module).__setattr__ is not torch.nn.Module.__setattr__:
+        return False
+    try:
+        inspect.getattr_static(type(module), attribute)
+    except AttributeError:
+        return True
+    return False
+
+
 def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torch.nn.Module]:
     """Every module of ``model`` whose class has ``function`` as its method of that name."""
     found = []
@@ -270,13 +289,23 @@ def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torc
     return found
 
 
+def state_receiver(ctx: RewriteContext, function: types.FunctionType,
+                   definition: cst.FunctionDef) -> tuple[str | None, list[torch.nn.Module]]:
+    """The name whose attributes are module state in ``function`` and the modules it stands for: a
+    method's ``self``, or a hook's first parameter where its hooks are written out (``rewriter.hook_effects``)."""
+    receiver = receiver_name(function, definition)
+    if receiver is not None:
+        return receiver, owners_of(ctx.model, function)
+    hooked = hook_receiver(ctx.model, ctx.written_hooks, function, definition)
+    return hooked if hooked is not None else (None, [])
+
+
 def collect_state_writes(ctx: RewriteContext, function: types.FunctionType,
                          definition: cst.FunctionDef) -> tuple[cst.FunctionDef, dict[str, DeferredRefusal]]:
     """Record the state ``function`` writes in ``ctx.state``; the writes dycl does not
     compile become refusals where reached (``rewriter.deferred_refusals``): the definition
     with their markers, and the globals those name."""
-    receiver = receiver_name(function, definition)
-    owners = owners_of(ctx.model, function) if receiver is not None else []
+    receiver, owners = state_receiver(ctx, function, definition)
     locals_ = frozenset(bound_names(definition)) - {receiver}
     collector = CollectStateWrites(ctx, receiver, locals_, owners, ctx.state)
     definition.visit(collector)

@@ -10,12 +10,14 @@ model writes it back (``dycl.in_process.state_sync``).
 Guarantees: a slot is recorded with its kind (``tensor``, ``int``, ``float``,
 ``bool``, ``dict``: of such scalars, written by item, ``set``: of numbers and strings, changed
 by its methods (``add``, ``discard``...), ``|=`` or assignment, or ``list``: a list of tensors
-and Python numbers forward() appends to); a list forward() also takes ``len()`` of
+and Python numbers forward() appends to, or ``assigned``: an attribute forward() creates by assignment and
+never reads); a list forward() also takes ``len()`` of
 has a second slot of kind ``length`` on the same attribute: its length when the call
 starts, an int the function takes (``rewriter.state_threading``); one forward() reads
 items of has one of kind ``prior``: its items when the call starts, as a
 ``collections.deque``. Only the list's own slot writes back. The static evaluator never folds a read of a
-recorded slot (its value at compile time is only its first value).
+recorded slot (its value at compile time is only its first value). The kinds in
+``NOT_INPUTS`` are no input of the compiled function: it starts them afresh.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+#: the kinds of slot the compiled function starts afresh (a list: the items appended; an attribute
+#: created by the call: None until assigned), so not inputs of it
+NOT_INPUTS = frozenset({"list", "assigned"})
 
 #: the Python types of the values a state slot may hold, by kind (bool before int: bool is an int)
 SCALAR_KINDS: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float"))
@@ -80,6 +86,10 @@ class StateSlot:
         holds): a tensor of the slot's shape and dtype
         is copied in place (under ``no_grad``: the parameter or buffer object stays the same), any
         other value is assigned (a buffer rebound to a tensor of another shape stays a buffer)."""
+        if self.kind == "assigned":  # None: the call did not assign it
+            if value is not None:
+                setattr(self.module, self.attribute, value)
+            return
         current = getattr(self.module, self.attribute)
         if self.kind in ("length", "prior"):  # the list's own slot appends the items
             return
@@ -128,4 +138,4 @@ class StateTable:
         return self.slots.get((id(owner), attribute))
 
 
-__all__ = ["SCALAR_KINDS", "StateSlot", "StateTable", "is_list_item", "kind_of"]
+__all__ = ["NOT_INPUTS", "SCALAR_KINDS", "StateSlot", "StateTable", "is_list_item", "kind_of"]

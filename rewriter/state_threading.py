@@ -30,6 +30,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
 from dycl.rewriter.names import Namespace
+from dycl.rewriter.opaque_reads import graph_may_read
 from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
 from dycl.rewriter.state_table import StateSlot, StateTable
@@ -88,9 +89,9 @@ class _OpaqueReaders(cst.CSTVisitor):
     """Finds a call kept as a call (traced into a sub-DNN) of a module holding a threaded slot: the
     traced graph would read the slot's value at compile time."""
 
-    def __init__(self, replacer: _ReplaceSlots, owners: dict[int, StateSlot]) -> None:
+    def __init__(self, replacer: _ReplaceSlots, owners: dict[int, list[StateSlot]], untraced: frozenset[int]) -> None:
         super().__init__()
-        self.replacer, self.owners = replacer, owners
+        self.replacer, self.owners, self.untraced = replacer, owners, untraced
         self.statement: cst.CSTNode | None = None
         self.found: tuple[cst.CSTNode, torch.nn.Module, StateSlot] | None = None
 
@@ -105,9 +106,10 @@ class _OpaqueReaders(cst.CSTVisitor):
         module = getattr(called, "__self__", called)
         if self.found is None and isinstance(module, torch.nn.Module):
             for inner in module.modules():
-                if id(inner) in self.owners:
-                    self.found = (self.statement, module, self.owners[id(inner)])
-                    return
+                for slot in self.owners.get(id(inner), ()):
+                    if graph_may_read(module, inner, slot.attribute, self.untraced):
+                        self.found = (self.statement, module, slot)
+                        return
 
 
 class _ReturnState(cst.CSTTransformer):
@@ -160,7 +162,10 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     body = [statement.visit(replacer) for statement in body]
     if not replacer.names:
         return body, ()
-    readers = _OpaqueReaders(replacer, {slot.module_id: slot for _, slot in replacer.names.values()})
+    owners: dict[int, list[StateSlot]] = {}
+    for _, slot in replacer.names.values():
+        owners.setdefault(slot.module_id, []).append(slot)
+    readers = _OpaqueReaders(replacer, owners, ctx.written_hooks)
     for statement in body:
         statement.visit(readers)
     if readers.found is not None:
@@ -176,6 +181,7 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
                       for name, length in added.lengths.items())
     threaded += tuple(ThreadedState(prior, lists[name].path, _list_slot(lists[name].slot, "prior"))
                       for name, prior in added.priors.items())
+    _refuse_assigned_reads(ctx, body, {state.parameter: state for state in threaded if state.kind == "assigned"})
     names = [state.parameter for state in threaded]
     body = [statement.visit(_ReturnState(names)) for statement in body]
     if not _always_returns(body):
@@ -185,7 +191,47 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     fresh = [cst.parse_statement(f"{name} = []\n") for name in lists]  # the items this call appends
     fresh += [cst.parse_statement(f"{s.parameter} = {s.kind}({s.parameter})\n") for s in threaded
               if s.kind in ("dict", "set")]  # a copy: the caller's stays as it was
+    fresh += [cst.parse_statement(f"{s.parameter} = None\n") for s in threaded if s.kind == "assigned"]
     return fresh + local_writes(body, tensors), threaded
+
+
+def _refuse_assigned_reads(ctx: RewriteContext, body: list[cst.BaseStatement],
+                           assigned: dict[str, ThreadedState]) -> None:
+    """An attribute the call creates (kind ``assigned``) may only be assigned: a read would see the
+    value of an earlier call, or none, where the compiled function starts it as None."""
+    if not assigned:
+        return
+    finder = _AssignedUses(frozenset(assigned))
+    for statement in body:
+        statement.visit(finder)
+    if finder.found is not None:
+        statement, name = finder.found
+        raise ctx.error(f"a read of {assigned[name].path}, an attribute that forward() or a hook creates",
+                        statement, "create the attribute in __init__ (a tensor or a number), so that its value "
+                        "before the call is known")
+
+
+class _AssignedUses(cst.CSTVisitor):
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.targets: set[int] = set()
+        self.statement: cst.CSTNode | None = None
+        self.found: tuple[cst.CSTNode, str] | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self.targets.add(id(node.target))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names and id(node) not in self.targets and self.found is None:
+            self.found = (self.statement, node.value)
 
 
 __all__ = ["ThreadedState", "thread_state"]

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map
 
 from dycl.rewriter.state_table import kind_of
 from dycl.rewriter.state_threading import ThreadedState
@@ -54,6 +55,8 @@ def initial_state(threaded: Sequence[ThreadedState]) -> dict[str, torch.Tensor]:
     ``<parameter>@state.<i>`` for the items of a list."""
     stored = {}
     for state in threaded:
+        if state.kind == "assigned":  # an attribute the model creates: no value yet
+            continue
         value = state.slot.read()
         if state.kind == "list":
             stored.update({f"{state.parameter}@state.{i}": item.cpu() for i, item in enumerate(value)
@@ -87,6 +90,9 @@ class ModuleState:
         """The host's state from the module now: arrays (copies) and Python numbers."""
         current = {}
         for state in self.threaded:
+            if state.kind == "assigned":  # created by the call, never read: the host starts it as None
+                current[state.parameter] = None
+                continue
             value = getattr(state.slot.module, state.slot.attribute)
             if state.kind == "list":  # the host returns the items one call appends: start from none
                 if type(value) is not list:
@@ -118,6 +124,8 @@ class ModuleState:
             value = final[state.parameter]
             if state.kind == "list":
                 value = [torch.from_numpy(item) if isinstance(item, np.ndarray) else item for item in value]
+            elif state.kind == "assigned":  # whatever forward() assigned: its arrays as tensors
+                value = tree_map(lambda item: torch.from_numpy(item) if isinstance(item, np.ndarray) else item, value)
             elif isinstance(value, np.ndarray):
                 value = torch.from_numpy(value)
             state.slot.write(value)

@@ -22,6 +22,7 @@ from dycl.hostgen.manifest import CallForm
 from dycl.rewriter import RewrittenFunction
 from dycl.rewriter.arguments import positional_arguments
 from dycl.rewriter.forward import resolve_method, signature_of
+from dycl.rewriter.state_table import NOT_INPUTS
 
 
 def example_arguments(example_input: Any) -> tuple:
@@ -53,7 +54,7 @@ def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
         value = passed[flat.parameter]
         values.append(value if flat.key is None else value[flat.key])
     # then the module state threaded through the function, as it is now (rewriter.state_threading)
-    values.extend(state.slot.read() for state in rewritten.state if state.kind != "list")
+    values.extend(state.slot.read() for state in rewritten.state if state.kind not in NOT_INPUTS)
     return tuple(values)
 
 

@@ -167,7 +167,7 @@ class LazyImports(nn.Module):
             if h.sum() > 0:
                 h = F.gelu(self.heads[i](h)) - 0.1
         if self.debug:
-            self.last = h  # MARK-WRITE
+            self.register_buffer("last", h)  # MARK-WRITE
             with warnings.catch_warnings():  # MARK-WITH
                 warnings.simplefilter("ignore")
         return h
@@ -185,7 +185,7 @@ def test_loaded_imports_comprehensions_and_dead_debugging_code_compile(tmp_path)
 
 
 def test_a_state_write_still_reached_is_refused_at_its_line():
-    """With ``debug=True`` the write to an attribute forward() would create is reached: refused
+    """With ``debug=True`` the buffer forward() would register is reached: refused
     as before, at its own line (not a crash, not a silent write while tracing)."""
     model = LazyImports(debug=True).eval()
     with pytest.raises(dycl.UnsupportedError, match="a write to module state") as info:

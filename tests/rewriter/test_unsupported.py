@@ -77,8 +77,8 @@ class LambdaPassedToPython(nn.Module):
 
 class AttributeAssignment(nn.Module):
     def forward(self, x):
-        self.last = x  # MARK
-        return x
+        self.last = x  # an attribute forward() creates: compiled (tests/state/test_hooks_with_state.py)
+        return x + self.last  # MARK  (but not read back)
 
 
 class OpenFile(nn.Module):
@@ -127,7 +127,7 @@ CASES = [
     (GlobalStatement, "global statement"),
     (EscapingNestedFunction, "nested function inner used as a value"),
     (LambdaPassedToPython, "lambda"),
-    (AttributeAssignment, "an assignment to self.last) inside forward(): the attribute 'last' does not exist"),
+    (AttributeAssignment, "a read of last, an attribute that forward() or a hook creates"),
     (OpenFile, "with statement other than torch.no_grad()"),
     (SuperCall, "super()"),
     (LoopOverTensor, "for loop over a value that is not known at compile time"),
