@@ -246,9 +246,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
         batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.model.batch_check
     if batch_1:
-        with preserved(model), muted():
-            result = compile_from(front_end, dynamic=False)
-        front_end = _front_end(result)
+        result, front_end = _compiled_static(model, front_end)
     compiled = _compiled_model(model, result, threads)
     if not self_check.enabled(check):
         return compiled
@@ -261,12 +259,17 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
             f"{type(model).__name__}: dycl compiled the example's shapes only (dynamic=False): "
             f"{str(failure).split('. This is a dycl bug')[0]}; dycl could not keep the symbolic dims symbolic "
             "in every compiled part, and the compiled model refuses other sizes by name"), stacklevel=2)
-        with preserved(model), muted():
-            result = compile_from(front_end, dynamic=False)
-        _front_end(result)
+        result, front_end = _compiled_static(model, front_end)
         compiled = _compiled_model(model, result, threads)
         _self_check(model, compiled, result, pristine)
     return compiled
+
+
+def _compiled_static(model: torch.nn.Module, front_end: Any) -> tuple[CompileResult, Any]:
+    """The compile of ``front_end`` again for the example's shapes (``dynamic=False``), and its front end."""
+    with preserved(model), muted():
+        result = compile_from(front_end, dynamic=False)
+    return result, _front_end(result)
 
 
 def _front_end(result: CompileResult) -> Any:
