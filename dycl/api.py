@@ -13,7 +13,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact.readme import readme, requirements_txt
-from dycl.compiler import CompileResult, compile_model
+from dycl.compiler import CompileResult, compile_from, compile_model
 from dycl.harness import self_check
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
@@ -240,11 +240,11 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
                    levers=levers, per_sample=per_sample)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.model.quiet)
         result = compile_model(model, example_input, dynamic=dynamic, **options)
+    front_end = _front_end(result)  # compiling again for a static batch starts after the build walk
     with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
         batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.model.batch_check
     if batch_1:
-        with preserved(model), muted():
-            result = compile_model(model, example_input, dynamic=False, **options)
+        result, front_end = _compiled_static(model, front_end)
     compiled = _compiled_model(model, result, threads)
     if not self_check.enabled(check):
         return compiled
@@ -257,11 +257,23 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
             f"{type(model).__name__}: dycl compiled the example's shapes only (dynamic=False): "
             f"{str(failure).split('. This is a dycl bug')[0]}; dycl could not keep the symbolic dims symbolic "
             "in every compiled part, and the compiled model refuses other sizes by name"), stacklevel=2)
-        with preserved(model), muted():
-            result = compile_model(model, example_input, dynamic=False, **options)
+        result, front_end = _compiled_static(model, front_end)
         compiled = _compiled_model(model, result, threads)
         _self_check(model, compiled, result, pristine)
     return compiled
+
+
+def _compiled_static(model: torch.nn.Module, front_end: Any) -> tuple[CompileResult, Any]:
+    """The compile of ``front_end`` again for the example's shapes (``dynamic=False``), and its front end."""
+    with preserved(model), muted():
+        result = compile_from(front_end, dynamic=False)
+    return result, _front_end(result)
+
+
+def _front_end(result: CompileResult) -> Any:
+    """``result.front_end``, dropped from ``result`` (it holds the build walk's values)."""
+    front_end, result.front_end = result.front_end, None
+    return front_end
 
 
 def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int | None) -> CompiledModel:

@@ -98,6 +98,9 @@ class CompileResult:
     #: the sub-DNN module of every manifest entry: a variant's, and its graphs' traced at other sizes
     entry_modules: dict[str, SubDNNModule] = field(default_factory=dict)
     program: HostProgram | None = None  # what each line of the host is (hostgen.program); host_source is its source
+    #: the *optimize* stage's result, from which ``compile_from`` compiles again with another ``dynamic``;
+    #: it holds what the build walk saw, so ``dycl.compile`` drops it (None) once it has decided
+    front_end: Graph | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -398,22 +401,31 @@ STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("ports", ports), ("compile", compile_variants), ("emit", emit))
 #: the stages that run with the cyclic garbage collector paused (``rewriter.collector``)
 FRONT_END = frozenset({"rewrite", "build", "optimize", "explore"})
+#: the stages whose result ``CompileResult.front_end`` is: none of them reads ``Options.dynamic``
+BEFORE_EXPLORE = ("rewrite", "build", "optimize")
 #: the phases ``stats["seconds"]`` reports (benchmarks/results.md): which stages each one sums
 PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile"),
           "host": ("emit",)}
 
 
-def run(model: torch.nn.Module, example_input: Any, options: Options = Options()) -> CompileResult:
+def run(model: torch.nn.Module, example_input: Any, options: Options = Options(),
+        front_end: Graph | None = None) -> CompileResult:
     """Compile ``model`` for the example call ``model(*example_input, **options.kwargs)`` by
     running ``STAGES`` in order; the input dims ``options.dynamic`` names (``dycl.model.dynamic``)
-    are symbolic in every sub-DNN that depends on them."""
+    are symbolic in every sub-DNN that depends on them. With ``front_end`` (see ``compile_from``)
+    the stages ``BEFORE_EXPLORE`` are not run again: their result is ``front_end``, for this job."""
     job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})),
               Progress("rewrite and HCFG", 3, options.progress))
     dump = os.environ.get("DYCL_DUMP")
-    value: Any = job
+    value: Any = job if front_end is None else _for_job(front_end, job)
     seconds: dict[str, float] = {}
     example = ExampleSnapshot.take((example_input, options.kwargs))  # each stage starts from the example's values
     for number, (name, stage) in enumerate(STAGES):
+        if front_end is not None and name in BEFORE_EXPLORE:
+            seconds[name] = 0.0
+            continue
+        if name == "explore":
+            front_end = value
         start = time.perf_counter()
         with paused_collector() if name in FRONT_END else contextlib.nullcontext():
             value = stage(value)
@@ -422,6 +434,7 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
         _LOG.debug("stage %s: %.3f s", name, seconds[name])  # dycl.log: the `dycl` logger, silent by default
         if dump:
             _dump(Path(dump) / f"{number}-{name}.txt", value)
+    value.front_end = front_end
     value.stats["stages"] = {name: round(spent, 4) for name, spent in seconds.items()}
     value.stats["seconds"] = {phase: round(sum(seconds[s] for s in stages), 4) for phase, stages in PHASES.items()}
     _LOG.info("compiled %s: %d sub-DNNs, %d conditions in %.2f s (%s backend)", type(model).__name__,
@@ -457,6 +470,29 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
             example.restore()
             chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
     return run(model, example_input, chosen)
+
+
+def compile_from(front_end: Graph, dynamic: DynamicSpec) -> CompileResult:
+    """The compile ``front_end`` (a ``CompileResult.front_end``) was made for, again with
+    ``dynamic`` instead: the same model, example and options, so the stages ``BEFORE_EXPLORE``,
+    which do not read ``dynamic``, would make ``front_end`` again; they are not run (the build
+    walk's real run of the model included). A refusal in a later stage compiles from the start
+    (``compile_model``, which may follow more library code)."""
+    job = front_end.front.job
+    options = dataclasses.replace(job.options, dynamic=dynamic)
+    example = ExampleSnapshot.take((job.example_input, options.kwargs))
+    front_end.built.observations.new_walk()  # the earlier compile's result is dropped (see Observations)
+    try:
+        return run(job.model, job.example_input, options, front_end)
+    except UnsupportedError:
+        example.restore()
+        return compile_model(job.model, job.example_input,
+                             **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
+
+
+def _for_job(front_end: Graph, job: Job) -> Graph:
+    """``front_end`` as the result of ``job``'s stages ``BEFORE_EXPLORE``: the later stages read the job from it."""
+    return dataclasses.replace(front_end, front=dataclasses.replace(front_end.front, job=job))
 
 
 def _after_following(refused: UnsupportedError, stopped: UnsupportedError) -> UnsupportedError:
@@ -502,4 +538,4 @@ def _shapes(values: tuple[Any, ...], shapes: SymbolicShapes | None) -> list[Any]
             for v in values]
 
 
-__all__ = ["STAGES", "CompileResult", "Options", "compile_model", "run"]
+__all__ = ["STAGES", "CompileResult", "Options", "compile_from", "compile_model", "run"]

@@ -83,6 +83,14 @@ class Observations:
         self._effects: EffectsMemo = {}
         self._runs: dict[int, tuple[cst.CSTNode, list[_Run]]] = {}
 
+    def new_walk(self) -> None:
+        """Every run may be handed out once more, to a new explore walk of the same example
+        (``dycl.compiler.compile_from``): its paths share nothing with the last walk's, whose
+        results are dropped; ``replay`` still hands out only values unchanged since the run."""
+        for _, runs in self._runs.values():
+            for run in runs:
+                run.replayed = False
+
     def reads(self, stmt: cst.SimpleStatementLine, state: dict[str, Any]) -> tuple[tuple[str, Any], ...] | None:
         """The snapshot of what ``stmt`` reads in ``state`` (take it before running it)."""
         if not isinstance(stmt.body[0], cst.Assign | cst.AugAssign):

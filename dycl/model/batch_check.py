@@ -21,7 +21,9 @@ afterwards (``dycl.model.model_state.preserved``), and calls this after a first 
 succeeded: that compile ran ``forward`` and refused any write to module state, so
 these runs write none either (and a refusal of such a write keeps its own message).
 Where the batch must be static the caller compiles again with ``dynamic=False``: a
-second compile only for the models that need it, none for the others. (Checking before
+second compile only for the models that need it, none for the others, and it starts
+at the explore stage (``dycl.compiler.compile_from``: rewrite, build and optimize do not
+read ``dynamic``), so the model's reference and build runs are not made again. (Checking before
 the first compile would save that second compile, but a run before the rewrite's
 refusal of a state write would itself count as the write: restoring a tensor bumps its
 version counter, which is how ``preserved`` detects writes.) A small,

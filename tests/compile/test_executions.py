@@ -6,6 +6,7 @@ process and through the torch-free host, and the manifest still describes the ou
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -56,6 +57,42 @@ def test_emit_runs_nothing_and_the_model_runs_once_per_stage_before_it(monkeypat
     assert compiled.manifest["outputs"] == [
         {"name": "output_0", "kind": "tensor", "dtype": "float32", "example_shape": [1, 3], "shape": ["batch", 3]},
         {"name": "output_1", "kind": "int"}]
+    inputs = _inputs()
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    loaded = dycl.load(compiled.save(tmp_path / "net"))
+    assert assert_equivalent(model, loaded, inputs, min_paths=2, atol=1e-5) == 2
+
+
+class OneSampleExit(EarlyExitMLP):
+    """The same early exit written for one sample at a time: the test is the truth of a
+    one-element tensor, which eager PyTorch refuses at batch 2 (so the batch compiles static)."""
+
+    def forward(self, x):
+        h = F.relu(self.stem(x))
+        logits = self.head1(h)
+        if F.softmax(logits, dim=-1).max(dim=-1).values > self.threshold:
+            return logits
+        return self.head2(self.body(h)) + logits
+
+
+def test_a_static_batch_compile_again_starts_after_the_build_walk(monkeypatch, tmp_path):
+    """The batch check's second compile (dynamic=False) reuses the first compile's rewrite,
+    build and optimize (none reads ``dynamic``): the model's reference and build runs happen
+    once; the result is the compile made with dynamic=False from the start."""
+    torch.manual_seed(0)
+    model = OneSampleExit().eval()
+    example = _inputs()[0]
+    with count_executions(first_leaf(model), monkeypatch) as counts, \
+            pytest.warns(dycl.SpecialisationWarning, match="fails at batch 2"):
+        compiled = dycl.compile(model, example, check=False)
+    stages = by_stage(counts)
+    assert stages["rewrite"] == {"real": 1} and stages["build"] == {"real": 1}, stages
+    assert stages["explore"] == {"fake": 2}, stages  # the symbolic batch's exploration, then the static one's
+    assert compiled._result.front_end is None  # the build walk's values are not kept
+    static = dycl.compile(model, example, check=False, dynamic=False)
+    assert compiled.host_source == static.host_source
+    assert compiled.manifest["inputs"] == static.manifest["inputs"]
+    assert compiled.manifest["inputs"][0]["shape"] == [1, 8]
     inputs = _inputs()
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
     loaded = dycl.load(compiled.save(tmp_path / "net"))
