@@ -36,6 +36,7 @@ from dycl.rewriter.check import reject_unsupported
 from dycl.rewriter.checking import checks_enabled
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.context import GlobalTable, RewriteContext
+from dycl.rewriter.decorated_entry import decorated_entry, needs_entry
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
@@ -97,6 +98,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     if method == "forward" and forward_hooks(model):  # model(...) runs the model's hooks around forward
         signature = signature_of(resolved, inspect.unwrap(resolved.function))
         resolved = hooked_entry(model, resolved, signature, example, positional)
+    elif needs_entry(resolved):  # the wrapper is compiled as a callee (rewriter.decorated_entry)
+        signature = signature_of(resolved, inspect.unwrap(resolved.function))
+        resolved = decorated_entry(model, resolved, signature, example, positional)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed)

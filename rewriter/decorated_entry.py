@@ -1,0 +1,107 @@
+"""A decorated root ``forward``: compile the call of the decorated function, wrapper and all.
+
+``rewriter.source.parse_function`` parses a function's own source, so a root ``forward``
+behind a decorator that may change its result (``@add_one``, transformers'
+``@can_return_tuple``) would lose the wrapper's code and is refused there. A callee's
+decorator is compiled as the closure it is (``rewriter.inline``, ``rewriter.decorators``).
+``decorated_entry`` makes the root one a callee: it gives the rewriter a small generated
+method with the wrapped function's parameters that calls the decorated function as the
+example called the model,
+
+    def forward(self, x, mask=_dycl_default_mask):
+        return _dycl_decorated(self, x, mask=mask)
+
+(``_dycl_decorated`` is the decorated function; positional arguments positionally, keyword
+arguments by keyword, the ones the example left out left out, the keywords a
+``functools.partial`` forward binds by keyword), so the wrapper sees the ``args`` and
+``kwargs`` eager gives it, and the ``Inline`` pass inlines it with the same passes as any
+other call (or keeps it as a call the exporter traces, when nothing in it branches on data).
+
+Assumes: ``signature`` is the wrapped function's, partial keywords applied as defaults;
+``positional`` is how many of the example's arguments were positional (None: a direct
+``rewriter.rewrite`` call, whose example arguments are passed by keyword).
+Guarantees: a forward whose wrappers change nothing (``rewriter.decorators``) is returned as
+is; the generated method has source (``linecache``) and reads only the decorated function
+and the defaults from its globals.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+from typing import Any
+
+from dycl.rewriter.decorators import undecorate
+from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.forward import ResolvedMethod
+
+_P = inspect.Parameter
+
+
+def needs_entry(resolved: ResolvedMethod) -> bool:
+    """Whether ``resolved``'s function has a wrapper layer whose code compiling its source would drop,
+    or is itself a closure (a wrapper made without ``functools.wraps``, reading the function it wraps)."""
+    try:
+        inner = undecorate(resolved.function)
+    except UnsupportedError:
+        return True
+    code = getattr(inner, "__code__", None)
+    return code is not None and bool(set(code.co_freevars) - {"__class__"})
+
+
+def _argument(parameter: inspect.Parameter, index: int, positional: int | None) -> str:
+    """How the generated call passes ``parameter`` (the ``index``-th after the receiver)."""
+    name = parameter.name
+    if parameter.kind is _P.VAR_POSITIONAL:
+        return f"*{name}"
+    if parameter.kind is _P.VAR_KEYWORD:
+        return f"**{name}"
+    if parameter.kind is _P.POSITIONAL_ONLY or (positional is not None and index < positional
+                                                and parameter.kind is _P.POSITIONAL_OR_KEYWORD):
+        return name
+    return f"{name}={name}"
+
+
+def _header(parameters: list[inspect.Parameter], namespace: dict[str, Any]) -> list[str]:
+    """The generated method's parameter list (defaults read from ``namespace``)."""
+    header: list[str] = []
+    for index, parameter in enumerate(parameters):
+        text = parameter.name
+        if parameter.kind is _P.VAR_POSITIONAL:
+            text = f"*{text}"
+        elif parameter.kind is _P.VAR_KEYWORD:
+            text = f"**{text}"
+        elif parameter.default is not _P.empty:
+            namespace[f"_dycl_default_{parameter.name}"] = parameter.default
+            text += f"=_dycl_default_{parameter.name}"
+        if parameter.kind is _P.KEYWORD_ONLY and not any(h.startswith("*") for h in header):
+            header.append("*")
+        header.append(text)
+        if parameter.kind is _P.POSITIONAL_ONLY and (index + 1 == len(parameters)
+                                                     or parameters[index + 1].kind is not _P.POSITIONAL_ONLY):
+            header.append("/")
+    return header
+
+
+def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Signature,
+                    example: dict[str, Any] | None, positional: int | None) -> ResolvedMethod:
+    """``resolved`` when its wrappers change nothing, else the generated method that calls it."""
+    if not needs_entry(resolved):
+        return resolved
+    receiver, *parameters = signature.parameters.values()
+    namespace: dict[str, Any] = {"__name__": "dycl.rewriter.decorated_entry", "_dycl_decorated": resolved.function}
+    header = _header(parameters, namespace)
+    passed = [p for p in parameters if (p.name in example if example is not None else p.default is _P.empty)
+              or p.name in resolved.keywords]
+    arguments = [_argument(p, parameters.index(p), positional if p.name not in resolved.keywords else 0)
+                 for p in passed]
+    name = getattr(inspect.unwrap(resolved.function), "__name__", "forward")
+    source = (f"def {name}({', '.join([receiver.name, *header])}):\n"
+              f"    return _dycl_decorated({', '.join([receiver.name, *arguments])})\n")
+    filename = f"<dycl: calling the decorated {type(model).__qualname__}.{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated method only
+    return ResolvedMethod(namespace[name], model)
+
+
+__all__ = ["decorated_entry", "needs_entry"]
