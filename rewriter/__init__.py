@@ -100,7 +100,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         resolved = hooked_entry(model, resolved, signature, example, positional)
     elif needs_entry(resolved):  # the wrapper is compiled as a callee (rewriter.decorated_entry)
         signature = signature_of(resolved, inspect.unwrap(resolved.function))
-        resolved = decorated_entry(model, resolved, signature, example, positional)
+        resolved = decorated_entry(model, resolved, signature, example, positional, method)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed)

@@ -84,8 +84,8 @@ def _header(parameters: list[inspect.Parameter], namespace: dict[str, Any]) -> l
 
 
 def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Signature,
-                    example: dict[str, Any] | None, positional: int | None) -> ResolvedMethod:
-    """``resolved`` when its wrappers change nothing, else the generated method that calls it."""
+                    example: dict[str, Any] | None, positional: int | None, name: str = "forward") -> ResolvedMethod:
+    """``resolved`` when its wrappers change nothing, else the generated method ``name`` that calls it."""
     if not needs_entry(resolved):
         return resolved
     receiver, *parameters = signature.parameters.values()
@@ -95,7 +95,6 @@ def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Sig
               or p.name in resolved.keywords]
     arguments = [_argument(p, parameters.index(p), positional if p.name not in resolved.keywords else 0)
                  for p in passed]
-    name = getattr(inspect.unwrap(resolved.function), "__name__", "forward")
     source = (f"def {name}({', '.join([receiver.name, *header])}):\n"
               f"    return _dycl_decorated({', '.join([receiver.name, *arguments])})\n")
     filename = f"<dycl: calling the decorated {type(model).__qualname__}.{name}>"

@@ -108,13 +108,36 @@ class Masked(nn.Module):
         return h
 
 
+class Partial(nn.Module):
+    """forward set on the instance to a partial of a decorated method (the DyCL authors' SDN idiom)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.forward = functools.partial(self.run, scale=2.0)
+
+    @add_one
+    def run(self, x, scale=1.0):
+        if x.sum() > 0:
+            return self.fc(x) * scale
+        return x
+
+
+def hooked():
+    """A decorated forward with a forward hook on the model: the hook sees the wrapper's output."""
+    model = AddOne()
+    model.register_forward_hook(lambda module, args, output: output * 3)
+    return model
+
+
 def _inputs(shape, seed, scales=(0.1, -0.5, 1.0, -2.0, 3.0), each=3):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) * s for s in scales for _ in range(each)]
 
 
-@pytest.mark.parametrize(("build", "shape", "paths"), [(AddOne, (1, 4), 2), (Stacked, (2, 6), 3)],
-                         ids=["add_one", "stacked"])
+@pytest.mark.parametrize(("build", "shape", "paths"), [(AddOne, (1, 4), 2), (Stacked, (2, 6), 3),
+                                                      (Partial, (1, 4), 2), (hooked, (1, 4), 2)],
+                         ids=["add_one", "stacked", "partial", "hooked"])
 def test_a_decorated_root_forward_compiles_with_its_decorators(build, shape, paths, tmp_path):
     """Before: refused at the decorator's line ('decorated with @add_one')."""
     torch.manual_seed(0)
