@@ -32,7 +32,7 @@ import linecache
 from typing import Any
 
 from dycl.rewriter.decorators import undecorate
-from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.forward import ResolvedMethod
 
 _P = inspect.Parameter
@@ -89,6 +89,13 @@ def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Sig
     if not needs_entry(resolved):
         return resolved
     receiver, *parameters = signature.parameters.values()
+    if receiver.kind not in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD):
+        code = inspect.unwrap(resolved.function).__code__
+        raise UnsupportedError(f"{type(model).__qualname__}.{name} decorated with a wrapper whose signature hides "
+                               f"forward's parameters ({name}{signature})",
+                               SourceLocation(code.co_filename, code.co_firstlineno),
+                               "decorate the wrapper with functools.wraps(fn), so that its signature is the method's "
+                               "(or give the wrapper a self parameter: def wrapper(self, *args, **kwargs))")
     namespace: dict[str, Any] = {"__name__": "dycl.rewriter.decorated_entry", "_dycl_decorated": resolved.function}
     header = _header(parameters, namespace)
     passed = [p for p in parameters if (p.name in example if example is not None else p.default is _P.empty)

@@ -13,6 +13,7 @@ the torch-free host.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import pytest
 import torch
@@ -108,6 +109,41 @@ class Masked(nn.Module):
         return h
 
 
+def doubled(fn):
+    """No functools.wraps, ``self`` then ``*args``: the signature compiled is the wrapper's."""
+    def wrapper(self, *args, **kwargs):
+        return fn(self, *args, **kwargs) * 2
+    return wrapper
+
+
+def hiding(fn):
+    """No functools.wraps and no ``self``: forward's parameters are invisible."""
+    def wrapper(*args, **kwargs):  # MARK
+        return fn(*args, **kwargs) * 2
+    return wrapper
+
+
+class GradModeOverVariadic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @torch.no_grad()
+    @doubled
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return x
+
+
+class Hidden(nn.Module):
+    @hiding
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
 class Partial(nn.Module):
     """forward set on the instance to a partial of a decorated method (the DyCL authors' SDN idiom)."""
 
@@ -136,8 +172,9 @@ def _inputs(shape, seed, scales=(0.1, -0.5, 1.0, -2.0, 3.0), each=3):
 
 
 @pytest.mark.parametrize(("build", "shape", "paths"), [(AddOne, (1, 4), 2), (Stacked, (2, 6), 3),
-                                                      (Partial, (1, 4), 2), (hooked, (1, 4), 2)],
-                         ids=["add_one", "stacked", "partial", "hooked"])
+                                                      (Partial, (1, 4), 2), (hooked, (1, 4), 2),
+                                                      (GradModeOverVariadic, (1, 4), 2)],
+                         ids=["add_one", "stacked", "partial", "hooked", "no_grad_over_variadic"])
 def test_a_decorated_root_forward_compiles_with_its_decorators(build, shape, paths, tmp_path):
     """Before: refused at the decorator's line ('decorated with @add_one')."""
     torch.manual_seed(0)
@@ -177,3 +214,15 @@ def test_a_keyword_reaches_the_wrapper_in_kwargs(tmp_path):
     assert len(taken) == 2
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, calls, ATOL)
     assert report == {"checked": len(calls), "problems": [], "torch_loaded": False}
+
+
+def test_a_wrapper_hiding_forwards_parameters_is_refused_at_its_line():
+    """``def wrapper(*args, **kwargs)`` without functools.wraps: which argument is ``self`` cannot
+    be told from the signature, so the model is refused where the wrapper is defined (not a crash)."""
+    with pytest.raises(dycl.UnsupportedError) as info:
+        dycl.compile(Hidden().eval(), torch.randn(1, 4))
+    lines, first = inspect.getsourcelines(hiding)
+    line = first + next(i for i, text in enumerate(lines) if "MARK" in text)
+    assert "Hidden.forward decorated with a wrapper whose signature hides" in str(info.value)
+    assert (info.value.location.path, info.value.location.line) == (__file__, line)
+    assert "functools.wraps" in info.value.hint
