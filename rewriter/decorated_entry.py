@@ -31,9 +31,11 @@ import inspect
 import linecache
 from typing import Any
 
+import libcst as cst
 from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.forward import ResolvedMethod
+from dycl.rewriter.locations import LocationTable, location_comment
 
 _P = inspect.Parameter
 
@@ -47,6 +49,36 @@ def needs_entry(resolved: ResolvedMethod) -> bool:
         return True
     code = getattr(inner, "__code__", None)
     return code is not None and bool(set(code.co_freevars) - {"__class__"})
+
+
+def entry_location(resolved: ResolvedMethod) -> SourceLocation | None:
+    """Where the decorated method is written (its first decorator's line): the generated entry's
+    statements are reported there, since its own source is no file the user can open."""
+    code = getattr(inspect.unwrap(resolved.function), "__code__", None)
+    if code is None:
+        return None
+    try:  # a decorated function's code starts at its first decorator
+        _, first = inspect.getsourcelines(code)
+        path = inspect.getsourcefile(code) or code.co_filename
+    except (OSError, TypeError):
+        return None
+    return SourceLocation(path, first)
+
+
+class _Relocate(cst.CSTTransformer):
+    """Every location comment pointing at ``label``:``line``."""
+
+    def __init__(self, label: str, line: int) -> None:
+        super().__init__()
+        self.comment = location_comment(label, line)
+
+    def leave_Comment(self, original: cst.Comment, updated: cst.Comment) -> cst.Comment:
+        return self.comment if updated.value.startswith("# ") else updated
+
+
+def relocated(definition: cst.FunctionDef, locations: LocationTable, where: SourceLocation) -> cst.FunctionDef:
+    """The generated entry ``definition`` with its statements reported at ``where``."""
+    return definition.visit(_Relocate(locations.label_for(where.path), where.line))
 
 
 def _argument(parameter: inspect.Parameter, index: int, positional: int | None) -> str:
@@ -110,4 +142,4 @@ def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Sig
     return ResolvedMethod(namespace[name], model)
 
 
-__all__ = ["decorated_entry", "needs_entry"]
+__all__ = ["decorated_entry", "entry_location", "needs_entry", "relocated"]
