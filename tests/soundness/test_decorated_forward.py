@@ -12,6 +12,7 @@ the torch-free host.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 
@@ -226,3 +227,54 @@ def test_a_wrapper_hiding_forwards_parameters_is_refused_at_its_line():
     assert "Hidden.forward decorated with a wrapper whose signature hides" in str(info.value)
     assert (info.value.location.path, info.value.location.line) == (__file__, line)
     assert "functools.wraps" in info.value.hint
+
+
+def alternating(fn):
+    """State in the wrapper: it reads a counter on the model, then writes it."""
+    @functools.wraps(fn)
+    def wrapper(self, x):
+        if self.calls % 2 == 1:
+            x = -x
+        self.calls += 1
+        return fn(self, x)
+    return wrapper
+
+
+class Smoothed(nn.Module):
+    """A decorated forward writing module state itself (a running mean buffer) under a wrapper that
+    writes state too: both are compiled as state, the counter read before the write not folded."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("running", torch.zeros(4))
+        self.calls = 0
+
+    @alternating
+    @add_one
+    def forward(self, x):
+        self.running.mul_(0.9).add_(x.mean(0) * 0.1)
+        if x.sum() > 0:
+            return self.fc(x) + self.running
+        return x - self.running
+
+
+def test_state_written_by_a_decorated_forward_and_its_wrapper_compiles(tmp_path):
+    """Before: refused at the decorator; the wrapper's ``self.calls += 1``, once the wrapper was
+    compiled, was refused as 'not part of the model' (the prescan read only the innermost method)."""
+    torch.manual_seed(0)
+    model = Smoothed().eval()
+    twin, host_twin = copy.deepcopy(model), copy.deepcopy(model)
+    inputs = _inputs((2, 4), 21, each=2)
+    compiled = dycl.compile(model, inputs[0])
+    artifact = compiled.save(tmp_path / "net")
+    paths = set()
+    with torch.no_grad():
+        for step, x in enumerate(inputs):
+            paths.add((step % 2, bool((x if step % 2 == 0 else -x).sum() > 0)))
+            torch.testing.assert_close(compiled(x), twin(x), atol=ATOL, rtol=0)
+            assert model.calls == twin.calls == step + 1
+            torch.testing.assert_close(model.running, twin.running, atol=ATOL, rtol=0)
+    assert len(paths) == 4
+    report = run_host_without_torch(artifact, host_twin, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
