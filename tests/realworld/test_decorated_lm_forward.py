@@ -92,15 +92,27 @@ def test_a_decorated_kv_cache_decoding_loop_agrees_with_eager(tmp_path):
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
 
 
-def test_a_whole_lm_returning_its_cache_is_refused_at_the_output_not_at_its_decorators():
+def _mixtral():
+    config = tf.MixtralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2)
+    config._experts_implementation = "batched_mm"
+    return tf.MixtralForCausalLM(config)
+
+
+@pytest.mark.parametrize(("build", "output", "source"),
+                         [(_llama, "CausalLMOutputWithPast", "modeling_llama.py"),
+                          (_mixtral, "MoeCausalLMOutputWithPast", "modeling_mixtral.py")],
+                         ids=["LlamaForCausalLM", "MixtralForCausalLM"])
+def test_a_whole_lm_returning_its_cache_is_refused_at_the_output_not_at_its_decorators(build, output, source):
     """Before: refused at ``@can_return_tuple`` ('decorated with ...'). Now its decorators are
     compiled as callees and the refusal is the next construct: the returned ``DynamicCache``,
     named at the decorated forward in transformers' source."""
     torch.manual_seed(0)
-    lm = _llama().eval()
+    lm = build().eval()
     with pytest.raises(dycl.UnsupportedError) as caught:
         dycl.compile(lm, (torch.randint(0, VOCAB, (2, 5)),), kwargs={"use_cache": True})
     message = str(caught.value)
     assert "decorated with" not in message, message
-    assert "CausalLMOutputWithPast" in message and "stand-in" in message, message
-    assert caught.value.location is not None and caught.value.location.path.endswith("modeling_llama.py"), message
+    assert f"({output}:" in message and "stand-in" in message, message
+    assert caught.value.location is not None and caught.value.location.path.endswith(source), message
