@@ -9,9 +9,10 @@ method with the wrapped function's parameters that calls the decorated function 
 example called the model,
 
     def forward(self, x, mask=_dycl_default_mask):
-        return _dycl_decorated(self, x, mask=mask)
+        return Net_forward(self, x, mask=mask)
 
-(``_dycl_decorated`` is the decorated function; positional arguments positionally, keyword
+(``Net_forward``, the class's name and the method's, is the decorated function, so that a
+message quoting the call reads as the user's code; positional arguments positionally, keyword
 arguments by keyword, the ones the example left out left out, the keywords a
 ``functools.partial`` forward binds by keyword), so the wrapper sees the ``args`` and
 ``kwargs`` eager gives it, and the ``Inline`` pass inlines it with the same passes as any
@@ -128,14 +129,17 @@ def decorated_entry(model: Any, resolved: ResolvedMethod, signature: inspect.Sig
                                SourceLocation(code.co_filename, code.co_firstlineno),
                                "decorate the wrapper with functools.wraps(fn), so that its signature is the method's "
                                "(or give the wrapper a self parameter: def wrapper(self, *args, **kwargs))")
-    namespace: dict[str, Any] = {"__name__": "dycl.rewriter.decorated_entry", "_dycl_decorated": resolved.function}
+    callee = f"{type(model).__name__}_{name}"
+    while callee in {receiver.name, *(p.name for p in parameters)} or callee.startswith("_dycl_default_"):
+        callee = f"_{callee}"
+    namespace: dict[str, Any] = {"__name__": "dycl.rewriter.decorated_entry", callee: resolved.function}
     header = _header(parameters, namespace)
     passed = [p for p in parameters if (p.name in example if example is not None else p.default is _P.empty)
               or p.name in resolved.keywords]
     arguments = [_argument(p, parameters.index(p), positional if p.name not in resolved.keywords else 0)
                  for p in passed]
     source = (f"def {name}({', '.join([receiver.name, *header])}):\n"
-              f"    return _dycl_decorated({', '.join([receiver.name, *arguments])})\n")
+              f"    return {callee}({', '.join([receiver.name, *arguments])})\n")
     filename = f"<dycl: calling the decorated {type(model).__qualname__}.{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our generated method only

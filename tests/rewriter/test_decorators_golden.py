@@ -191,7 +191,7 @@ class SquashedForward(nn.Module):
 
 
 def test_a_decorated_root_forward_is_inlined_inside_its_wrapper():
-    """Before: ``def forward(self, x, scale=1.0): return _dycl_decorated(self, x, scale=scale)``
+    """Before: ``def forward(self, x, scale=1.0): return SquashedForward_forward(self, x, scale=scale)``
     (the generated entry; ``scale`` passed by keyword, as the example passed it). After: the
     wrapper's tanh around the method's body, ``scale`` specialised to the example's 0.5."""
     result = rewriter.rewrite(SquashedForward().eval(), example={"x": torch.randn(1, 4), "scale": 0.5}, positional=1)
