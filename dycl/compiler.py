@@ -222,7 +222,8 @@ def rewrite(job: Job) -> Frontend:
     if rewritten is None or call is not None:
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
         rewritten = rewrite_model(model, example=passed, positional=positional)
-        returns = object_output(model, passed, _threaded_output(rewritten, model, passed)) if call is None else None
+        returns = object_output(model, passed, _threaded_output(rewritten, model, passed),
+                                positional) if call is None else None
         if returns is not None:
             output_spec = returns.spec
             rewritten = rewrite_model(model, example=passed, returns=returns, positional=positional)

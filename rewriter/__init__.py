@@ -36,6 +36,7 @@ from dycl.rewriter.check import reject_unsupported
 from dycl.rewriter.checking import checks_enabled
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.context import GlobalTable, RewriteContext
+from dycl.rewriter.decorated_entry import decorated_entry, entry_location, needs_entry, relocated
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
 from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
@@ -97,16 +98,21 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
                                f"({type(resolved.owner).__qualname__})", None,
                                "compile that module itself, or assign a method of this model")
     written_hooks = refuse_impure_hooks(model, is_user_code, hook_refusal)
+    located = None
     if method == "forward" and forward_hooks(model):  # model(...) runs the model's hooks around forward
         signature = signature_of(resolved, inspect.unwrap(resolved.function))
         resolved = hooked_entry(model, resolved, signature, example, positional)
+    elif needs_entry(resolved):  # the wrapper is compiled as a callee (rewriter.decorated_entry)
+        signature = signature_of(resolved, inspect.unwrap(resolved.function))
+        located = entry_location(resolved)
+        resolved = decorated_entry(model, resolved, signature, example, positional, method)
     namespace = Namespace()
     globals_table = GlobalTable(namespace)
     ctx = RewriteContext(model, namespace, LocationTable(), globals_table, debug=debug, followed=followed,
                          written_hooks=written_hooks)
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     prescan_hooks(ctx)  # and the state of the hooks written out as code (rewriter.written_hooks)
-    parsed, flat, self_name = _entry(ctx, resolved, method, example, returns)
+    parsed, flat, self_name = _entry(ctx, resolved, method, example, returns, located)
     definition = parsed.definition
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))
@@ -148,12 +154,16 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
 
 
 def _entry(ctx: RewriteContext, resolved: ResolvedMethod, method: str, example: dict[str, Any] | None,
-           returns: ReturnForm | None) -> tuple[ParsedFunction, FlatParameters, str]:
+           returns: ReturnForm | None, located: SourceLocation | None = None
+           ) -> tuple[ParsedFunction, FlatParameters, str]:
     """The root function parsed, checked and flattened to one parameter per
     input, and the name of its ``self``; every name it uses is reserved, and
-    the globals it reads are registered."""
+    the globals it reads are registered. ``located``: where a generated entry's
+    statements are reported (``rewriter.decorated_entry``)."""
     namespace, globals_table = ctx.namespace, ctx.globals
     parsed = parse_function(resolved.function, ctx.locations)
+    if located is not None:
+        parsed = dataclasses.replace(parsed, definition=relocated(parsed.definition, ctx.locations, located))
     definition = parsed.definition
     params = definition.params.params or definition.params.posonly_params
     if not params:

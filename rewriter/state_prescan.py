@@ -23,7 +23,7 @@ import types
 import libcst as cst
 import torch
 from dycl.rewriter.context import RewriteContext
-from dycl.rewriter.state_slots import CollectStateWrites, owners_of
+from dycl.rewriter.state_slots import CollectStateWrites, owners_of, wrapper_layers
 from dycl.rewriter.state_writes import (
     _CONTAINER_WRITES,
     _MODULE_WRITES,
@@ -53,38 +53,39 @@ def prescan_state(ctx: RewriteContext) -> None:
     scanned: dict[types.FunctionType, list[list[str]]] = {}  # parsed once, whatever the number of instances
     while pending:
         module, name = pending.pop()
-        function = _method(module, name) if name not in module._modules else None
-        if function is None or (id(module), function) in seen or not is_user(function):
-            continue
-        seen.add((id(module), function))
-        if function not in scanned:
-            scanned[function] = _scan(ctx, function)
-        for chain in scanned[function]:  # self.name, self.sub.name: maybe methods forward() reaches
-            owner: object = module
-            for part in chain[:-1]:
-                owner = getattr(owner, part, None)
-            if isinstance(owner, torch.nn.Module):
-                pending.append((owner, chain[-1]))
+        for function in _methods(module, name) if name not in module._modules else ():
+            if (id(module), function) in seen or not is_user(function):
+                continue
+            seen.add((id(module), function))
+            if function not in scanned:
+                scanned[function] = _scan(ctx, function)
+            for chain in scanned[function]:  # self.name, self.sub.name: maybe methods forward() reaches
+                owner: object = module
+                for part in chain[:-1]:
+                    owner = getattr(owner, part, None)
+                if isinstance(owner, torch.nn.Module):
+                    pending.append((owner, chain[-1]))
 
 
-def _method(module: torch.nn.Module, name: str) -> types.FunctionType | None:
-    """The function behind ``module.<name>`` (an instance attribute first, as Python looks it up)."""
+def _methods(module: torch.nn.Module, name: str) -> list[types.FunctionType]:
+    """The functions behind ``module.<name>`` (an instance attribute first, as Python looks it up):
+    the method and, when decorated, each wrapper layer around it (a wrapper may write state too)."""
     member = vars(module).get(name)
     if member is None:
         try:
             member = inspect.getattr_static(type(module), name)
         except AttributeError:
-            return None
+            return []
     member = getattr(member, "__func__", member)
     member = getattr(member, "func", member)  # functools.partial
-    function = inspect.unwrap(member) if callable(member) else None
-    return function if isinstance(function, types.FunctionType) else None
+    layers = wrapper_layers(member) if callable(member) else []
+    return [layer for layer in layers if isinstance(layer, types.FunctionType)]
 
 
 def _scan(ctx: RewriteContext, function: types.FunctionType) -> list[list[str]]:
     """Record the slots ``function`` writes; the attribute chains it names on its receiver."""
     try:
-        source = textwrap.dedent(inspect.getsource(function))
+        source = textwrap.dedent(inspect.getsource(function.__code__))  # not the function: a wrapper's own
         tree = next(s for s in ast.parse(source).body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))
     except Exception:  # noqa: BLE001 - a method whose source cannot be read is refused where it is reached
         return []

@@ -280,11 +280,12 @@ def _new_attribute(module: torch.nn.Module, attribute: str) -> bool:
 
 
 def owners_of(model: torch.nn.Module, function: types.FunctionType) -> list[torch.nn.Module]:
-    """Every module of ``model`` whose class has ``function`` as its method of that name."""
+    """Every module of ``model`` whose class has ``function`` as its method of that name, or as
+    a layer of it (a decorator's wrapper made with ``functools.wraps``, which takes the name)."""
     found = []
     for module in model.modules():
         method = getattr(type(module), function.__name__, None)
-        if method is not None and inspect.unwrap(method) is function:
+        if method is not None and function in wrapper_layers(method):
             found.append(module)
     return found
 
@@ -298,6 +299,14 @@ def state_receiver(ctx: RewriteContext, function: types.FunctionType,
         return receiver, owners_of(ctx.model, function)
     hooked = hook_receiver(ctx.model, ctx.written_hooks, function, definition)
     return hooked if hooked is not None else (None, [])
+
+
+def wrapper_layers(method: object) -> list[object]:
+    """``method`` and each function it wraps (``__wrapped__``), outermost first."""
+    layers = [method]
+    while hasattr(layers[-1], "__wrapped__") and len(layers) < 100:
+        layers.append(layers[-1].__wrapped__)
+    return layers
 
 
 def collect_state_writes(ctx: RewriteContext, function: types.FunctionType,

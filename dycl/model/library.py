@@ -106,14 +106,16 @@ def wraps_forward(model: torch.nn.Module) -> bool:
 
 
 def object_output(model: torch.nn.Module, passed: dict[str, Any],
-                  run: Callable[[], Any] | None = None) -> ReturnForm | None:
+                  run: Callable[[], Any] | None = None, positional: int | None = None) -> ReturnForm | None:
     """For a user model whose forward returns, on the example, objects other than
     tensors, tuples, lists and dicts (a namedtuple, a ``ModelOutput``): how its
     returns are rewritten to flat tensors and the plain form (``dycl.model.outputs``),
     with the ``TreeSpec`` that rebuilds the objects as ``spec`` attribute. Else None.
     ``run`` makes the example's output instead of calling the model (one that must not
-    write the model's state: ``rewriter.state_threading``)."""
-    _, leaves, spec = _example_output(model, passed, run)
+    write the model's state: ``rewriter.state_threading``). ``positional``: how many of the
+    example's arguments were positional (the others are passed by keyword, as the example
+    passed them: a decorator's wrapper may read its ``kwargs``)."""
+    _, leaves, spec = _example_output(model, passed, run, positional)
     if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None  # a Python number in the output is left to the host, which computes it per call
     return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
@@ -121,15 +123,20 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
 
 
 def _example_output(model: torch.nn.Module, passed: dict[str, Any],
-                    run: Callable[[], Any] | None = None) -> tuple[list[inspect.Parameter], list[Any], pytree.TreeSpec]:
+                    run: Callable[[], Any] | None = None, positional: int | None = None
+                    ) -> tuple[list[inspect.Parameter], list[Any], pytree.TreeSpec]:
     """forward()'s parameters (less ``self``) and the flat leaves and spec of its
     output when called as the example ``passed`` (arguments by parameter name)."""
     resolved = resolve_method(model)
     signature = signature_of(resolved, inspect.unwrap(resolved.function))
     parameters = list(signature.parameters.values())[1:]
     bound = inspect.BoundArguments(signature.replace(parameters=parameters), dict(passed))
+    args, kwargs = bound.args, bound.kwargs
+    if positional is not None and len(args) > positional and not any(p.kind is _P.VAR_POSITIONAL for p in parameters):
+        named = [p.name for p in parameters if p.name in passed][positional:len(args)]
+        args, kwargs = args[:positional], {**{name: passed[name] for name in named}, **kwargs}
     # a failure says "while running ... on the example"
-    output = run_on_example(model, bound.args, bound.kwargs) if run is None else run()
+    output = run_on_example(model, args, kwargs) if run is None else run()
     leaves, spec = outputs.flatten(output)
     return parameters, leaves, spec
 

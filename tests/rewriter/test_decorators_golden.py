@@ -9,6 +9,7 @@ import functools
 import torch
 from torch import nn
 
+from dycl import rewriter
 from tests.rewriter.golden import after, golden
 
 
@@ -172,4 +173,33 @@ def test_a_local_list_of_known_length_is_spread_into_its_elements():
             return (low + high) * 0.5
         else:
             return low
+    """)
+
+
+class SquashedForward(nn.Module):
+    """The root forward decorated (``rewriter.decorated_entry``): before, refused at ``@squash``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @squash
+    def forward(self, x, scale=1.0):
+        if x.sum() > 0:
+            x = self.fc(x) * scale
+        return x
+
+
+def test_a_decorated_root_forward_is_inlined_inside_its_wrapper():
+    """Before: ``def forward(self, x, scale=1.0): return SquashedForward_forward(self, x, scale=scale)``
+    (the generated entry; ``scale`` passed by keyword, as the example passed it). After: the
+    wrapper's tanh around the method's body, ``scale`` specialised to the example's 0.5."""
+    result = rewriter.rewrite(SquashedForward().eval(), example={"x": torch.randn(1, 4), "scale": 0.5}, positional=1)
+    assert result.locations.strip(result.source).strip() + "\n" == golden("""
+        def forward(self, x, scale=0.5):
+            x_2 = x
+            if x_2.sum() > 0:
+                x_2 = self.fc(x_2) * 0.5
+            out = x_2
+            return torch.tanh(out) + 0.1
     """)

@@ -114,9 +114,21 @@ def _line_of(cls, marker: str = "MARK") -> int:
     return first + next(i for i, text in enumerate(lines) if marker in text)
 
 
-@pytest.mark.parametrize(("model_class", "decorator"), [(AddOneForward, "@add_one"),
-                                                        (Autocast, "@torch.autocast(\"cpu\", dtype=torch.bfloat16)")],
-                         ids=["forward", "autocast"])
+def test_a_decorated_forward_compiles_with_its_wrapper(tmp_path):
+    """Before: refused at ``@add_one``'s line (the root forward's wrapper was not compiled). Now
+    the root is compiled through a call of the decorated function (``rewriter.decorated_entry``)."""
+    model = AddOneForward().eval()
+    generator = torch.Generator().manual_seed(8)
+    inputs = [torch.randn(1, 4, generator=generator) * (-1) ** i for i in range(8)]
+    compiled = dycl.compile(model, inputs[0])
+    assert compiled.stats["conditions"] >= 1
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+@pytest.mark.parametrize(("model_class", "decorator"), [(Autocast, "@torch.autocast(\"cpu\", dtype=torch.bfloat16)")],
+                         ids=["autocast"])
 def test_decorator_that_changes_the_result_is_refused_at_its_line(model_class, decorator):
     torch.manual_seed(0)
     model = model_class().eval()
