@@ -453,7 +453,9 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
     Where the trace refuses a data-dependent decision made in library code, the compile
     starts again with that library code followed: rewritten like user code, with every
     library function that leads to it (``dycl.model.library_decisions``), at most
-    ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised."""
+    ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised, after one
+    more try without ``merge_across_renames`` where that lever was on (a merged graph the exporter
+    cannot translate: GRUCell gates after a row repeated by the batch)."""
     chosen = Options(**options)
     first: UnsupportedError | None = None
     example = ExampleSnapshot.take((example_input, chosen.kwargs))  # a failed run may stop mid-stage
@@ -463,6 +465,12 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
         except UnsupportedError as error:
             example.restore()
             more = to_follow(model, example_arguments(example_input), chosen.kwargs, error)
+            if more <= chosen.followed and chosen.levers.merge_across_renames:
+                # a merge is an optimisation: where a merged graph cannot be exported (the exporter's
+                # shape inference loses a dim the boundary kept), the boundaries stay
+                chosen = dataclasses.replace(chosen, levers=dataclasses.replace(chosen.levers,
+                                                                                merge_across_renames=False))
+                continue
             if more <= chosen.followed:
                 if first is None:
                     raise

@@ -256,6 +256,12 @@ def _failed_line(error, code):
     return None
 
 
+#: the name of the batch dim dycl makes symbolic by default (``dycl.model.dynamic.BATCH``): an empty
+#: batch is refused there (its graphs were traced at sizes >= 1, and reductions over no rows need not
+#: agree with torch's: ``all()`` of nothing); a dim the user named in ``dynamic=`` may be 0
+DEFAULT_BATCH = "batch"
+
+
 def _rank(value):
     """A variant key's part for an input whose rank differs between paths (``hcfg.variants``): the
     rank of an array, -1 for a Python number (what the trace saw as a number, not as a 0-d tensor:
@@ -264,8 +270,8 @@ def _rank(value):
 
 
 def _check_input(spec, value, dims):
-    """Check dtype, rank and static dims of one input, and that no symbolic dim is 0 (graphs are
-    traced at sizes of at least 1: at 0 one may give another shape); ``dims`` collects the size of
+    """Check dtype, rank and static dims of one input, and that the default batch is not empty
+    (``DEFAULT_BATCH``); ``dims`` collects the size of
     every symbolic dim seen so far, so that inputs sharing a dim name agree on it."""
     name = spec.name
     if not isinstance(value, np.ndarray):
@@ -282,9 +288,9 @@ def _check_input(spec, value, dims):
                 raise ValueError(f"input {name!r}: expected shape {_shape(shape)}, got {list(value.shape)} "
                                  f"(dimension {axis} is static: {expected})")
         elif expected.isidentifier():
-            if got == 0:  # graphs traced at sizes >= 1 may give another shape at 0 (a row repeated by the size)
+            if got == 0 and expected == DEFAULT_BATCH:  # the batch dycl chose to make symbolic: traced at >= 1
                 raise ValueError(f"input {name!r}: dimension {axis} ({expected!r}) is 0; the model was compiled for "
-                                 f"sizes of at least 1 along it")
+                                 f"batches of at least 1 (name the dim in dynamic= to compile empty ones too)")
             seen = dims.setdefault(expected, (name, axis, got))
             if seen[2] != got:
                 raise ValueError(f"input {name!r}: dimension {axis} is {expected!r}, expected {seen[2]} as in "

@@ -219,7 +219,8 @@ class Choices(FlowWalker):
             return result, statements
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
             return lowering.chain(node)
-        if isinstance(node, cst.BooleanOperation) and self.decides(node.left, env):
+        if isinstance(node, cst.BooleanOperation) and self.decides(node.left, env) and self.flow.evaluate(
+                node.right, env) is None:  # a static right operand: constant propagation's (a test's truth)
             return lowering.value(node)
         extreme = self.extreme_of(node, env) if isinstance(node, cst.Call) else None
         if extreme is not None and self.decides(node, env):

@@ -1,4 +1,4 @@
-"""A symbolic dim of size 0 is refused by name, never answered with a graph traced at sizes >= 1.
+"""An empty default batch is refused by name, never answered with graphs traced at sizes >= 1.
 
 A greedy decoder that starts from ``torch.full((feats.size(0), 1), start)`` and stops when
 every row emitted the end token: eagerly, an empty batch stops at once (``all()`` of nothing
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dycl.hostgen import host_runtime
 from torch import nn
 
 import dycl
 from dycl.harness.testing import assert_equivalent
+from dycl.model.dynamic import BATCH
 
 
 class GreedyDecoder(nn.Module):
@@ -68,3 +70,7 @@ def test_an_empty_batch_is_refused_by_name(compiled, tmp_path):
     program.save(tmp_path / "artifact")
     with pytest.raises(ValueError, match=r"dimension 0 \('batch'\) is 0"):
         dycl.load(tmp_path / "artifact")(empty)
+
+
+def test_the_host_refuses_the_batch_dycl_names_by_default():
+    assert host_runtime.DEFAULT_BATCH == BATCH
