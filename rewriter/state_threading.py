@@ -35,7 +35,26 @@ from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
 from dycl.rewriter.state_table import StateSlot, StateTable
 
-_MISSING = object()
+MISSING = object()
+
+
+def object_at(node: cst.BaseExpression, receiver: str, model: torch.nn.Module) -> Any:
+    """The object a chain from ``receiver`` (the model) denotes: ``self.blocks[0].norm`` (attributes,
+    literal indices); ``MISSING`` where the chain has another root or cannot be followed."""
+    if isinstance(node, cst.Name):
+        return model if node.value == receiver else MISSING
+    if isinstance(node, cst.Attribute):
+        base = object_at(node.value, receiver, model)
+        return MISSING if base is MISSING else getattr(base, node.attr.value, MISSING)
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        base, key = object_at(node.value, receiver, model), node.slice[0].slice.value
+        if base is MISSING or not isinstance(key, (cst.Integer, cst.SimpleString)):
+            return MISSING
+        try:
+            return base[key.evaluated_value]
+        except Exception:  # noqa: BLE001 - not a literal index into a module container
+            return MISSING
+    return MISSING
 
 
 @dataclass(frozen=True)
@@ -60,24 +79,11 @@ class _ReplaceSlots(cst.CSTTransformer):
         self.names: dict[tuple[int, str], tuple[str, StateSlot]] = {}
 
     def _object(self, node: cst.BaseExpression) -> Any:
-        if isinstance(node, cst.Name):
-            return self.model if node.value == self.receiver else _MISSING
-        if isinstance(node, cst.Attribute):
-            base = self._object(node.value)
-            return _MISSING if base is _MISSING else getattr(base, node.attr.value, _MISSING)
-        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            base, key = self._object(node.value), node.slice[0].slice.value
-            if base is _MISSING or not isinstance(key, (cst.Integer, cst.SimpleString)):
-                return _MISSING
-            try:
-                return base[key.evaluated_value]
-            except Exception:  # noqa: BLE001 - not a literal index into a module container
-                return _MISSING
-        return _MISSING
+        return object_at(node, self.receiver, self.model)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         owner = self._object(original.value)
-        slot = None if owner is _MISSING else self.table.get(owner, original.attr.value)
+        slot = None if owner is MISSING else self.table.get(owner, original.attr.value)
         if slot is None:
             return updated
         if slot.key not in self.names:
@@ -234,4 +240,4 @@ class _AssignedUses(cst.CSTVisitor):
             self.found = (self.statement, node.value)
 
 
-__all__ = ["ThreadedState", "thread_state"]
+__all__ = ["MISSING", "ThreadedState", "object_at", "thread_state"]

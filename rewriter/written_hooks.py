@@ -39,6 +39,7 @@ from dycl.rewriter.hooks import forward_hooks
 from dycl.rewriter.locations import LocationTable, comment_of, set_location
 from dycl.rewriter.source import parse_function
 from dycl.rewriter.state_slots import CollectStateWrites, state_receiver
+from dycl.rewriter.state_threading import MISSING, object_at
 from dycl.rewriter.walk import bound_names
 
 
@@ -199,20 +200,8 @@ class _TracedHooks(cst.CSTVisitor):
                     self.found = (self.statement, what, cst.Module([]).code_for_node(call.func))
 
     def _object(self, node: cst.BaseExpression) -> object:
-        if isinstance(node, cst.Name):
-            return self.ctx.model if node.value == self.receiver else None
-        if isinstance(node, cst.Attribute):
-            base = self._object(node.value)
-            return None if base is None else getattr(base, node.attr.value, None)
-        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            base, key = self._object(node.value), node.slice[0].slice.value
-            if base is None or not isinstance(key, (cst.Integer, cst.SimpleString)):
-                return None
-            try:
-                return base[key.evaluated_value]
-            except Exception:  # noqa: BLE001 - not a literal index into a module container
-                return None
-        return None
+        found = object_at(node, self.receiver, self.ctx.model)
+        return None if found is MISSING else found
 
 
 def _once(value: cst.BaseExpression, fresh: Callable[[str], str], lines: list, is_static) -> cst.BaseExpression:
