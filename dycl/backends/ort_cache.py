@@ -77,7 +77,7 @@ class ExportCache:
         examples = [[(str(getattr(a, "dtype", type(a).__name__)), tuple(getattr(a, "shape", ()))) for a in example]
                     for example in variant.examples]
         text = json.dumps({"source": module.source, "variant": variant.fingerprint(), "examples": examples,
-                           "static": static, "weights": self._weights_of(module.model), "globals": reads,
+                           "static": static, "weights": self._weights_of(module.source_model), "globals": reads,
                            "versions": [platform.python_version(), torch.__version__, onnx.__version__,
                                         DYCL_VERSION]}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()

@@ -17,6 +17,7 @@ import libcst as cst
 import torch
 
 from dycl.export.opaque_lengths import traced_module_lengths
+from dycl.export.read_weights import read_roots, weights_tree
 from dycl.export.size_numbers import exact_size_statements
 from dycl.hcfg.ports import Variant
 from dycl.hcfg.pytree_ports import port_values, rebuild
@@ -27,12 +28,16 @@ from dycl.rewriter.walk import bound_names
 
 class SubDNNModule(torch.nn.Module):
     """``forward(*flat_inputs) -> tuple(flat_outputs)`` running the sub-DNN's
-    statements over the original model's parameters (no copies)."""
+    statements over the original model's parameters (no copies).
+
+    ``source_model`` is the model the statements run on (not registered); the registered
+    ``model`` holds only the parts of it the statements read (``dycl.export.read_weights``),
+    under the same paths, so an exporter walks those and not the whole model's state."""
 
     def __init__(self, model: torch.nn.Module, variant: Variant, globals_: dict[str, Any],
                  self_name: str, locations: LocationTable | None = None) -> None:
         super().__init__()
-        self.model = model
+        object.__setattr__(self, "source_model", model)  # not a submodule: see the class docstring
         self.variant = variant
         self._locations = locations or LocationTable()
         namespace: dict[str, Any] = dict(globals_)
@@ -40,6 +45,8 @@ class SubDNNModule(torch.nn.Module):
         numbers = {p.name for p in variant.inputs if p.kind != "tensor"}
         statements = exact_size_statements(variant.sub.statements, namespace, local, numbers,
                                            self._locations.resolve)  # sizes as Python numbers, exact in the trace
+        roots = read_roots(statements, self_name, model)
+        self.model = model if roots is None else weights_tree(model, roots)
         statements = traced_module_lengths(statements, namespace, local, (self_name, model))  # len() in submodules
         source, self._line_of_statement = _function_source(variant, self_name, statements)
         self.filename = f"<dycl-{variant.name}>"
@@ -70,7 +77,7 @@ class SubDNNModule(torch.nn.Module):
         return self.variant.sub.statements[-1]
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        results = self.function(self.model, *inputs)
+        results = self.function(self.source_model, *inputs)
         flat: list[torch.Tensor] = []
         for value, layout in zip(results, self.variant.output_layouts):
             flat += port_values(value, layout)
