@@ -180,6 +180,7 @@ class Ported:
     variants: list[Variant]
     modules: dict[str, SubDNNModule]
     distinct: dict[str, Variant]  # identity -> the variant compiled for it
+    identities: dict[str, str]  # variant name -> its identity (key of distinct)
 
 
 @dataclass
@@ -304,10 +305,11 @@ def ports(explored: Explored) -> Ported:
                                           front.rewritten.locations).eval()
                for variant in variants}
     # identical sub-DNNs (same code, weights and ports) are compiled once and share a file
+    identities = {variant.name: _identity(front.job, variant) for variant in variants}  # each printed once
     distinct: dict[str, Variant] = {}
     for variant in variants:
-        distinct.setdefault(_identity(front.job, variant), variant)
-    return Ported(explored, variants, modules, distinct)
+        distinct.setdefault(identities[variant.name], variant)
+    return Ported(explored, variants, modules, distinct, identities)
 
 
 def compile_variants(ported: Ported) -> Compiled:
@@ -322,33 +324,36 @@ def compile_variants(ported: Ported) -> Compiled:
     backend_stats = dict(chosen.last_stats)  # before the graphs traced at other sizes compile
     by_identity = dict(zip(distinct, made))
     job.mode.check_compiled(by_identity)
-    by_identity = {fingerprint: _finished(ported, fingerprint, compiled, step)
+    settled: dict[str, bool] = {}  # thread choices by graph structure, this compile's (thread_choice)
+    by_identity = {fingerprint: _finished(ported, fingerprint, compiled, step, settled)
                    for fingerprint, compiled in by_identity.items()}
-    return Compiled(ported, {v.name: by_identity[_identity(job, v)] for v in ported.variants}, backend_stats)
+    return Compiled(ported, {v.name: by_identity[ported.identities[v.name]] for v in ported.variants}, backend_stats)
 
 
-def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step: OnnxStep | None) -> CompiledVariant:
+def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step: OnnxStep | None,
+              settled: dict[str, bool]) -> CompiledVariant:
     """A distinct variant's compiled graph with what the compiler adds: an ONNX file's
     provenance (``dycl.backends.onnx_metadata``), its graphs traced at other sizes, and
     whether it is small enough for the calling thread."""
     job = ported.explored.stage.front.job
     variant = ported.distinct[fingerprint]
     if job.backend.file_suffix == ".onnx":
-        shared = [v.name for v in ported.variants if _identity(job, v) == fingerprint]
+        shared = [v.name for v in ported.variants if ported.identities[v.name] == fingerprint]
         compiled = dataclasses.replace(compiled, data=describe_onnx(
             compiled.data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname)))
     alternatives = _other_size_graphs(job.backend, ported.modules[variant.name], variant, compiled.guards, step)
     return dataclasses.replace(compiled, alternatives=alternatives,
-                               on_calling_thread=_on_calling_thread(job, variant, compiled))
+                               on_calling_thread=_on_calling_thread(job, variant, compiled, settled))
 
 
-def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant) -> bool:
+def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant, settled: dict[str, bool]) -> bool:
     """Whether an ONNX file's graph runs on the calling thread, by its cost at its example
     (``dycl.backends.thread_choice``)."""
     if not (job.options.levers.small_graphs_on_caller and job.mode.small_graphs_on_caller
             and job.backend.file_suffix == ".onnx"):
         return False
-    return on_calling_thread(compiled.data, dict(zip((port.name for port in variant.inputs), variant.examples[0])))
+    return on_calling_thread(compiled.data, dict(zip((port.name for port in variant.inputs), variant.examples[0])),
+                             settled=settled)
 
 
 def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, guards: tuple[ShapeGuard, ...],

@@ -12,6 +12,11 @@ one session with ``intra_op_num_threads=1`` and one with the pool the loaded mod
 turns on the sub-DNN's first example, and it goes to the calling thread when its median
 time there is no worse.
 
+Graphs of one structure (``dycl.backends.graph_structure``: the same operators, wiring and
+shapes, other weights: BlockDrop's residual blocks of one stage) cost the same, so where the
+caller passes one ``settled`` dict for a compile, a structure is timed once and its answer
+reused for the others.
+
 Assumes the example is representative of the calls' sizes and that compile runs on the
 machine (and under the load) the model will serve on. Guarantees: the choice only changes
 how many threads a session uses, never what it computes; a graph that cannot be timed
@@ -29,8 +34,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
+from dycl.backends.graph_structure import structure_key
 from dycl.backends.onnx_cost import CALLING_THREAD_MACS, macs
 
 #: more than this many MACs at the example's shapes: the pool pays, no timing needed
@@ -47,11 +54,14 @@ def pool_threads() -> int:
     return int(os.environ.get("DYCL_THREADS", "0")) or (os.cpu_count() or 1)
 
 
-def on_calling_thread(data: bytes, example: Mapping[str, Any], threads: int | None = None) -> bool:
+def on_calling_thread(data: bytes, example: Mapping[str, Any], threads: int | None = None,
+                      settled: dict[str, bool] | None = None) -> bool:
     """Whether the ONNX model ``data`` should run on the calling thread, ``example`` being its
-    inputs by name (tensors or arrays; other values are left out of the shapes)."""
+    inputs by name (tensors or arrays; other values are left out of the shapes). ``settled``:
+    the answers of the graphs timed so far in this compile, by structure (module note)."""
     arrays = {name: _array(value) for name, value in example.items()}
-    cost = macs(data, {name: tuple(value.shape) for name, value in example.items() if hasattr(value, "shape")})
+    shapes = {name: tuple(value.shape) for name, value in example.items() if hasattr(value, "shape")}
+    cost = macs(data, shapes)
     if cost is not None and cost <= CALLING_THREAD_MACS:
         return True
     if cost is not None and cost > POOL_MACS:
@@ -59,8 +69,14 @@ def on_calling_thread(data: bytes, example: Mapping[str, Any], threads: int | No
     threads = pool_threads() if threads is None else threads
     if threads <= 1:  # no pool to hand off to
         return True
+    key = None if settled is None else f"{threads}:{structure_key(onnx.load_from_string(data), shapes)}"
+    if key is not None and key in settled:
+        return settled[key]
     timed = time_both(data, arrays, threads)
-    return timed is not None and timed[0] <= timed[1]
+    answer = timed is not None and timed[0] <= timed[1]
+    if key is not None and timed is not None:  # an untimeable graph is not an answer for its structure
+        settled[key] = answer
+    return answer
 
 
 def time_both(data: bytes, arrays: Mapping[str, np.ndarray | None],

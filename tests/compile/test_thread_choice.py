@@ -95,3 +95,46 @@ def test_the_manifest_follows_the_timing_and_both_agree_with_eager(faster, monke
     assert assert_equivalent(model, loaded, _images(), min_paths=2, atol=ATOL) == 2
     report = run_host_without_torch(artifact, model, _images(), ATOL)
     assert report["checked"] == len(_images()) and not report["problems"], report
+
+
+class ResidualStages(nn.Module):
+    """Residual blocks of one width, each skipped when its input is already small (a block-drop
+    policy as people write it): the blocks' graphs differ only in their weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()) for _ in range(4))
+
+    def forward(self, image):
+        for block in self.blocks:
+            if image.abs().mean() > 0.3:
+                image = image + block(image)
+        return image
+
+
+def test_graphs_of_one_structure_are_timed_once_per_compile(monkeypatch, tmp_path):
+    conv, x = nn.Conv2d(16, 16, 3, padding=1), torch.randn(1, 16, 48, 48)
+    other = nn.Conv2d(16, 16, 3, padding=1)
+    timed: list[tuple] = []
+    monkeypatch.setattr(thread_choice, "time_both", lambda data, arrays, threads: timed.append(data) or (1e-4, 2e-4))
+    settled: dict[str, bool] = {}
+    assert thread_choice.on_calling_thread(_onnx(conv, x), {"x": x}, threads=2, settled=settled)
+    assert thread_choice.on_calling_thread(_onnx(other, x), {"x": x}, threads=2, settled=settled)  # other weights
+    assert len(timed) == 1
+    wider = torch.randn(1, 16, 64, 64)
+    thread_choice.on_calling_thread(_onnx(conv, wider), {"x": wider}, threads=2, settled=settled)  # other shapes
+    thread_choice.on_calling_thread(_onnx(nn.Conv2d(16, 16, 5, padding=2), x), {"x": x}, threads=2, settled=settled)
+    assert len(timed) == 3
+    thread_choice.on_calling_thread(_onnx(conv, x), {"x": x}, threads=2)  # no settled answers: timed
+    assert len(timed) == 4
+
+    timed.clear()
+    torch.manual_seed(3)
+    model = ResidualStages().eval()
+    images = [torch.randn(1, 16, 32, 32) * scale for scale in (0.1, 0.4, 2.0) for _ in range(3)]
+    compiled = dycl.compile(model, images[2])
+    blocks = [n for n, e in compiled.manifest.sub_dnns.items() if e.threads == 1]
+    assert len(blocks) >= 4 and 1 <= len(timed) < len(blocks), (blocks, len(timed))
+    assert assert_equivalent(model, compiled, images, min_paths=2, atol=ATOL) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, images, ATOL)
+    assert report["checked"] == len(images) and not report["problems"], report
