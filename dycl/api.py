@@ -13,7 +13,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.artifact import host_model, load_host, write_artifact
 from dycl.artifact.readme import readme, requirements_txt
-from dycl.compiler import CompileResult, compile_from, compile_model
+from dycl.compiler import CompileResult, compile_from, compile_front
 from dycl.harness import self_check
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
@@ -239,12 +239,13 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     options = dict(backend=backend, progress=progress, backend_options=backend_options, kwargs=kwargs,
                    levers=levers, per_sample=per_sample)
     with preserved(model), muted():  # eval mode, restored after; the model's prints silent (dycl.model.quiet)
-        result = compile_model(model, example_input, dynamic=dynamic, **options)
-    front_end = _front_end(result)  # compiling again for a static batch starts after the build walk
+        front_end = compile_front(model, example_input, dynamic=dynamic, **options)  # rewrite, build, optimize
+    # the batch is decided before the stages that read it: a one-sample model compiles once, static
     with preserved(model, refuse_writes=False), muted():  # eager forward may write the state it threads
         batch_1 = static_batch_needed(model, example_input, kwargs, dynamic, per_sample)  # dycl.model.batch_check
-    if batch_1:
-        result, front_end = _compiled_static(model, front_end)
+    with preserved(model), muted():
+        result = compile_from(front_end, dynamic=False if batch_1 else dynamic)
+    front_end = _front_end(result)  # compiling again for a static batch starts after the build walk
     compiled = _compiled_model(model, result, threads)
     if not self_check.enabled(check):
         return compiled

@@ -158,6 +158,8 @@ class Graph:
     built: Built
     graph: HCFG
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: seconds of the stages that made it, until a compile from it counts them (``compile_front``)
+    seconds: dict[str, float] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -415,11 +417,12 @@ PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "co
 
 
 def run(model: torch.nn.Module, example_input: Any, options: Options = Options(),
-        front_end: Graph | None = None) -> CompileResult:
+        front_end: Graph | None = None, front_only: bool = False) -> Any:
     """Compile ``model`` for the example call ``model(*example_input, **options.kwargs)`` by
     running ``STAGES`` in order; the input dims ``options.dynamic`` names (``dycl.model.dynamic``)
     are symbolic in every sub-DNN that depends on them. With ``front_end`` (see ``compile_from``)
-    the stages ``BEFORE_EXPLORE`` are not run again: their result is ``front_end``, for this job."""
+    the stages ``BEFORE_EXPLORE`` are not run again: their result is ``front_end``, for this job.
+    ``front_only``: stop there and return that ``Graph`` (``compile_front``)."""
     job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})),
               Progress("rewrite and HCFG", 3, options.progress))
     dump = os.environ.get("DYCL_DUMP")
@@ -428,9 +431,12 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     example = ExampleSnapshot.take((example_input, options.kwargs))  # each stage starts from the example's values
     for number, (name, stage) in enumerate(STAGES):
         if front_end is not None and name in BEFORE_EXPLORE:
-            seconds[name] = 0.0
+            seconds[name] = front_end.seconds.pop(name, 0.0)  # paid once, by the first compile from it
             continue
         if name == "explore":
+            if front_only:
+                value.seconds = seconds
+                return value
             front_end = value
         start = time.perf_counter()
         with paused_collector() if name in FRONT_END else contextlib.nullcontext():
@@ -453,7 +459,19 @@ MAX_FOLLOW_ROUNDS = 4
 
 
 def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) -> CompileResult:
-    """``run`` with the options as keyword arguments (``Options``).
+    """``run`` with the options as keyword arguments (``Options``); see ``_following``."""
+    return _following(model, example_input, Options(**options), front_only=False)
+
+
+def compile_front(model: torch.nn.Module, example_input: Any, **options: Any) -> Graph:
+    """The stages ``BEFORE_EXPLORE`` of ``compile_model`` (following library code where they
+    refuse, as it does): the front end that ``compile_from`` compiles for a ``dynamic`` decided
+    after it (``dycl.compile``: whether the batch must be static, ``dycl.model.batch_check``)."""
+    return _following(model, example_input, Options(**options), front_only=True)
+
+
+def _following(model: torch.nn.Module, example_input: Any, chosen: Options, front_only: bool) -> Any:
+    """``run`` (to the front end only, with ``front_only``), again where it refuses.
 
     Where the trace refuses a data-dependent decision made in library code, the compile
     starts again with that library code followed: rewritten like user code, with every
@@ -461,12 +479,11 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
     ``MAX_FOLLOW_ROUNDS`` times; a refusal that following does not change is raised, after one
     more try without ``merge_across_renames`` where that lever was on (a merged graph the exporter
     cannot translate: GRUCell gates after a row repeated by the batch)."""
-    chosen = Options(**options)
     first: UnsupportedError | None = None
     example = ExampleSnapshot.take((example_input, chosen.kwargs))  # a failed run may stop mid-stage
     for _ in range(MAX_FOLLOW_ROUNDS):
         try:
-            return run(model, example_input, chosen)
+            return run(model, example_input, chosen, front_only=front_only)
         except UnsupportedError as error:
             example.restore()
             more = to_follow(model, example_arguments(example_input), chosen.kwargs, error)
@@ -483,11 +500,11 @@ def compile_model(model: torch.nn.Module, example_input: Any, **options: Any) ->
             first = first or error
             example.restore()
             chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
-    return run(model, example_input, chosen)
+    return run(model, example_input, chosen, front_only=front_only)
 
 
 def compile_from(front_end: Graph, dynamic: DynamicSpec) -> CompileResult:
-    """The compile ``front_end`` (a ``CompileResult.front_end``) was made for, again with
+    """The compile ``front_end`` (a ``CompileResult.front_end``, or ``compile_front``'s) was made for, with
     ``dynamic`` instead: the same model, example and options, so the stages ``BEFORE_EXPLORE``,
     which do not read ``dynamic``, would make ``front_end`` again; they are not run (the build
     walk's real run of the model included). A refusal in a later stage compiles from the start

@@ -75,10 +75,10 @@ class OneSampleExit(EarlyExitMLP):
         return self.head2(self.body(h)) + logits
 
 
-def test_a_static_batch_compile_again_starts_after_the_build_walk(monkeypatch, tmp_path):
-    """The batch check's second compile (dynamic=False) reuses the first compile's rewrite,
-    build and optimize (none reads ``dynamic``): the model's reference and build runs happen
-    once; the result is the compile made with dynamic=False from the start."""
+def test_a_static_batch_is_decided_after_the_build_walk_and_compiled_once(monkeypatch, tmp_path):
+    """The batch check runs between optimize and explore (no stage before explore reads
+    ``dynamic``): the model's reference and build runs happen once, the exploration and the
+    exports once, for the static batch; the result is the compile made with dynamic=False."""
     torch.manual_seed(0)
     model = OneSampleExit().eval()
     example = _inputs()[0]
@@ -87,7 +87,8 @@ def test_a_static_batch_compile_again_starts_after_the_build_walk(monkeypatch, t
         compiled = dycl.compile(model, example, check=False)
     stages = by_stage(counts)
     assert stages["rewrite"] == {"real": 1} and stages["build"] == {"real": 1}, stages
-    assert stages["explore"] == {"fake": 2}, stages  # the symbolic batch's exploration, then the static one's
+    assert stages["explore"] == {"fake": 1}, stages  # the batch is decided before: only the static exploration
+    assert stages["compile"] == {"export": 1, "real": 1}, stages  # the stem's sub-DNN: exported, dataflow-checked once
     assert compiled._result.front_end is None  # the build walk's values are not kept
     static = dycl.compile(model, example, check=False, dynamic=False)
     assert compiled.host_source == static.host_source
