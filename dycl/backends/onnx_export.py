@@ -69,6 +69,7 @@ from __future__ import annotations
 import io
 import os
 import warnings
+from typing import Any
 
 import libcst as cst
 import onnx
@@ -144,8 +145,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
         else:
             # a scalar input is a number the host computed from data: its reads are followed into torch
             scalars = [value for value, port in zip(example, variant.inputs) if port.kind != "tensor"]
-            with _DataAsDetach(), DecisionRecorder(inside_torch=False, sources=scalars) as recorder, \
-                    local_symbolics():
+            # the taint mode outermost: the recorder and .data see the user's frames and calls first
+            with _TraceDependences(module, example) as taint, _DataAsDetach(), \
+                    DecisionRecorder(inside_torch=False, sources=scalars) as recorder, local_symbolics():
                 try:
                     torch.onnx.export(module, example, buffer, dynamo=False, opset_version=17,
                                       do_constant_folding=True, **names)
@@ -181,7 +183,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             _check_warning(record, module, symbolic, shown, guarded)  # (a size made a number there: pinned)
     graph = onnx.load_from_string(data).graph  # parsed once for both checks
     refuse_sampling(graph, module, variant)
-    check_dataflow(data, module, variant, graph)
+    check_dataflow(data, module, variant, graph, None if dynamo else taint.found)
     return data
 
 
@@ -286,13 +288,15 @@ def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule)
         "Python value in forward() where dycl can keep it on the host")
 
 
-def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant, graph: onnx.GraphProto | None = None) -> None:
+def check_dataflow(data: bytes, module: SubDNNModule, variant: Variant, graph: onnx.GraphProto | None = None,
+                   eager: list[frozenset[int]] | None = None) -> None:
     """Raise ``UnsupportedError`` where the exported graph lost a dependence the eager
-    run has: an output computed from an input's values (``dependences``) that the
-    graph computes without that input (a dropped input, or a constant in its place)."""
+    run has: an output computed from an input's values (``dependences``, unless ``eager``
+    gives them: ``_TraceDependences``) that the graph computes without that input (a dropped
+    input, or a constant in its place)."""
     graph = onnx.load_from_string(data).graph if graph is None else graph
     reached = _reached_inputs(graph)
-    eager = dependences(module, variant.examples[0])
+    eager = dependences(module, variant.examples[0]) if eager is None else eager
     for position, (output, needs) in enumerate(zip(variant.outputs, eager)):
         lost = [variant.inputs[p].name for p in sorted(needs) if variant.inputs[p].name not in reached[output.name]]
         if lost:
@@ -337,6 +341,31 @@ def dependences(module: SubDNNModule, example: tuple[torch.Tensor, ...]) -> list
     with torch.no_grad(), _Dependences(inputs) as taint:
         outputs = module(*inputs)
     return [taint.of(output) for output in outputs]
+
+
+class _TraceDependences:
+    """``dependences`` read off the exporter's own run of ``module`` (the trace runs the same
+    Python code on the same values, so the taint it carries is the eager run's): ``found``,
+    or None where that run was not one call of ``module`` on ``example``'s tensors themselves
+    (``check_dataflow`` then runs the module once more)."""
+
+    def __init__(self, module: SubDNNModule, example: tuple[torch.Tensor, ...]) -> None:
+        self.module, self.example = module, example
+        self.taint = _Dependences(list(example))
+        self.calls: list[tuple[tuple, Any]] = []
+        self.found: list[frozenset[int]] | None = None
+
+    def __enter__(self) -> _TraceDependences:
+        self.hook = self.module.register_forward_hook(lambda _, args, out: self.calls.append((args, out)))
+        self.taint.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.taint.__exit__(*exc)
+        self.hook.remove()
+        if len(self.calls) == 1 and len(self.calls[0][0]) == len(self.example) and all(
+                given is mine for given, mine in zip(self.calls[0][0], self.example)):
+            self.found = [self.taint.of(output) for output in self.calls[0][1]]
 
 
 class _Dependences(TorchFunctionMode):
