@@ -2,6 +2,7 @@
 
     python benchmarks/compile_phases.py [--models blockdrop,ranet] [--runs 3] [--baseline DIR] [--cpu] [--warm]
     python benchmarks/compile_phases.py --ops [--models translation]
+    python benchmarks/compile_phases.py --executions [--models blockdrop] [--baseline DIR]
 
 Each model is compiled ``--runs`` times (default symbolic batch, ONNX Runtime) in a
 fresh process; the table gives the median of every phase of
@@ -15,6 +16,12 @@ time mostly measures the others). ``--warm`` compiles the model once in the chil
 the measured compile: the table then leaves out what a process pays once (importing
 ``torch._dynamo`` for the first ``ShapeEnv``, about 1 s of CPU; libcst's first parse),
 which a fresh process's first compile includes.
+
+``--executions`` instead counts, in one compile of each tree, the calls of the model's first
+leaf module (its first convolution or linear layer) per compile stage and per kind: ``real``
+tensors, ``fake`` ones (symbolic shape propagation) or ``export`` (a tracer's), as
+``tests/compile/executions.py`` does; ``batch_check`` and ``self_check`` are the eager steps
+``dycl.compile`` takes around the stages.
 
 ``--ops`` instead counts, in a warm compile's stages up to *explore* (CPU time), the torch
 calls that reach ``hcfg.shape_rules.ShapeRules`` during symbolic shape propagation: per
@@ -67,6 +74,66 @@ seconds = dict(compiled.stats["seconds"])
 seconds["total"] = clock() - start
 print(json.dumps(seconds))
 '''
+
+
+# Runs in the child for --executions: the first leaf's calls per stage and kind, in one compile
+_EXECUTIONS = _CHILD.split("clock = ")[0] + r'''
+import collections, functools, warnings
+import dycl.api as api
+from torch._subclasses.fake_tensor import FakeTensor
+warnings.simplefilter("ignore")
+model, example = importlib.import_module("models." + name).build()
+leaf = next(m for m in model.modules() if not list(m.children()))
+counts, current = collections.Counter(), ["outside"]
+plain = type(leaf).forward
+
+def kind(args):
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if any(isinstance(t, FakeTensor) for t in tensors):
+        return "fake"
+    if torch.jit.is_tracing() or any(type(t) not in (torch.Tensor, torch.nn.Parameter) for t in tensors):
+        return "export"
+    return "real"
+
+@functools.wraps(plain)  # the rewriter reads the source of the wrapped forward
+def forward(self, *args, **kwargs):
+    if self is leaf:
+        counts[current[0] + ":" + kind(args)] += 1
+    return plain(self, *args, **kwargs)
+
+def staged(stage, function):
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        outer, current[0] = current[0], stage
+        try:
+            return function(*args, **kwargs)
+        finally:
+            current[0] = outer
+    return run
+
+type(leaf).forward = forward
+dycl.compiler.STAGES = tuple((stage, staged(stage, f)) for stage, f in dycl.compiler.STAGES)
+api.static_batch_needed = staged("batch_check", api.static_batch_needed)
+api._self_check = staged("self_check", api._self_check)
+dycl.compile(model, example)
+print(json.dumps(counts))
+'''
+
+
+def execution_counts(trees: dict[str, Path], names: list[str]) -> None:
+    print("| model | tree | " + " | ".join(("rewrite", "build", "batch_check", "explore", "compile", "emit",
+                                             "self_check")) + " |")
+    print("|---" * 9 + "|")
+    for name in names:
+        for label, tree in trees.items():
+            out = subprocess.run([sys.executable, "-c", _EXECUTIONS, str(tree), name], capture_output=True,
+                                 text=True, check=True, cwd=tree)
+            counted = json.loads(out.stdout.strip().splitlines()[-1])
+            cells = []
+            for stage in ("rewrite", "build", "batch_check", "explore", "compile", "emit", "self_check"):
+                kinds = {key.split(":")[1]: n for key, n in counted.items() if key.split(":")[0] == stage}
+                cells.append(", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "-")
+            print(f"| {name} | {label} | " + " | ".join(cells) + " |", flush=True)
 
 
 # Runs in the child for --ops: the warm stages up to explore, with every ShapeRules call timed
@@ -148,6 +215,8 @@ def main() -> None:
                              "shared machine)")
     parser.add_argument("--warm", action="store_true",
                         help="measure a second compile in the same process (no one-time imports)")
+    parser.add_argument("--executions", action="store_true",
+                        help="count the model's executions per compile stage (this tree and the baseline)")
     parser.add_argument("--ops", action="store_true",
                         help="count the torch calls of symbolic shape propagation per function (this tree only)")
     args = parser.parse_args()
@@ -156,6 +225,9 @@ def main() -> None:
             op_counts(name)
         return
     trees = {"this": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
+    if args.executions:
+        execution_counts(trees, args.models.split(","))
+        return
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name in args.models.split(","):
         runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
