@@ -423,8 +423,10 @@ def run(model: torch.nn.Module, example_input: Any, options: Options = Options()
     are symbolic in every sub-DNN that depends on them. With ``front_end`` (see ``compile_from``)
     the stages ``BEFORE_EXPLORE`` are not run again: their result is ``front_end``, for this job.
     ``front_only``: stop there and return that ``Graph`` (``compile_front``)."""
-    job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})),
-              Progress("rewrite and HCFG", 3, options.progress))
+    unfinished = front_end.front.job.bar if front_end is not None else None  # compile_front's, 2 of 3 steps
+    bar = unfinished if unfinished is not None and unfinished.done < unfinished.total else Progress(
+        "rewrite and HCFG", 3, options.progress)
+    job = Job(model, example_input, options, get_backend(options.backend, **(options.backend_options or {})), bar)
     dump = os.environ.get("DYCL_DUMP")
     value: Any = job if front_end is None else _for_job(front_end, job)
     seconds: dict[str, float] = {}
