@@ -1,6 +1,7 @@
 """Latency, compile time and memory of dycl against its baselines, side by side in one run.
 
     python benchmarks/bench.py [--models sdn_vgg19,skipnet_rnn] [-n 50] [--json FILE] [--skip-torch-compile]
+                               [--skip-tvm]
 
 For each zoo model, on the same inputs: median latency of eager PyTorch,
 ``torch.compile`` (inductor), dycl on ONNX Runtime, dycl with ``optimize=False``
@@ -20,6 +21,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,27 +53,14 @@ def block_medians(contenders: dict[str, object], inputs, rounds: int = 3) -> dic
     return {name: timing.median_ms for name, timing in blocks(contenders, inputs, rounds=rounds).items()}
 
 
-_FRESH_EAGER_SCRIPT = r'''
-import importlib, pickle, sys
-import torch
-from dycl.harness.timing import blocks
-sys.path.append(sys.argv[3])  # the zoo (models/), after the installed packages
-model, _ = importlib.import_module(sys.argv[1]).build()
-inputs = [tuple(torch.from_numpy(a) for a in args) for args in pickle.load(open(sys.argv[2], "rb"))]
-assert "onnxruntime" not in sys.modules  # the point of a fresh process: no session was ever created here
-print(blocks({"eager": model}, inputs)["eager"].median_ms)
-'''
-
-
 def fresh_eager_ms(name: str, inputs) -> float:
-    """Eager's median ms by blocks in a fresh process that never loads ONNX Runtime."""
+    """Eager's median ms by blocks in a fresh process that never loads ONNX Runtime (``fresh_eager.py``)."""
     import pickle
 
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "inputs.pkl"
         data.write_bytes(pickle.dumps([tuple(a.numpy() for a in args) for args in inputs]))
-        script = Path(scratch) / "fresh_eager.py"
-        script.write_text(_FRESH_EAGER_SCRIPT)
+        script = ROOT / "benchmarks" / "fresh_eager.py"
         out = subprocess.run([sys.executable, str(script), f"models.{name}", str(data), str(ROOT)],
                              capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -130,7 +119,7 @@ def peak_rss_mb(mode: str, target: str, inputs) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
+def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = False) -> dict:
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
@@ -145,7 +134,7 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
     noopt = dycl.compile(model, example, optimize=False)
     tvm = None
     try:
-        tvm = dycl.compile(model, example, backend="tvm")
+        tvm = None if skip_tvm else dycl.compile(model, example, backend="tvm")
     except Exception as exc:  # noqa: BLE001 - reported in the table
         row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     run_oracle, run_decisions_oracle, paths = oracles(model, inputs)
@@ -175,6 +164,7 @@ def bench_model(name: str, n: int, skip_torch_compile: bool) -> dict:
     by_blocks = row["blocks"]
     by_blocks["speedup_vs_eager"] = by_blocks["eager_ms"] / by_blocks["dycl_ms"]
     by_blocks["speedup_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_ms"]
+    by_blocks["eager_vs_fresh"] = by_blocks["eager_ms"] / by_blocks["eager_fresh_ms"]  # 1.0: the column is fair
     by_blocks["ratio_to_decisions_oracle"] = by_blocks["dycl_ms"] / by_blocks["oracle_decisions_ms"]
     return row
 
@@ -261,6 +251,15 @@ def blocks_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def quiet_neighbours() -> None:
+    """No thread of another runtime in this process spins while eager torch runs (issue 29): torch's
+    OpenMP team waits at every barrier for each of its threads, so a neighbour that holds a core in a
+    spin (TVM's pool spins after each job, its workers pinned to cores) slows every small parallel region
+    of eager; dycl's and the oracles' ONNX Runtime sessions do not spin. Process-wide settings, so the
+    benchmark sets them for itself (a library must not); one already set by the caller is kept."""
+    os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "0")
+
+
 def warm_up() -> float:
     """Compile a tiny model once, so that no model's compile phases include what a process pays
     on its first compile only (the first ``ShapeEnv`` imports ``torch._dynamo``): seconds spent."""
@@ -282,7 +281,9 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=50)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--skip-torch-compile", action="store_true")
+    parser.add_argument("--skip-tvm", action="store_true")
     args = parser.parse_args()
+    quiet_neighbours()
     warnings.simplefilter("ignore")
     from models import ZOO
 
@@ -290,7 +291,7 @@ def main() -> None:
     args.warmup_s = warm_up()
     rows = []
     for name in names:
-        row = bench_model(name, args.n, args.skip_torch_compile)
+        row = bench_model(name, args.n, args.skip_torch_compile, args.skip_tvm)
         print(json.dumps({k: v for k, v in row.items() if k != "compile_phases_s"}), flush=True)
         rows.append(row)
     write_markdown(rows, args)

@@ -42,6 +42,7 @@ class HostModel:
         self.manifest = manifest
         self.constants = constants or {}
         self._inputs = manifest.inputs
+        self._input_plan = tuple(_input_plan(spec) for spec in manifest.inputs)
         self.state = {entry[0]: _stored_state(self.constants, *entry) for entry in STATE}
         self._state_lock = threading.Lock()
         self._call = {}
@@ -79,9 +80,10 @@ class HostModel:
                          zip(STATE, final)}
 
     def _run(self, arguments):
-        dims = {}
-        for spec in self._inputs:
-            _check_input(spec, arguments[spec.name], dims)
+        if not _inputs_fit(self._input_plan, arguments):  # then _check_input says why
+            dims = {}
+            for spec in self._inputs:
+                _check_input(spec, arguments[spec.name], dims)
         try:
             returned = self._forward(**arguments)
         except ShapeGuardError:
@@ -112,10 +114,13 @@ def _bind(args, kwargs):
     the same parameters passed (the same number of ``*args``, the same ``**kwargs``
     keys), and compiled-in values passed equal or left out. Returns the inputs of
     ``_forward`` by name."""
-    try:
-        given = _SIGNATURE.bind(*args, **kwargs).arguments
-    except TypeError as error:
-        raise ValueError(f"{error}; the model takes forward{_SIGNATURE}") from None
+    if _POSITIONAL is not None and not kwargs and len(args) == len(_POSITIONAL):  # bound as Signature.bind binds it
+        given = dict(zip(_POSITIONAL, args))
+    else:
+        try:
+            given = _SIGNATURE.bind(*args, **kwargs).arguments
+        except TypeError as error:
+            raise ValueError(f"{error}; the model takes forward{_SIGNATURE}") from None
     for name in CALL["absent"]:
         if name in given:
             raise ValueError(f"argument {name!r} was left at its default when the model was compiled, so its "
@@ -201,6 +206,17 @@ def _signature(parameters):
 _SIGNATURE = _signature(CALL["parameters"])
 
 
+def _positional(parameters):
+    """The parameters' names where each may be passed by position (no ``*args``, keyword-only or
+    ``**kwargs``), else None: a call with that many positional arguments and no keywords binds them in order."""
+    if any(kind in ("VAR_POSITIONAL", "KEYWORD_ONLY", "VAR_KEYWORD") for _, kind, _ in parameters):
+        return None
+    return tuple(name for name, _, _ in parameters)
+
+
+_POSITIONAL = _positional(CALL["parameters"])
+
+
 def _ambiguous_condition(error, code):
     """A clear message for numpy's "truth value of an array ... is ambiguous" raised
     by a condition of the emitted method ``code`` (a tensor condition over a batch), else None."""
@@ -267,6 +283,32 @@ def _rank(value):
     rank of an array, -1 for a Python number (what the trace saw as a number, not as a 0-d tensor:
     ``np.ndim`` gives both 0, and a 0-d tensor's graph given a number computes something else)."""
     return -1 if type(value) in (bool, int, float) else np.ndim(value)
+
+
+def _input_plan(spec):
+    """What ``_check_input`` checks of one input, resolved once: ``(name, dtype, rank, static dims as
+    (axis, size), named symbolic dims as (axis, name))``."""
+    static = tuple((axis, dim) for axis, dim in enumerate(spec.shape) if isinstance(dim, int))
+    named = tuple((axis, dim) for axis, dim in enumerate(spec.shape) if isinstance(dim, str) and dim.isidentifier())
+    return spec.name, np.dtype(spec.dtype), len(spec.shape), static, named
+
+
+def _inputs_fit(plan, arguments):
+    """Whether every input passes ``_check_input`` (False where any might not: it then says which)."""
+    dims = {}
+    for name, dtype, rank, static, named in plan:
+        value = arguments[name]
+        if not isinstance(value, np.ndarray) or value.dtype != dtype or value.ndim != rank:
+            return False
+        shape = value.shape
+        for axis, size in static:
+            if shape[axis] != size:
+                return False
+        for axis, dim in named:
+            got = shape[axis]
+            if dims.setdefault(dim, got) != got or (got == 0 and dim == DEFAULT_BATCH):
+                return False
+    return True
 
 
 def _check_input(spec, value, dims):

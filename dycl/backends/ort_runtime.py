@@ -84,7 +84,15 @@ def _session(data, options, threads=None):
 
 class _Executable:
     """One compiled sub-DNN: its session, and the input names and dtypes resolved
-    once; each call runs ``session.run`` on a feed dict (thread-safe).
+    once; each call runs the session on a feed dict (thread-safe).
+
+    Note: the call path. ``InferenceSession.run`` is four Python frames over the runtime's
+    binding (``session._sess.run``): a WebGPU graph-capture check, a missing-input check,
+    an OrtValue ownership check, and a fallback to other providers when a GPU provider
+    fails. On the CPU provider none of them can fire for a host that feeds numpy arrays
+    for every input the session declares, so ``_runner`` calls the binding directly there
+    (4-5 µs less per run, benchmarks/call_overhead.py) and the public ``run`` elsewhere
+    (or where the binding is not where ONNX Runtime 1.31 keeps it).
 
     Note: IOBinding with outputs bound once (``_BoundExecutable``) was 11% slower
     over the zoo (``benchmarks/ablation.md``): binding each input and copying the
@@ -101,11 +109,28 @@ class _Executable:
         self.inputs = [(position, port.name, np.dtype(port.dtype))
                        for position, port in enumerate(entry.inputs) if port.name in self.input_shapes]
         self.outputs = [port.name for port in entry.outputs]
+        self._run = _runner(self.session, len(self.inputs) == len(self.input_shapes))
 
     def __call__(self, *args):
-        # asarray, not ascontiguousarray: that one turns a 0-d scalar input into shape (1,)
-        feeds = {name: np.asarray(args[position], dtype=dtype, order="C") for position, name, dtype in self.inputs}
-        return self.session.run(self.outputs, feeds)
+        feeds = {}
+        for position, name, dtype in self.inputs:  # a loop, not a comprehension: no frame of its own
+            # asarray, not ascontiguousarray: that one turns a 0-d scalar input into shape (1,)
+            feeds[name] = np.asarray(args[position], dtype=dtype, order="C")
+        return self._run(self.outputs, feeds, None)
+
+
+def _runner(session, feeds_every_input):
+    """``run(output_names, feeds, run_options)`` of ``session``: its binding where nothing the public
+    ``run`` checks can fire (see ``_Executable``'s note), else the public one."""
+    try:
+        binding = session._sess
+        capture = binding.is_webgpu_graph_capture_enabled()
+        direct = binding.run
+    except AttributeError:  # another ONNX Runtime than the one this was written against
+        return session.run
+    if capture or not feeds_every_input or session.get_providers() != ["CPUExecutionProvider"]:
+        return session.run
+    return direct
 
 
 class _BoundExecutable(_Executable):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch.utils import _pytree as pytree
 
 
@@ -81,6 +82,8 @@ def describe(spec: pytree.TreeSpec) -> Any:
 
 def rebuild(plain: Any, spec: pytree.TreeSpec) -> Any:
     """The framework's objects from the plain form the host returned."""
+    if isinstance(plain, torch.Tensor) and spec.is_leaf():  # one tensor returned: itself (no pytree walk)
+        return plain
     return pytree.tree_unflatten(pytree.tree_leaves(plain), spec)
 
 
