@@ -115,6 +115,9 @@ class GraphBuilder:
                 raise ComposeError(f"{file}: nothing feeds its input {value.name!r}")
             names[value.name] = feeds[value.name]
         for node in graph.node:
+            if node.op_type == "Identity" and node.domain in ("", "ai.onnx") and node.output[0]:
+                names[node.output[0]] = self._read(node.input[0], names)  # one value, two names: no copy
+                continue
             self.nodes.append(self._renamed(node, names))
         missing = [out.name for out in graph.output if out.name not in names]
         if missing:
@@ -185,10 +188,43 @@ class GraphBuilder:
         self.nodes += [helper.make_node("Identity", [value], [out]) for value, out in zip(outputs, yielded)]
         infos = [helper.make_tensor_value_info(value, elem, None) for value, elem in zip(yielded, types)]
         graph = helper.make_graph(self.nodes, name, inputs, infos, initializer=self.shared.initializers)
+        localize_initializers(graph)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.shared.opset or 17)],
                                   producer_name="dycl-single-graph")
         model.ir_version = self.shared.ir_version
         return model
+
+
+def localize_initializers(graph: onnx.GraphProto) -> None:
+    """Move each of ``graph``'s initializers that the nodes of exactly one ``If`` branch read (and no
+    other graph) into that branch. Note: ONNX Runtime treats an outer-scope weight as a value, not a
+    constant, so a branch reading its weights from the main graph loses constant folding, weight
+    prepacking and the NCHWc layout of its convolutions (sdn_mobilenet's whole graph ran 1.8x slower)."""
+    graphs = nested_graphs(graph)
+    readers: dict[str, set[int]] = {}
+    for position, one in enumerate(graphs):
+        for node in one.node:
+            for name in node.input:
+                readers.setdefault(name, set()).add(position)
+    kept = []
+    for initializer in graph.initializer:
+        found = readers.get(initializer.name, set())
+        if len(found) == 1 and 0 not in found:
+            graphs[next(iter(found))].initializer.append(initializer)
+        else:
+            kept.append(initializer)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+
+
+def nested_graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes, ``graph`` first."""
+    found = [graph]
+    for node in graph.node:
+        for attribute in node.attribute:
+            for inner in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)):
+                found += nested_graphs(inner)
+    return found
 
 
 #: ONNX element types by numpy dtype name
@@ -197,4 +233,4 @@ ELEM = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": 
         "int16": TensorProto.INT16, "int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "bool": TensorProto.BOOL}
 FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16})
 
-__all__ = ["ELEM", "FLOATS", "ComposeError", "GraphBuilder"]
+__all__ = ["ELEM", "FLOATS", "ComposeError", "GraphBuilder", "localize_initializers", "nested_graphs"]

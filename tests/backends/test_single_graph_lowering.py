@@ -8,12 +8,12 @@ import libcst as cst
 import numpy as np
 import onnxruntime as ort
 import pytest
+from dycl.hcfg.graph import HCFG, Cond, HostOp, Return, SubDNN
+from dycl.hcfg.ports import Layout, Port, Variant
 from onnx import TensorProto, helper
 
 from dycl.backends.base import CompiledVariant
 from dycl.backends.single_graph import NotLowerable, lower
-from dycl.hcfg.graph import HCFG, Cond, HostOp, Return, SubDNN
-from dycl.hcfg.ports import Layout, Port, Variant
 
 LEAF = Layout(None, ("tensor",))
 X = Port("x", "tensor", "float32", ("batch", 1))
