@@ -53,6 +53,9 @@ from dycl.backends.single_graph_values import (
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Port, Variant
 
+#: the largest step a counter held in int64 takes (``_Walk.arithmetic``)
+COUNTER_LIMIT = 2 ** 31
+
 
 class NotLowerable(Exception):
     """The model keeps its host: the message names what the lowering cannot take."""
@@ -287,13 +290,11 @@ class _Walk:
         if isinstance(left, Static) and isinstance(right, Static) and python_kind(left.value) in numbers \
                 and python_kind(right.value) in numbers:
             return Static(python(left.value, right.value))
-        kinds = {_value_kind(left), _value_kind(right)}
-        if kinds == {"int"}:  # int64 arithmetic, as Python's within int64's range
-            names = [v.name if isinstance(v, Number) and v.elem == TensorProto.INT64 else None for v in (left, right)]
-            names = [n if n is not None else _constant_raw(self, v.value, "int64") if isinstance(v, Static)
-                     else None for n, v in zip(names, (left, right))]
-            if None not in names:
-                return Number(scope.op(onnx_op, names), TensorProto.INT64, "int")
+        if {_value_kind(left), _value_kind(right)} == {"int"} and onnx_op in ("Add", "Sub") and all(
+                v.counter if isinstance(v, Number) else abs(v.value) < COUNTER_LIMIT for v in (left, right)):
+            # a counter: int64 holds it as Python does (each step under COUNTER_LIMIT, finitely many steps)
+            names = [v.name if isinstance(v, Number) else _constant_raw(self, v.value, "int64") for v in (left, right)]
+            return Number(scope.op(onnx_op, names), TensorProto.INT64, "int", counter=True)
         raise NotLowerable(f"the host arithmetic `{_source(expr)}` ({_where(where)})")
 
     def test(self, expr: cst.BaseExpression, env: dict[str, Value], scope: GraphBuilder) -> bool | str:

@@ -4,7 +4,8 @@ A host variable holds, at a point of the walk (``dycl.backends.single_graph``):
 
 - ``Tensor``: an ONNX value of the graph being built (a sub-DNN output, a model input);
 - ``Number``: a Python number held as a one-element ONNX value (``t.item()``, a scalar output of
-  a sub-DNN, a counter whose value differs between paths); ``kind`` is its Python type;
+  a sub-DNN, a counter whose value differs between paths); ``kind`` is its Python type, ``counter``
+  whether only the walk's own small numbers made it;
 - ``Static``: a Python value the walk knows (``n = 1``, ``None``): no ONNX value at all;
 - ``ListValue``: a list the host builds (``feats = []``, ``feats.append(h)``), by identity, so
   that two names of one list stay one list;
@@ -37,6 +38,9 @@ class Number:
     name: str
     elem: int
     kind: str  # "int", "float" or "bool"
+    #: made only from the walk's own small numbers (a counter joined at an ``if``): int64 arithmetic
+    #: on it is Python's (a number read from a tensor could overflow where Python's would not)
+    counter: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,9 @@ class Join:
             kind = kinds.pop()
             elem = NUMBER_ELEM[kind]
             names = [self._number_name(v, elem, side) for side, v in enumerate((a, b))]
+            counter = all(v.counter if isinstance(v, Number) else abs(v.value) < 2 ** 31 for v in (a, b))
             if None not in names:
-                return self._pair(names[0], names[1], elem, lambda out: Number(out, elem, kind))
+                return self._pair(names[0], names[1], elem, lambda out: Number(out, elem, kind, counter))
         return Conflict(f"the two sides of an if leave it as {_describe(a)} and {_describe(b)}")
 
     def _number_name(self, value: Value, elem: int, side: int) -> str | None:

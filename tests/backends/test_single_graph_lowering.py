@@ -147,5 +147,7 @@ def test_what_it_cannot_compute_is_refused_by_name():
     parts = _parts()
     with pytest.raises(NotLowerable, match="n // 10"):
         _run(_graph(*parts, late="n // 10"), parts)
+    with pytest.raises(NotLowerable, match="arithmetic"):  # a number read from a tensor: Python's has no int64 bound
+        _run(_graph(*parts, late="n + u.item()"), parts)
     with pytest.raises(NotLowerable, match="comparison"):
         _run(_graph(*parts, exit_test="u.item() is None"), parts)

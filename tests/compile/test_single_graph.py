@@ -131,6 +131,8 @@ def test_skipped_blocks_join_and_a_counter_is_returned_as_a_python_int(tmp_path)
     compiled = _check(model, _inputs((2, 8), 40), tmp_path, min_paths=8)
     x = _inputs((2, 8), 3)[2]
     assert type(compiled(x)[1]) is int and compiled(x)[1] == model(x)[1]
+    other_batches = [x for batch in (1, 3, 5) for x in _inputs((batch, 8), 8)]  # the batch is symbolic
+    assert assert_equivalent(model, compiled, other_batches, min_paths=3, atol=1e-5) >= 3
 
 
 def test_nested_ifs_a_join_and_an_exit_with_a_list(tmp_path):
