@@ -17,6 +17,8 @@ Every ``return`` is a path with a number: the model outputs every path's tensors
 slots (by element type) and the number of the path taken; ``emit`` of the host picks the
 path's return by that number (``dycl.backends.single_graph_host``).
 
+Host expressions (values, tests) are evaluated by ``dycl.backends.single_graph_expressions``.
+
 Soundness: anything the walk cannot prove it computes as the host does raises
 ``NotLowerable`` naming the construct (a host operation of another kind, a test on sizes, a
 sub-DNN with shape guards or graphs for other sizes, a value the branches disagree on that is
@@ -26,8 +28,6 @@ Comparisons are exact: a float tensor is compared as a double (as Python compare
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,11 +38,12 @@ import onnx
 from onnx import TensorProto, helper
 
 from dycl.backends.base import CompiledVariant
-from dycl.backends.onnx_compose import ELEM, FLOATS, ComposeError, GraphBuilder
+from dycl.backends.onnx_compose import ELEM, ComposeError, GraphBuilder
+from dycl.backends.single_graph_expressions import HostExpressions, describe, location_of, odd_float, source
 from dycl.backends.single_graph_values import (
-    Conflict,
     Join,
     ListValue,
+    NotLowerable,
     Number,
     Static,
     Tensor,
@@ -52,13 +53,6 @@ from dycl.backends.single_graph_values import (
 )
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Port, Variant
-
-#: the largest step a counter held in int64 takes (``_Walk.arithmetic``)
-COUNTER_LIMIT = 2 ** 31
-
-
-class NotLowerable(Exception):
-    """The model keeps its host: the message names what the lowering cannot take."""
 
 
 @dataclass
@@ -83,12 +77,7 @@ class Lowered:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-_COMPARE = {cst.LessThan: ("Less", operator.lt), cst.GreaterThan: ("Greater", operator.gt),
-            cst.LessThanEqual: ("LessOrEqual", operator.le), cst.GreaterThanEqual: ("GreaterOrEqual", operator.ge),
-            cst.Equal: ("Equal", operator.eq), cst.NotEqual: ("NotEqual", operator.ne)}
-
-
-class _Walk:
+class _Walk(HostExpressions):
     def __init__(self, graph: HCFG, variants: Sequence[Variant], compiled: Mapping[str, CompiledVariant],
                  root: GraphBuilder) -> None:
         self.graph = graph
@@ -137,7 +126,7 @@ class _Walk:
 
     def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
         if any(isinstance(n, Return) for n in walk(node.then + node.orelse)):
-            raise NotLowerable(f"a return inside an if whose other paths continue ({_where(node.statement)})")
+            raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
         env_then = self.falling(node.then, copy_env(env), sides[0])
         env_else = self.falling(node.orelse, copy_env(env), sides[1])
@@ -222,19 +211,11 @@ class _Walk:
             return value.name
         if port.kind != "tensor" and elem is not None:
             if isinstance(value, Static) and python_kind(value.value) is not None:
-                return _constant_raw(self, value.value, port.dtype)
+                return self.constant_as(value.value, port.dtype)
             if isinstance(value, Number) and value.elem == elem:
                 return value.name
-        raise NotLowerable(f"{node.name}: its input {port.name} is {_kind(value)}, not what its graph takes")
+        raise NotLowerable(f"{node.name}: its input {port.name} is {describe(value)}, not what its graph takes")
 
-
-    def read(self, name: str, env: dict[str, Value], where: Any) -> Value:
-        value = env.get(name)
-        if value is None:
-            raise NotLowerable(f"'{name}' is not a value the graph holds ({_where(where)})")
-        if isinstance(value, Conflict):
-            raise NotLowerable(f"'{name}' is read, but {value.reason}")
-        return value
 
     def host_op(self, node: HostOp, env: dict[str, Value], scope: GraphBuilder) -> None:
         statement = node.statement.body[0] if len(node.statement.body) == 1 else None
@@ -258,108 +239,9 @@ class _Walk:
                 if isinstance(target, ListValue):
                     target.items.append(self.value(call.args[0].value, env, scope, node))
                     return
-        raise NotLowerable(f"the host statement `{_source(node.statement)}` ({_where(node)})")
+        raise NotLowerable(f"the host statement `{source(node.statement)}` ({location_of(node)})")
 
     # -- expressions ----------------------------------------------------------------------------
-
-    def value(self, expr: cst.BaseExpression, env: dict[str, Value], scope: GraphBuilder, where: Any) -> Value:
-        """What ``expr`` (a host expression in value context) gives."""
-        if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-            return Static({"True": True, "False": False, "None": None}[expr.value])
-        if isinstance(expr, cst.Name):
-            return self.read(expr.value, env, where)
-        if isinstance(expr, (cst.Integer, cst.Float)):
-            return Static(expr.evaluated_value)
-        if isinstance(expr, cst.SimpleString):
-            return Static(expr.evaluated_value)
-        if isinstance(expr, cst.List) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
-            return ListValue([self.value(e.value, env, scope, where) for e in expr.elements])
-        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "item"
-                and not expr.args):
-            inner = self.value(expr.func.value, env, scope, where)
-            if isinstance(inner, (Tensor, Number)):
-                return Number(inner.name, inner.elem, _kind_of_elem(inner.elem))
-        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITHMETIC:
-            return self.arithmetic(expr, env, scope, where)
-        raise NotLowerable(f"the host expression `{_source(expr)}` ({_where(where)})")
-
-    def arithmetic(self, expr: cst.BinaryOperation, env: dict[str, Value], scope: GraphBuilder, where: Any) -> Value:
-        left, right = (self.value(e, env, scope, where) for e in (expr.left, expr.right))
-        onnx_op, python = _ARITHMETIC[type(expr.operator)]
-        numbers = ("int", "float")
-        if isinstance(left, Static) and isinstance(right, Static) and python_kind(left.value) in numbers \
-                and python_kind(right.value) in numbers:
-            return Static(python(left.value, right.value))
-        if {_value_kind(left), _value_kind(right)} == {"int"} and onnx_op in ("Add", "Sub") and all(
-                v.counter if isinstance(v, Number) else abs(v.value) < COUNTER_LIMIT for v in (left, right)):
-            # a counter: int64 holds it as Python does (each step under COUNTER_LIMIT, finitely many steps)
-            names = [v.name if isinstance(v, Number) else _constant_raw(self, v.value, "int64") for v in (left, right)]
-            return Number(scope.op(onnx_op, names), TensorProto.INT64, "int", counter=True)
-        raise NotLowerable(f"the host arithmetic `{_source(expr)}` ({_where(where)})")
-
-    def test(self, expr: cst.BaseExpression, env: dict[str, Value], scope: GraphBuilder) -> bool | str:
-        """A condition: a Python bool where the walk knows it, else a one-element bool value."""
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            inner = self.test(expr.expression, env, scope)
-            return (not inner) if isinstance(inner, bool) else scope.op("Not", [inner])
-        if isinstance(expr, cst.BooleanOperation):
-            left = self.test(expr.left, env, scope)
-            is_and = isinstance(expr.operator, cst.And)
-            if isinstance(left, bool):
-                return self.test(expr.right, env, scope) if left == is_and else left
-            right = self.test(expr.right, env, scope)
-            if isinstance(right, bool):
-                return left if right == is_and else right
-            return scope.op("And" if is_and else "Or", [left, right])
-        if isinstance(expr, cst.Comparison):
-            return self.compare(expr, env, scope)
-        value = self.value(expr, env, scope, expr)
-        if isinstance(value, Static):
-            if python_kind(value.value) is None and value.value is not None:
-                raise NotLowerable(f"the truth of {value.value!r}")
-            return bool(value.value)
-        if isinstance(value, (Tensor, Number)):
-            scalar = scope.op("Reshape", [value.name, scope.constant(np.array([], np.int64))], "truth")
-            if value.elem == TensorProto.BOOL:
-                return scalar
-            return scope.op("Not", [scope.op("Equal", [scalar, _zero(scope, value.elem)])])
-        raise NotLowerable(f"the test `{_source(expr)}`")
-
-    def compare(self, expr: cst.Comparison, env: dict[str, Value], scope: GraphBuilder) -> bool | str:
-        left = self.value(expr.left, env, scope, expr)
-        parts: list[bool | str] = []
-        for target in expr.comparisons:
-            entry = _COMPARE.get(type(target.operator))
-            if entry is None:
-                raise NotLowerable(f"the comparison `{_source(expr)}`")
-            right = self.value(target.comparator, env, scope, expr)
-            parts.append(self.compare_pair(left, right, entry, scope, expr))
-            left = right
-        result: bool | str = True
-        for part in parts:  # a chain is the `and` of its comparisons
-            if part is False or result is False:
-                result = False
-            elif part is not True:
-                result = part if result is True else scope.op("And", [result, part])
-        return result
-
-    def compare_pair(self, left: Value, right: Value, entry: tuple[str, Any], scope: GraphBuilder,
-                     expr: cst.BaseExpression) -> bool | str:
-        onnx_op, python = entry
-        if isinstance(left, Static) and isinstance(right, Static):
-            return bool(python(left.value, right.value))
-        names = []
-        common = _common(left, right)
-        if common is None:
-            raise NotLowerable(f"the comparison `{_source(expr)}` of {_kind(left)} with {_kind(right)}")
-        for value in (left, right):
-            if isinstance(value, Static):
-                names.append(_constant_raw(self, value.value, common))
-            else:
-                scalar = scope.op("Reshape", [value.name, scope.constant(np.array([], np.int64))], "item")
-                names.append(scalar if value.elem == ELEM[common] else scope.op("Cast", [scalar], "as",
-                                                                                 to=ELEM[common]))
-        return scope.op(onnx_op, names, onnx_op.lower())
 
     # -- returns --------------------------------------------------------------------------------
 
@@ -377,7 +259,7 @@ class _Walk:
         if isinstance(expr, (cst.Tuple, cst.List)):
             kind = "tuple" if isinstance(expr, cst.Tuple) else "list"
             if any(isinstance(e, cst.StarredElement) for e in expr.elements):
-                raise NotLowerable(f"a starred return `{_source(expr)}`")
+                raise NotLowerable(f"a starred return `{source(expr)}`")
             return (kind, [self.tree(e.value, env, scope, slots, where) for e in expr.elements])
         return self.leaf(self.value(expr, env, scope, where), slots)
 
@@ -387,13 +269,13 @@ class _Walk:
         if isinstance(value, Static):
             literal = value.value
             if not (literal is None or isinstance(literal, str) or (python_kind(literal) is not None
-                                                                   and not _odd_float(literal))):
+                                                                   and not odd_float(literal))):
                 raise NotLowerable(f"the returned value {literal!r}")
             return ("static", literal)
         if isinstance(value, (Tensor, Number)):
             slots.append((value.name, value.elem))
             return ("slot", len(slots) - 1, value.kind if isinstance(value, Number) else None)
-        raise NotLowerable(f"a returned {_kind(value)}")
+        raise NotLowerable(f"a returned {describe(value)}")
 
 
 def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
@@ -425,8 +307,6 @@ def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
 
 # -- helpers ------------------------------------------------------------------------------------
 
-_ARITHMETIC = {cst.Add: ("Add", operator.add), cst.Subtract: ("Sub", operator.sub),
-               cst.Multiply: ("Mul", operator.mul)}
 _BINARY_OF_AUG = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply}
 
 
@@ -447,73 +327,11 @@ def _constant(scope: GraphBuilder, value: Any, elem: int) -> str:
     return scope.constant(np.array(value, helper.tensor_dtype_to_np_dtype(elem)))
 
 
-def _constant_raw(walk: _Walk, value: Any, dtype: str) -> str:
-    """A root-scope constant of ``value`` as ``dtype`` (exact: an integer past 2**53 is not made a double)."""
-    if dtype == "float64" and isinstance(value, int) and abs(value) > 2 ** 53:
-        raise NotLowerable(f"the integer {value} compared as a double")
-    return walk.root.constant(np.array(value, dtype))
-
-
-def _zero(scope: GraphBuilder, elem: int) -> str:
-    return scope.constant(np.array(0, helper.tensor_dtype_to_np_dtype(elem)))
-
-
-def _kind_of_elem(elem: int) -> str:
-    return "float" if elem in FLOATS else "bool" if elem == TensorProto.BOOL else "int"
-
-
-def _value_kind(value: Value) -> str | None:
-    if isinstance(value, Number):
-        return value.kind
-    if isinstance(value, Static):
-        return python_kind(value.value)
-    return None
-
-
-def _common(left: Value, right: Value) -> str | None:
-    """The dtype two values compare in exactly as Python compares them, or None."""
-    kinds = []
-    for value in (left, right):
-        if isinstance(value, Static):
-            kind = python_kind(value.value)
-            if kind is None or _odd_float(value.value):
-                return None
-            kinds.append("static-" + kind)
-        elif isinstance(value, (Tensor, Number)):
-            kinds.append(_kind_of_elem(value.elem))
-        else:
-            return None
-    floats = any(k.endswith("float") for k in kinds)
-    statics = [k for k in kinds if k.startswith("static-")]
-    if floats:
-        # an integer tensor against a float is exact in double only below 2**53: not taken
-        return "float64" if all(k.endswith("float") for k in kinds if not k.startswith("static-")) else None
-    return "int64" if statics or "int" in kinds else "bool"
-
-
-def _odd_float(value: Any) -> bool:
-    return isinstance(value, float) and not math.isfinite(value)
-
-
-def _kind(value: Value) -> str:
-    return {Tensor: "a tensor", Number: "a number", Static: "a Python value", ListValue: "a list",
-            Conflict: "a value the branches disagree on"}.get(type(value), "a value")
-
-
 def _implicit_return() -> Return:
     statement = cst.parse_statement("return None")
     return Return(statement, statement.body[0].value)
 
 
-def _where(node: Any) -> str:
-    from dycl.hcfg.nodes import where
-
-    statement = getattr(node, "statement", node)
-    return where(statement) or "line unknown"
-
-
-def _source(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip().split("  #")[0]
 
 
 __all__ = ["Lowered", "NotLowerable", "lower"]

@@ -27,6 +27,10 @@ import numpy as np
 from onnx import TensorProto
 
 
+class NotLowerable(Exception):
+    """The model keeps its host: the message names what the lowering cannot take."""
+
+
 @dataclass(frozen=True)
 class Tensor:
     name: str
@@ -180,5 +184,5 @@ def _describe(value: Value) -> str:
     return {Tensor: "a tensor", Number: "a number", ListValue: "a list"}.get(type(value), "a value it cannot hold")
 
 
-__all__ = ["NUMBER_DTYPE", "NUMBER_ELEM", "Conflict", "Join", "ListValue", "Number", "Static", "Tensor", "Value",
-           "copy_env", "python_kind"]
+__all__ = ["NUMBER_DTYPE", "NUMBER_ELEM", "Conflict", "Join", "ListValue", "NotLowerable", "Number", "Static",
+           "Tensor", "Value", "copy_env", "python_kind"]
