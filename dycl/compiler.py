@@ -401,10 +401,16 @@ def emit(compiled: Compiled) -> CompileResult:
                          stats, front.output_spec, entry_modules(compiled), program)
 
 
+def lower(compiled: Compiled) -> Compiled:
+    """*lower*: the whole graph as one ONNX model where ``Levers.single_graph`` asks
+    (``dycl.backends.single_graph_stage``)."""
+    return lower_stage(compiled, emit)
+
+
 #: the compiler, in order; each stage takes the previous one's result
 STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("rewrite", rewrite), ("build", build_graph), ("optimize", optimize), ("explore", explore),
-    ("ports", ports), ("compile", compile_variants), ("lower", lower_stage), ("emit", emit))
+    ("ports", ports), ("compile", compile_variants), ("lower", lower), ("emit", emit))
 #: the stages that run with the cyclic garbage collector paused (``rewriter.collector``)
 FRONT_END = frozenset({"rewrite", "build", "optimize", "explore"})
 #: the stages whose result ``CompileResult.front_end`` is: none of them reads ``Options.dynamic``

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -32,7 +33,7 @@ from dycl.hcfg.ports import Layout, Port, Variant
 from dycl.rewriter.locations import comment_of
 
 if TYPE_CHECKING:
-    from dycl.compiler import Compiled
+    from dycl.compiler import Compiled, CompileResult
 
 FILE = "single_graph.onnx"
 _DTYPE = {elem: name for name, elem in ELEM.items()}
@@ -40,8 +41,9 @@ _DTYPE = {elem: name for name, elem in ELEM.items()}
 ROUNDS, CALLS = 5, 4
 
 
-def lower_stage(compiled: Compiled) -> Compiled:
-    """``compiled`` with the whole graph as one ONNX model where the lever asks and it can be lowered."""
+def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -> Compiled:
+    """``compiled`` with the whole graph as one ONNX model where the lever asks and it can be lowered;
+    ``emit`` (the compiler's next stage) makes the hosts ``auto`` times."""
     stage = compiled.ported.explored.stage
     job = stage.front.job
     mode = job.options.levers.single_graph
@@ -60,7 +62,7 @@ def lower_stage(compiled: Compiled) -> Compiled:
     lowered_compiled.backend_stats["single_graph"] = stats
     lowered_compiled.backend_stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
     if mode == "auto":
-        return _faster(compiled, lowered_compiled, stats)
+        return _faster(compiled, lowered_compiled, stats, emit)
     return lowered_compiled
 
 
@@ -159,10 +161,10 @@ def _expression(tree: Any, names: tuple[str, ...]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _faster(host: Compiled, single: Compiled, stats: dict[str, Any]) -> Compiled:
+def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
+            emit: Callable[[Compiled], CompileResult]) -> Compiled:
     """Of the two, the one whose host is faster on the example (medians of interleaved rounds)."""
     from dycl.artifact import host_model
-    from dycl.compiler import emit
 
     front = host.ported.explored.stage.front
     args = [value.numpy() if hasattr(value, "numpy") else value for value in front.example_args]
