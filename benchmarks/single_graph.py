@@ -39,7 +39,8 @@ def bench_model(name: str, n: int, rounds: int) -> dict:
     host = dycl.compile(model, example, optimize=Levers(single_graph="off"))
     start = time.perf_counter()
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))
-    row = {"name": name, "compile_on_s": time.perf_counter() - start, "lowered": single.stats["single_graph"]}
+    row = {"name": name, "compile_on_s": time.perf_counter() - start, "lowered": single.stats["single_graph"],
+           "lower_stage_s": single.stats["stages"]["lower"]}
     _, decisions, row["paths"] = oracles(model, inputs)
     contenders = {"host": host, "single_graph": single, "oracle_decisions": decisions}
     row["blocks"] = block_medians(contenders, inputs, rounds=rounds)

@@ -182,3 +182,23 @@ def test_the_lowered_graph_branches_with_if_nodes_and_stores_each_weight_once(tm
     assert weights <= stored < weights + 64  # each weight once, plus a few constants
     # a branch holds the weights only it reads (ONNX Runtime folds and prepacks them there)
     assert sum(len(one.initializer) for one in graphs[1:]) > len(graph.initializer)
+
+
+def test_the_host_makes_one_call_then_returns_the_structure_of_the_path_taken():
+    model = NestedDecisions().eval()
+    compiled = dycl.compile(model, _inputs((3, 6), 1, 0.5)[0], optimize=ON)
+    source = compiled.host_source
+    method = source[source.index("    def _forward"):source.index("\n\n\nif __name__")]
+    lines = [line.split("  #")[0].rstrip() for line in method.splitlines()]
+    (index,) = [entry.file.removesuffix(".onnx") for entry in compiled.manifest.sub_dnns.values()]
+    assert index == "single_graph"
+    assert lines[1].endswith(" = self._call[9](x)")  # after the 9 sub-DNNs the host would have called
+    assert lines == [
+        "    def _forward(self, x):",
+        "        single_out_0, single_out_1, single_out_2, single_path = self._call[9](x)",
+        "        single_path = single_path.item()",
+        "        if single_path == 0:",
+        "            return (single_out_0, [single_out_1])",
+        "        else:",
+        "            return (single_out_0, [single_out_1, single_out_2])",
+    ]
