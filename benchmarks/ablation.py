@@ -52,6 +52,8 @@ COMPILE_SETTINGS: dict[str, dict] = {
     "no §5.4 (optimize=False)": {"levers": Levers.of(False)},
     "no reuse of identical sub-DNNs": {"levers": Levers(reuse_identical=False)},
     "small graphs in the thread pool too": {"levers": Levers(small_graphs_on_caller=False)},
+    # off by default: the whole graph as one ONNX model with If nodes (dycl.backends.single_graph_stage)
+    "one graph with If nodes (single_graph='on')": {"levers": Levers(single_graph="on")},
 }
 
 #: name -> environment of the host process

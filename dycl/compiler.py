@@ -1,6 +1,6 @@
 """``dycl.compile`` as a list of stages, each a function of the previous stage's typed result:
 
-    rewrite → build → optimize → explore → ports → compile → emit
+    rewrite → build → optimize → explore → ports → compile → lower → emit
 
 - *rewrite*: the model's ``forward`` (and what it calls) as one flat function (``dycl.rewriter``);
 - *build*: its HCFG, from one run of the statements over every path on the example (``hcfg.build``),
@@ -12,6 +12,8 @@
   what every path returns (the manifest's outputs; nothing runs the model again to learn them);
 - *ports*: each sub-DNN's compilable variants and their ports (``hcfg.variants``);
 - *compile*: every distinct variant through the backend, once;
+- *lower*: where ``Levers.single_graph`` asks, the whole graph as one ONNX model with ``If`` nodes
+  (``dycl.backends.single_graph_stage``; the variants as they were where it cannot be lowered);
 - *emit*: the host program, the manifest and the constants (``dycl.artifact.manifest_build``).
 
 The hand-offs are typed: the backend returns a ``CompiledVariant`` per variant (its file,
@@ -47,6 +49,7 @@ from dycl.artifact.outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, CompiledVariant, OnnxStep
 from dycl.backends.onnx_metadata import describe_onnx
+from dycl.backends.single_graph_stage import lower_stage
 from dycl.backends.thread_choice import on_calling_thread
 from dycl.execution_mode import WHOLE_CALL, WholeCall
 from dycl.export.alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
@@ -396,6 +399,8 @@ def emit(compiled: Compiled) -> CompileResult:
         "conditions": len(stage.graph.conditions),
         "unique_compiled": len(ported.distinct),
         "backend": compiled.backend_stats,
+        # what the lower stage chose (dycl.backends.single_graph_stage)
+        "single_graph": compiled.backend_stats.get("single_graph", {"mode": "off", "chosen": "host"}),
         "dynamic_dims": sorted(manifest.dynamic_dims),
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
     }
@@ -403,16 +408,22 @@ def emit(compiled: Compiled) -> CompileResult:
                          stats, front.output_spec, entry_modules(compiled), program)
 
 
+def lower(compiled: Compiled) -> Compiled:
+    """*lower*: the whole graph as one ONNX model where ``Levers.single_graph`` asks
+    (``dycl.backends.single_graph_stage``)."""
+    return lower_stage(compiled, emit)
+
+
 #: the compiler, in order; each stage takes the previous one's result
 STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("rewrite", rewrite), ("build", build_graph), ("optimize", optimize), ("explore", explore),
-    ("ports", ports), ("compile", compile_variants), ("emit", emit))
+    ("ports", ports), ("compile", compile_variants), ("lower", lower), ("emit", emit))
 #: the stages that run with the cyclic garbage collector paused (``rewriter.collector``)
 FRONT_END = frozenset({"rewrite", "build", "optimize", "explore"})
 #: the stages whose result ``CompileResult.front_end`` is: none of them reads ``Options.dynamic``
 BEFORE_EXPLORE = ("rewrite", "build", "optimize")
 #: the phases ``stats["seconds"]`` reports (benchmarks/results.md): which stages each one sums
-PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile"),
+PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile", "lower"),
           "host": ("emit",)}
 
 

@@ -30,7 +30,10 @@ class Levers:
     once and share a file and a session.
     ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
     pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
-    timed on its example where the count does not settle it (``dycl.backends.thread_choice``)."""
+    timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
+    ``single_graph``: "off" (the host calls each sub-DNN), "on" (the whole graph as one ONNX
+    model with ``If`` nodes, one session call per model call, where it can be lowered) or "auto"
+    (both timed on the example at compile time, the faster kept): ``dycl.backends.single_graph_stage``."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
@@ -38,8 +41,11 @@ class Levers:
     merge_across_renames: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
+    single_graph: str = "off"
 
     def __post_init__(self) -> None:
+        if self.single_graph not in SINGLE_GRAPH:
+            raise ValueError(f"single_graph must be one of {SINGLE_GRAPH}, not {self.single_graph!r}")
         if not self.optimize_graph:  # merging is part of the graph optimisation
             object.__setattr__(self, "merge_into_producers", False)
             object.__setattr__(self, "merge_across_renames", False)
@@ -55,6 +61,7 @@ class Levers:
         raise TypeError(f"optimize must be True, False or a dycl.hcfg.levers.Levers, got {type(optimize).__name__}")
 
 
+SINGLE_GRAPH = ("off", "on", "auto")
 ALL_ON = Levers()
 
-__all__ = ["ALL_ON", "Levers"]
+__all__ = ["ALL_ON", "SINGLE_GRAPH", "Levers"]

@@ -49,7 +49,7 @@ def test_stages_are_timed_and_dumped(tmp_path, monkeypatch):
     compiled = dycl.compile(model, torch.randn(2, 6))
     assert assert_equivalent(model, compiled, gate_inputs(), atol=1e-5) == 3
     names = [name for name, _ in STAGES]
-    assert names == ["rewrite", "build", "optimize", "explore", "ports", "compile", "emit"]
+    assert names == ["rewrite", "build", "optimize", "explore", "ports", "compile", "lower", "emit"]
     assert list(compiled.stats["stages"]) == names
     assert set(compiled.stats["seconds"]) == {"rewrite", "hcfg", "compile", "host"}
     assert sorted(s for stages in PHASES.values() for s in stages) == sorted(names)
@@ -57,7 +57,7 @@ def test_stages_are_timed_and_dumped(tmp_path, monkeypatch):
     assert dumped == [f"{n}-{name}.txt" for n, name in enumerate(names)]
     assert "def forward" in (tmp_path / "dump" / "0-rewrite.txt").read_text()
     assert "shape=diamond" in (tmp_path / "dump" / "2-optimize.txt").read_text()
-    assert (tmp_path / "dump" / "6-emit.txt").read_text() == compiled.host_source + "\n"
+    assert (tmp_path / "dump" / "7-emit.txt").read_text() == compiled.host_source + "\n"
 
 
 def test_no_dump_without_the_switch(tmp_path, monkeypatch):

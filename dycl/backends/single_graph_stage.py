@@ -1,0 +1,196 @@
+"""The compiler's *lower* stage: the whole HCFG as one ONNX model, where the lever asks for it
+and ``dycl.backends.single_graph`` can take the model (issue 29).
+
+``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
+"auto" lowers, emits both hosts, times each on the example (interleaved rounds, medians) and
+keeps the faster. Either way ``stats["single_graph"]`` says what was chosen and why.
+
+The lowered model's host is the same generated program with one sub-DNN: the whole graph, called
+once, then ``if path == k: return ...`` for each path (``lowered_graph``). Its inputs' checks,
+the manifest's outputs (from the exploration) and the artifact's layout are unchanged, so the
+in-process model and the torch-free host run it the same way.
+
+Assumes: the variants are compiled (``dycl.compiler.Compiled``). Guarantees: where anything is
+not lowerable (``NotLowerable``: state, per-sample mode, another backend, a host operation the
+graph cannot compute), the stage returns its input unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from dycl.backends.base import CompiledVariant
+from dycl.backends.onnx_compose import ELEM
+from dycl.backends.single_graph import Lowered, NotLowerable, lower
+from dycl.backends.thread_choice import on_calling_thread
+from dycl.hcfg.graph import HCFG, Cond, Return, SubDNN
+from dycl.hcfg.ports import Layout, Port, Variant
+from dycl.rewriter.locations import comment_of
+
+if TYPE_CHECKING:
+    from dycl.compiler import Compiled, CompileResult
+
+FILE = "single_graph.onnx"
+_DTYPE = {elem: name for name, elem in ELEM.items()}
+#: timed calls of each host on the example in ``auto`` (alternating, in rounds)
+ROUNDS, CALLS = 5, 4
+
+
+def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -> Compiled:
+    """``compiled`` with the whole graph as one ONNX model where the lever asks and it can be lowered;
+    ``emit`` (the compiler's next stage) makes the hosts ``auto`` times."""
+    stage = compiled.ported.explored.stage
+    job = stage.front.job
+    mode = job.options.levers.single_graph
+    stats: dict[str, Any] = {"mode": mode, "chosen": "host"}
+    compiled.backend_stats["single_graph"] = stats
+    if mode == "off":
+        return compiled
+    try:
+        _refuse_others(compiled)
+        lowered, lowered_compiled = lowered_variant(compiled)
+    except NotLowerable as refusal:
+        stats["reason"] = str(refusal)
+        return compiled
+    stats.update(lowered.stats)
+    stats["chosen"] = "single_graph"
+    lowered_compiled.backend_stats["single_graph"] = stats
+    lowered_compiled.backend_stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
+    if mode == "auto":
+        return _faster(compiled, lowered_compiled, stats, emit)
+    return lowered_compiled
+
+
+def _refuse_others(compiled: Compiled) -> None:
+    """What the lowering never takes, before it looks at the graph."""
+    front = compiled.ported.explored.stage.front
+    job = front.job
+    if job.backend.file_suffix != ".onnx" or not job.backend.standalone or job.backend.name != "onnxruntime":
+        raise NotLowerable(f"the {job.backend.name} backend")
+    if job.options.per_sample:
+        raise NotLowerable("per-sample batching")
+    if front.rewritten.state or front.written_inputs:
+        raise NotLowerable("module state or inputs written in place")
+    if compiled.ported.explored.stage.constants:
+        raise NotLowerable("constants hoisted to the host")
+
+
+def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
+    """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN."""
+    from dycl.artifact.manifest_build import input_ports
+
+    ported = compiled.ported
+    explored = ported.explored
+    stage, front = explored.stage, explored.stage.front
+    inputs = input_ports(front.rewritten, front.example_args, explored.shapes, explored.symbolic_inputs)
+    names = _Names(stage.graph)
+    lowered = lower(stage.graph, inputs, ported.variants, compiled.variants, names.outputs)
+    graph = lowered_graph(stage.graph, lowered, names)
+    whole = graph.sub_dnns[0]
+    ports_in = tuple(Port(p.name, "tensor", p.dtype, tuple(p.shape)) for p in inputs)
+    ports_out = tuple(Port(name, "tensor" if position < len(lowered.slot_types) else "int", _DTYPE[elem], ())
+                      for position, (name, elem) in enumerate(zip(whole.outputs, [*lowered.slot_types, ELEM["int64"]])))
+    leaf = Layout(None, ("tensor",))
+    example = tuple(front.example_args[:len(inputs)])
+    variant = Variant(whole, (), ports_in, ports_out, (example,), (leaf,) * len(ports_in), (leaf,) * len(ports_out))
+    caller = on_calling_thread(lowered.model, {p.name: value for p, value in zip(inputs, example)})
+    made = CompiledVariant(FILE, lowered.model, on_calling_thread=caller)
+    explored = dataclasses.replace(explored, stage=dataclasses.replace(stage, graph=graph))
+    # the module of an entry runs only on a backend that is not standalone, which is never lowered
+    modules = {**ported.modules, variant.name: next(iter(ported.modules.values()))}
+    new_ported = dataclasses.replace(ported, explored=explored, variants=[variant], modules=modules,
+                                     distinct={variant.name: variant})
+    return lowered, dataclasses.replace(compiled, ported=new_ported, variants={variant.name: made},
+                                        backend_stats=dict(compiled.backend_stats))
+
+
+class _Names:
+    """The host names of the lowered graph's outputs, clear of the model's parameters."""
+
+    def __init__(self, graph: HCFG) -> None:
+        taken = set(graph.parameters)
+        self.stem = "single"
+        while any(name.startswith(self.stem) for name in taken):
+            self.stem = "_" + self.stem
+        self.path = f"{self.stem}_path"
+        self.index = 1 + max((sub.index for sub in graph.sub_dnns), default=-1)
+
+    def outputs(self, slots: int) -> list[str]:
+        return [f"{self.stem}_out_{i}" for i in range(slots)] + [self.path]
+
+
+def lowered_graph(graph: HCFG, lowered: Lowered, names: _Names) -> HCFG:
+    """The host's graph: the whole model as one sub-DNN, then the return of the path it took."""
+    outputs = tuple(names.outputs(len(lowered.slot_types)))
+    statements = tuple(s for sub in graph.sub_dnns for s in sub.statements)
+    whole = SubDNN(names.index, statements, tuple(graph.parameters), outputs)
+    groups: dict[str, list[int]] = {}  # paths that return the same expression share one return
+    for number, (_, tree) in enumerate(lowered.paths):
+        groups.setdefault(_expression(tree, outputs), []).append(number)
+    block: tuple = ()
+    for text, numbers in reversed(list(groups.items())):
+        node = lowered.paths[numbers[0]][0]
+        value = cst.parse_expression(text)
+        returned = Return(node.statement.with_changes(body=[cst.Return(value)]), value)
+        if not block:
+            block = (returned,)
+            continue
+        test = cst.parse_expression(f"{names.path} == {numbers[0]}" if len(numbers) == 1
+                                    else f"{names.path} in {tuple(numbers)}")
+        comment = comment_of(node.statement)
+        header = cst.TrailingWhitespace(comment=comment) if comment is not None else cst.TrailingWhitespace()
+        statement_if = cst.If(test, cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])], header=header))
+        block = (Cond(numbers[0], statement_if, test, (returned,), block),)
+    return graph.with_body((whole, *block))
+
+
+def _expression(tree: Any, names: tuple[str, ...]) -> str:
+    kind = tree[0]
+    if kind == "slot":
+        return names[tree[1]] + (".item()" if tree[2] is not None else "")
+    if kind == "static":
+        return repr(tree[1])
+    items = [_expression(child, names) for child in tree[1]]
+    if kind == "list":
+        return "[" + ", ".join(items) + "]"
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
+            emit: Callable[[Compiled], CompileResult]) -> Compiled:
+    """Of the two, the one whose host is faster on the example (medians of interleaved rounds)."""
+    from dycl.artifact import host_model
+
+    front = host.ported.explored.stage.front
+    args = [value.numpy() if hasattr(value, "numpy") else value for value in front.example_args]
+    try:
+        models = [host_model(result.host_source, result.manifest, result.files)
+                  for result in (emit(host), emit(single))]
+        for model in models:
+            model(*args)  # sessions made, first runs out of the way
+    except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
+        stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
+        host.backend_stats["single_graph"] = stats
+        return host
+    times: list[list[float]] = [[], []]
+    for _ in range(ROUNDS):
+        for position, model in enumerate(models):
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                model(*args)
+            times[position].append((time.perf_counter() - start) / CALLS)
+    medians = [statistics.median(t) * 1e6 for t in times]
+    stats["host_us"], stats["single_graph_us"] = round(medians[0], 1), round(medians[1], 1)
+    if medians[1] < medians[0]:
+        return single
+    stats["chosen"] = "host"
+    host.backend_stats["single_graph"] = stats
+    return host
+
+
+__all__ = ["FILE", "lower_stage", "lowered_graph", "lowered_variant"]
