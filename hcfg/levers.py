@@ -30,7 +30,10 @@ class Levers:
     once and share a file and a session.
     ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
     pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
-    timed on its example where the count does not settle it (``dycl.backends.thread_choice``)."""
+    timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
+    ``predicate``: per-sample compiles only: a condition whose branches are side-effect-free
+    sub-DNNs ending in ``return`` runs both branches on the whole group and selects each
+    sample's row (``dycl.per_sample.predicate``) instead of routing the samples."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
@@ -38,6 +41,7 @@ class Levers:
     merge_across_renames: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
+    predicate: bool = True
 
     def __post_init__(self) -> None:
         if not self.optimize_graph:  # merging is part of the graph optimisation
