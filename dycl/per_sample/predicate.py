@@ -13,7 +13,7 @@ Regions are converted from the last one of a block and inside branches first, so
 early-exit chain becomes one sub-DNN. The region becomes::
 
     <A's statements>
-    <then-branch statements, every name they write renamed; what they read of A's, cloned>
+    <then-branch statements, every name they write renamed>
     <else-branch statements, likewise>
     selected = then_value.where(test, else_value)
     return selected
@@ -25,11 +25,12 @@ module state written in ``forward`` and inputs updated in place (``dycl.per_samp
 Guarantees, checked here (a region that fails one keeps routing): the test is a
 one-element bool tensor; every branch statement assigns plain names (no subscript
 or attribute target, no in-place method such as ``x.add_()`` or ``out=``, no
-lambda, comprehension or walrus whose scopes a rename could misread); a branch reads
-no local but ``A``'s tensors, and reads clones of them (an in-place op inside a
-submodule, ``nn.ReLU(inplace=True)``, cannot reach the other branch); both returned
-values are tensors of one shape and dtype on the build's run, no dim is symbolic
-(the caller passes only graphs compiled with every dim static). What can only be
+lambda, comprehension or walrus whose scopes a rename could misread), so a branch
+writes no value the other reads (an update hidden in a submodule or helper,
+``nn.ReLU(inplace=True)`` on a named tensor, is refused by the build walk:
+``hcfg.aliasing.check_seen_updates``); both returned values are tensors of one shape
+and dtype on the build's run, and no dim is symbolic (the caller converts only graphs
+compiled with every dim static). What can only be
 seen in the exported graph (an op that may fail on another sample's data: a
 ``Gather`` with data indices, an integer ``Div``) is checked after export by
 ``dycl.per_sample.predicable_onnx``, which refuses the compile so that it starts
@@ -40,14 +41,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import libcst as cst
 import torch
 
 from dycl.hcfg.annotate import annotate
-from dycl.hcfg.graph import HCFG, Block, Cond, Node, Return, SubDNN, always_returns
+from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, always_returns, walk
 from dycl.hcfg.passes import graph_pass
 from dycl.rewriter.walk import bound_names
 
@@ -60,8 +61,10 @@ _SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp
 @graph_pass
 def if_convert(graph: HCFG, produced: Mapping[int, Mapping[str, Any]]) -> tuple[HCFG, int]:
     """``graph`` with every predicable region converted, and how many conditions were."""
-    converter = _Converter(graph.locals, {index: dict(values) for index, values in produced.items()},
-                           _Names(_all_names(graph.body) | set(graph.locals)))
+    host_written = {name for node in walk(graph.body) if isinstance(node, HostOp)
+                    for name in bound_names(node.statement)}
+    converter = _Converter({index: dict(values) for index, values in produced.items()},
+                           _Names(_all_names(graph.body) | set(graph.locals)), frozenset(host_written))
     body = converter.block(graph.body)
     if not converter.converted:
         return graph, 0
@@ -99,11 +102,10 @@ class _Branch:
 
 @dataclass
 class _Converter:
-    locals: frozenset[str]
     examples: dict[int, dict[str, Any]]
     names: _Names
+    host_written: frozenset[str]
     converted: int = 0
-    renames: dict[str, str] = field(default_factory=dict)
 
     def block(self, nodes: Block) -> Block:
         """``nodes`` with their regions converted, from the last: a ``Cond`` one of whose
@@ -127,8 +129,8 @@ class _Converter:
         falls = [not always_returns(block) for block in (cond.then, cond.orelse)]
         if all(falls):  # both would go on with ``after``: it would run twice
             return None
-        then = self.branch(producer, cond.then + after if falls[0] else cond.then)
-        orelse = self.branch(producer, cond.orelse + after if falls[1] else cond.orelse)
+        then = self.branch(cond.then + after if falls[0] else cond.then)
+        orelse = self.branch(cond.orelse + after if falls[1] else cond.orelse)
         if then is None or orelse is None or not _same_kind(then.example, orelse.example):
             return None
         selected = self.names.fresh(SELECTED)
@@ -142,7 +144,7 @@ class _Converter:
         return [merged, Return(returned.with_changes(trailing_whitespace=select.trailing_whitespace),
                                cst.Name(selected))]
 
-    def branch(self, producer: SubDNN, block: Block) -> _Branch | None:
+    def branch(self, block: Block) -> _Branch | None:
         """The branch's statements renamed, its returned name and its example; None where
         the branch is not sub-DNNs ending in ``return <name>`` or a statement is not plain."""
         if not block or not isinstance(block[-1], Return) or not isinstance(block[-1].value, cst.Name):
@@ -154,40 +156,34 @@ class _Converter:
         if not all(_plain(statement) for statement in statements):
             return None
         returned = block[-1].value.value
-        example = self._example(producer, subs, returned)
-        renamed = _Renaming(self.names, self.locals)
+        renamed = _Renaming(self.names)
         body = [renamed.statement(statement) for statement in statements]
-        value = renamed.read(returned)
-        produced = self.examples.get(producer.index, {})
-        if not all(isinstance(produced.get(name), torch.Tensor) for name in renamed.free):
-            return None  # a local A does not write, or one that is not a tensor: cannot clone it
-        clones = [cst.parse_statement(f"{copy} = {name}.clone()") for name, copy in renamed.free.items()]
-        return _Branch(clones + body, value, example)
+        return _Branch(body, renamed.read(returned), self._example(subs, returned))
 
-    def _example(self, producer: SubDNN, subs: Block, name: str) -> Any:
+    def _example(self, subs: Block, name: str) -> Any:
+        """The value ``name`` has at the branch's ``return`` on the build's run: the branch's last
+        write of it, or, where the branch does not write it, every sub-DNN's write of it where all
+        agree in kind (None where the host writes it or it is a parameter: not proven)."""
         for sub in reversed(subs):
             if name in {n for s in sub.statements for n in bound_names(s)}:  # type: ignore[union-attr]
                 return self.examples.get(sub.index, {}).get(name)  # type: ignore[union-attr]
-        return self.examples.get(producer.index, {}).get(name)
+        if name in self.host_written:
+            return None
+        writes = [values[name] for values in self.examples.values() if name in values]
+        return writes[0] if writes and all(_same_kind(writes[0], other) for other in writes) else None
 
 
 class _Renaming(cst.CSTTransformer):
-    """One branch in its own names: each local it writes gets a fresh name from its write on;
-    each local it reads before writing it (``free``) reads a fresh copy's name."""
+    """One branch in its own names: each name it writes gets a fresh name from its write on,
+    so that neither branch sees the other's writes and the names after the region keep their
+    values; what it reads before writing it keeps its name."""
 
-    def __init__(self, names: _Names, locals_: frozenset[str]) -> None:
-        self.names, self.locals = names, locals_
+    def __init__(self, names: _Names) -> None:
+        self.names = names
         self.current: dict[str, str] = {}
-        self.free: dict[str, str] = {}
 
     def read(self, name: str) -> str:
-        if name in self.current:
-            return self.current[name]
-        if name not in self.locals:
-            return name  # a global (torch, F) or the model
-        if name not in self.free:
-            self.free[name] = self.names.fresh(f"{name}_read")
-        return self.free[name]
+        return self.current.get(name, name)
 
     def statement(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
         assign = line.body[0]
