@@ -12,6 +12,7 @@ import onnx
 import pytest
 import torch
 import torch.nn.functional as F
+from dycl.hcfg.graph import source_of
 from dycl.hcfg.levers import Levers
 from onnx import helper, numpy_helper
 from torch import nn
@@ -170,3 +171,26 @@ def test_a_branch_that_writes_in_place_stays_routed():
     compiled = dycl.compile(model, vectors[0], per_sample=True, progress=False)
     assert compiled.stats["per_sample"] == {"predicated_conditions": 0, "routed_conditions": 1}
     assert assert_per_sample(model, compiled, vectors, min_paths=2, atol=ATOL) == 2
+
+
+def test_the_converted_sub_dnn_runs_both_branches_in_their_own_names(two_exit):
+    form, _, compiled, *_ = two_exit
+    if form == "routed":
+        assert len(compiled.graph.sub_dnns) == 4
+        return
+    (converted,) = compiled.graph.sub_dnns
+    assert [source_of(statement.body[0]) for statement in converted.statements] == [
+        "features = self.stem(image)",
+        "early = self.early(features.mean(dim=(2, 3)))",
+        "confidence = F.softmax(early, dim=-1).max()",
+        "t = confidence > 0.28",
+        # the first exit's branch is empty (it returns `early`); the other goes on in its own names
+        "features_1 = self.act(features)",
+        "deep_1 = self.trunk(features_1)",
+        "t_1_1 = deep_1.abs().mean() > 0.2",
+        "early_1_1 = self.late(deep_1) * 2",
+        "t_2_1_1 = self.late(deep_1) + early * 0.1",  # reads the first head's `early`, not the one just written
+        "_dycl_selected_1_1 = early_1_1.where(t_1_1, t_2_1_1)",
+        "_dycl_selected_2 = early.where(t, _dycl_selected_1_1)",
+    ]
+    assert converted.outputs == ("_dycl_selected_2",)
