@@ -176,7 +176,7 @@ def test_a_branch_that_writes_in_place_stays_routed():
 def test_the_converted_sub_dnn_runs_both_branches_in_their_own_names(two_exit):
     form, _, compiled, *_ = two_exit
     if form == "routed":
-        assert len(compiled.graph.sub_dnns) == 4
+        assert len(compiled.graph.sub_dnns) == 4 and "STRAIGHT = None" in compiled.host_source.splitlines()
         return
     (converted,) = compiled.graph.sub_dnns
     assert [source_of(statement.body[0]) for statement in converted.statements] == [
@@ -194,3 +194,5 @@ def test_the_converted_sub_dnn_runs_both_branches_in_their_own_names(two_exit):
         "_dycl_selected_2 = early.where(t, _dycl_selected_1_1)",
     ]
     assert converted.outputs == ("_dycl_selected_2",)
+    # the program is that one sub-DNN: the router runs it on the batch without a generator per sample
+    assert "STRAIGHT = (0, ['image'])" in compiled.host_source.splitlines()
