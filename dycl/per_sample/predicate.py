@@ -62,7 +62,7 @@ _SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp
 def if_convert(graph: HCFG, produced: Mapping[int, Mapping[str, Any]]) -> tuple[HCFG, int]:
     """``graph`` with every predicable region converted, and how many conditions were."""
     host_written = {name for node in walk(graph.body) if isinstance(node, HostOp)
-                    for name in bound_names(node.statement)}
+                    for name in bound_names(node.statement)} | set(graph.parameters)
     converter = _Converter({index: dict(values) for index, values in produced.items()},
                            _Names(_all_names(graph.body) | set(graph.locals)), frozenset(host_written))
     body = converter.block(graph.body)
@@ -104,7 +104,7 @@ class _Branch:
 class _Converter:
     examples: dict[int, dict[str, Any]]
     names: _Names
-    host_written: frozenset[str]
+    host_written: frozenset[str]  # and the parameters: names whose value a sub-DNN's example may not show
     converted: int = 0
 
     def block(self, nodes: Block) -> Block:
