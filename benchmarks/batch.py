@@ -8,6 +8,8 @@ differ per batch), the contenders take turns on each batch:
 - ``eager_1``: eager PyTorch, one sample at a time (the batch's latency is the sum);
 - ``dycl_1``: dycl (ONNX Runtime, default compile), one sample at a time;
 - ``dycl_batched``: ``dycl.compile(..., per_sample=True)``, the whole batch in one call;
+- ``dycl_routed``: the same with if-conversion off (``optimize=Levers(predicate=False)``): every
+  condition routes the samples (``dycl.per_sample.predicate`` says what if-conversion does);
 - ``static``: the *static* whole network on ONNX Runtime at batch B, every branch
   taken (no early exit, no skipped block): the eager trace of the sample with the
   longest path among the candidates, exported with a dynamic batch dim — what a
@@ -51,13 +53,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dycl.hcfg.levers import Levers  # noqa: E402
+
 import dycl  # noqa: E402
 from dycl.harness.testing import outputs_match  # noqa: E402
 from dycl.per_sample.semantics import join  # noqa: E402
 from dycl.per_sample.testing import PerSampleEager, batch_of, paths_of  # noqa: E402
 from models import ZOO  # noqa: E402
 
-CONTENDERS = ("eager_1", "dycl_1", "dycl_batched", "static")
+CONTENDERS = ("eager_1", "dycl_1", "dycl_batched", "dycl_routed", "static")
 
 
 def _args(sample):
@@ -103,6 +107,8 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
     start = time.perf_counter()
     batched = dycl.compile(model, example, per_sample=True, progress=False)
     row["compile_per_sample_s"] = time.perf_counter() - start
+    row["per_sample"] = batched.stats.get("per_sample", {})
+    routed = dycl.compile(model, example, per_sample=True, progress=False, optimize=Levers(predicate=False))
     single = dycl.compile(model, example, progress=False)
     candidates = [zoo.sample(seed) for seed in range(64)]
     paths = paths_of(model, candidates)
@@ -111,6 +117,7 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
     reference = PerSampleEager(model)
     with torch.no_grad():  # every path once: sessions are created lazily, on a branch's first call
         batched(*batch_of(candidates))
+        routed(*batch_of(candidates))
         for sample in candidates:
             single(*_args(sample))
     for size in sizes:
@@ -126,6 +133,7 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
                     "eager_1": _timed(lambda samples=samples: [model(*_args(s)) for s in samples]),
                     "dycl_1": _timed(lambda samples=samples: [single(*_args(s)) for s in samples]),
                     "dycl_batched": _timed(lambda batch=batch: batched(*batch)),
+                    "dycl_routed": _timed(lambda batch=batch: routed(*batch)),
                     "static": _timed(lambda feeds=feeds: static.run(None, feeds)),
                 }
             if index == 0:
@@ -137,12 +145,13 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
             groups_mean.append(statistics.fmean(size_ for _, size_ in groups))
             batch_paths.append(len(set(paths_of(model, samples))))
             with torch.no_grad():
-                got = batched(*batch)
-                if outputs_match(reference(*batch), got, 1e-4) is not None:
-                    alone = join([single(*_args(sample)) for sample in samples])
-                    flip = outputs_match(alone, got, 1e-4) is None
-                    flips += flip
-                    mismatches += not flip
+                expected = reference(*batch)
+                for got in (batched(*batch), routed(*batch)):
+                    if outputs_match(expected, got, 1e-4) is not None:
+                        alone = join([single(*_args(sample)) for sample in samples])
+                        flip = outputs_match(alone, got, 1e-4) is None
+                        flips += flip
+                        mismatches += not flip
         row["sizes"][str(size)] = {
             contender: {"samples_per_s": size * len(ms) / (sum(ms) / 1000.0), "p50_ms": _percentile(ms, 50),
                         "p99_ms": _percentile(ms, 99)}
@@ -152,6 +161,12 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
                                             "paths_in_batch": statistics.fmean(batch_paths),
                                             "mismatched_batches": mismatches, "float_flip_batches": flips}
     return row
+
+
+def _predicated(row: dict) -> str:
+    counts = row.get("per_sample", {})
+    total = counts.get("predicated_conditions", 0) + counts.get("routed_conditions", 0)
+    return f"{counts.get('predicated_conditions', 0)}/{total}" if counts else "-"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -166,35 +181,43 @@ def geomean(values) -> float | None:
 def write_results(rows: list[dict], args, out: Path) -> None:
     sizes = [str(s) for s in args.sizes]
     lines = [
-        "# Per-sample batched serving (issue 19)", "",
+        "# Per-sample batched serving (issues 19, 29)", "",
         f"Command: `python benchmarks/batch.py --sizes {','.join(sizes)} --batches {args.batches}"
         + (f" --models {args.models}" if args.models else "") + "`",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} with "
-        f"{torch.get_num_threads()} intra-op threads.", "",
+        f"{torch.get_num_threads()} intra-op threads; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end.", "",
         "Throughput in samples/s over all timed batches; latency per batch p50/p99 in ms. *eager 1* and "
-        "*dycl 1*: one sample at a time; *batched*: `per_sample=True`, one call per batch; *static*: the whole "
+        "*dycl 1*: one sample at a time; *batched*: `per_sample=True`, one call per batch; *routed*: the same with "
+        "if-conversion off (`optimize=Levers(predicate=False)`), with *pred* of the model's conditions if-converted "
+        "in *batched*; *static*: the whole "
         "network (longest path, every branch taken) on ONNX Runtime at the batch size. *split*: sub-DNN runs per "
-        "batch / mean group size / distinct eager paths in the batch; *bad*: batches whose outputs differ from "
-        "eager per sample and from dycl one sample at a time (must be 0); *flip*: batches that differ from eager "
-        "but equal dycl one sample at a time (a decision within float32 rounding; see the script's docstring).", "",
-        "| model | B | eager 1 | dycl 1 | batched | static | batched p50/p99 | static p50/p99 | split | bad | flip |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "batch / mean group size / distinct eager paths in the batch (of *batched*); *bad*: batches whose outputs "
+        "(batched or routed) differ from eager per sample and from dycl one sample at a time (must be 0); *flip*: "
+        "batches that differ from eager but equal dycl one sample at a time (a decision within float32 rounding; "
+        "see the script's docstring).", "",
+        "| model | pred | B | eager 1 | dycl 1 | batched | routed | static | batched p50/p99 | static p50/p99 | split "
+        "| bad | flip |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         for size in sizes:
             r = row["sizes"][size]
             split = r["split"]
             lines.append(
-                f"| {row['name']} | {size} | " + " | ".join(f"{r[c]['samples_per_s']:.0f}" for c in CONTENDERS)
+                f"| {row['name']} | {_predicated(row)} | {size} | "
+                + " | ".join(f"{r[c]['samples_per_s']:.0f}" for c in CONTENDERS)
                 + f" | {r['dycl_batched']['p50_ms']:.1f}/{r['dycl_batched']['p99_ms']:.1f}"
                 f" | {r['static']['p50_ms']:.1f}/{r['static']['p99_ms']:.1f}"
                 f" | {split['sub_dnn_runs']:.0f} / {split['mean_group']:.1f} / {split['paths_in_batch']:.1f}"
                 f" | {split['mismatched_batches']} | {split.get('float_flip_batches', 0)} |")
     lines += ["", "Geometric mean over models of batched throughput divided by each contender's:", "",
-              "| B | / eager 1 | / dycl 1 | / static |", "|---|---|---|---|"]
+              "| B | / eager 1 | / dycl 1 | / routed | / static | routed / static |", "|---|---|---|---|---|---|"]
     for size in sizes:
-        ratios = [geomean(row["sizes"][size]["dycl_batched"]["samples_per_s"] / row["sizes"][size][c]["samples_per_s"]
-                          for row in rows) for c in ("eager_1", "dycl_1", "static")]
+        ratios = [geomean(row["sizes"][size][a]["samples_per_s"] / row["sizes"][size][c]["samples_per_s"]
+                          for row in rows)
+                  for a, c in [("dycl_batched", "eager_1"), ("dycl_batched", "dycl_1"), ("dycl_batched", "dycl_routed"),
+                               ("dycl_batched", "static"), ("dycl_routed", "static")]]
         lines.append(f"| {size} | " + " | ".join(f"{v:.2f}x" for v in ratios) + " |")
     (out / "batch.md").write_text("\n".join(lines) + "\n")
     (out / "batch.json").write_text(json.dumps({"rows": rows, "command": vars(args) | {"out": str(args.out)}},

@@ -76,6 +76,7 @@ from dycl.model.library import decides_nothing, is_library_model, library_call, 
 from dycl.model.library_decisions import to_follow
 from dycl.model.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.per_sample.mode import PER_SAMPLE
+from dycl.per_sample.predicable_onnx import PredicationRefused
 from dycl.progress import Progress
 from dycl.rewriter.collector import paused_collector
 from dycl.rewriter.errors import UnsupportedError
@@ -273,7 +274,17 @@ def optimize(stage: Graph) -> Graph:
         graph = merge_across_renames(graph)
     if options.levers.merge_into_producers:
         graph = merge_into_producers(graph)
+    graph = stage.front.job.mode.optimize_graph(graph, stage.built, _declared(stage.front), options.levers)
     return Graph(stage.front, stage.built, graph, constants)
+
+
+def _declared(front: Frontend) -> dict[str, dict[int, str]]:
+    """The inputs' symbolic dims each sub-DNN is compiled for (name -> axis -> dim)."""
+    rewritten = front.rewritten
+    inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
+    declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
+                            front.example_args[:inputs])
+    return front.job.mode.declared_dims(declared)
 
 
 def explore(stage: Graph) -> Explored:
@@ -282,10 +293,7 @@ def explore(stage: Graph) -> Explored:
     bound = rewritten.signature.bind(front.model, *front.example_args)
     bound.apply_defaults()
     initial = dict(bound.arguments)
-    inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
-    declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
-                            front.example_args[:inputs])
-    declared = front.job.mode.declared_dims(declared)
+    declared = _declared(front)
     # symbolic even where no input dim is: a size that comes from data (nonzero, boolean indexing) always is
     shapes = SymbolicShapes()
     symbolic = {name: shapes.declare(value, declared.get(name, {}))
@@ -403,6 +411,7 @@ def emit(compiled: Compiled) -> CompileResult:
         "single_graph": compiled.backend_stats.get("single_graph", {"mode": "off", "chosen": "host"}),
         "dynamic_dims": sorted(manifest.dynamic_dims),
         "symbolic_fallbacks": len(explored.shapes.failures) if explored.shapes else 0,
+        **front.job.mode.graph_stats(stage.graph),
     }
     return CompileResult(stage.graph, rewritten, chosen, host_source, manifest, files, ported.modules, constants,
                          stats, front.output_spec, entry_modules(compiled), program)
@@ -499,6 +508,11 @@ def _following(model: torch.nn.Module, example_input: Any, chosen: Options, fron
             return run(model, example_input, chosen, front_only=front_only)
         except UnsupportedError as error:
             example.restore()
+            if isinstance(error, PredicationRefused) and chosen.levers.predicate:
+                # if-conversion is an optimisation: where a converted graph may fail on a sample
+                # that took the other branch, the conditions stay routed
+                chosen = dataclasses.replace(chosen, levers=dataclasses.replace(chosen.levers, predicate=False))
+                continue
             more = to_follow(model, example_arguments(example_input), chosen.kwargs, error)
             if more <= chosen.followed and chosen.levers.merge_across_renames:
                 # a merge is an optimisation: where a merged graph cannot be exported (the exporter's

@@ -21,6 +21,9 @@ from dycl.hostgen.manifest import Port
 if TYPE_CHECKING:  # annotations only: the compiler imports this module
     from dycl.backends.base import Backend, CompiledVariant, OnnxStep
     from dycl.compiler import Frontend
+    from dycl.hcfg.build import Built
+    from dycl.hcfg.graph import HCFG
+    from dycl.hcfg.levers import Levers
 
 
 class WholeCall:
@@ -33,6 +36,15 @@ class WholeCall:
 
     def check_front(self, front: Frontend) -> None:
         """*rewrite*: refuse, before anything is compiled, a model this mode cannot run."""
+
+    def optimize_graph(self, graph: HCFG, built: Built, declared: dict[str, dict[int, str]], levers: Levers) -> HCFG:
+        """*optimize*: the HCFG after the graph optimisation, given what building it observed
+        and the inputs' symbolic dims."""
+        return graph
+
+    def graph_stats(self, graph: HCFG) -> dict[str, Any]:
+        """*emit*: what this mode did to the graph, for ``stats``."""
+        return {}
 
     def declared_dims(self, declared: dict[str, dict[int, str]]) -> dict[str, dict[int, str]]:
         """*explore*: the symbolic dims of the inputs (name -> axis -> dim) each sub-DNN is compiled for."""

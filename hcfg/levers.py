@@ -33,7 +33,10 @@ class Levers:
     timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
     ``single_graph``: "off" (the host calls each sub-DNN), "on" (the whole graph as one ONNX
     model with ``If`` nodes, one session call per model call, where it can be lowered) or "auto"
-    (both timed on the example at compile time, the faster kept): ``dycl.backends.single_graph_stage``."""
+    (both timed on the example at compile time, the faster kept): ``dycl.backends.single_graph_stage``.
+    ``predicate``: per-sample compiles only: a condition whose branches are side-effect-free
+    sub-DNNs ending in ``return`` runs both branches on the whole group and selects each
+    sample's row (``dycl.per_sample.predicate``) instead of routing the samples."""
 
     optimize_graph: bool = True
     conditions_in_producers: bool = True
@@ -42,6 +45,7 @@ class Levers:
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
     single_graph: str = "off"
+    predicate: bool = True
 
     def __post_init__(self) -> None:
         if self.single_graph not in SINGLE_GRAPH:

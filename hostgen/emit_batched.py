@@ -42,7 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from dycl.hcfg.graph import Block, Cond, SubDNN
+import libcst as cst
+from dycl.hcfg.graph import Block, Cond, Return, SubDNN
 from dycl.hostgen.emit import HostCodegen
 from dycl.hostgen.template import runtime_copy, section
 
@@ -75,9 +76,26 @@ class BatchedHostCodegen(HostCodegen):
             f"ORDER = {program_order(self.graph.body)!r}",
             "# forward()'s flat inputs that carry one sample per row of their leading dim",
             f"SAMPLE_INPUTS = {list(self.sample_inputs)!r}",
+            "# (sub-DNN index, its inputs) where the program is that one sub-DNN on per-sample inputs, returned",
+            f"STRAIGHT = {self.straight()!r}",
         ])
         return [section("per-sample batched execution (dycl's hostgen/emit_batched.py)", tables),
                 runtime_copy("host_router.py")]
+
+    def straight(self) -> tuple[int, list[str]] | None:
+        """``(index, inputs)`` where the whole program is one sub-DNN that reads only per-sample
+        inputs, passed as they are, and whose one output is returned (an SDN whose exits are
+        if-converted, ``dycl.per_sample.predicate``): the router runs it on the batch at once."""
+        body = self.graph.body
+        if (self.uses_constants or len(body) != 2 or not isinstance(body[0], SubDNN)
+                or not isinstance(body[1], Return) or not isinstance(body[1].value, cst.Name)):
+            return None
+        sub, spec = body[0], self.calls[body[0].index]
+        plain = not (spec.list_inputs or spec.input_trees or spec.output_trees or spec.scalar_outputs)
+        if (not plain or len(spec.variants) != 1 or sub.outputs != (body[1].value.value,)
+                or not set(sub.inputs) <= set(self.sample_inputs) & set(self.graph.parameters)):
+            return None
+        return sub.index, list(sub.inputs)
 
     def call_expression(self, node: SubDNN) -> str:
         """A request to the router: ``(yield (index, variant key, arguments))`` gives the outputs."""

@@ -11,6 +11,10 @@ group, always serving the pending sub-DNN first in program order (``ORDER``), an
 sample its row back (``hostgen/emit_batched.py`` says why this shape). Every shortcut of the
 gather gives the same arrays ``np.stack`` and indexing would.
 
+``STRAIGHT`` names the one sub-DNN of a program that is nothing else (its inputs the per-sample
+inputs, its output returned): the router then runs it on the whole batch without the generators,
+as they would (each sample's row of the output, joined).
+
 Assumes each compiled sub-DNN takes and returns a leading group dim, and every sample gives
 each per-sample input a leading dim of 1.
 """
@@ -24,6 +28,7 @@ PER_SAMPLE = True  # dycl only
 # the emitter's tables (hostgen.emit_batched), for dycl's tests  # dycl only
 ORDER = {}  # dycl only
 SAMPLE_INPUTS = []  # dycl only
+STRAIGHT = None  # dycl only
 
 
 class PerSampleModel:
@@ -164,6 +169,11 @@ def _route(model, arguments, record=None):
     count = _samples(arguments)
     if count == 1 and record is None:
         return _join([_alone(model, arguments)])
+    if STRAIGHT is not None and record is None:
+        # one sub-DNN on the per-sample inputs, returned: what the generators would do, at once
+        index, names = STRAIGHT
+        (output,) = model._call[index](*[arguments[name][:, None] for name in names])
+        return _join(list(output))
     results = [None] * count
     pending = {}
 

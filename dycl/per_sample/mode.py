@@ -3,9 +3,13 @@ overridden so that every stage of the compiler does its part of per-sample execu
 
 - *rewrite*: refuse what has no per-sample meaning (module state written in ``forward``,
   inputs updated in place, framework output objects) and an example that is not one sample;
+- *optimize*: where every dim is static, conditions whose branches are side-effect-free
+  sub-DNNs ending in ``return`` are if-converted (``dycl.per_sample.predicate``): both branches
+  run on the whole group and each sample's row is selected by its own test;
 - *explore*: the batch dim is not symbolic: each sub-DNN is compiled for one sample;
 - *compile*: each exported ONNX graph becomes its group model (``group_onnx.group_model``)
   in the one post-export step every ONNX backend applies (``dycl.backends.base.OnnxStep``),
+  after an if-converted graph is checked to run on any sample's data (``predicable_onnx``),
   refused where the backend cannot run a ``Scan`` the group model needs; shape guards are
   refused (they would read a group's axes); nothing runs on the calling thread;
 - *emit*: the router host (``hostgen.emit_batched``), and the manifest's inputs with the
@@ -25,19 +29,25 @@ import onnx
 
 from dycl.execution_mode import WholeCall
 from dycl.export.static_fold import fold_static_shapes
-from dycl.hcfg.graph import source_of
+from dycl.hcfg.graph import source_of, where
 from dycl.hostgen.emit import HostCodegen
 from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.manifest import Port
 from dycl.in_process import written_inputs
 from dycl.per_sample.group_onnx import group_model
+from dycl.per_sample.predicable_onnx import check_predicable
+from dycl.per_sample.predicate import SELECTED, if_convert, is_predicated
 from dycl.per_sample.row_independence import analyse
 from dycl.per_sample.semantics import check_outputs, check_request, sample_inputs, without_batch
 from dycl.rewriter.errors import UnsupportedError
+from dycl.rewriter.walk import bound_names
 
 if TYPE_CHECKING:  # annotations only: the compiler imports this module
     from dycl.backends.base import Backend, CompiledVariant, OnnxStep
     from dycl.compiler import Frontend
+    from dycl.hcfg.build import Built
+    from dycl.hcfg.graph import HCFG
+    from dycl.hcfg.levers import Levers
     from dycl.hcfg.ports import Variant
 
 
@@ -57,6 +67,18 @@ class PerSampleMode(WholeCall):
         written_inputs.refuse_per_sample(front.written_inputs, rewritten)
         check_request(front.job.backend.name, front.example_args, list(rewritten.signature.parameters)[1:])
         check_outputs(front.output_spec)
+
+    def optimize_graph(self, graph: HCFG, built: Built, declared: dict[str, dict[int, str]], levers: Levers) -> HCFG:
+        """If-conversion (``dycl.per_sample.predicate``), where every dim is static."""
+        if not levers.predicate or declared:
+            return graph
+        return if_convert(graph, built.produced)[0]
+
+    def graph_stats(self, graph: HCFG) -> dict[str, Any]:
+        """How many conditions if-conversion turned into selections, how many stay routed."""
+        selections = sum(name.startswith(SELECTED) for sub in graph.sub_dnns for statement in sub.statements
+                         for name in bound_names(statement))
+        return {"per_sample": {"predicated_conditions": selections, "routed_conditions": len(graph.conditions)}}
 
     def declared_dims(self, declared: dict[str, dict[int, str]]) -> dict[str, dict[int, str]]:
         return without_batch(declared)
@@ -90,6 +112,8 @@ def group_for(exported: bytes, variant: Variant, backend: Backend) -> bytes:
     """The group model of a single-sample sub-DNN (``dycl.per_sample.group_onnx``), for
     ``backend``; one that cannot run ``Scan`` (TVM's ONNX importer has none) refuses a
     sub-DNN with statements that stay per sample."""
+    if is_predicated(variant.sub):
+        check_predicable(exported, f"{variant.sub.name} ({where(variant.sub.statements[-1]) or 'forward'})")
     grouped = group_model(exported)
     nodes = onnx.load_model_from_string(grouped).graph.node
     if backend.runs_onnx_scan or all(node.op_type != "Scan" for node in nodes):

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dycl.hcfg.annotate import annotate
+from dycl.hcfg.levers import Levers
 from dycl.hostgen.emit import HostCodegen, _expr
 from dycl.hostgen.emit_batched import BatchedHostCodegen
 from dycl.hostgen.program import HostProgram
@@ -166,7 +167,8 @@ def test_per_sample_coverage_records_each_samples_decisions():
     model = Thresholds().eval()
     generator = torch.Generator().manual_seed(5)
     samples = [torch.randn(1, 5, generator=generator) * scale for scale in (0.5, 3.0) for _ in range(12)]
-    compiled = dycl.compile(model, samples[0], per_sample=True)
+    # routed: if-converted conditions (dycl.per_sample.predicate) are selections, not host conditions
+    compiled = dycl.compile(model, samples[0], per_sample=True, optimize=Levers(predicate=False))
     program = host_program(compiled)
     assert program.function == "_sample" and len(program.conditions) == 2
     batch = torch.cat(samples)

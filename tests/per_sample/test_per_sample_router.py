@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.harness.testing import outputs_match
@@ -41,7 +42,9 @@ def _samples(shape, count, scale=1.0, offset=0):
 def early_exit():
     model = nets.EarlyExitMLP().eval()
     samples = _samples((1, 8), 48, scale=3.0)
-    return model, dycl.compile(model, samples[0], per_sample=True, progress=False), samples
+    # routed: these tests are about the router (test_per_sample_predicate.py: the if-converted form)
+    return model, dycl.compile(model, samples[0], per_sample=True, progress=False,
+                               optimize=Levers(predicate=False)), samples
 
 
 def test_a_batch_of_16_over_three_paths_equals_eager_per_sample(early_exit):
