@@ -277,8 +277,11 @@ def explore(stage: Graph) -> Explored:
     bound.apply_defaults()
     initial = dict(bound.arguments)
     inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
+    groups = {name if key is None else key: [flat.name for flat in rewritten.inputs if flat.parameter == name
+                                             and isinstance(flat.key, tuple) and flat.key[0] == key]
+              for name, key in rewritten.structures}  # dynamic= names a cache as the caller passes it
     declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
-                            front.example_args[:inputs])
+                            front.example_args[:inputs], groups)
     declared = front.job.mode.declared_dims(declared)
     # symbolic even where no input dim is: a size that comes from data (nonzero, boolean indexing) always is
     shapes = SymbolicShapes()
