@@ -113,6 +113,8 @@ def flatten_returns(definition: cst.FunctionDef, form: ReturnForm, namespace: Na
             names = [namespace.fresh("out") for _ in range(form.count)]
             targets = ", ".join(names) + ("," if len(names) == 1 else "")
             text = cst.Module([]).code_for_node(value)
+            if isinstance(value, cst.Tuple) and not value.lpar:  # `return a, b`: one argument
+                text = f"({text})"
             lines = [f"{targets} = {leaves}({text})" if names else f"{leaves}({text})", f"return {form.plain(names)}"]
             return cst.FlattenSentinel([set_location(cst.parse_statement(line), comment_of(original))
                                         for line in lines])

@@ -13,7 +13,8 @@ skeleton                               the value
 =====================================  ============================================================
 ``"tensor"``                           an array: one flat input or output of the compiled model
 ``["static", v]``                      compiled in (a record's bool flag, ``None``, a string, a device
-                                       as ``"cpu"``, a dtype as ``"float32"``): must equal ``v``
+                                       as ``"cpu"``, a dtype as ``"float32"``, a class as its
+                                       qualified name): must equal ``v``
 ``["record", "Name", [[field, s]]]``   a record of class ``Name``, its fields in order
 ``["dict", [[key, s]]]``               a dict, or a dict-like node (a ``ModelOutput``)
 ``["list", [s]]``, ``["tuple", [s]]``  a list; a tuple or namedtuple
@@ -49,7 +50,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.hcfg.state_objects import attribute_names, is_state_object
 
-_STATIC_TYPES = (bool, str, type(None), torch.device, torch.dtype)
+_STATIC_TYPES = (bool, str, type(None), torch.device, torch.dtype, type)
 
 
 def is_record(value: Any) -> bool:
@@ -159,6 +160,8 @@ def _static(value: Any) -> Any:
         return str(value)
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
+    if isinstance(value, type):  # a cache's layer class
+        return f"{value.__module__}.{value.__qualname__}"
     return value
 
 
@@ -288,7 +291,7 @@ def host_form(value: Any) -> Any:
     if is_record(value):
         return {"record": type(value).__name__, "fields": {name: host_form(getattr(value, name))
                                                            for name in fields_of(value)}}
-    if isinstance(value, (torch.device, torch.dtype)):
+    if isinstance(value, (torch.device, torch.dtype, type)):
         return _static(value)
     if isinstance(value, list):
         return [host_form(item) for item in value]
