@@ -22,6 +22,7 @@ from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.in_process.call_guard import CallGuard
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.globals_guard import GlobalsGuard
+from dycl.in_process.record_inputs import RecordUpdates
 from dycl.in_process.staleness import WeightGuard
 from dycl.in_process.state_sync import ModuleState
 from dycl.model.batch_check import static_batch_needed
@@ -30,14 +31,16 @@ from dycl.model.example_copy import copy_tensors
 from dycl.model.model_state import TrainingModeError, eval_mode, preserved, training_modules
 from dycl.model.outputs import rebuild
 from dycl.model.quiet import muted
+from dycl.model.records import host_form, is_record
 from dycl.model.validate import validate
+from dycl.rewriter.arguments import positional_arguments
 from dycl.rewriter.errors import SpecialisationWarning
 
 
 def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
-    return value
+    return host_form(value) if is_record(value) else value  # a KV cache passed back (dycl.model.records)
 
 
 def _host_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
@@ -105,6 +108,7 @@ class CompiledModel:
         self._call_guard: CallGuard | None = None  # set by compile(): the three above as one check per call
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
         self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
+        self._record_updates: RecordUpdates | None = None  # set by compile(): records passed in, updated, returned
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -121,6 +125,7 @@ class CompiledModel:
         return self._host.manifest
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        given = (args, kwargs)
         args, kwargs = _host_arguments(args, kwargs)
         try:
             raw = self.run_numpy(*args, **kwargs)
@@ -130,7 +135,8 @@ class CompiledModel:
             raise TypeError(f"expected a torch.Tensor for {error.name}, got {error.got}") from None
         outputs = _to_torch(raw, self._host.manifest.per_sample)
         spec = self._result.output_spec if self._result is not None else None
-        return rebuild(outputs, spec) if spec is not None else outputs
+        result = rebuild(outputs, spec) if spec is not None else outputs
+        return result if self._record_updates is None else self._record_updates.apply(*given, result)
 
     def run_numpy(self, *args: Any, **kwargs: Any) -> Any:
         """Call the host directly with numpy arrays (what ``host.py`` does). Arrays that
@@ -265,7 +271,10 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
     with preserved(model), muted():
         result = compile_from(front_end, dynamic=False if batch_1 else dynamic)
     front_end = _front_end(result)  # compiling again for a static batch starts after the build walk
+    with preserved(model, refuse_writes=False), muted():  # a cache passed in, returned: dycl.in_process.record_inputs
+        updates = RecordUpdates.find(model, positional_arguments(pristine[0]), pristine[1] or {})
     compiled = _compiled_model(model, result, threads)
+    compiled._record_updates = updates
     if not self_check.enabled(check):
         return compiled
     try:
@@ -279,6 +288,7 @@ def compile(model: torch.nn.Module, example_input: Any = None, backend: str = "o
             "in every compiled part, and the compiled model refuses other sizes by name"), stacklevel=2)
         result, front_end = _compiled_static(model, front_end)
         compiled = _compiled_model(model, result, threads)
+        compiled._record_updates = updates
         _self_check(model, compiled, result, pristine)
     return compiled
 

@@ -282,8 +282,11 @@ def _declared(front: Frontend) -> dict[str, dict[int, str]]:
     """The inputs' symbolic dims each sub-DNN is compiled for (name -> axis -> dim)."""
     rewritten = front.rewritten
     inputs = len(rewritten.inputs)  # module state after them keeps its shapes (rewriter.state_threading)
+    groups = {name if key is None else key: [flat.name for flat in rewritten.inputs if flat.parameter == name
+                                             and isinstance(flat.key, tuple) and flat.key[0] == key]
+              for name, key in rewritten.structures}  # dynamic= names a cache as the caller passes it
     declared = dynamic_dims(front.job.options.dynamic, list(rewritten.signature.parameters)[1:1 + inputs],
-                            front.example_args[:inputs])
+                            front.example_args[:inputs], groups)
     return front.job.mode.declared_dims(declared)
 
 

@@ -139,13 +139,56 @@ def _bind(args, kwargs):
             shown = f"array of shape {list(got.shape)}" if isinstance(got, np.ndarray) else repr(got)
             where = name if key is None else f"{name}[{key!r}]"
             raise ValueError(f"argument {where!r} was compiled as {value!r}, got {shown}")
+    structured = {(name, key): _structure_leaves(given[name] if key is None else given[name][key], tree,
+                                                 name if key is None else f"{name}[{key!r}]")
+                  for name, key, tree in CALL.get("structures", ()) if name in given}
     arguments = dict(SPECIALIZED)
     for flat, name, key in CALL["inputs"]:
         if name not in given:
             raise ValueError(f"missing argument {name!r}: the model was compiled with it passed "
                              f"(forward{_SIGNATURE})")
-        arguments[flat] = given[name] if key is None else given[name][key]
+        if isinstance(key, (list, tuple)):  # an array of an argument holding records: [its key, position]
+            arguments[flat] = structured[name, key[0]][key[1]]
+        else:
+            arguments[flat] = given[name] if key is None else given[name][key]
     return arguments
+
+
+def _structure_leaves(value, tree, where):
+    """The arrays of an argument that holds records (a KV cache), in order, after checking it
+    against the compiled structure ``tree`` (``dycl.model.records``): a record is
+    ``{"record": name, "fields": {...}}``, compiled-in values must be equal. ``ValueError``
+    naming the place, what was expected and what was got."""
+    if tree == "tensor":
+        return [value] if isinstance(value, np.ndarray) else _structure_error(where, "an array", value)
+    kind = tree[0]
+    if kind == "static":
+        if value is tree[1] or (type(value) is type(tree[1]) and value == tree[1]):
+            return []
+        return _structure_error(where, f"{tree[1]!r} (compiled in)", value)
+    if kind == "record":
+        fields = value.get("fields") if isinstance(value, dict) and value.get("record") == tree[1] else None
+        if not isinstance(fields, dict) or sorted(value) != ["fields", "record"]:
+            return _structure_error(where, f"a {tree[1]} record {{'record': {tree[1]!r}, 'fields': {{...}}}}", value)
+        value, entries = fields, tree[2]
+    elif not isinstance(value, dict if kind == "dict" else (list, tuple)):
+        return _structure_error(where, f"a {kind}", value)
+    else:
+        entries = tree[1] if kind == "dict" else list(enumerate(tree[1]))
+    keys = [key for key, _ in entries]
+    got = list(value) if isinstance(value, dict) else list(range(len(value)))
+    if sorted(map(repr, got)) != sorted(map(repr, keys)):
+        shown = "items" if kind in ("list", "tuple") else "keys"
+        return _structure_error(where, f"{shown} {keys}", value, f"{shown} {got}")
+    return [leaf for key, child in entries for leaf in _structure_leaves(value[key], child, f"{where}[{key!r}]")]
+
+
+def _structure_error(where, expected, value, got=None):
+    if got is None:
+        got = f"array of shape {list(value.shape)}" if isinstance(value, np.ndarray) else (
+            f"a {type(value).__name__}" + (f" {value!r}" if isinstance(value, (str, bool, int, float)) else ""))
+    raise ValueError(f"argument {where!r}: expected {expected}, got {got} (a structure of records, "
+                     "as the compiled model returns it, is passed back the same way)")
 
 
 def _stored_state(constants, name, path, kind, value):

@@ -430,7 +430,10 @@ class CallForm:
     inside the parameter's value); ``fixed``: ``(parameter, key, value)`` the example
     fixed, which a call must pass equal or leave out; ``absent``: the parameters the
     example left out; ``variadic``: ``(parameter, count or keys)``: the length of
-    ``*args`` or the keys of ``**kwargs`` the example passed.
+    ``*args`` or the keys of ``**kwargs`` the example passed; ``structures``: ``(parameter,
+    key, skeleton)`` for each argument (``key``: None, or its key in ``*args``/``**kwargs``) whose
+    value holds records (a KV cache: ``dycl.model.records``); each of its arrays is an input
+    whose key is ``[key, position among its arrays]``.
 
     ``from_json(c.to_json()) == c`` whenever the fixed values are JSON values
     (a value JSON cannot write is written as its ``repr``)."""
@@ -440,16 +443,18 @@ class CallForm:
     fixed: tuple = ()
     absent: tuple = ()
     variadic: tuple = ()
+    structures: tuple = ()
 
     @classmethod
-    def of(cls, parameters, inputs, fixed, absent, variadic):
+    def of(cls, parameters, inputs, fixed, absent, variadic, structures=None):
         """The call form of sequences and a ``variadic`` dict as the rewriter and the library wrapper collect them."""
         return cls(tuple((str(name), str(kind), bool(default)) for name, kind, default in parameters),
                    tuple((name, parameter, key) for name, parameter, key in inputs),
                    tuple((parameter, key, value) for parameter, key, value in fixed),
                    tuple(absent),
                    tuple((name, tuple(value) if isinstance(value, (list, tuple)) else value)
-                         for name, value in dict(variadic).items()))
+                         for name, value in dict(variadic).items()),
+                   tuple((name, key, skeleton) for name, key, skeleton in structures or ()))
 
     @classmethod
     def plain(cls, parameters, specialized):
@@ -461,7 +466,8 @@ class CallForm:
 
     def to_host(self):
         """The host's ``CALL``: the call form as a dict of lists, with the fixed values as they are."""
-        return {"parameters": [list(p) for p in self.parameters], "inputs": [list(i) for i in self.inputs],
+        structures = {"structures": [list(row) for row in self.structures]} if self.structures else {}
+        return structures | {"parameters": [list(p) for p in self.parameters], "inputs": [list(i) for i in self.inputs],
                 "fixed": [list(f) for f in self.fixed], "absent": list(self.absent),
                 "variadic": {name: list(value) if isinstance(value, tuple) else value
                              for name, value in self.variadic}}
@@ -473,7 +479,7 @@ class CallForm:
     @classmethod
     def from_json(cls, value, where="call"):
         """The call form of parsed JSON ``value``; ``ArtifactError`` naming the first field that does not fit."""
-        _json_object(value, where, ("parameters", "inputs", "fixed", "absent", "variadic"), ())
+        _json_object(value, where, ("parameters", "inputs", "fixed", "absent", "variadic"), ("structures",))
         parameters = tuple(_call_row(row, f"{where}.parameters[{n}]", _call_parameter)
                            for n, row in enumerate(_json_list(value["parameters"], f"{where}.parameters")))
         inputs = tuple(_call_row(row, f"{where}.inputs[{n}]", _call_input)
@@ -484,7 +490,9 @@ class CallForm:
                        for n, name in enumerate(_json_list(value["absent"], f"{where}.absent")))
         variadic = tuple((name, _call_variadic(passed, f"{where}.variadic.{name}"))
                          for name, passed in _json_object(value["variadic"], f"{where}.variadic", ()).items())
-        return cls(parameters, inputs, fixed, absent, variadic)
+        structures = tuple(_call_row(row, f"{where}.structures[{n}]", _call_structure)
+                           for n, row in enumerate(_json_list(value.get("structures", []), f"{where}.structures")))
+        return cls(parameters, inputs, fixed, absent, variadic, structures)
 
 
 def _call_row(row, where, read):
@@ -498,13 +506,27 @@ def _call_key(key, where):
     return _json_expect(key, where, fits, "null, an integer or a string")
 
 
+def _call_input_key(key, where):
+    """An input's key: a ``_call_key``, or ``[key, position]`` for an array of a structure."""
+    if not isinstance(key, list):
+        return _call_key(key, where)
+    if len(key) != 2:
+        _json_fail(where, "[key, position]", key)
+    return _call_key(key[0], f"{where}[0]"), _json_count(key[1], f"{where}[1]")
+
+
+def _call_structure(row, where):
+    return _json_string(row[0], f"{where}[0]"), _call_key(row[1], f"{where}[1]"), row[2]
+
+
 def _call_parameter(row, where):
     kind = _json_expect(row[1], f"{where}[1]", row[1] in PARAMETER_KINDS, f"one of {list(PARAMETER_KINDS)}")
     return _json_string(row[0], f"{where}[0]"), kind, _json_flag(row[2], f"{where}[2]")
 
 
 def _call_input(row, where):
-    return _json_string(row[0], f"{where}[0]"), _json_string(row[1], f"{where}[1]"), _call_key(row[2], f"{where}[2]")
+    return (_json_string(row[0], f"{where}[0]"), _json_string(row[1], f"{where}[1]"),
+            _call_input_key(row[2], f"{where}[2]"))
 
 
 def _call_fixed(row, where):

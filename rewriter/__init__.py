@@ -145,6 +145,7 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         fixed=tuple(flat.fixed),
         absent=tuple(flat.absent),
         variadic=dict(flat.variadic),
+        structures=dict(flat.structures),
         original_signature=inspect.signature(parsed.function),
         higher_order=any(p.higher_order for p in ctx.caches.parsed.values()),
         functions=tuple(dict.fromkeys([*ctx.caches.parsed, *ctx.caches.syntax_facts, *hook_functions(model)])),

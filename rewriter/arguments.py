@@ -38,6 +38,8 @@ from dycl.rewriter.values import Static, is_literal, literal_term
 from dycl.rewriter.vocabulary import READING_METHODS
 from dycl.rewriter.walk import bound_names, descendants
 
+from dycl.model.records import Structure, structure_of
+
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 _PASSED = object()  # a value the caller passes, not known when no example is given
 
@@ -45,11 +47,13 @@ _PASSED = object()  # a value the caller passes, not known when no example is gi
 @dataclass(frozen=True)
 class FlatInput:
     """Input ``name`` of the rewritten function is ``forward()``'s ``parameter``,
-    or its element ``key`` (an index into ``*args``, a key of ``**kwargs``)."""
+    or its element ``key`` (an index into ``*args``, a key of ``**kwargs``), or, with
+    ``key`` ``(item, position)``, an array of a value holding records passed for it
+    (``FlatParameters.structures``)."""
 
     name: str
     parameter: str
-    key: int | str | None = None
+    key: int | str | tuple | None = None
 
 
 @dataclass
@@ -68,6 +72,9 @@ class FlatParameters:
     fixed: list[tuple[str, int | str | None, Any]] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
+    #: ``(parameter, key or None)`` whose value holds records (``dycl.model.records``): each array is an
+    #: input whose key is ``(key, position)``
+    structures: dict[tuple[str, int | str | None], Structure] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,8 @@ def flatten_returns(definition: cst.FunctionDef, form: ReturnForm, namespace: Na
             names = [namespace.fresh("out") for _ in range(form.count)]
             targets = ", ".join(names) + ("," if len(names) == 1 else "")
             text = cst.Module([]).code_for_node(value)
+            if isinstance(value, cst.Tuple) and not value.lpar:  # `return a, b`: one argument
+                text = f"({text})"
             lines = [f"{targets} = {leaves}({text})" if names else f"{leaves}({text})", f"return {form.plain(names)}"]
             return cst.FlattenSentinel([set_location(cst.parse_statement(line), comment_of(original))
                                         for line in lines])
@@ -140,6 +149,8 @@ class _Flattener:
         self.inputs: list[cst.Param] = []
         self.defaults: list[cst.Param] = []
         self.displays: dict[str, str] = {}
+        self.structured: set[str] = set()  # parameters whose display builds records: assigned once, first
+        self.prologue: list[str] = []  # the records passed in *args/**kwargs, built first
 
     def parameter(self, param: inspect.Parameter, example: dict[str, Any]) -> None:
         name = param.name
@@ -152,6 +163,9 @@ class _Flattener:
                 _specialize(self.flat, self.defaults, name, value)
             elif _tensor_sequence(value):
                 self._sequence(name, value)
+            elif (structure := structure_of(value)) is not None:
+                self.displays[name] = self._structured(name, structure)
+                self.structured.add(name)
             else:
                 self._input(FlatInput(name, name))
         elif is_literal(param.default):
@@ -175,6 +189,12 @@ class _Flattener:
                 self.flat.fixed.append((name, key, value))
                 terms.append(cst.Module([]).code_for_node(literal_term(value)))
                 continue
+            structure = structure_of(value)
+            if structure is not None:  # built once, first: forward may update it in place
+                built = self.namespace.fresh(f"{name}_{key}")
+                self.prologue.append(f"{built} = {self._structured(name, structure, key)}")
+                terms.append(built)
+                continue
             fresh = self.namespace.fresh(f"{name}_{key}" if str(key).isidentifier() or isinstance(key, int)
                                          else name)
             terms.append(self._input(FlatInput(fresh, name, key)))
@@ -190,6 +210,17 @@ class _Flattener:
         opening, closing = ("[", "]") if isinstance(value, list) else ("(", ",)" if len(terms) == 1 else ")")
         self.displays[name] = opening + ", ".join(terms) + closing
 
+    def _structured(self, name: str, structure: Structure, key: int | str | None = None) -> str:
+        """A value holding records (a KV cache) passed for ``name`` (or its item ``key``): one
+        input per array, keyed ``(key, position)``, and the value built afresh from them first
+        (``dycl.model.records``). Returns the expression that builds it."""
+        self.flat.structures[name, key] = structure
+        prefix = name if key is None else f"{name}_{key}" if str(key).isidentifier() or isinstance(key, int) else name
+        terms = [self._input(FlatInput(self.namespace.fresh(leaf), name, (key, position)))
+                 for position, leaf in enumerate(structure.leaf_names(prefix))]
+        build = self.globals_table.resolve(f"{prefix}_structure", {f"{prefix}_structure": structure.build}).term.value
+        return f"{build}({', '.join(terms)})"
+
     def finish(self, definition: cst.FunctionDef, example: dict[str, Any]) -> FlatParameters:
         """The flat definition: a display is substituted for its name where the body
         never rebinds or changes it, else assigned first."""
@@ -197,7 +228,9 @@ class _Flattener:
         assigned = {name for stmt in definition.body.body for name in bound_names(stmt)}
         # a dict changed in place must stay one object, not be substituted by its display
         assigned |= {name for name in mutated_names(definition) if displays.get(name, "").startswith(("{", "["))}
-        prologue = [f"{name} = {display}" for name, display in reversed(displays.items()) if name in assigned]
+        assigned |= self.structured  # one object per call: forward may update it in place
+        prologue = [*self.prologue,
+                    *(f"{name} = {display}" for name, display in reversed(displays.items()) if name in assigned)]
         substituted = {name: cst.parse_expression(d) for name, d in displays.items() if name not in assigned}
         statements = list(definition.body.body)
         if substituted:

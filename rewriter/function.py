@@ -48,6 +48,8 @@ class RewrittenFunction:
     fixed: tuple[tuple[str, int | str | None, Any], ...] = ()
     absent: tuple[str, ...] = ()
     variadic: dict[str, int | list[str]] = field(default_factory=dict)
+    #: parameters whose value holds records, by name (``rewriter.arguments.FlatParameters``)
+    structures: dict[str, Any] = field(default_factory=dict, compare=False)
     original_signature: inspect.Signature | None = None
     higher_order: bool = False  # the source called torch.cond/map: the original must never be traced
     #: module state threaded through the function (``rewriter.state_threading``): parameters after the

@@ -34,6 +34,7 @@ from torch.overrides import TorchFunctionMode
 from dycl.harness.self_check_inputs import Derived, derived_inputs
 from dycl.model.example_copy import copy_tensors
 from dycl.model.model_state import ModelSnapshot
+from dycl.model.records import fields_of, is_record
 from dycl.model.signature import bind_example, example_arguments
 
 #: absolute tolerance, relative to the largest magnitude of the expected value (ONNX Runtime and TVM fuse and
@@ -256,6 +257,9 @@ def _pairs(expected: Any, actual: Any, path: str) -> Iterator[tuple[str, Any, An
             return
         for key in expected:
             yield from _pairs(expected[key], actual[key], f"{path}[{key!r}]")
+    elif is_record(expected) and type(actual) is type(expected):  # a KV cache: by its fields (dycl.model.records)
+        for name in fields_of(expected):
+            yield from _pairs(getattr(expected, name), getattr(actual, name, None), f"{path}.{name}")
     else:
         yield path, expected, actual
 

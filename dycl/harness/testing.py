@@ -8,6 +8,8 @@ from typing import Any
 import torch
 
 from dycl.harness.paths import model_source_files, record_path
+from dycl.model.example_copy import copy_tensors
+from dycl.model.records import fields_of, is_record
 from dycl.rewriter.arguments import positional_arguments
 
 
@@ -44,6 +46,9 @@ def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
         return None
     if type(expected) is not type(actual):
         return f"expected {expected!r}, got {actual!r}"
+    if is_record(expected):  # a KV cache: compared by its fields (dycl.model.records)
+        fields = {name: getattr(expected, name) for name in fields_of(expected)}
+        return outputs_match(fields, {name: getattr(actual, name, None) for name in fields}, atol)
     if isinstance(expected, float) and atol > 0.0:
         close = abs(expected - actual) <= atol or expected == actual
         return None if close else f"expected {expected!r}, got {actual!r}"
@@ -62,9 +67,9 @@ def assert_equivalent(model: torch.nn.Module, candidate: Callable[..., Any], inp
     count = 0
     for i, item in enumerate(inputs):
         args = positional_arguments(item)
-        with torch.no_grad():
-            expected, path = record_path(model, *args, files=files)
-            actual = candidate(*args)
+        with torch.no_grad():  # each on its own copy: forward may update its inputs (a KV cache) in place
+            expected, path = record_path(model, *copy_tensors(args), files=files)
+            actual = candidate(*copy_tensors(args))
         paths.add(path)
         problem = outputs_match(expected, actual, atol)
         assert problem is None, f"input #{i}: {problem}"

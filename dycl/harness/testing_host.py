@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from dycl.model.example_copy import copy_tensors
+from dycl.model.records import host_form, is_record
 from dycl.rewriter.arguments import positional_arguments
 
 _SCRIPT = r'''
@@ -87,6 +88,8 @@ def to_numpy(value: Any) -> Any:
     as a ``ModelOutput``, as a plain dict)."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy().copy()  # not a view: a model that changes its input in place
+    if is_record(value):  # a KV cache: its plain form (dycl.model.records)
+        return to_numpy(host_form(value))
     if isinstance(value, dict):
         return {k: to_numpy(v) for k, v in value.items()}
     if isinstance(value, tuple):

@@ -34,11 +34,16 @@ BATCH = "batch"
 _AUTO = object()  # a dim listed without a name
 
 
-def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tuple) -> dict[str, dict[int, str]]:
+def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tuple,
+                 groups: Mapping[str, Sequence[str]] | None = None) -> dict[str, dict[int, str]]:
     """``{parameter: {axis: dim name}}`` for the tensor inputs in ``example_args``
     (bound to ``parameters`` in order). Raises ValueError for a spec that names an
-    unknown input, a non-tensor input, an axis out of range or an invalid name."""
+    unknown input, a non-tensor input, an axis out of range or an invalid name.
+    ``groups``: forward()'s parameters whose value is several inputs (a KV cache:
+    ``dycl.model.records``), by name: their dims apply to each of those inputs."""
     tensors = {name: value for name, value in zip(parameters, example_args) if isinstance(value, torch.Tensor)}
+    if groups and isinstance(spec, Mapping):
+        spec = _expand(spec, groups, tensors)
     if spec is False or spec is None:
         return {}
     if spec is True or spec == "batch":
@@ -73,6 +78,22 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
             else:
                 chosen[position] = dim_name
     return {name: chosen for name, chosen in dims.items() if chosen}
+
+
+def _expand(spec: Mapping[str | int, Any], groups: Mapping[str, Sequence[str]],
+            tensors: Mapping[str, torch.Tensor]) -> dict[str | int, Any]:
+    """``spec`` with each entry for a group of inputs given to every tensor of the group
+    (a named dim every one of them has: a cache's ``{2: "past"}`` on each key and value)."""
+    expanded: dict[str | int, Any] = {}
+    for key, axes in spec.items():
+        if not isinstance(key, str) or key not in groups or key in tensors:
+            expanded[key] = axes
+            continue
+        pairs = _axes(axes, key)
+        for name in groups[key]:
+            if name in tensors and all(-tensors[name].dim() <= axis < tensors[name].dim() for axis, _ in pairs):
+                expanded[name] = axes
+    return expanded
 
 
 def _batch(tensors: dict[str, torch.Tensor]) -> dict[str, dict[int, str]]:

@@ -44,7 +44,7 @@ from torch.utils import _pytree as pytree
 
 from dycl.export.size_numbers import has_size_calls, reads_size
 from dycl.hostgen.manifest import CallForm
-from dycl.model import outputs
+from dycl.model import outputs, records
 from dycl.model.example_run import run_on_example
 from dycl.rewriter import ReturnForm, RewrittenFunction
 from dycl.rewriter.decorators import undecorate
@@ -116,6 +116,9 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
     example's arguments were positional (the others are passed by keyword, as the example
     passed them: a decorator's wrapper may read its ``kwargs``)."""
     _, leaves, spec = _example_output(model, passed, run, positional)
+    structure = records.structure_of(pytree.tree_unflatten(leaves, spec))
+    if structure is not None:  # a KV cache among the outputs: returned in its plain form (dycl.model.records)
+        return _ReturnForm(structure.port_leaves, structure.count, structure.plain_expression, structure)
     if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None  # a Python number in the output is left to the host, which computes it per call
     return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),

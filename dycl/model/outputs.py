@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from dycl.model.records import Structure
+
 
 def flatten(value: Any) -> tuple[list[Any], pytree.TreeSpec]:
     return pytree.tree_flatten(value)
@@ -62,8 +64,11 @@ def _keys(node: pytree.TreeSpec) -> list[Any] | None:
     return None
 
 
-def describe(spec: pytree.TreeSpec) -> Any:
-    """The tree as JSON: a leaf is ``"leaf"``; a node names its type and lists its children."""
+def describe(spec: pytree.TreeSpec | Structure) -> Any:
+    """The tree as JSON: a leaf is ``"leaf"``; a node names its type and lists its children
+    (a record is ``"returned_as": "record"``: ``dycl.model.records``)."""
+    if isinstance(spec, Structure):
+        return spec.describe()
     if spec.is_leaf():
         return "leaf"
     if spec.type is type(None):
@@ -80,8 +85,11 @@ def describe(spec: pytree.TreeSpec) -> Any:
     return node
 
 
-def rebuild(plain: Any, spec: pytree.TreeSpec) -> Any:
-    """The framework's objects from the plain form the host returned."""
+def rebuild(plain: Any, spec: pytree.TreeSpec | Structure) -> Any:
+    """The framework's objects from the plain form the host returned (``Structure``: an output
+    holding records, ``dycl.model.records``)."""
+    if isinstance(spec, Structure):
+        return spec.rebuild(plain)
     if isinstance(plain, torch.Tensor) and spec.is_leaf():  # one tensor returned: itself (no pytree walk)
         return plain
     return pytree.tree_unflatten(pytree.tree_leaves(plain), spec)

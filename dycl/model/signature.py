@@ -50,8 +50,13 @@ def bind_example(model: torch.nn.Module, example_input: Any, kwargs: dict[str, A
 def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
     """The example's value of every input of ``rewritten``, in its parameter order."""
     values = []
+    leaves = {(name, key): structure.port_leaves(passed[name] if key is None else passed[name][key])
+              for (name, key), structure in rewritten.structures.items()}
     for flat in rewritten.inputs:
         value = passed[flat.parameter]
+        if isinstance(flat.key, tuple):  # an array of a value holding records: (its key, its position)
+            values.append(leaves[flat.parameter, flat.key[0]][flat.key[1]])
+            continue
         values.append(value if flat.key is None else value[flat.key])
     # then the module state threaded through the function, as it is now (rewriter.state_threading)
     values.extend(state.slot.read() for state in rewritten.state if state.kind not in NOT_INPUTS)
@@ -64,7 +69,8 @@ def call_description(rewritten: RewrittenFunction) -> CallForm:
     parameters = list(rewritten.original_signature.parameters.values())[1:]
     return CallForm.of([(p.name, p.kind.name, p.default is not inspect.Parameter.empty) for p in parameters],
                        [(flat.name, flat.parameter, flat.key) for flat in rewritten.inputs],
-                       rewritten.fixed, rewritten.absent, rewritten.variadic)
+                       rewritten.fixed, rewritten.absent, rewritten.variadic,
+                       [(name, key, structure.skeleton) for (name, key), structure in rewritten.structures.items()])
 
 
 __all__ = ["bind_example", "call_description", "example_arguments", "flat_example"]
