@@ -16,7 +16,7 @@ element of one) shares the updated tensor's storage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import libcst as cst
@@ -118,15 +118,19 @@ def _storage(tensor: torch.Tensor) -> int | None:
 
 
 def check_inplace_aliasing(names: list[str], state: dict[str, Any], location: Callable[[], SourceLocation | None],
-                           ignore: set[str] | frozenset[str] = frozenset()) -> None:
+                           ignore: set[str] | frozenset[str] = frozenset(),
+                           arguments: Mapping[str, Any] | None = None) -> None:
     """Raise ``UnsupportedError`` if one of ``names`` (``updated_in_place`` of a statement)
     holds a tensor another name shares; ``location`` gives the statement's source line.
-    Names in ``ignore`` (the HCFG builder's single-use temporaries, already read) do not count."""
+    Names in ``ignore`` (the HCFG builder's single-use temporaries, already read) do not count.
+    ``arguments`` (parameter -> the caller's value) count as names held by the caller, whatever
+    ``state`` binds them to now: see ``check_argument_aliasing``."""
     for name in names:
         value = state.get(name)
         if not isinstance(value, torch.Tensor) or _storage(value) is None:
             continue
         storage = _storage(value)
+        check_argument_aliasing(name, value, state, arguments or {}, location)
         for other, held in state.items():
             if other == name or other in ignore or other.startswith("__"):
                 continue
@@ -135,3 +139,22 @@ def check_inplace_aliasing(names: list[str], state: dict[str, Any], location: Ca
                     f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
                     f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
                     "the tensor under one name: dycl tracks each name's value on its own")
+
+
+def check_argument_aliasing(name: str, value: torch.Tensor, state: dict[str, Any], arguments: Mapping[str, Any],
+                            location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``value`` (``name``'s tensor, about to be updated in place)
+    shares storage with a tensor the caller passed, unless ``name`` is that parameter and still
+    holds the caller's tensor itself (``dycl.in_process.written_inputs`` writes that one back).
+    The caller keeps its reference however the function rebinds the parameter: after
+    ``inp = x; x = f(x)``, ``inp.add_(1)`` changes the caller's tensor, which no name tracks."""
+    storage = _storage(value)
+    for parameter, passed in arguments.items():
+        if name == parameter and state.get(parameter) is passed:
+            continue
+        if any(_storage(tensor) == storage for tensor in _tensors(passed)):
+            raise UnsupportedError(
+                f"an in-place update of `{name}`, whose tensor the caller's argument `{parameter}` also refers to",
+                location(),
+                f"update `{parameter}` itself while the name still holds the argument (dycl writes that back to "
+                f"the caller), or update a copy: `{name} = {name}.clone()` first")

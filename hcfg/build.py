@@ -107,6 +107,8 @@ class HCFGBuilder:
         bound.apply_defaults()
         self.initial: State = {**self.globals, **bound.arguments}
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
+        # what the caller passed: it keeps these tensors whatever forward rebinds (hcfg.aliasing)
+        self.arguments = {name: bound.arguments[name] for name in self.parameters if name in bound.arguments}
         # fork/split/merge at each ``if``, as the explore walk does them (``hcfg.interpreter.Paths``)
         self.paths = Paths(PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters))
         self._code: dict[int, Any] = {}
@@ -315,7 +317,7 @@ class HCFGBuilder:
             for state in (s.concrete for s in states):
                 if inplace:
                     check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
-                                           ignore=self.temporaries)
+                                           ignore=self.temporaries, arguments=self.arguments)
                 reads = self.observations.reads(stmt, state) if tensor else None
                 decided = None if inplace else self._bind_evaluated(stmt, state)
                 if decided is None:

@@ -33,7 +33,7 @@ from dycl.rewriter.state_slots import collect_state_writes, state_receiver
 from dycl.rewriter.substitute import rename
 from dycl.rewriter.super_calls import is_super_call
 from dycl.rewriter.values import ModuleIndex, Static, fingerprint, holds_container, is_literal
-from dycl.rewriter.walk import bound_names, descendants
+from dycl.rewriter.walk import all_names, bound_names, descendants
 from dycl.rewriter.written_hooks import hook_definition, is_written_hook
 
 #: A callee specialised to a call: (function, receiver fingerprint, static
@@ -166,6 +166,29 @@ def _receiver_key(ctx: RewriteContext, receiver: Static | None) -> object:
 
 
 def _call_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: cst.Call) -> bool:
+    """Whether ``call`` provably never branches on data: what it calls, and the user functions it
+    is passed as arguments (``max(items, key=score)``, ``map(f, ...)``), which it may call."""
+    return _called_is_branch_free(ctx, flow, env, call) and all(
+        _passed_is_branch_free(ctx, flow, env, arg.value) for arg in call.args)
+
+
+def _passed_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, value: cst.BaseExpression) -> bool:
+    """For an argument that is a user function or a module's method (``key=score``), whether
+    calling it provably never branches on data; any other argument: True."""
+    if not isinstance(value, (cst.Name, cst.Attribute)):
+        return True
+    static = flow.evaluate(value, env)
+    target = static.value if static is not None else None
+    if isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
+        function = user_function(target.__func__, ctx)
+        return not ctx.rewrites(function) or branch_free(ctx, function, Static(target.__self__, value), flow.index)
+    if isinstance(target, types.FunctionType):
+        function = user_function(target, ctx)
+        return not ctx.rewrites(function) or branch_free(ctx, function, None, flow.index)
+    return True
+
+
+def _called_is_branch_free(ctx: RewriteContext, flow: StaticFlow, env: Env, call: cst.Call) -> bool:
     func = flow.evaluate(call.func, env)
     if func is None:
         return not (isinstance(call.func, cst.Name) and call.func.value in flow.locals)
@@ -233,6 +256,19 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     return InlinedBody(inlined.body, inlined.params, inlined.assigned, {cached.placeholder: receiver.term})
 
 
+def _reserve_free_names(ctx: RewriteContext, parsed: ParsedFunction, names: set[str]) -> None:
+    """Take the names a callee reads from outside before its passes draw fresh names, as the root's
+    are taken (``rewriter._entry``): a global registered under its own name where it is free, any
+    other name reserved. Else a pass's fresh name could be one of them, and the inlined body would
+    read its own local for the global (``max(items, key=score)`` lowered to ``score = score(t)``)."""
+    scope = parsed.globals
+    for name in sorted(names):
+        if name in scope:
+            ctx.globals.resolve(name, scope)
+        else:
+            ctx.namespace.reserve(name)
+
+
 def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.BaseStatement,
                          outer_index: ModuleIndex, run_body: RunBody, frame: tuple) -> CachedCallee | None:
     """Note: recursion with a static depth. A call is rewritten for its static arguments
@@ -250,7 +286,9 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
     parsed = parse_checked(ctx, callee.function)
     if callee.forwarded is not None:  # *args/**kwargs as parameters of their own (rewriter.forwarding)
         parsed = dataclasses.replace(parsed, definition=specialise(parsed.definition, callee.forwarded))
-    mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound_names(parsed.definition))}
+    bound = bound_names(parsed.definition)
+    _reserve_free_names(ctx, parsed, all_names(parsed.definition) - bound)
+    mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound)}
     definition = rename(parsed.definition, mapping)
     env = Env()
     placeholder = None

@@ -44,6 +44,8 @@ _P = inspect.Parameter
 def needs_entry(resolved: ResolvedMethod) -> bool:
     """Whether ``resolved``'s function has a wrapper layer whose code compiling its source would drop,
     or is itself a closure (a wrapper made without ``functools.wraps``, reading the function it wraps)."""
+    if not inspect.isfunction(resolved.function) and hasattr(resolved.function, "__wrapped__"):
+        return True  # a class-based decorator's instance (rewriter.forward)
     try:
         inner = undecorate(resolved.function)
     except UnsupportedError:

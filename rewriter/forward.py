@@ -45,6 +45,9 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
         function = getattr(type(module), method, None)
         if function is None:
             raise UnsupportedError(f"{type(module).__qualname__}.{method}, which does not exist", None)
+        if not isinstance(function, types.FunctionType) and hasattr(function, "__wrapped__"):  # a class-based
+            # decorator's instance (functools.update_wrapper), compiled as a call of it (rewriter.decorated_entry)
+            function = _bound_object(module, method)
         return ResolvedMethod(function, module)
     attribute = vars(module)[method]
     keywords: dict[str, Any] = {}
@@ -61,6 +64,27 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
                            _init_location(module),
                            "assign a bound method, e.g. self.forward = self.early_exit (Python calls a plain "
                            "function stored on the instance without self)")
+
+
+def _bound_object(module: torch.nn.Module, method: str) -> Any:
+    """The object stored as the class's ``method`` (a class-based decorator's instance), when
+    looking it up on ``module`` binds the module as its first argument, as a method's ``__get__``
+    does (``functools.partial(obj, module)`` or ``types.MethodType(obj, module)``): calling it with
+    the module first is then what ``module.method(...)`` runs. Else ``UnsupportedError``."""
+    stored = inspect.getattr_static(type(module), method)
+    bound = getattr(module, method)
+    if isinstance(bound, functools.partial) and bound.func is stored and len(bound.args) == 1 \
+            and bound.args[0] is module and not bound.keywords:
+        return stored
+    if isinstance(bound, types.MethodType) and bound.__func__ is stored and bound.__self__ is module:
+        return stored
+    code = getattr(inspect.unwrap(stored), "__code__", None)
+    raise UnsupportedError(
+        f"{type(module).__qualname__}.{method}, a {type(stored).__qualname__} object that looking it up on the "
+        f"module turns into {type(bound).__qualname__}", SourceLocation(code.co_filename, code.co_firstlineno)
+        if code is not None else None,
+        "bind the module as a method does: return functools.partial(self, obj) or types.MethodType(self, obj) "
+        "from the decorator's __get__")
 
 
 def signature_of(resolved: ResolvedMethod, function: Any = None,

@@ -14,12 +14,15 @@ from collections.abc import Callable
 from dycl.fuzz.patterns import DELETE, ITEM_WRITE
 from dycl.fuzz.patterns26 import PROBABILITY as _ISSUE_26
 from dycl.fuzz.patterns27 import PROBABILITY as _ISSUE_27
+from dycl.fuzz.patterns_fresh import PROBABILITY as _FRESH
 from dycl.fuzz.program import Program, render_classes
 
 #: the features of issue 26 (their own random stream: leaving them out gives the programs of before)
 ISSUE_26 = tuple(_ISSUE_26)
 #: the constructs of issue 27 (a fourth stream, likewise)
 ISSUE_27 = tuple(_ISSUE_27)
+#: the fresh patterns: constructs dycl learned after issue 27 (a fifth stream, likewise)
+FRESH = tuple(_FRESH)
 
 FEATURES = {
     "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
@@ -67,6 +70,17 @@ FEATURES = {
     "super-call": "x = super().forward(x) into a user base class",
     "generator": "a generator method consumed by a for loop in forward",
     "recursion": "a method calling itself with a static depth (2), branching on data",
+    "tensor-and-or": "and/or over two tensor tests, in if tests and as values (ok = x.sum() > 0 and x.max() > 0.45)",
+    "decorated-forward": "the root forward decorated: a functools.wraps wrapper deciding on data, a class-based "
+                         "decorator binding the module in __get__",
+    "state-hooks": "hooks that read and write module state (a call counter, a list of output means, a counter of "
+                   "data-dependent hits) which forward reads",
+    "trace-read": "forward appends to self.trace and reads it back (self.trace[-1], sum(self.trace), len)",
+    "argmax-block": "a block picked by a data-dependent index (self.blocks[int(x.argmax()) mod 3](x))",
+    "host-int-conditional": "k = 2 if x.mean() > 0 else 3 used as a host number (a loop bound, an index, a factor)",
+    "input-mutation-read": "the argument changed in place later in forward (inp.add_(0.25) under a data test), "
+                           "then read",
+    "module-container-loop": "a ModuleDict / ModuleList iterated with a data-dependent continue or break",
 }
 
 # features the zero-refusal campaign leaves out (`python -m dycl.fuzz --exclude known`, the first test of
@@ -87,6 +101,8 @@ KNOWN_BUGS: dict[str, str] = {
 KNOWN_BUGS.update({name: "issue 26" for name in ISSUE_26})
 # issue 27's constructs (dycl.fuzz.patterns27): the refused ones are counted per reason by the campaign
 KNOWN_BUGS.update({name: "issue 27" for name in ISSUE_27})
+# the fresh patterns (dycl.fuzz.patterns_fresh): left out of the zero-refusal campaign like issue 27's
+KNOWN_BUGS.update({name: "fresh" for name in FRESH})
 
 _WRITE = r"\[[^\]\n]*\]\s*(?:[-+*]?=)(?!=)"
 _SOURCE_PATTERNS = {
@@ -109,7 +125,7 @@ _SOURCE_PATTERNS = {
     "tensor-data": r"\.data\.",
     "module-choice": r"self\.heads\[(?:int\(|i\])|getattr\(self, f\"head",
     "host-conditional": r"^\s*(?:act|key|gain) = .+ if .+ else ",
-    "hooks": r"register_forward(?:_pre)?_hook\(",
+    "hooks": r"register_forward(?:_pre)?_hook\((?!count_call|count_hits|self\._record)",
     "input-mutation": r"^\s*x(?:\.(?:mul_|add_)\(|\[:, 0\] = )",
     "sampling": r"dropout\(x, |randn_like\(|torch\.rand\(\(\)\)",
     "shape-test": r"x\.shape\[0\] ==|x\.size\(0\) >",
@@ -124,6 +140,14 @@ _SOURCE_PATTERNS = {
     "super-call": r"super\(\)\.forward\(",
     "generator": r"self\._steps\(x\)",
     "recursion": r"self\._recurse\(x, ",
+    "tensor-and-or": r"x\.\w+\(\) [<>] -?[\d.]+ (?:and|or) x\.",
+    "decorated-forward": r"^\s*@(?:centered|tanh_out|rescaled)\n\s*def (?:forward|_infer)\(",
+    "state-hooks": r"register_forward(?:_pre)?_hook\((?:count_call|count_hits|self\._record)\)",
+    "trace-read": r"self\.trace\[-1\]|sum\(self\.trace\)|len\(self\.trace\)",
+    "argmax-block": r"self\.blocks\[(?:idx\]|.*argmax\(\))",
+    "host-int-conditional": r"^\s*k = \d if .+ else \d$",
+    "input-mutation-read": r"\binp\.\w+_\(",
+    "module-container-loop": r"for .+ in (?:self\.stages|enumerate\(self\.stack\))",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,

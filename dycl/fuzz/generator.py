@@ -30,6 +30,7 @@ from dycl.fuzz.features import FEATURES, KNOWN_BUGS, mentions  # noqa: F401 - FE
 from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.patterns26 import DECIDING, Patterns26
 from dycl.fuzz.patterns27 import Patterns27
+from dycl.fuzz.patterns_fresh import FreshPatterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, render_classes
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
@@ -65,7 +66,7 @@ class Scope:
 class _Generator:
     def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
                  feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None,
-                 issue27_rng: random.Random | None = None) -> None:
+                 issue27_rng: random.Random | None = None, fresh_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
         # the patterns come from their own stream, so that adding one leaves the other draws alone
@@ -76,6 +77,8 @@ class _Generator:
         self.patterns26 = Patterns26(issue26_rng or random.Random(0), exclude)
         # and issue 27's constructs from a fourth
         self.patterns27 = Patterns27(issue27_rng or random.Random(0), exclude)
+        # and the fresh patterns from a fifth
+        self.fresh_patterns = FreshPatterns(fresh_rng or random.Random(0), exclude)
         self.library: list[Helper] = []
         self.library_cost: dict[str, int] = {}
         self.gate_inner: list[Stmt] | None = None
@@ -424,7 +427,7 @@ class _Generator:
     def uses_patterns(self) -> bool:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
         return (any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
-                or any(self.patterns27.on.values()))
+                or any(self.patterns27.on.values()) or any(self.fresh_patterns.on.values()))
 
     def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
         """Call the gate, a helper and a library function from ``body`` (top level, from index
@@ -504,6 +507,7 @@ class _Generator:
         self.observe_patterns(body, first)
         self.use_issue26_patterns(body, first)
         self.use_issue27_constructs(body, first)
+        self.use_fresh_patterns(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -514,12 +518,27 @@ class _Generator:
             attributes=dict(self.patterns.attributes))
         _drop_unused(program)
         has_gate = program.gate_body is not None and program.n_gates > 0
+        fresh = self.fresh_patterns
         program.init_lines = self.patterns26.init_lines(self.width, has_gate)
+        program.init_lines += [line.format(w=self.width) for line in fresh.init_lines()]
         program.batch_sizes = self.patterns26.batch_sizes()
-        program.module_lines = self.patterns27.module_lines()
-        program.methods = self.patterns27.methods()
+        program.module_lines = self.patterns27.module_lines() + fresh.module_lines()
+        program.methods = self.patterns27.methods() + fresh.methods()
         program.base = self.patterns27.base()
+        program.forward_decorator = fresh.decorator
         return program
+
+    def use_fresh_patterns(self, body: list[Stmt], first: int) -> None:
+        """The statements of each drawn fresh pattern, at the top level of ``body`` (from index ``first``),
+        and ``inp = x`` first where the argument is changed later."""
+        for text, cost in self.fresh_patterns.required():
+            body.insert(self.rng.randint(first, len(body)), Line(text))
+            self.lines += text.count("\n") + 1
+            self.cost += cost
+            self.tensor_tests += 1
+        if self.fresh_patterns.first_statement():
+            body.insert(0, Line(self.fresh_patterns.first_statement()))
+            self.lines += 1
 
     def use_issue27_constructs(self, body: list[Stmt], first: int) -> None:
         """A statement of each drawn issue-27 construct, at the top level of ``body`` (from index ``first``)."""
@@ -610,8 +629,9 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
         features = random.Random(f"dycl.fuzz.features:{seed}:{index}:{attempt}:{retry // 100}")
         issue26 = random.Random(f"dycl.fuzz.issue26:{seed}:{index}:{attempt}:{retry // 100}")
         issue27 = random.Random(f"dycl.fuzz.issue27:{seed}:{index}:{attempt}:{retry // 100}")
+        fresh = random.Random(f"dycl.fuzz.fresh:{seed}:{index}:{attempt}:{retry // 100}")
         gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26,
-                         issue27)
+                         issue27, fresh)
         program = gen.program()
         max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:

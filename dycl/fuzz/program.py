@@ -105,6 +105,7 @@ class Program:
     module_lines: list[str] = field(default_factory=list)  # module-level definitions (an Enum, a base class: issue 27)
     methods: list[str] = field(default_factory=list)  # extra methods' lines, indented as members (issue 27)
     base: str = "nn.Module"  # the model's base class
+    forward_decorator: str | None = None  # a decorator (defined in module_lines) of the root forward
 
     def copy(self) -> Program:
         return copy.deepcopy(self)
@@ -274,7 +275,10 @@ def render_classes(program: Program, with_library: bool = True) -> str:
     out += program.methods
     if program.swap_forward:
         out += ["", "    def forward(self, x):", "        return self._infer(x * 0.5)"]
-    out += ["", f"    def {'_infer' if program.swap_forward else 'forward'}(self, x):"]
+    out.append("")
+    if program.forward_decorator:
+        out.append(f"    @{program.forward_decorator}")
+    out.append(f"    def {'_infer' if program.swap_forward else 'forward'}(self, x):")
     out += render_block(program.body, 2, n_layers, program.returns)
     out.append("        " + return_text(program.returns))
     return "\n".join(out) + "\n"

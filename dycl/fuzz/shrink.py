@@ -123,6 +123,8 @@ def _program_edits(program: Program) -> Iterator[Callable[[Program], None]]:
         yield lambda p, name=name: p.buffers.pop(name)
     for k in range(len(program.init_lines)):
         yield lambda p, k=k: p.init_lines.pop(k)
+    if program.forward_decorator:
+        yield lambda p: setattr(p, "forward_decorator", None)
     if program.batch_sizes != (1,):
         yield lambda p: setattr(p, "batch_sizes", (1,))
     if program.flag is not None:

@@ -6,8 +6,9 @@ inside ``model_state.preserved``), and calling the compiled model is side-effect
 apart from the input write-back it promises (``dycl.in_process.written_inputs``).
 
 Guarantees: ``run`` raises ``SelfCheckError`` naming the first difference (which input,
-which output or input leaf, expected against got) when, on the example or on a derived
-input eager accepts, the compiled model returns another structure, type, dtype, shape or
+which output or input leaf, expected against got) when, on the example, on a derived
+input or on an input found to reach a branch they did not (``dycl.harness.self_check_search``)
+that eager accepts, the compiled model returns another structure, type, dtype, shape or
 value than eager (values within ``tolerance``), or leaves the arguments in another state
 than eager leaves them (a mutated input). Eager and the compiled model each run on their
 own copy of every input, so the caller's example is never touched. A derived input on
@@ -32,6 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from dycl.harness.self_check_inputs import Derived, derived_inputs
+from dycl.harness.self_check_search import BranchSearch, branch_search
 from dycl.model.example_copy import copy_tensors
 from dycl.model.model_state import ModelSnapshot
 from dycl.model.records import fields_of, is_record
@@ -73,6 +75,8 @@ class Subject:
     #: a model whose forward writes module state (``rewriter.state_threading``): each run starts
     #: from the same state, put back before the compiled run and before a second eager run
     stateful: torch.nn.Module | None = None
+    #: more inputs, for the branches the derived ones leave unreached (``dycl.harness.self_check_search``)
+    search: BranchSearch | None = None
 
 
 def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, example_input: Any,
@@ -91,15 +95,23 @@ def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, e
     except TypeError:
         passed = {}
     symbolic = symbolic_axes(passed, result.rewritten.inputs, result.manifest.inputs)
-    return Subject(model, compiled, args, kwargs, symbolic, model if result.rewritten.state else None)
+    stateful = model if result.rewritten.state else None
+    return Subject(model, compiled, args, kwargs, symbolic, stateful, branch_search(compiled, stateful))
 
 
 def run(subject: Subject) -> int:
-    """Compare on the example and its derived inputs; return how many were compared."""
-    compared = 0
+    """Compare on the example and its derived inputs, then on inputs that reach the host
+    conditions' outcomes none of them reached (``subject.search``); return how many were compared."""
+    compared, example = 0, None
     for derived in derived_inputs(subject.args, subject.kwargs, subject.symbolic):
+        example = example or derived
         if _compare(subject, derived):
             compared += 1
+            if subject.search is not None and not derived.resized:
+                subject.search.note(derived)
+    if subject.search is not None and example is not None:
+        for derived in subject.search.candidates(example):
+            compared += _compare(subject, derived)
     return compared
 
 

@@ -44,7 +44,7 @@ def _check_model(model: Any) -> inspect.Signature:
     if forward is torch.nn.Module.forward:
         raise TypeError(f"{type(model).__name__} does not define forward(): dycl compiles the forward() of an "
                         "nn.Module")
-    if not inspect.isfunction(forward):
+    if not inspect.isfunction(forward) and not hasattr(forward, "__wrapped__"):
         raise TypeError(f"{type(model).__name__}.forward is {type(forward).__name__}, not a Python function: dycl "
                         "compiles forward() from its source")
     return inspect.signature(model.forward)
