@@ -68,25 +68,26 @@ def _runtime_buffer(array: np.ndarray) -> bool:
     return type(base) is _CAPSULE
 
 
-def _to_torch(value: Any, scalars: bool = False) -> Any:
-    """``value`` with its arrays as tensors; ``scalars``: numpy scalars too (the per-sample host
-    gives a sample's 0-d tensor as one)."""
+def _to_torch(value: Any, per_sample: bool = False) -> Any:
+    """``value`` with its arrays as tensors; ``per_sample`` (the per-sample host's outputs): numpy
+    scalars too (it gives a sample's 0-d tensor as one), and every array copied but those it owns
+    (it may hand one runtime row to several samples: a sub-DNN without inputs)."""
     if isinstance(value, np.ndarray):
         # a fresh runtime output is handed over as is; a view of a stored constant or of
         # an input (returned unchanged) is copied, so that the caller cannot alter them
         flags = value.flags
-        owned = flags.writeable and (flags.owndata or _runtime_buffer(value))
+        owned = flags.writeable and (flags.owndata or (not per_sample and _runtime_buffer(value)))
         return torch.from_numpy(value if owned else np.array(value, copy=True))
-    if isinstance(value, np.generic) and scalars:
+    if isinstance(value, np.generic) and per_sample:
         return torch.from_numpy(np.asarray(value).copy())
     # otherwise a numpy scalar (np.int64 from ``np.argmax(confidences)`` in forward) is what eager returns
     # too: every tensor reaches the host as an array (sub-DNN outputs, constants), never as a numpy scalar
     if isinstance(value, tuple):
-        return tuple(_to_torch(v, scalars) for v in value)
+        return tuple(_to_torch(v, per_sample) for v in value)
     if isinstance(value, list):
-        return [_to_torch(v, scalars) for v in value]
+        return [_to_torch(v, per_sample) for v in value]
     if isinstance(value, dict):
-        return {k: _to_torch(v, scalars) for k, v in value.items()}
+        return {k: _to_torch(v, per_sample) for k, v in value.items()}
     return value
 
 

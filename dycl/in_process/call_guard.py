@@ -87,9 +87,15 @@ class CallGuard:
                        tuple(_attribute(getter, module) for getter, module in self._getters),
                        sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)))
 
+    def _slots_held(self, held: tuple) -> bool:
+        try:  # getitem: a third cheaper than dict.get with a default (which a slot missing then needs)
+            return all(map(operator.is_, map(operator.getitem, self._dicts, self._keys), held))
+        except KeyError:
+            return all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
+
     def _unchanged(self) -> bool:
         held, cells, attributes, versions, pointers = self._stamp
-        return (all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
+        return (self._slots_held(held)
                 and sum(map(_VERSION, self._tensors)) == versions
                 and tuple(map(_DATA_PTR, self._tensors)) == pointers
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))

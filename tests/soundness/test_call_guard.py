@@ -74,6 +74,10 @@ def _replace_slot(model):
     model.head2.weight = nn.Parameter(model.head2.weight.detach().clone())
 
 
+def _delete_slot(model):
+    del model.head2.bias  # the slot's key is gone (the fast check's getitem raises KeyError)
+
+
 def _rebind_global(model):
     sys.modules[__name__].GAIN = 2.5
 
@@ -92,6 +96,7 @@ def _shadow_class_attribute(model):
 
 @pytest.mark.parametrize("change, error", [
     (_write_weight, StaleWeightsError), (_replace_data, StaleWeightsError), (_replace_slot, StaleWeightsError),
+    (_delete_slot, StaleWeightsError),
     (_rebind_global, StaleGlobalsError), (_rebind_attribute, dycl.StaleConfigError),
     (_change_list, dycl.StaleConfigError), (_shadow_class_attribute, dycl.StaleConfigError),
 ])
