@@ -27,9 +27,10 @@ from dycl.rewriter.errors import UnsupportedError
 
 #: at most this many multiply-accumulates per sample (``dycl.backends.onnx_cost``), a converted
 #: graph is kept: its boundaries cost more than the work the exited samples would skip. Measured
-#: at batch 32 (2-core x86_64 under load, one thread, 2026-11-27, /tmp script comparing both forms
-#: interleaved): predicated/routed time 0.56-0.65 for sdn_mobilenet (1.0 M MACs per sample),
-#: 1.25-1.8 for sdn_vgg19 (6.5 M), 1.1-1.2 for sdn_wrn32_4 (18.8 M), 1.15-1.3 for sdn_resnet56 (31.6 M)
+#: on one batch of 32 samples, both forms called in turn (median of 10, twice; DYCL_THREADS=1 on
+#: the 2-core x86_64 machine at load 9-10, 2026-11-27): converted/routed time 0.56-0.65 for
+#: sdn_mobilenet (1.0 M MACs per sample), 1.25-1.8 for sdn_vgg19 (6.5 M), 1.2 for sdn_wrn32_4
+#: (18.8 M), 1.2-1.35 for sdn_resnet56 (31.6 M)
 PREDICATE_MACS = 3_000_000
 
 #: ops defined for any values of their inputs (given static shapes)
