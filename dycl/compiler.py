@@ -506,14 +506,16 @@ def _following(model: torch.nn.Module, example_input: Any, chosen: Options, fron
     cannot translate: GRUCell gates after a row repeated by the batch)."""
     first: UnsupportedError | None = None
     example = ExampleSnapshot.take((example_input, chosen.kwargs))  # a failed run may stop mid-stage
+    declined: PredicationRefused | None = None
     for _ in range(MAX_FOLLOW_ROUNDS):
         try:
-            return run(model, example_input, chosen, front_only=front_only)
+            return _declined(run(model, example_input, chosen, front_only=front_only), declined)
         except UnsupportedError as error:
             example.restore()
             if isinstance(error, PredicationRefused) and chosen.levers.predicate:
-                # if-conversion is an optimisation: where a converted graph may fail on a sample
-                # that took the other branch, the conditions stay routed
+                # if-conversion is an optimisation: where a converted graph may fail on a sample that
+                # took the other branch, or costs more than the routing it saves, the conditions stay routed
+                declined = error
                 chosen = dataclasses.replace(chosen, levers=dataclasses.replace(chosen.levers, predicate=False))
                 continue
             more = to_follow(model, example_arguments(example_input), chosen.kwargs, error)
@@ -530,7 +532,15 @@ def _following(model: torch.nn.Module, example_input: Any, chosen: Options, fron
             first = first or error
             example.restore()
             chosen = dataclasses.replace(chosen, followed=chosen.followed | more)
-    return run(model, example_input, chosen, front_only=front_only)
+    return _declined(run(model, example_input, chosen, front_only=front_only), declined)
+
+
+def _declined(result: Any, declined: PredicationRefused | None) -> Any:
+    """``result``, its ``stats["per_sample"]`` saying why if-conversion was declined, if it was
+    (a front end, ``front_only``, has no stats)."""
+    if declined is not None and isinstance(result, CompileResult):
+        result.stats.setdefault("per_sample", {})["predication_declined"] = declined.construct
+    return result
 
 
 def compile_from(front_end: Graph, dynamic: DynamicSpec) -> CompileResult:

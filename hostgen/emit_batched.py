@@ -32,6 +32,11 @@ sample gets its rows of the outputs by one ``zip`` over them. Every shortcut
 gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
 test_per_sample_gather.py checks them bit for bit).
 
+A program that is one sub-DNN on the per-sample inputs whose output it returns (an
+early-exit network whose exits are if-converted, ``dycl.per_sample.predicate``) is
+named in ``STRAIGHT``: the router runs it on the whole batch without starting a
+generator per sample (what they would do: each sample's row of the output, joined).
+
 Assumes: each compiled sub-DNN takes its inputs with a leading group dim and
 returns its outputs with one (``dycl.per_sample.group_onnx``); the example (and every
 sample) gives each tensor input a leading batch dim of 1.

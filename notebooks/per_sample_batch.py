@@ -1,7 +1,5 @@
 """Serve a dynamic network in batches: compile it per sample, save it, and run batches
-through the torch-free host, showing the sub-DNN runs a batch takes (SDN-VGG19's early
-exits are if-converted: one run on the whole batch, each sample's exit selected by its
-own test; with ``optimize=Levers(predicate=False)`` the batch splits as samples exit).
+through the torch-free host, showing how each batch split into sub-batches.
 
     python notebooks/per_sample_batch.py [OUT_DIR]
 

@@ -113,7 +113,8 @@ def group_for(exported: bytes, variant: Variant, backend: Backend) -> bytes:
     ``backend``; one that cannot run ``Scan`` (TVM's ONNX importer has none) refuses a
     sub-DNN with statements that stay per sample."""
     if is_predicated(variant.sub):
-        check_predicable(exported, f"{variant.sub.name} ({where(variant.sub.statements[-1]) or 'forward'})")
+        check_predicable(exported, f"{variant.sub.name} ({where(variant.sub.statements[-1]) or 'forward'})",
+                         {port.name: port.shape for port in variant.inputs if port.kind == "tensor"})
     grouped = group_model(exported)
     nodes = onnx.load_model_from_string(grouped).graph.node
     if backend.runs_onnx_scan or all(node.op_type != "Scan" for node in nodes):

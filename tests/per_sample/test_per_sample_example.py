@@ -19,6 +19,5 @@ def test_the_example_serves_a_batch_equal_to_eager_per_sample(tmp_path):
     error = float(re.search(r"eager per sample\| = (\S+)", done.stdout).group(1))
     assert error <= 1e-4, done.stdout
     sizes = [int(size) for size in re.findall(r"\d+: (\d+)", done.stdout.splitlines()[-1])]
-    # the early exits are if-converted (dycl.per_sample.predicate): one run on the whole batch
-    assert sizes == [16], done.stdout
+    assert sizes[0] == 16 and min(sizes) < 16, done.stdout  # the batch shrinks as samples exit
     assert (tmp_path / "sdn_vgg19" / "host.py").is_file()

@@ -29,14 +29,14 @@ class TwoExitNet(nn.Module):
     """An early-exit classifier as people write one: a cheap head that answers when it is
     sure, a deeper trunk otherwise, whose two exits reuse the name ``early``."""
 
-    def __init__(self, classes: int = 5) -> None:
+    def __init__(self, classes: int = 5, width: int = 8) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8))
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width))
         self.act = nn.ReLU()
-        self.early = nn.Linear(8, classes)
-        self.trunk = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                                   nn.Flatten())
-        self.late = nn.Linear(16, classes)
+        self.early = nn.Linear(width, classes)
+        self.trunk = nn.Sequential(nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.ReLU(),
+                                   nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.late = nn.Linear(2 * width, classes)
         self.threshold = 0.28
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
@@ -139,7 +139,9 @@ def test_a_branch_that_could_fail_on_other_samples_stays_routed(tmp_path):
     vectors = _vectors(64)
     compiled = dycl.compile(model, vectors[0], per_sample=True, progress=False)
     # the table lookup is a Gather whose indices come from data: the compile started again routed
-    assert compiled.stats["per_sample"] == {"predicated_conditions": 0, "routed_conditions": 2}
+    counts = compiled.stats["per_sample"]
+    assert (counts["predicated_conditions"], counts["routed_conditions"]) == (0, 2)
+    assert "Gather with an operand computed from data" in counts["predication_declined"]
     assert assert_per_sample(model, compiled, vectors, min_paths=3, atol=ATOL) == 3
     report = saved_host_report(compiled.save(tmp_path / "lookup"), model, vectors, vectors[1], atol=ATOL)
     assert report == {"checked": 2, "problems": [], "torch_loaded": False}
@@ -163,6 +165,17 @@ def test_the_exported_graph_check_refuses_what_may_fail_on_other_rows():
                       (graph(False, "NonZero"), "the op NonZero")]:
         with pytest.raises(PredicationRefused, match=why):
             check_predicable(data, "a test graph")
+
+
+def test_a_network_whose_exits_save_more_than_their_runs_cost_stays_routed():
+    torch.manual_seed(0)
+    model = TwoExitNet(width=96).eval()  # about 6.3 M multiply-accumulates per sample, all exits converted
+    images = _images(32)
+    compiled = dycl.compile(model, images[0], per_sample=True, progress=False)
+    counts = compiled.stats["per_sample"]
+    assert (counts["predicated_conditions"], counts["routed_conditions"]) == (0, 2)
+    assert "multiply-accumulates per sample" in counts["predication_declined"]
+    assert assert_per_sample(model, compiled, images, min_paths=2, atol=ATOL) >= 2
 
 
 def test_a_branch_that_writes_in_place_stays_routed():
