@@ -117,9 +117,12 @@ def structure_of(value: Any) -> Structure | None:
     if not holds_record(value):
         return None
     try:
-        return Structure(_skeleton(value), value)
+        skeleton = _skeleton(value)
     except _NoForm:
         return None
+    # the template keeps classes and statics, not the example's arrays (a prompt's whole cache)
+    return Structure(skeleton, copy_records(value, lambda leaf: leaf.new_empty((0,)) if isinstance(
+        leaf, torch.Tensor) else leaf))
 
 
 class _NoForm(Exception):
