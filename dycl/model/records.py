@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -87,7 +88,7 @@ class Structure:
 
     def leaf_names(self, prefix: str) -> list[str]:
         """A readable name per array: ``past_layers_0_keys``."""
-        return ["_".join([prefix, *map(str, path)]) for path in _tensor_paths(self.skeleton, ())]
+        return [re.sub(r"\W", "_", "_".join([prefix, *map(str, path)])) for path in _tensor_paths(self.skeleton, ())]
 
     def port_leaves(self, value: Any) -> tuple[torch.Tensor, ...]:
         """The arrays of ``value`` (objects of the example's classes) in order; ``ValueError``
