@@ -76,6 +76,7 @@ def _compiled_pair(lm: nn.Module, prompt: torch.Tensor):
         past = lm(prompt).past_key_values
     prefill = dycl.compile(lm, (prompt,), dynamic=TOKENS)
     step = dycl.compile(lm, (prompt[:, -1:],), kwargs={"past_key_values": past}, dynamic=STEP)
+    assert all(layer.keys.shape[2] == prompt.shape[1] for layer in past.layers)  # compiling left the example as it was
     return prefill, step
 
 
