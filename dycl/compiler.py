@@ -74,6 +74,7 @@ from dycl.model.dynamic import DynamicSpec, dynamic_dims
 from dycl.model.example_copy import ExampleSnapshot
 from dycl.model.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.model.library_decisions import to_follow
+from dycl.model.records import Structure
 from dycl.model.signature import bind_example, call_description, example_arguments, flat_example
 from dycl.per_sample.mode import PER_SAMPLE
 from dycl.per_sample.predicable_onnx import PredicationRefused
@@ -236,8 +237,9 @@ def rewrite(job: Job) -> Frontend:
             rewritten = rewrite_model(model, example=passed, returns=returns, positional=positional)
     example_args = flat_example(rewritten, passed)
     written = _written(rewritten, passed)
+    returned = output_spec.returned if isinstance(output_spec, Structure) else ()  # a cache updated, returned
     front = Frontend(job, model, written_inputs.returning_written(rewritten, written), example_args,
-                     call or call_description(rewritten), output_spec, written)
+                     call or call_description(rewritten, returned), output_spec, written)
     job.mode.check_front(front)
     job.bar.step("rewritten")
     return front

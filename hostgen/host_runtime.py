@@ -63,10 +63,11 @@ class HostModel:
 
     def __call__(self, *args, **kwargs):
         if not STATE:
-            return self._run(_bind(args, kwargs))
-        with self._state_lock:  # a model that keeps state runs its calls one at a time
-            outputs, self.state = self.call_with_state(self.state, *args, **kwargs)
-        return outputs
+            outputs = self._run(_bind(args, kwargs))
+        else:
+            with self._state_lock:  # a model that keeps state runs its calls one at a time
+                outputs, self.state = self.call_with_state(self.state, *args, **kwargs)
+        return _give_back(args, kwargs, outputs) if CALL.get("returned") else outputs
 
     def call_with_state(self, state, *args, **kwargs):
         """``(outputs, state after the call)`` of one call that starts from ``state`` (``STATE``'s
@@ -152,6 +153,54 @@ def _bind(args, kwargs):
         else:
             arguments[flat] = given[name] if key is None else given[name][key]
     return arguments
+
+
+def _give_back(args, kwargs, outputs):
+    """``outputs`` where forward returns an argument it updated in place (a KV cache: ``CALL``'s
+    ``returned``), as eager does: the caller's plain form given the state of the returned one,
+    and itself in its place."""
+    given = _SIGNATURE.bind(*args, **kwargs).arguments
+    for name, key, path in CALL["returned"]:
+        target = given[name] if key is None else given[name][key]
+        _update_record(target, _at(outputs, path))
+        outputs = _put(outputs, path, target)
+    return outputs
+
+
+def _at(value, path):
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _put(container, path, value):
+    """``container`` with ``value`` at ``path`` (a tuple on the way is rebuilt)."""
+    if not path:
+        return value
+    item = _put(container[path[0]], path[1:], value)
+    if isinstance(container, tuple):
+        return container[:path[0]] + (item,) + container[path[0] + 1:]
+    container[path[0]] = item
+    return container
+
+
+def _update_record(target, source):
+    """Give the plain record ``target`` the fields of ``source``; its records and lists of records
+    stay the same objects where ``source`` has as many."""
+    for name, new in source["fields"].items():
+        old = target["fields"].get(name)
+        pairs = list(zip(old, new)) if isinstance(old, list) and isinstance(new, list) and len(old) == len(new) \
+            else [(old, new)]
+        if all(_same_record(a, b) for a, b in pairs):
+            for a, b in pairs:
+                _update_record(a, b)
+        else:
+            target["fields"][name] = new
+
+
+def _same_record(old, new):
+    return isinstance(old, dict) and isinstance(new, dict) and "record" in old and old.get("record") == new.get(
+        "record") and isinstance(old.get("fields"), dict)
 
 
 def _structure_leaves(value, tree, where):

@@ -433,7 +433,9 @@ class CallForm:
     ``*args`` or the keys of ``**kwargs`` the example passed; ``structures``: ``(parameter,
     key, skeleton)`` for each argument (``key``: None, or its key in ``*args``/``**kwargs``) whose
     value holds records (a KV cache: ``dycl.model.records``); each of its arrays is an input
-    whose key is ``[key, position among its arrays]``.
+    whose key is ``[key, position among its arrays]``; ``returned``: ``(parameter, key, path)`` for
+    each such argument (a record) that forward returns itself, updated in place, at ``path`` of
+    the output's plain form: the host updates the caller's plain form and returns it there.
 
     ``from_json(c.to_json()) == c`` whenever the fixed values are JSON values
     (a value JSON cannot write is written as its ``repr``)."""
@@ -444,9 +446,10 @@ class CallForm:
     absent: tuple = ()
     variadic: tuple = ()
     structures: tuple = ()
+    returned: tuple = ()
 
     @classmethod
-    def of(cls, parameters, inputs, fixed, absent, variadic, structures=None):
+    def of(cls, parameters, inputs, fixed, absent, variadic, structures=None, returned=()):
         """The call form of sequences and a ``variadic`` dict as the rewriter and the library wrapper collect them."""
         return cls(tuple((str(name), str(kind), bool(default)) for name, kind, default in parameters),
                    tuple((name, parameter, key) for name, parameter, key in inputs),
@@ -454,7 +457,8 @@ class CallForm:
                    tuple(absent),
                    tuple((name, tuple(value) if isinstance(value, (list, tuple)) else value)
                          for name, value in dict(variadic).items()),
-                   tuple((name, key, skeleton) for name, key, skeleton in structures or ()))
+                   tuple((name, key, skeleton) for name, key, skeleton in structures or ()),
+                   tuple((name, key, tuple(path)) for name, key, path in returned))
 
     @classmethod
     def plain(cls, parameters, specialized):
@@ -467,6 +471,8 @@ class CallForm:
     def to_host(self):
         """The host's ``CALL``: the call form as a dict of lists, with the fixed values as they are."""
         structures = {"structures": [list(row) for row in self.structures]} if self.structures else {}
+        if self.returned:
+            structures["returned"] = [[name, key, list(path)] for name, key, path in self.returned]
         return structures | {"parameters": [list(p) for p in self.parameters], "inputs": [list(i) for i in self.inputs],
                 "fixed": [list(f) for f in self.fixed], "absent": list(self.absent),
                 "variadic": {name: list(value) if isinstance(value, tuple) else value
@@ -479,7 +485,7 @@ class CallForm:
     @classmethod
     def from_json(cls, value, where="call"):
         """The call form of parsed JSON ``value``; ``ArtifactError`` naming the first field that does not fit."""
-        _json_object(value, where, ("parameters", "inputs", "fixed", "absent", "variadic"), ("structures",))
+        _json_object(value, where, ("parameters", "inputs", "fixed", "absent", "variadic"), ("structures", "returned"))
         parameters = tuple(_call_row(row, f"{where}.parameters[{n}]", _call_parameter)
                            for n, row in enumerate(_json_list(value["parameters"], f"{where}.parameters")))
         inputs = tuple(_call_row(row, f"{where}.inputs[{n}]", _call_input)
@@ -492,7 +498,9 @@ class CallForm:
                          for name, passed in _json_object(value["variadic"], f"{where}.variadic", ()).items())
         structures = tuple(_call_row(row, f"{where}.structures[{n}]", _call_structure)
                            for n, row in enumerate(_json_list(value.get("structures", []), f"{where}.structures")))
-        return cls(parameters, inputs, fixed, absent, variadic, structures)
+        returned = tuple(_call_row(row, f"{where}.returned[{n}]", _call_returned)
+                         for n, row in enumerate(_json_list(value.get("returned", []), f"{where}.returned")))
+        return cls(parameters, inputs, fixed, absent, variadic, structures, returned)
 
 
 def _call_row(row, where, read):
@@ -513,6 +521,11 @@ def _call_input_key(key, where):
     if len(key) != 2:
         _json_fail(where, "[key, position]", key)
     return _call_key(key[0], f"{where}[0]"), _json_count(key[1], f"{where}[1]")
+
+
+def _call_returned(row, where):
+    path = tuple(_call_key(step, f"{where}[2][{n}]") for n, step in enumerate(_json_list(row[2], f"{where}[2]")))
+    return _json_string(row[0], f"{where}[0]"), _call_key(row[1], f"{where}[1]"), path
 
 
 def _call_structure(row, where):

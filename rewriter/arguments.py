@@ -15,6 +15,8 @@ it and its default is a literal)           the same value or omit it)
 omits ``y`` whose default is not literal   ``y = <the default>`` first (a constant)
 passes ``*args`` = (a, 3)                  inputs ``args_0``; ``args = (args_0, 3)`` first
 passes ``**kwargs`` = {"mask": m}          input ``kwargs_mask``; ``kwargs = {'mask': kwargs_mask}``
+passes a KV cache for ``past`` (a value    inputs ``past_layers_0_keys``, ...;
+holding records: ``dycl.model.records``)   ``past = past_structure(...)`` first (one object)
 =========================================  ==============================================
 
 ``FlatInput`` records where each input comes from and ``fixed`` what each

@@ -15,7 +15,8 @@ output, as eager does. A record that forward changes but does not return is refu
 
 Assumes: which argument is returned as which output leaf does not depend on the path (it is
 the example's); a record's state is its attributes (``hcfg.state_objects``). The torch-free
-host returns the updated record in its output and leaves the caller's plain form as it was.
+host does the same on plain forms, from the manifest's ``call.returned``
+(``dycl.model.records.returned_arguments``, ``hostgen/host_runtime.py``: ``_give_back``).
 """
 
 from __future__ import annotations

@@ -116,8 +116,10 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
     example's arguments were positional (the others are passed by keyword, as the example
     passed them: a decorator's wrapper may read its ``kwargs``)."""
     _, leaves, spec = _example_output(model, passed, run, positional)
-    structure = records.structure_of(pytree.tree_unflatten(leaves, spec))
+    output = pytree.tree_unflatten(leaves, spec)
+    structure = records.structure_of(output)
     if structure is not None:  # a KV cache among the outputs: returned in its plain form (dycl.model.records)
+        structure = records.returned_arguments(output, structure, passed)
         return _ReturnForm(structure.port_leaves, structure.count, structure.plain_expression, structure)
     if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None  # a Python number in the output is left to the host, which computes it per call

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,9 @@ class Structure:
 
     skeleton: Any
     template: Any = dataclasses.field(compare=False, repr=False)
+    #: ``(parameter, key or None, plain path)``: an argument (a record) the example's forward returned
+    #: itself, updated in place, at that path of the output's plain form (``returned_arguments``)
+    returned: tuple = ()
 
     @property
     def count(self) -> int:
@@ -87,7 +91,7 @@ class Structure:
 
     def leaf_names(self, prefix: str) -> list[str]:
         """A readable name per array: ``past_layers_0_keys``."""
-        return ["_".join([prefix, *map(str, path)]) for path in _tensor_paths(self.skeleton, ())]
+        return [re.sub(r"\W", "_", "_".join([prefix, *map(str, path)])) for path in _tensor_paths(self.skeleton, ())]
 
     def port_leaves(self, value: Any) -> tuple[torch.Tensor, ...]:
         """The arrays of ``value`` (objects of the example's classes) in order; ``ValueError``
@@ -117,9 +121,12 @@ def structure_of(value: Any) -> Structure | None:
     if not holds_record(value):
         return None
     try:
-        return Structure(_skeleton(value), value)
+        skeleton = _skeleton(value)
     except _NoForm:
         return None
+    # the template keeps classes and statics, not the example's arrays (a prompt's whole cache)
+    return Structure(skeleton, copy_records(value, lambda leaf: leaf.new_empty((0,)) if isinstance(
+        leaf, torch.Tensor) else leaf))
 
 
 class _NoForm(Exception):
@@ -302,6 +309,31 @@ def host_form(value: Any) -> Any:
     return value
 
 
+def returned_arguments(output: Any, structure: Structure, passed: dict[str, Any]) -> Structure:
+    """``structure`` (of ``output``) with the arguments among ``passed`` (forward()'s arguments
+    by parameter name, ``**kwargs`` as a dict) that ``output`` holds as the same objects."""
+    candidates = [(name, None, value) for name, value in passed.items()] + [
+        (name, key, item) for name, value in passed.items() if isinstance(value, dict) for key, item in value.items()]
+    found = dict(_record_paths(output, structure.skeleton, ()))
+    returned = tuple((name, key, list(found[id(value)])) for name, key, value in candidates
+                     if is_record(value) and id(value) in found)
+    return dataclasses.replace(structure, returned=returned)
+
+
+def _record_paths(value: Any, skeleton: Any, path: tuple) -> Any:
+    """``(id(record), its path in the plain form)`` of every record in ``value``."""
+    if skeleton == "tensor" or skeleton[0] == "static":
+        return
+    if skeleton[0] == "record":
+        yield id(value), path
+        for name, child in _entries(skeleton):
+            yield from _record_paths(getattr(value, name), child, (*path, "fields", name))
+        return
+    children = _children(value, pytree.tree_flatten(value)[1])
+    for key, child in _entries(skeleton):
+        yield from _record_paths(children[key], child, (*path, key))
+
+
 def records_within(value: Any) -> Any:
     """Every record in ``value``, its fields' records after it."""
     for leaf in pytree.tree_leaves(value):
@@ -326,4 +358,4 @@ def copy_records(value: Any, leaf: Callable[[Any], Any]) -> Any:
 
 
 __all__ = ["Structure", "copy_records", "fields_of", "holds_record", "host_form", "is_record", "plain_leaves",
-           "records_within", "structure_of"]
+           "records_within", "returned_arguments", "structure_of"]

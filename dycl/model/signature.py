@@ -63,14 +63,16 @@ def flat_example(rewritten: RewrittenFunction, passed: dict[str, Any]) -> tuple:
     return tuple(values)
 
 
-def call_description(rewritten: RewrittenFunction) -> CallForm:
+def call_description(rewritten: RewrittenFunction, returned: tuple = ()) -> CallForm:
     """The host's call form (``CALL``, see its ``_bind``): forward()'s parameters, which of
-    them (or which of their elements) are inputs, and what the example fixed."""
+    them (or which of their elements) are inputs, and what the example fixed; ``returned``: the
+    arguments forward returns updated in place (``dycl.model.records.returned_arguments``)."""
     parameters = list(rewritten.original_signature.parameters.values())[1:]
     return CallForm.of([(p.name, p.kind.name, p.default is not inspect.Parameter.empty) for p in parameters],
                        [(flat.name, flat.parameter, flat.key) for flat in rewritten.inputs],
                        rewritten.fixed, rewritten.absent, rewritten.variadic,
-                       [(name, key, structure.skeleton) for (name, key), structure in rewritten.structures.items()])
+                       [(name, key, structure.skeleton) for (name, key), structure in rewritten.structures.items()],
+                       returned)
 
 
 __all__ = ["bind_example", "call_description", "example_arguments", "flat_example"]

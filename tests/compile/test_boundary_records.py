@@ -126,7 +126,7 @@ def test_the_host_names_what_a_wrong_structure_lacks(tmp_path):
         loaded.run_numpy(chunk, plain["fields"])
 
 
-def test_a_record_updated_in_place_and_returned_is_the_callers_updated_as_eager_does():
+def test_a_record_updated_in_place_and_returned_is_the_callers_updated_as_eager_does(tmp_path):
     torch.manual_seed(0)
     model = InPlace().eval()
     compiled = dycl.compile(model, (_chunks(1)[0], _memory(1)),
@@ -135,6 +135,11 @@ def test_a_record_updated_in_place_and_returned_is_the_callers_updated_as_eager_
     paths = assert_equivalent(model, compiled, [(chunk, _memory(chunk.shape[0], 1 + n % 3, seed=n))
                                                 for n, chunk in enumerate(_chunks(8))], min_paths=2, atol=1e-6)
     assert paths == 2
+    assert compiled.manifest.call.returned == (("memory", None, (1,)),)  # output[1] is the memory passed in
+    assert Manifest.from_json(compiled.manifest.to_json()) == compiled.manifest
+    inputs = [(chunk, _memory(chunk.shape[0], 2, seed=n)) for n, chunk in enumerate(_chunks(6))]
+    report = run_host_without_torch(compiled.save(tmp_path / "in_place"), model, inputs, atol=1e-6)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}  # the plain form updated too
     for n, chunk in enumerate(_chunks(4)):
         mine, theirs = _memory(chunk.shape[0], 2, seed=n), _memory(chunk.shape[0], 2, seed=n)
         with torch.no_grad():

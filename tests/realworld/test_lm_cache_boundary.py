@@ -76,6 +76,7 @@ def _compiled_pair(lm: nn.Module, prompt: torch.Tensor):
         past = lm(prompt).past_key_values
     prefill = dycl.compile(lm, (prompt,), dynamic=TOKENS)
     step = dycl.compile(lm, (prompt[:, -1:],), kwargs={"past_key_values": past}, dynamic=STEP)
+    assert all(layer.keys.shape[2] == prompt.shape[1] for layer in past.layers)  # compiling left the example as it was
     return prefill, step
 
 
@@ -132,7 +133,10 @@ for number, (ids, want) in enumerate(zip(prompts, expected)):
     got = [out["logits"]]
     for _ in want[1:]:
         token = out["logits"][:, -1:].argmax(-1)
-        out = step(token, past_key_values=out["cache"])  # the plain form, passed back as it came
+        given = out["cache"]
+        out = step(token, past_key_values=given)  # the plain form, passed back as it came
+        if out["cache"] is not given:  # updated in place and returned, as eager does
+            problems.append(f"prompt {number}: the cache returned is not the one given")
         got.append(out["logits"])
     for position, (mine, theirs) in enumerate(zip(got, want)):
         if mine.shape != theirs.shape or not np.allclose(mine, theirs, atol=1e-4, rtol=0):
