@@ -557,10 +557,19 @@ def compile_from(front_end: Graph, dynamic: DynamicSpec) -> CompileResult:
     front_end.built.observations.new_walk()  # the earlier compile's result is dropped (see Observations)
     try:
         return run(job.model, job.example_input, options, front_end)
-    except UnsupportedError:
+    except UnsupportedError as error:
         example.restore()
-        return compile_model(job.model, job.example_input,
-                             **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
+        if isinstance(error, PredicationRefused):  # the front end is if-converted: from the start, routed
+            return _declined(compile_model(job.model, job.example_input, **_fields(options, predicate=False)), error)
+        return compile_model(job.model, job.example_input, **_fields(options))
+
+
+def _fields(options: Options, **levers: Any) -> dict[str, Any]:
+    """``options`` as ``compile_model``'s keyword arguments, ``levers`` replaced."""
+    fields = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    if levers:
+        fields["levers"] = dataclasses.replace(options.levers, **levers)
+    return fields
 
 
 def _for_job(front_end: Graph, job: Job) -> Graph:
