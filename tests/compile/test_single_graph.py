@@ -4,6 +4,8 @@ process and through the torch-free host; a model it cannot lower keeps its host.
 
 from __future__ import annotations
 
+import copy
+
 import onnx
 import pytest
 import torch
@@ -102,6 +104,24 @@ class RoundsOnTheHost(nn.Module):
         return y, "kept"
 
 
+class CallCounter(nn.Module):
+    """A call counter in a buffer switches the path: module state, which the host keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls += 1
+        h = self.proj(x)
+        if self.calls <= 2:
+            return h * 0.5
+        if h.mean() > 0:
+            return torch.relu(h)
+        return torch.tanh(h)
+
+
 def _inputs(shape: tuple[int, ...], count: int, scale: float = 1.0) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     return [torch.randn(*shape, generator=generator) * scale * (1 + i % 5) for i in range(count)]
@@ -150,6 +170,23 @@ def test_a_model_it_cannot_lower_keeps_its_host(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) >= 2
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
     assert report["checked"] == len(inputs) and report["problems"] == [], report
+
+
+def test_module_state_keeps_the_host_and_its_state():
+    model = CallCounter().eval()
+    twin = copy.deepcopy(model)
+    inputs = _inputs((2, 6), 12)
+    compiled = dycl.compile(model, inputs[0], optimize=ON)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "host" and "state" in chosen["reason"], chosen
+    paths = set()
+    for x in inputs:  # the same calls in the same order: the counter moves alike
+        with torch.no_grad():
+            expected = twin(x)
+            paths.add("warm-up" if int(twin.calls) <= 2 else bool(twin.proj(x).mean() > 0))
+        assert torch.allclose(compiled(x), expected, atol=1e-5)
+    assert int(model.calls) == int(twin.calls) == len(inputs)
+    assert len(paths) == 3, paths  # the warm-up and both sides of the data test
 
 
 def test_auto_times_both_and_records_its_choice():
