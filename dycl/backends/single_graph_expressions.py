@@ -190,11 +190,10 @@ def _common(left: Value, right: Value) -> str | None:
         else:
             return None
     floats = any(k.endswith("float") for k in kinds)
-    statics = [k for k in kinds if k.startswith("static-")]
     if floats:
         # an integer tensor against a float is exact in double only below 2**53: not taken
         return "float64" if all(k.endswith("float") for k in kinds if not k.startswith("static-")) else None
-    return "int64" if statics or "int" in kinds else "bool"
+    return "int64"  # bools too: ONNX orders no bools, Python orders them as 0 and 1
 
 
 def odd_float(value: Any) -> bool:

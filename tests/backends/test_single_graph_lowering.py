@@ -151,3 +151,20 @@ def test_what_it_cannot_compute_is_refused_by_name():
         _run(_graph(*parts, late="n + u.item()"), parts)
     with pytest.raises(NotLowerable, match="comparison"):
         _run(_graph(*parts, exit_test="u.item() is None"), parts)
+
+
+def test_tests_on_booleans_are_ordered_as_python_orders_them():
+    parts = _parts()
+    # t is a bool tensor: `t.item() > False` is `t` in Python; ONNX orders no bools, so they compare as int64
+    leave, test = _if("t.item() > False")
+    ret, ret_list = _statement("return y"), _statement("return [y]")
+    graph = HCFG("forward", ("x",), (parts[0][0], Cond(0, leave, test, (Return(ret, ret.body[0].value),), ()),
+                                     Return(ret_list, ret_list.body[0].value)))
+    lowered, session = _run(graph, parts)
+    taken = set()
+    for value in (-1.0, 2.0, 0.0, 3.0):
+        *outputs, path = session.run(None, {"x": np.array([[value]], np.float32)})
+        taken.add(int(path))
+        assert int(path) == (0 if value > 0 else 1)
+        assert lowered.paths[int(path)][1][0] == ("slot" if value > 0 else "list")
+    assert taken == {0, 1}
