@@ -41,6 +41,7 @@ from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM, ComposeError, GraphBuilder
 from dycl.backends.single_graph_expressions import HostExpressions, describe, location_of, odd_float, source
 from dycl.backends.single_graph_values import (
+    SEQUENCES,
     Join,
     ListValue,
     NotLowerable,
@@ -180,7 +181,7 @@ class _Walk(HostExpressions):
 
     def sub_dnn(self, node: SubDNN, env: dict[str, Value], scope: GraphBuilder) -> None:
         values = [self.read(name, env, node) for name in node.inputs]
-        key = tuple(len(v.items) for v in values if isinstance(v, ListValue))
+        key = tuple(len(v.items) for v in values if isinstance(v, SEQUENCES))
         variant = next((v for v in self.by_sub[node.index] if v.key == key), None)
         if variant is None or variant.ranked:
             raise NotLowerable(f"{node.name}: no variant for list lengths {key} known when it is lowered")
@@ -189,9 +190,10 @@ class _Walk(HostExpressions):
             raise NotLowerable(f"{node.name}: its graph has shape guards or graphs for other sizes")
         if any(not layout.is_port for layout in (*variant.output_layouts,)):
             raise NotLowerable(f"{node.name}: it returns a structure")
-        flat = [item for v in values for item in (v.items if isinstance(v, ListValue) else [v])]
-        if len(flat) != len(variant.inputs) or any(not layout.is_port and not layout.is_tensor_list
-                                                   for layout in variant.input_layouts):
+        flat = [item for v in values for item in (v.items if isinstance(v, SEQUENCES) else [v])]
+        if len(flat) != len(variant.inputs) or any(
+                (layout.is_tensor_list, layout.is_port) != (isinstance(v, SEQUENCES), not isinstance(v, SEQUENCES))
+                for v, layout in zip(values, variant.input_layouts)):
             raise NotLowerable(f"{node.name}: an input that is a structure")
         feeds = {port.name: self.feed(value, port, node) for port, value in zip(variant.inputs, flat)}
         if made.file not in self.models:
@@ -264,8 +266,9 @@ class _Walk(HostExpressions):
         return self.leaf(self.value(expr, env, scope, where), slots)
 
     def leaf(self, value: Value, slots: list[tuple[str, int]]) -> Any:
-        if isinstance(value, ListValue):
-            return ("list", [self.leaf(item, slots) for item in value.items])
+        if isinstance(value, SEQUENCES):
+            kind = "list" if isinstance(value, ListValue) else "tuple"
+            return (kind, [self.leaf(item, slots) for item in value.items])
         if isinstance(value, Static):
             literal = value.value
             if not (literal is None or isinstance(literal, str) or (python_kind(literal) is not None

@@ -89,6 +89,26 @@ class NestedDecisions(nn.Module):
         return self.c(feats[-1]), feats
 
 
+class TupleBookkeeping(nn.Module):
+    """Host bookkeeping between the blocks: a list appended to, indexed from the end, its length,
+    a tuple built and returned from inside the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+            outs.append(x)
+            if x.mean() > 0.1:
+                pair = (outs[-1], len(outs))
+                return pair
+        last = outs[-1]
+        return outs[0] + last, len(outs)
+
+
 class RoundsOnTheHost(nn.Module):
     """A Python number rounded by a builtin: a host computation the graph does not make, so the host stays."""
 
@@ -158,6 +178,12 @@ def test_skipped_blocks_join_and_a_counter_is_returned_as_a_python_int(tmp_path)
 def test_nested_ifs_a_join_and_an_exit_with_a_list(tmp_path):
     model = NestedDecisions().eval()
     _check(model, _inputs((3, 6), 48, 0.5), tmp_path, min_paths=4)
+
+
+def test_host_lists_tuples_and_indices_lower(tmp_path):
+    model = TupleBookkeeping().eval()
+    compiled = _check(model, _inputs((2, 8), 30), tmp_path, min_paths=3)
+    assert compiled.stats["single_graph"]["paths"] == 4
 
 
 def test_a_model_it_cannot_lower_keeps_its_host(tmp_path):
