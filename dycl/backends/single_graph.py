@@ -10,6 +10,8 @@ computed in the graph and becomes an ``If``:
 
 - both sides return: the ``If`` yields the result slots of both (``_Result``);
 - one side returns: the other side continues with the rest of the block, inside the ``If``;
+- a side returns on some of its paths only: both sides continue with the rest (lowered twice,
+  within ``REPEAT_LIMIT``);
 - neither returns (a join): the ``If`` yields the values the sides disagree on, and the walk
   continues after it.
 
@@ -55,6 +57,9 @@ from dycl.backends.single_graph_values import (
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Port, Variant
 
+#: how many times its own sub-DNNs the rest of a block repeated in the sides of ifs may add to a graph
+REPEAT_LIMIT = 2
+
 
 @dataclass
 class _Result:
@@ -90,6 +95,7 @@ class _Walk(HostExpressions):
         self.returns: dict[int, Return] = {}
         self.models: dict[str, onnx.ModelProto] = {}
         self.inlined = 0
+        self.repeated = 0
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -103,14 +109,24 @@ class _Walk(HostExpressions):
                 test = self.test(node.test, env, scope)
                 if isinstance(test, bool):
                     return self.terminal((node.then if test else node.orelse) + rest, env, scope)
-                if always_returns(node.then) or always_returns(node.orelse):
+                if always_returns(node.then) or always_returns(node.orelse) or _may_return(node):
+                    # a side that may fall through continues with the rest, inside the If (where
+                    # both may, the rest is lowered twice: ``self.repeats`` bounds that)
                     then = node.then if always_returns(node.then) else node.then + rest
                     orelse = node.orelse if always_returns(node.orelse) else node.orelse + rest
+                    if not (always_returns(node.then) or always_returns(node.orelse)):
+                        self.repeat(rest)
                     return self.branch_results(test, then, orelse, env, scope)
                 env = self.join(node, test, env, scope)
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
+
+    def repeat(self, rest: Block) -> None:
+        """Count the sub-DNNs of ``rest`` lowered once more; refuse past ``REPEAT_LIMIT`` times the graph's."""
+        self.repeated += sum(isinstance(n, SubDNN) for n in walk(rest))
+        if self.repeated > REPEAT_LIMIT * max(1, len(self.graph.sub_dnns)):
+            raise NotLowerable("returns inside ifs whose other paths continue would repeat too much of the graph")
 
     def falling(self, block: Block, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
         """``block``, one side of a join (no ``return`` in it), lowered into ``scope``."""
@@ -311,6 +327,10 @@ def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
 # -- helpers ------------------------------------------------------------------------------------
 
 _BINARY_OF_AUG = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply}
+
+
+def _may_return(node: Cond) -> bool:
+    return any(isinstance(n, Return) for n in walk(node.then + node.orelse))
 
 
 def _remap(tree: Any, mapping: list[int]) -> Any:

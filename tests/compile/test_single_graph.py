@@ -89,6 +89,24 @@ class NestedDecisions(nn.Module):
         return self.c(feats[-1]), feats
 
 
+class PartialExit(nn.Module):
+    """A return on one inner side of an ``if`` whose other paths go on: the rest is lowered on both sides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.b = nn.Linear(6, 6)
+        self.c = nn.Linear(6, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:
+            if h.max() > 1.5:
+                return h.sum(dim=-1, keepdim=True)
+            h = self.b(h)
+        return self.c(h)
+
+
 class TupleBookkeeping(nn.Module):
     """Host bookkeeping between the blocks: a list appended to, indexed from the end, its length,
     a tuple built and returned from inside the loop."""
@@ -178,6 +196,12 @@ def test_skipped_blocks_join_and_a_counter_is_returned_as_a_python_int(tmp_path)
 def test_nested_ifs_a_join_and_an_exit_with_a_list(tmp_path):
     model = NestedDecisions().eval()
     _check(model, _inputs((3, 6), 48, 0.5), tmp_path, min_paths=4)
+
+
+def test_a_return_on_one_inner_side_lowers(tmp_path):
+    model = PartialExit().eval()
+    compiled = _check(model, _inputs((2, 6), 36, 0.5), tmp_path, min_paths=3)
+    assert compiled.stats["single_graph"]["paths"] == 3
 
 
 def test_host_lists_tuples_and_indices_lower(tmp_path):
