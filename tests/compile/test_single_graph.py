@@ -239,6 +239,18 @@ def test_module_state_keeps_the_host_and_its_state():
     assert len(paths) == 3, paths  # the warm-up and both sides of the data test
 
 
+def test_per_sample_batching_keeps_its_host():
+    model = EarlyExitMLP().eval()
+    inputs = _inputs((1, 16), 12, 2.0)
+    compiled = dycl.compile(model, inputs[0], optimize=ON, per_sample=True)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "host" and "per-sample" in chosen["reason"], chosen
+    batch = torch.cat(inputs)  # each sample takes its own path, as it does alone
+    expected = torch.cat([model(x) for x in inputs])
+    assert torch.allclose(compiled(batch), expected, atol=1e-5)
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-5) >= 3
+
+
 def test_auto_times_both_and_records_its_choice():
     model = EarlyExitMLP().eval()
     inputs = _inputs((1, 16), 30, 2.0)
