@@ -57,7 +57,7 @@ from dycl.backends.single_graph_values import (
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Port, Variant
 
-#: how many times its own sub-DNNs the rest of a block repeated in the sides of ifs may add to a graph
+#: how many times its own nodes the rest of a block repeated in the sides of ifs may add to a graph
 REPEAT_LIMIT = 2
 
 
@@ -123,9 +123,9 @@ class _Walk(HostExpressions):
         return self.returned(None, env, scope)
 
     def repeat(self, rest: Block) -> None:
-        """Count the sub-DNNs of ``rest`` lowered once more; refuse past ``REPEAT_LIMIT`` times the graph's."""
-        self.repeated += sum(isinstance(n, SubDNN) for n in walk(rest))
-        if self.repeated > REPEAT_LIMIT * max(1, len(self.graph.sub_dnns)):
+        """Count the nodes of ``rest`` lowered once more; refuse past ``REPEAT_LIMIT`` times the graph's."""
+        self.repeated += sum(1 for _ in walk(rest))
+        if self.repeated > REPEAT_LIMIT * max(1, sum(1 for _ in walk(self.graph.body))):
             raise NotLowerable("returns inside ifs whose other paths continue would repeat too much of the graph")
 
     def falling(self, block: Block, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:

@@ -168,3 +168,24 @@ def test_tests_on_booleans_are_ordered_as_python_orders_them():
         assert int(path) == (0 if value > 0 else 1)
         assert lowered.paths[int(path)][1][0] == ("slot" if value > 0 else "list")
     assert taken == {0, 1}
+
+
+def test_returns_on_some_paths_repeat_the_rest_only_within_a_bound():
+    first, double, mean = _parts()
+
+    def chain(depth: int) -> HCFG:
+        """``depth`` ifs, each returning on one inner side only: the rest is lowered on both sides of each."""
+        body: tuple = (mean[0], Return(_statement("return y"), _statement("return y").body[0].value))
+        for level in range(depth):
+            inner, inner_test = _if(f"u.item() > {level}")
+            outer, outer_test = _if("t")
+            stop = _statement("return [y]")
+            body = (Cond(2 * level, outer, outer_test, (Cond(2 * level + 1, inner, inner_test,
+                                                              (Return(stop, stop.body[0].value),), ()),), ()),
+                    *body)
+        return HCFG("forward", ("x",), (first[0], mean[0], *body))
+
+    lowered, _ = _run(chain(1), (first, double, mean))
+    assert lowered.stats["paths"] == 3  # the inner return, and the rest on both sides of the outer if
+    with pytest.raises(NotLowerable, match="repeat"):
+        _run(chain(12), (first, double, mean))  # 2**12 copies of the tail: refused, not built
