@@ -10,6 +10,8 @@ computed in the graph and becomes an ``If``:
 
 - both sides return: the ``If`` yields the result slots of both (``_Result``);
 - one side returns: the other side continues with the rest of the block, inside the ``If``;
+- a side returns on some of its paths only: both sides continue with the rest (lowered twice,
+  within ``REPEAT_LIMIT``);
 - neither returns (a join): the ``If`` yields the values the sides disagree on, and the walk
   continues after it.
 
@@ -41,6 +43,7 @@ from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM, ComposeError, GraphBuilder
 from dycl.backends.single_graph_expressions import HostExpressions, describe, location_of, odd_float, source
 from dycl.backends.single_graph_values import (
+    SEQUENCES,
     Join,
     ListValue,
     NotLowerable,
@@ -53,6 +56,9 @@ from dycl.backends.single_graph_values import (
 )
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Port, Variant
+
+#: how many times its own nodes the rest of a block repeated in the sides of ifs may add to a graph
+REPEAT_LIMIT = 2
 
 
 @dataclass
@@ -89,6 +95,7 @@ class _Walk(HostExpressions):
         self.returns: dict[int, Return] = {}
         self.models: dict[str, onnx.ModelProto] = {}
         self.inlined = 0
+        self.repeated = 0
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -102,14 +109,24 @@ class _Walk(HostExpressions):
                 test = self.test(node.test, env, scope)
                 if isinstance(test, bool):
                     return self.terminal((node.then if test else node.orelse) + rest, env, scope)
-                if always_returns(node.then) or always_returns(node.orelse):
+                if always_returns(node.then) or always_returns(node.orelse) or _may_return(node):
+                    # a side that may fall through continues with the rest, inside the If (where
+                    # both may, the rest is lowered twice: ``self.repeats`` bounds that)
                     then = node.then if always_returns(node.then) else node.then + rest
                     orelse = node.orelse if always_returns(node.orelse) else node.orelse + rest
+                    if not (always_returns(node.then) or always_returns(node.orelse)):
+                        self.repeat(rest)
                     return self.branch_results(test, then, orelse, env, scope)
                 env = self.join(node, test, env, scope)
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
+
+    def repeat(self, rest: Block) -> None:
+        """Count the nodes of ``rest`` lowered once more; refuse past ``REPEAT_LIMIT`` times the graph's."""
+        self.repeated += sum(1 for _ in walk(rest))
+        if self.repeated > REPEAT_LIMIT * max(1, sum(1 for _ in walk(self.graph.body))):
+            raise NotLowerable("returns inside ifs whose other paths continue would repeat too much of the graph")
 
     def falling(self, block: Block, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
         """``block``, one side of a join (no ``return`` in it), lowered into ``scope``."""
@@ -180,7 +197,7 @@ class _Walk(HostExpressions):
 
     def sub_dnn(self, node: SubDNN, env: dict[str, Value], scope: GraphBuilder) -> None:
         values = [self.read(name, env, node) for name in node.inputs]
-        key = tuple(len(v.items) for v in values if isinstance(v, ListValue))
+        key = tuple(len(v.items) for v in values if isinstance(v, SEQUENCES))
         variant = next((v for v in self.by_sub[node.index] if v.key == key), None)
         if variant is None or variant.ranked:
             raise NotLowerable(f"{node.name}: no variant for list lengths {key} known when it is lowered")
@@ -189,9 +206,10 @@ class _Walk(HostExpressions):
             raise NotLowerable(f"{node.name}: its graph has shape guards or graphs for other sizes")
         if any(not layout.is_port for layout in (*variant.output_layouts,)):
             raise NotLowerable(f"{node.name}: it returns a structure")
-        flat = [item for v in values for item in (v.items if isinstance(v, ListValue) else [v])]
-        if len(flat) != len(variant.inputs) or any(not layout.is_port and not layout.is_tensor_list
-                                                   for layout in variant.input_layouts):
+        flat = [item for v in values for item in (v.items if isinstance(v, SEQUENCES) else [v])]
+        if len(flat) != len(variant.inputs) or any(
+                (layout.is_tensor_list, layout.is_port) != (isinstance(v, SEQUENCES), not isinstance(v, SEQUENCES))
+                for v, layout in zip(values, variant.input_layouts)):
             raise NotLowerable(f"{node.name}: an input that is a structure")
         feeds = {port.name: self.feed(value, port, node) for port, value in zip(variant.inputs, flat)}
         if made.file not in self.models:
@@ -264,8 +282,9 @@ class _Walk(HostExpressions):
         return self.leaf(self.value(expr, env, scope, where), slots)
 
     def leaf(self, value: Value, slots: list[tuple[str, int]]) -> Any:
-        if isinstance(value, ListValue):
-            return ("list", [self.leaf(item, slots) for item in value.items])
+        if isinstance(value, SEQUENCES):
+            kind = "list" if isinstance(value, ListValue) else "tuple"
+            return (kind, [self.leaf(item, slots) for item in value.items])
         if isinstance(value, Static):
             literal = value.value
             if not (literal is None or isinstance(literal, str) or (python_kind(literal) is not None
@@ -308,6 +327,10 @@ def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
 # -- helpers ------------------------------------------------------------------------------------
 
 _BINARY_OF_AUG = {cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply}
+
+
+def _may_return(node: Cond) -> bool:
+    return any(isinstance(n, Return) for n in walk(node.then + node.orelse))
 
 
 def _remap(tree: Any, mapping: list[int]) -> Any:

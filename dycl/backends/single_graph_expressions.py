@@ -20,12 +20,14 @@ from onnx import TensorProto, helper
 
 from dycl.backends.onnx_compose import ELEM, FLOATS, GraphBuilder
 from dycl.backends.single_graph_values import (
+    SEQUENCES,
     Conflict,
     ListValue,
     NotLowerable,
     Number,
     Static,
     Tensor,
+    TupleValue,
     Value,
     python_kind,
 )
@@ -70,8 +72,21 @@ class HostExpressions:
             return Static(expr.evaluated_value)
         if isinstance(expr, cst.SimpleString):
             return Static(expr.evaluated_value)
-        if isinstance(expr, cst.List) and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
-            return ListValue([self.value(e.value, env, scope, where) for e in expr.elements])
+        if isinstance(expr, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement)
+                                                                for e in expr.elements):
+            items = [self.value(e.value, env, scope, where) for e in expr.elements]
+            return ListValue(items) if isinstance(expr, cst.List) else TupleValue(tuple(items))
+        if isinstance(expr, cst.Subscript):
+            return self.item_of(expr, env, scope, where)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            inner = self.value(expr.expression, env, scope, where)
+            if isinstance(inner, Static) and python_kind(inner.value) in ("int", "float"):
+                return Static(-inner.value if isinstance(expr.operator, cst.Minus) else inner.value)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" \
+                and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+            sequence = self.value(expr.args[0].value, env, scope, where)
+            if isinstance(sequence, SEQUENCES) and "len" not in env:
+                return Static(len(sequence.items))
         if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "item"
                 and not expr.args):
             inner = self.value(expr.func.value, env, scope, where)
@@ -80,6 +95,16 @@ class HostExpressions:
         if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITHMETIC:
             return self.arithmetic(expr, env, scope, where)
         raise NotLowerable(f"the host expression `{source(expr)}` ({location_of(where)})")
+
+    def item_of(self, expr: cst.Subscript, env: dict[str, Value], scope: GraphBuilder, where: Any) -> Value:
+        """``seq[i]`` of a host list or tuple at an index the walk knows (in range, as Python requires)."""
+        sequence = self.value(expr.value, env, scope, where)
+        element = expr.slice[0].slice if len(expr.slice) == 1 else None
+        index = self.value(element.value, env, scope, where) if isinstance(element, cst.Index) else None
+        if isinstance(sequence, SEQUENCES) and isinstance(index, Static) and python_kind(index.value) == "int" \
+                and -len(sequence.items) <= index.value < len(sequence.items):
+            return sequence.items[index.value]
+        raise NotLowerable(f"the subscript `{source(expr)}` ({location_of(where)})")
 
     def arithmetic(self, expr: cst.BinaryOperation, env: dict[str, Value], scope: GraphBuilder, where: Any) -> Value:
         left, right = (self.value(e, env, scope, where) for e in (expr.left, expr.right))
@@ -190,11 +215,10 @@ def _common(left: Value, right: Value) -> str | None:
         else:
             return None
     floats = any(k.endswith("float") for k in kinds)
-    statics = [k for k in kinds if k.startswith("static-")]
     if floats:
         # an integer tensor against a float is exact in double only below 2**53: not taken
         return "float64" if all(k.endswith("float") for k in kinds if not k.startswith("static-")) else None
-    return "int64" if statics or "int" in kinds else "bool"
+    return "int64"  # bools too: ONNX orders no bools, Python orders them as 0 and 1
 
 
 def odd_float(value: Any) -> bool:
@@ -203,7 +227,7 @@ def odd_float(value: Any) -> bool:
 
 def describe(value: Value) -> str:
     return {Tensor: "a tensor", Number: "a number", Static: "a Python value", ListValue: "a list",
-            Conflict: "a value the branches disagree on"}.get(type(value), "a value")
+            TupleValue: "a tuple", Conflict: "a value the branches disagree on"}.get(type(value), "a value")
 
 
 def location_of(node: Any) -> str:

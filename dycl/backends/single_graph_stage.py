@@ -59,8 +59,8 @@ def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -
         return compiled
     stats.update(lowered.stats)
     stats["chosen"] = "single_graph"
+    stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
     lowered_compiled.backend_stats["single_graph"] = stats
-    lowered_compiled.backend_stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
     if mode == "auto":
         return _faster(compiled, lowered_compiled, stats, emit)
     return lowered_compiled
@@ -98,7 +98,9 @@ def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
     leaf = Layout(None, ("tensor",))
     example = tuple(front.example_args[:len(inputs)])
     variant = Variant(whole, (), ports_in, ports_out, (example,), (leaf,) * len(ports_in), (leaf,) * len(ports_out))
-    caller = on_calling_thread(lowered.model, {p.name: value for p, value in zip(inputs, example)})
+    feeds = {p.name: value for p, value in zip(inputs, example)}
+    _loads(lowered.model, feeds)
+    caller = on_calling_thread(lowered.model, feeds)
     made = CompiledVariant(FILE, lowered.model, on_calling_thread=caller)
     explored = dataclasses.replace(explored, stage=dataclasses.replace(stage, graph=graph))
     # the module of an entry runs only on a backend that is not standalone, which is never lowered
@@ -107,6 +109,20 @@ def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
                                      distinct={variant.name: variant})
     return lowered, dataclasses.replace(compiled, ported=new_ported, variants={variant.name: made},
                                         backend_stats=dict(compiled.backend_stats))
+
+
+def _loads(model: bytes, feeds: dict[str, Any]) -> None:
+    """Refuse (``NotLowerable``, with ONNX Runtime's words) a composed model its runtime cannot load or run
+    on the example: the host it would replace can."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1  # no pool (and no spinning threads) for one run
+    try:
+        session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        session.run(None, {name: value.numpy() for name, value in feeds.items()})
+    except Exception as error:  # noqa: BLE001 - ONNX Runtime raises several types; each means "not this graph"
+        raise NotLowerable(f"ONNX Runtime cannot run the composed graph: {type(error).__name__}: {error}") from error
 
 
 class _Names:

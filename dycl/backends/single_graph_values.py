@@ -9,6 +9,7 @@ A host variable holds, at a point of the walk (``dycl.backends.single_graph``):
 - ``Static``: a Python value the walk knows (``n = 1``, ``None``): no ONNX value at all;
 - ``ListValue``: a list the host builds (``feats = []``, ``feats.append(h)``), by identity, so
   that two names of one list stay one list;
+- ``TupleValue``: a tuple the host builds (``pair = (a, b)``);
 - ``Conflict``: a value the graph cannot hold (branches that disagree on a list's length, a
   tensor against a number): reading it refuses the lowering, naming why.
 
@@ -64,7 +65,16 @@ class ListValue:
         self.items = list(items or [])
 
 
-Value = Tensor | Number | Static | Conflict | ListValue
+@dataclass(frozen=True)
+class TupleValue:
+    """A tuple the host builds (``pair = (a, b)``): its items' values."""
+
+    items: tuple[Any, ...]
+
+
+Value = Tensor | Number | Static | Conflict | ListValue | TupleValue
+#: the host sequences a sub-DNN takes as a list of tensors
+SEQUENCES = (ListValue, TupleValue)
 
 #: the one-element ONNX form of a Python number of each kind
 NUMBER_ELEM = {"int": TensorProto.INT64, "float": TensorProto.DOUBLE, "bool": TensorProto.BOOL}
@@ -117,6 +127,8 @@ class Join:
             return a
         if isinstance(a, ListValue) and isinstance(b, ListValue):
             return self._list(a, b)
+        if isinstance(a, TupleValue) and isinstance(b, TupleValue) and len(a.items) == len(b.items):
+            return TupleValue(tuple(self._value(x, y) for x, y in zip(a.items, b.items)))
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a.elem == b.elem:
             return self._pair(a.name, b.name, a.elem, lambda out: Tensor(out, a.elem))
         kinds = {_number_kind(a), _number_kind(b)}
@@ -159,6 +171,8 @@ class Join:
                     done[id(value)] = ListValue()
                     done[id(value)].items = [resolve(item) for item in value.items]
                 return done[id(value)]
+            if isinstance(value, TupleValue):
+                return TupleValue(tuple(resolve(item) for item in value.items))
             return value
 
         return {name: resolve(value) for name, value in self._joined.items()}
@@ -181,8 +195,9 @@ def _number_kind(value: Value) -> str | None:
 def _describe(value: Value) -> str:
     if isinstance(value, Static):
         return f"the value {value.value!r}"
-    return {Tensor: "a tensor", Number: "a number", ListValue: "a list"}.get(type(value), "a value it cannot hold")
+    return {Tensor: "a tensor", Number: "a number", ListValue: "a list", TupleValue: "a tuple"}.get(
+        type(value), "a value it cannot hold")
 
 
-__all__ = ["NUMBER_DTYPE", "NUMBER_ELEM", "Conflict", "Join", "ListValue", "NotLowerable", "Number", "Static",
-           "Tensor", "Value", "copy_env", "python_kind"]
+__all__ = ["NUMBER_DTYPE", "NUMBER_ELEM", "SEQUENCES", "Conflict", "Join", "ListValue", "NotLowerable", "Number",
+           "Static", "Tensor", "TupleValue", "Value", "copy_env", "python_kind"]

@@ -151,3 +151,41 @@ def test_what_it_cannot_compute_is_refused_by_name():
         _run(_graph(*parts, late="n + u.item()"), parts)
     with pytest.raises(NotLowerable, match="comparison"):
         _run(_graph(*parts, exit_test="u.item() is None"), parts)
+
+
+def test_tests_on_booleans_are_ordered_as_python_orders_them():
+    parts = _parts()
+    # t is a bool tensor: `t.item() > False` is `t` in Python; ONNX orders no bools, so they compare as int64
+    leave, test = _if("t.item() > False")
+    ret, ret_list = _statement("return y"), _statement("return [y]")
+    graph = HCFG("forward", ("x",), (parts[0][0], Cond(0, leave, test, (Return(ret, ret.body[0].value),), ()),
+                                     Return(ret_list, ret_list.body[0].value)))
+    lowered, session = _run(graph, parts)
+    taken = set()
+    for value in (-1.0, 2.0, 0.0, 3.0):
+        *outputs, path = session.run(None, {"x": np.array([[value]], np.float32)})
+        taken.add(int(path))
+        assert int(path) == (0 if value > 0 else 1)
+        assert lowered.paths[int(path)][1][0] == ("slot" if value > 0 else "list")
+    assert taken == {0, 1}
+
+
+def test_returns_on_some_paths_repeat_the_rest_only_within_a_bound():
+    first, double, mean = _parts()
+
+    def chain(depth: int) -> HCFG:
+        """``depth`` ifs, each returning on one inner side only: the rest is lowered on both sides of each."""
+        body: tuple = (mean[0], Return(_statement("return y"), _statement("return y").body[0].value))
+        for level in range(depth):
+            inner, inner_test = _if(f"u.item() > {level}")
+            outer, outer_test = _if("t")
+            stop = _statement("return [y]")
+            body = (Cond(2 * level, outer, outer_test, (Cond(2 * level + 1, inner, inner_test,
+                                                              (Return(stop, stop.body[0].value),), ()),), ()),
+                    *body)
+        return HCFG("forward", ("x",), (first[0], mean[0], *body))
+
+    lowered, _ = _run(chain(1), (first, double, mean))
+    assert lowered.stats["paths"] == 3  # the inner return, and the rest on both sides of the outer if
+    with pytest.raises(NotLowerable, match="repeat"):
+        _run(chain(12), (first, double, mean))  # 2**12 copies of the tail: refused, not built

@@ -4,6 +4,8 @@ process and through the torch-free host; a model it cannot lower keeps its host.
 
 from __future__ import annotations
 
+import copy
+
 import onnx
 import pytest
 import torch
@@ -87,6 +89,44 @@ class NestedDecisions(nn.Module):
         return self.c(feats[-1]), feats
 
 
+class PartialExit(nn.Module):
+    """A return on one inner side of an ``if`` whose other paths go on: the rest is lowered on both sides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.b = nn.Linear(6, 6)
+        self.c = nn.Linear(6, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.mean() > 0:
+            if h.max() > 1.5:
+                return h.sum(dim=-1, keepdim=True)
+            h = self.b(h)
+        return self.c(h)
+
+
+class TupleBookkeeping(nn.Module):
+    """Host bookkeeping between the blocks: a list appended to, indexed from the end, its length,
+    a tuple built and returned from inside the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+            outs.append(x)
+            if x.mean() > 0.1:
+                pair = (outs[-1], len(outs))
+                return pair
+        last = outs[-1]
+        return outs[0] + last, len(outs)
+
+
 class RoundsOnTheHost(nn.Module):
     """A Python number rounded by a builtin: a host computation the graph does not make, so the host stays."""
 
@@ -100,6 +140,24 @@ class RoundsOnTheHost(nn.Module):
         if scale > 1.5:
             return y / scale, "scaled"
         return y, "kept"
+
+
+class CallCounter(nn.Module):
+    """A call counter in a buffer switches the path: module state, which the host keeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls += 1
+        h = self.proj(x)
+        if self.calls <= 2:
+            return h * 0.5
+        if h.mean() > 0:
+            return torch.relu(h)
+        return torch.tanh(h)
 
 
 def _inputs(shape: tuple[int, ...], count: int, scale: float = 1.0) -> list[torch.Tensor]:
@@ -140,6 +198,18 @@ def test_nested_ifs_a_join_and_an_exit_with_a_list(tmp_path):
     _check(model, _inputs((3, 6), 48, 0.5), tmp_path, min_paths=4)
 
 
+def test_a_return_on_one_inner_side_lowers(tmp_path):
+    model = PartialExit().eval()
+    compiled = _check(model, _inputs((2, 6), 36, 0.5), tmp_path, min_paths=3)
+    assert compiled.stats["single_graph"]["paths"] == 3
+
+
+def test_host_lists_tuples_and_indices_lower(tmp_path):
+    model = TupleBookkeeping().eval()
+    compiled = _check(model, _inputs((2, 8), 30), tmp_path, min_paths=3)
+    assert compiled.stats["single_graph"]["paths"] == 4
+
+
 def test_a_model_it_cannot_lower_keeps_its_host(tmp_path):
     model = RoundsOnTheHost().eval()
     inputs = _inputs((2, 4), 20)
@@ -150,6 +220,35 @@ def test_a_model_it_cannot_lower_keeps_its_host(tmp_path):
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) >= 2
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
     assert report["checked"] == len(inputs) and report["problems"] == [], report
+
+
+def test_module_state_keeps_the_host_and_its_state():
+    model = CallCounter().eval()
+    twin = copy.deepcopy(model)
+    inputs = _inputs((2, 6), 12)
+    compiled = dycl.compile(model, inputs[0], optimize=ON)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "host" and "state" in chosen["reason"], chosen
+    paths = set()
+    for x in inputs:  # the same calls in the same order: the counter moves alike
+        with torch.no_grad():
+            expected = twin(x)
+            paths.add("warm-up" if int(twin.calls) <= 2 else bool(twin.proj(x).mean() > 0))
+        assert torch.allclose(compiled(x), expected, atol=1e-5)
+    assert int(model.calls) == int(twin.calls) == len(inputs)
+    assert len(paths) == 3, paths  # the warm-up and both sides of the data test
+
+
+def test_per_sample_batching_keeps_its_host():
+    model = EarlyExitMLP().eval()
+    inputs = _inputs((1, 16), 12, 2.0)
+    compiled = dycl.compile(model, inputs[0], optimize=ON, per_sample=True)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "host" and "per-sample" in chosen["reason"], chosen
+    batch = torch.cat(inputs)  # each sample takes its own path, as it does alone
+    expected = torch.cat([model(x) for x in inputs])
+    assert torch.allclose(compiled(batch), expected, atol=1e-5)
+    assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-5) >= 3
 
 
 def test_auto_times_both_and_records_its_choice():
