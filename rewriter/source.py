@@ -17,6 +17,7 @@ from dycl.rewriter.local_imports import lower_local_imports
 from dycl.rewriter.locations import LocationTable, annotate_locations
 from dycl.rewriter.match_statements import lower_match_statements
 from dycl.rewriter.null_context import splice_null_contexts
+from dycl.rewriter.scoped_bindings import fold_scoped_bindings
 from dycl.rewriter.try_blocks import splice_try
 from dycl.rewriter.walrus import hoist_named_expressions
 
@@ -94,6 +95,7 @@ def parse_function(function: Any, locations: LocationTable, closures: bool = Fal
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
     annotated = annotate_locations(module, source, locations.label_for(path), first_line)
     definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
+    definition = fold_scoped_bindings(definition, {**function.__globals__, **closure_values(function)})
     definition = splice_try(definition, locations)
     definition = lower_match_statements(definition)
     definition = hoist_named_expressions(definition, locations)
