@@ -29,12 +29,14 @@ block is left as written, for ``rewriter.try_blocks`` and the flow to compile or
 - the ``try`` has no handler and no ``else``, its ``finally`` is the ``reset`` alone, and
   ``BODY`` uses the variable only as ``get()`` (no other ``set``, no passing it on).
 
-What a fold does not see: a read of the variable by code that ``BODY`` calls. Code dycl
-rewrites there (followed library code, hooks written out) reads the variable through
-``get()`` and is refused where it does (``SCOPED_READ``); code traced into a graph would read
-the value the variable has outside the block, so every hook that could read it is checked by
-``dycl.rewriter.written_hooks``/``hooks`` as any hook is, and the compile's self-check compares
-the outputs the hooks collect.
+What a fold does not see: a read of the variable by code that ``BODY`` calls, which would
+read the value the variable has outside the block. ``refuse_scoped_reads`` closes that, after
+the rewrite, for a variable folded anywhere in it: a ``get()`` of it left in any function the
+rewriter parsed (a callee's own read, not folded), and a forward hook of any module of the
+model whose code names it (transformers' output-capturing hooks, traced with the module they
+hang on), are refused (``SCOPED_READ``), naming the function or hook. A read by other code
+traced into a graph (a library function the model calls that reads the variable directly) is
+not seen: the assumption is that such a variable is read by hooks and by code dycl rewrites.
 
 Assumes: the definition is annotated with location comments; ``try`` not yet spliced.
 Guarantees: every folded block met the conditions above; no ``set``/``reset`` of a folded
@@ -44,13 +46,16 @@ variable remains in the function.
 from __future__ import annotations
 
 import contextvars
+import types
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
+from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.walk import all_names, bound_names, descendants
 
 #: the construct named where a ``get()`` of a scoped variable is met outside a folded block
-SCOPED_READ = "a read (get()) of a context variable outside the block that sets it"
+SCOPED_READ = "a read of a context variable whose binding dycl folded, outside the block that sets it"
 
 
 def is_scoped_variable(value: Any) -> bool:
@@ -134,7 +139,7 @@ class _Fold:
         self.definition = definition
         self.fn_globals = fn_globals
         self.local = bound_names(definition)
-        self.folded = 0
+        self.variables: list[Any] = []
 
     def block(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
@@ -167,7 +172,9 @@ class _Fold:
         body = [s.visit(gets) for s in second.body.body]
         if gets.other_uses:
             return None
-        self.folded += 1
+        variable = _resolve(receiver, self.fn_globals, self.local)
+        if not any(v is variable for v in self.variables):
+            self.variables.append(variable)
         return body
 
     def _finally_resets(self, stmt: cst.Try, receiver: str, token: str) -> bool:
@@ -194,15 +201,56 @@ class _Blocks(cst.CSTTransformer):
         return updated.with_changes(body=self.fold.block(list(updated.body)))
 
 
-def fold_scoped_bindings(definition: cst.FunctionDef, fn_globals: dict[str, Any]) -> cst.FunctionDef:
-    """``definition`` with every scoped binding folded (module note); unchanged where none is."""
+def fold_scoped_bindings(definition: cst.FunctionDef, fn_globals: dict[str, Any]
+                         ) -> tuple[cst.FunctionDef, tuple[Any, ...]]:
+    """``definition`` with every scoped binding folded (module note), and the variables folded."""
     if not any(isinstance(node, cst.Try) for node in descendants(definition.body)):
-        return definition
+        return definition, ()
     if not any(name in fn_globals for name in all_names(definition)):
-        return definition
+        return definition, ()
     fold = _Fold(definition, fn_globals)
     folded = definition.visit(_Blocks(fold))
-    return folded if fold.folded else definition
+    return (folded, tuple(fold.variables)) if fold.variables else (definition, ())
 
 
-__all__ = ["SCOPED_READ", "fold_scoped_bindings", "is_scoped_variable"]
+def refuse_scoped_reads(folded: list[Any], functions: list[tuple[cst.FunctionDef, dict[str, Any]]],
+                        hooks: list[types.FunctionType], where: Callable[[cst.CSTNode], SourceLocation | None]
+                        ) -> None:
+    """Raise ``UnsupportedError`` (``SCOPED_READ``) where a variable in ``folded`` is read outside
+    its block: a ``get()`` left in one of ``functions`` (definition, globals), or a hook whose code
+    names it (module note)."""
+    if not folded:
+        return
+    for definition, fn_globals in functions:
+        for node in descendants(definition.body):
+            got = _method_call(node, "get")
+            if got is not None and any(_resolve(got[0], fn_globals, set()) is v for v in folded):
+                raise UnsupportedError(SCOPED_READ + f" ({got[0]}.get() in {definition.name.value})",
+                                       where(_line_of(definition, node)), _HINT)
+    for hook in hooks:
+        if any(hook.__globals__.get(name) is v for name in _global_names(hook.__code__) for v in folded):
+            raise UnsupportedError(SCOPED_READ + f" (the forward hook {hook.__qualname__} reads it)",
+                                   SourceLocation(hook.__code__.co_filename, hook.__code__.co_firstlineno), _HINT)
+
+
+_HINT = ("the hooks and functions that read it would see the value it has outside the block; remove the "
+         "hooks (or the output capturing that installs them) before compiling")
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _line_of(definition: cst.FunctionDef, target: cst.CSTNode) -> cst.CSTNode:
+    """The statement line of ``definition`` holding ``target`` (for its location)."""
+    for node in descendants(definition.body):
+        if isinstance(node, cst.SimpleStatementLine) and any(n is target for n in descendants(node)):
+            return node
+    return target
+
+
+__all__ = ["SCOPED_READ", "fold_scoped_bindings", "is_scoped_variable", "refuse_scoped_reads"]

@@ -13,11 +13,14 @@ import contextvars
 import textwrap
 
 import libcst as cst
-from dycl.rewriter.scoped_bindings import fold_scoped_bindings, is_scoped_variable
+import pytest
+from dycl.rewriter.scoped_bindings import SCOPED_READ, fold_scoped_bindings, is_scoped_variable
 from golden import after, golden
 from rewrite_checks import build, randn_inputs
 from test_containers import check_compiled
 from torch import nn
+
+from dycl import rewriter
 
 _collector: contextvars.ContextVar = contextvars.ContextVar("collector", default=None)
 
@@ -84,7 +87,7 @@ class WrappedVariable(nn.Module):
 
 def _folded(source: str, fn_globals: dict) -> str:
     definition = cst.parse_module(textwrap.dedent(source)).body[0]
-    return cst.Module(body=[fold_scoped_bindings(definition, fn_globals)]).code
+    return cst.Module(body=[fold_scoped_bindings(definition, fn_globals)[0]]).code
 
 
 def test_the_binding_becomes_its_body_with_each_get_the_bound_object():
@@ -151,3 +154,43 @@ def test_outputs_collected_through_a_context_variable_agree_with_eager(tmp_path)
 def test_a_wrapped_context_variable_agrees_with_eager(tmp_path):
     inputs = randn_inputs(2, 8, count=20, seed=5)
     assert check_compiled(build(WrappedVariable), inputs, 2, tmp_path) == 2
+
+
+def _doubled_while_collecting(module, args, output):
+    return output * 2 if _collector.get() is not None else output
+
+
+class ReadsInAHelper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def _step(self, x):
+        h = self.fc(x)
+        _collector.get().append(h)
+        return h
+
+    def forward(self, x):
+        seen = []
+        token = _collector.set(seen)
+        try:
+            h = self._step(x)
+        finally:
+            _collector.reset(token)
+        if seen[0].sum() > 0:
+            return h
+        return -h
+
+
+def test_a_read_of_the_folded_variable_outside_its_block_is_refused():
+    """A helper reading the variable, and a hook on a submodule reading it (as transformers'
+    output-capturing hooks do; this one changes the output while the variable is bound), would
+    see its value outside the block: refused, named."""
+    with pytest.raises(rewriter.UnsupportedError) as caught:
+        rewriter.rewrite(build(ReadsInAHelper))
+    assert SCOPED_READ in str(caught.value) and "_step" in str(caught.value)
+    model = build(CollectsThroughAContextVar)
+    model.blocks[0].register_forward_hook(_doubled_while_collecting)
+    with pytest.raises(rewriter.UnsupportedError) as caught:
+        rewriter.rewrite(model)
+    assert SCOPED_READ in str(caught.value) and "_doubled_while_collecting" in str(caught.value)
