@@ -18,7 +18,7 @@ from dycl.harness.testing import assert_equivalent, outputs_match
 from dycl.harness.testing_host import Call, run_host_without_torch
 from tests.realworld.corpus import run_case
 from tests.realworld.moe_corpus import moe_cases, moe_missing
-from tests.realworld.moe_lms import build_moe_lm, experts_hit, moe_block, moe_lm_names, token_batches
+from tests.realworld.moe_lms import build_jetmoe_lm, build_moe_lm, experts_hit, moe_block, moe_lm_names, token_batches
 
 #: agree with eager today (paths: the distinct eager paths the corpus inputs take)
 PASSING = {"MixtureOfDepths": 1, "SwitchLoopMoE": 3, "ThresholdRoutedMoE": 2,
@@ -199,3 +199,28 @@ def test_qwen2_moe_with_the_eager_experts_loop_is_refused_clearly_at_its_mask_ar
     message = str(caught.value)
     assert "modeling_qwen2_moe.py:" in message and "rewrote the library code" in message, message
     assert "mask_kwargs" in message, message
+
+
+@pytest.mark.slow
+def test_jetmoe_whose_router_calls_tolist_agrees_with_eager_and_refuses_sequence_one_by_its_guard(tmp_path):
+    """JetMoE's router counts the tokens per expert with ``expert_size.tolist()`` in library code
+    and splits by those counts: the counts are host values, each call's own. Calls of other batch
+    and sequence sizes agree with eager, in process and on the host. A sequence of 1 takes
+    another branch of the traced attention (``is_causal = q_len > 1``), which the graph for other
+    sizes could not be exported for: refused with the shape guard that names that line, never
+    answered from the other branch."""
+    pytest.importorskip("transformers")
+    lm = build_jetmoe_lm()
+    compiled = dycl.compile(lm, (torch.randint(0, 61, (2, 7)),), dynamic={"input_ids": {0: "batch", 1: "seq"}})
+    inputs = [ids for ids in token_batches(28) if ids.shape[1] > 1]
+    assert len(inputs) >= 20 and len({tuple(ids.shape) for ids in inputs}) >= 5
+    with torch.no_grad():
+        for i, ids in enumerate(inputs):
+            problem = outputs_match(lm(ids).logits, compiled(ids).logits, atol=1e-4)
+            assert problem is None, f"call #{i} {tuple(ids.shape)}: {problem}"
+    report = run_host_without_torch(compiled.save(tmp_path / "jetmoe"), lm, [Call((ids,), {}) for ids in inputs],
+                                    atol=1e-4)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+    with pytest.raises(Exception, match="sdpa_attention.py") as caught:
+        compiled(torch.randint(0, 61, (2, 1)))
+    assert type(caught.value).__name__ == "ShapeGuardError"
