@@ -49,6 +49,7 @@ from dycl.rewriter.names import Namespace
 from dycl.rewriter.passes import Pass
 from dycl.rewriter.pipeline import PIPELINE, run_passes
 from dycl.rewriter.root_hooks import hooked_entry
+from dycl.rewriter.scoped_bindings import refuse_scoped_reads
 from dycl.rewriter.source import ParsedFunction, parse_function
 from dycl.rewriter.state_prescan import prescan_state
 from dycl.rewriter.state_slots import collect_state_writes
@@ -121,6 +122,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
     refuse_traced_hooks(ctx, body, self_name)
+    parsed_all = [parsed, *ctx.caches.parsed.values()]
+    refuse_scoped_reads([v for p in parsed_all for v in p.scoped], [(p.definition, p.globals) for p in parsed_all],
+                        hook_functions(model), ctx.locations.resolve)
     body, state = thread_state(ctx, body, self_name)
     header = definition.body.header.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
     new_definition = definition.with_changes(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,6 +148,14 @@ def branch_free(ctx: RewriteContext, function: types.FunctionType, receiver: Sta
     return result
 
 
+def _module_first(callee: Callee) -> Static | None:
+    """The static module a function is called with as its first parameter (``func(self, *args)`` in a
+    decorator's wrapper): what its ``self.<child>(...)`` calls reach, for ``branch_free``."""
+    params = list(inspect.signature(callee.function, follow_wrapped=False).parameters)
+    first = callee.static.get(params[0]) if params else None
+    return first if first is not None and isinstance(first.value, torch.nn.Module) else None
+
+
 def _touches_state(ctx: RewriteContext, callee: Callee) -> bool:
     """Whether the callee writes module state or may read it (``rewriter.state_table``): then it is
     inlined even without control flow, so that the state is threaded, not traced as a constant."""
@@ -242,7 +251,7 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
     gate class used by 100 blocks is rewritten once, not 100 times.
     """
     receiver = callee.receiver
-    if branch_free(ctx, callee.function, receiver, index):
+    if branch_free(ctx, callee.function, receiver if receiver is not None else _module_first(callee), index):
         return None
     key = (callee.function, _receiver_key(ctx, receiver),
            tuple(sorted((n, _static_key(s)) for n, s in callee.static.items() if s is not receiver)),
@@ -288,6 +297,12 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         parsed = dataclasses.replace(parsed, definition=specialise(parsed.definition, callee.forwarded))
     bound = bound_names(parsed.definition)
     _reserve_free_names(ctx, parsed, all_names(parsed.definition) - bound)
+    for name in sorted(bound):
+        if name in parsed.function.__globals__ or name in sys.modules:
+            # a local that shadows a global or names a module (``import torch`` inside the function,
+            # ``rewriter.local_imports``): renamed, so that the name stays the global for every other
+            # function (the flow reads a generated name as a local, never as a global)
+            ctx.namespace.reserve(name)
     mapping = {name: ctx.namespace.fresh(name) for name in sorted(bound)}
     definition = rename(parsed.definition, mapping)
     env = Env()
@@ -304,6 +319,11 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
             env.bind(placeholder, static)
         elif holds_container(static.value):  # the inlined call binds it to its parameter (Inline._bind_dynamic)
             static = Static(static.value, cst.Name(mapping[name]))
+        elif isinstance(static.value, torch.nn.Module) and isinstance(static.term, cst.Name) and (
+                static.term.value not in mapping.values()):
+            # a module passed by its caller's name (a placeholder): constant propagation writes that
+            # name for the parameter, and later passes must still evaluate it (a lookup keyed on it)
+            env.bind(static.term.value, static)
         env.bind(mapping[name], static)
     ctx.call_stack.append(frame)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import libcst as cst
@@ -139,11 +140,14 @@ class ConstantPropagation(FlowWalker):
     def _line(self, stmt: cst.SimpleStatementLine, env: Env) -> tuple[Block, Exits]:
         kept: list[cst.BaseSmallStatement] = []
         exits = Exits(env)
+        droppable = None  # a static value kept only as a container's run-time name: dropped if unread
         for small in stmt.body:
             if exits.fall is None:
                 break
             here = exits.fall
             new_small = self._small(small, here)
+            if new_small is not None and len(stmt.body) == 1:
+                droppable = _static_binding(small, functools.partial(self.flow.evaluate, env=here))
             if new_small is not None:
                 kept.append(new_small)
             result_dropped = isinstance(new_small, cst.Expr) and isinstance(small, cst.Assign)
@@ -158,7 +162,12 @@ class ConstantPropagation(FlowWalker):
                             self._origins[id(fact)] = (fact, comment_of(stmt))
                 else:
                     exits.fall.virtual -= written
-        return ([stmt.with_changes(body=kept)] if kept else []), exits
+        if not kept:
+            return [], exits
+        line = stmt.with_changes(body=kept)
+        if droppable is not None:
+            self._materialized[id(line)] = droppable
+        return [line], exits
 
     def _small(self, small: cst.BaseSmallStatement, env: Env) -> cst.BaseSmallStatement | None:
         """The folded statement, or None when it only binds static values."""
@@ -175,6 +184,9 @@ class ConstantPropagation(FlowWalker):
                 if all(isinstance(r, Static) and r.substitutable for r in results):
                     return cst.Expr(self.fold(small.value, env))  # ``v = cfg.pop(k)`` with a static result
             targets = [t.with_changes(target=self._fold_target(t.target, env)) for t in small.targets]
+            if isinstance(small.value, _COMPREHENSIONS) and value is not None and is_literal(value.value):
+                # a new container built at compile time (a comprehension over static values): its display
+                return small.with_changes(targets=targets, value=literal_term(value.value))
             return small.with_changes(targets=targets, value=self.fold(small.value, env))
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             fact = env.get(small.target.value)
@@ -275,6 +287,20 @@ class ConstantPropagation(FlowWalker):
 
         module = cst.Module(body=body).visit(Drop())
         return list(module.body)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.DictComp, cst.SetComp)
+
+
+def _static_binding(small: cst.BaseSmallStatement,
+                    evaluate: Callable[[cst.BaseExpression], Static | None]) -> str | None:
+    """The name ``small`` binds when it is ``name = <static value>`` (kept because the value holds
+    a container): evaluating it calls nothing the evaluator does not fold, so the line may go
+    where nothing reads the name."""
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    return small.targets[0].target.value if evaluate(small.value) is not None else None
 
 
 def _is_method_call(node: cst.BaseExpression) -> bool:

@@ -469,8 +469,10 @@ def _nothing(effects: ContainerEffects, node: cst.CSTNode, position: Position) -
     return None
 
 
+# comprehensions too: one the evaluator runs calls no mutating method (a built container, like a display)
 _MAYBE_STATIC = frozenset({cst.Subscript, cst.Attribute, cst.Call, cst.List, cst.Tuple, cst.Dict, cst.Set,
-                           cst.BinaryOperation, cst.IfExp, cst.BooleanOperation})
+                           cst.BinaryOperation, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.DictComp,
+                           cst.SetComp})
 
 _HANDLERS: dict[type, Callable[[ContainerEffects, Any, Position], None]] = {
     cst.Call: ContainerEffects._call,

@@ -6,10 +6,13 @@ run time is the dict's creation and its updates. Later stages treat those as
 host work on Python values, which some cannot run; dropping them is exact.
 
 Assumes: loop-free code (after constant propagation).
-Guarantees: ``N = M`` is dropped when ``N`` occurs nowhere else and ``M`` is a
-name or a chain of attributes of one (``threshold = self.thresholds``: the
-binding of a static parameter whose every read was folded; reading an
-attribute of a module or of a config object changes nothing). Any other
+Guarantees: ``N = M`` is dropped when ``N`` occurs nowhere else (dropped lines
+aside, to a fixed point) and ``M`` is *inert*: a name or a chain of attributes of one
+(``threshold = self.thresholds``: the binding of a static parameter whose every read
+was folded; reading an attribute of a module or of a config object changes nothing),
+a literal, a subscript of an inert value by a literal, a tuple of inert values, or an
+f-string of inert values (``func_name = f"{args[0].__class__.__name__}.forward"``, a
+library's name for a warning no path gives). Any other
 statement is dropped only when it changes nothing but a
 *dead container* ``N``: a local whose first occurrence is a top-level
 ``N = <display>``, every binding of which is a display or another dead
@@ -45,27 +48,44 @@ def drop_dead_containers(body: Block) -> Block:
     return _without(body, drop) if drop else body
 
 
-def _is_reference(node: cst.BaseExpression) -> bool:
-    """A name or an attribute chain of one (``self.a.b``), with no call or subscript."""
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return isinstance(node, cst.Name)
+def _is_inert(node: cst.BaseExpression) -> bool:
+    """A value whose computation changes nothing (module note): no call anywhere."""
+    if isinstance(node, cst.Attribute):
+        return _is_inert(node.value)
+    if isinstance(node, (cst.Name, cst.BaseNumber, cst.SimpleString)):
+        return True
+    if isinstance(node, cst.Subscript):
+        return _is_inert(node.value) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and (
+            isinstance(node.slice[0].slice.value, (cst.BaseNumber, cst.SimpleString)))
+    if isinstance(node, cst.Tuple):
+        return all(not isinstance(e, cst.StarredElement) and _is_inert(e.value) for e in node.elements)
+    if isinstance(node, cst.FormattedString):
+        return all(isinstance(p, cst.FormattedStringText) or (
+            p.format_spec is None and _is_inert(p.expression)) for p in node.parts)
+    return False
 
 
 def _unread_aliases(lines) -> set[int]:
-    """Lines ``N = M`` (``M`` a name or ``self.a.b``) where ``N`` occurs nowhere else:
-    binding it does nothing."""
-    bindings: dict[str, list[int]] = {}
-    mentions: dict[str, int] = {}
-    for line in lines:
-        for node in descendants(line):
-            if isinstance(node, cst.Name):
-                mentions[node.value] = mentions.get(node.value, 0) + 1
-        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
-        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
-                small.targets[0].target, cst.Name) and _is_reference(small.value):
-            bindings.setdefault(small.targets[0].target.value, []).append(id(line))
-    return {line for name, found in bindings.items() if mentions[name] == len(found) for line in found}
+    """Lines ``N = M`` (``M`` inert) where ``N`` occurs nowhere else: binding it does nothing.
+    Repeated until nothing more is dropped (a dropped line's reads no longer count)."""
+    dropped: set[int] = set()
+    while True:
+        bindings: dict[str, list[int]] = {}
+        mentions: dict[str, int] = {}
+        for line in lines:
+            if id(line) in dropped:
+                continue
+            for node in descendants(line):
+                if isinstance(node, cst.Name):
+                    mentions[node.value] = mentions.get(node.value, 0) + 1
+            small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
+                    small.targets[0].target, cst.Name) and _is_inert(small.value):
+                bindings.setdefault(small.targets[0].target.value, []).append(id(line))
+        more = {line for name, found in bindings.items() if mentions[name] == len(found) for line in found}
+        if more <= dropped:
+            return dropped
+        dropped |= more
 
 
 def _lines(body: Block):

@@ -10,18 +10,23 @@ and a chosen implementation that decides on data (the eager experts loop) is fro
 A lookup is evaluated where all of these hold: the method's receiver is a mapping (the
 registry: ``collections.abc.Mapping``) whose class comes from an installed package (not
 torch, not the user's code: user code is rewritten, never called); every argument is a
-string, ``None`` or a function (a key and a default, no tensor, no module); and the result
-is a function. Assumes, as for every global dycl reads: the registry is not changed after
-compiling (the artifact keeps the implementation chosen now). Guarantees: nothing else is
-called; a lookup whose result is not a function counts as dynamic.
+string, ``None``, a function or a module (a key and a default, no tensor; a module: the
+registry keys its entry on the module's class, as transformers' ``_CAN_RECORD_REGISTRY.get(self)``
+does); and the result is a function or *registered data*: a mapping, list or tuple whose
+leaves are strings, numbers, ``None``, classes or dataclass instances holding only such
+values (which layers ``@capture_outputs`` records). Assumes, as for every global dycl reads:
+the registry is not changed after compiling (the artifact keeps the implementation chosen now).
+Guarantees: nothing else is called; a lookup whose result is neither counts as dynamic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from dycl.rewriter.user_code import in_library
 
 
@@ -38,12 +43,28 @@ def is_registry_lookup(func: Any) -> bool:
 
 
 def lookup_arguments_static(args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """Whether every argument is a key or a default a lookup may take: str, None or a function."""
-    return all(value is None or isinstance(value, (str, types.FunctionType)) for value in [*args, *kwargs.values()])
+    """Whether every argument is a key or a default a lookup may take: str, None, a function or a module."""
+    return all(value is None or isinstance(value, (str, types.FunctionType, torch.nn.Module))
+               for value in [*args, *kwargs.values()])
 
 
 def chose_a_function(result: Any) -> bool:
-    return isinstance(result, types.FunctionType)
+    """Whether ``result`` is what a lookup may be folded to: a function or registered data."""
+    return isinstance(result, types.FunctionType) or _registered_data(result, depth=0)
+
+
+def _registered_data(value: Any, depth: int) -> bool:
+    if depth > 4:
+        return False
+    if value is None or isinstance(value, (str, int, float, bool, type)):
+        return True
+    if isinstance(value, Mapping):
+        return all(_registered_data(k, depth + 1) and _registered_data(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_registered_data(v, depth + 1) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return all(_registered_data(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
+    return False
 
 
 __all__ = ["chose_a_function", "is_registry_lookup", "lookup_arguments_static"]

@@ -17,6 +17,7 @@ from dycl.rewriter.local_imports import lower_local_imports
 from dycl.rewriter.locations import LocationTable, annotate_locations
 from dycl.rewriter.match_statements import lower_match_statements
 from dycl.rewriter.null_context import splice_null_contexts
+from dycl.rewriter.scoped_bindings import fold_scoped_bindings
 from dycl.rewriter.try_blocks import splice_try
 from dycl.rewriter.walrus import hoist_named_expressions
 
@@ -30,6 +31,7 @@ class ParsedFunction:
     location: SourceLocation
     higher_order: bool = False  # it called torch.cond/map (``rewriter.higher_order``)
     imports: dict[str, Any] = field(default_factory=dict)  # lowered local imports (``rewriter.local_imports``)
+    scoped: tuple[Any, ...] = ()  # context variables whose binding was folded (``rewriter.scoped_bindings``)
 
     @property
     def globals(self) -> dict[str, Any]:
@@ -94,6 +96,7 @@ def parse_function(function: Any, locations: LocationTable, closures: bool = Fal
         raise UnsupportedError(f"{name}, whose source could not be isolated", _where(function))
     annotated = annotate_locations(module, source, locations.label_for(path), first_line)
     definition = next(s for s in annotated.body if isinstance(s, cst.FunctionDef))
+    definition, scoped = fold_scoped_bindings(definition, {**function.__globals__, **closure_values(function)})
     definition = splice_try(definition, locations)
     definition = lower_match_statements(definition)
     definition = hoist_named_expressions(definition, locations)
@@ -101,4 +104,4 @@ def parse_function(function: Any, locations: LocationTable, closures: bool = Fal
     definition = desugar_higher_order(definition, function.__globals__, locations)
     definition = splice_null_contexts(definition, function.__globals__)
     definition, imports = lower_local_imports(definition, function)
-    return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order, imports)
+    return ParsedFunction(function, definition, SourceLocation(path, first_line), higher_order, imports, scoped)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import libcst as cst
 import torch
 from dycl.rewriter.config_reads import ConfigReads
+from dycl.rewriter.library_calls import call_on_literals, is_library_function
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.registry_lookups import chose_a_function, is_registry_lookup, lookup_arguments_static
 from dycl.rewriter.state_table import StateTable
@@ -261,6 +262,10 @@ class StaticEvaluator:
             keys = self._dict_keys(func_node.value)
             if keys is not None:
                 return self._get(self.scope.lookup(func_node.value.value), node)
+        if isinstance(func_node, cst.Attribute) and func_node.attr.value == "pop" and len(node.args) == 2:
+            keys = self._dict_keys(func_node.value)
+            if keys is not None and self._value(node.args[0].value) not in keys:
+                return self._get(self.scope.lookup(func_node.value.value), node)  # no such key: the default
         func = self._value(func_node)
         if func is len and len(node.args) == 1:
             length = self.list_length(node.args[0].value)
@@ -268,7 +273,8 @@ class StaticEvaluator:
             if length is not None or keys is not None:
                 return length if length is not None else len(keys)
         lookup = is_registry_lookup(func)
-        if not (lookup or _allowed_call(func)):
+        library = not lookup and is_library_function(func)
+        if not (lookup or library or _allowed_call(func)):
             raise _Dynamic
         args, kwargs = [], {}
         for arg in node.args:
@@ -287,6 +293,11 @@ class StaticEvaluator:
             raise _Dynamic
         if lookup:
             return self._lookup(func, args, kwargs)
+        if library:
+            folded, result = call_on_literals(func, args, kwargs, self.fresh.add)
+            if not folded:
+                raise _Dynamic
+            return result
         result = func(*args, **kwargs)
         if is_pure_method(func):
             if _is_tensor(result):  # a method returning a weight or a buffer: not folded

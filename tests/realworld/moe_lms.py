@@ -40,6 +40,17 @@ def _configs(tf) -> dict[str, tuple[type, Callable[[], object]]]:
     }
 
 
+def build_jetmoe_lm(seed: int = 0) -> nn.Module:
+    """A tiny ``JetMoeForCausalLM`` (its router counts tokens per expert with ``.tolist()``)."""
+    import transformers as tf
+
+    config = tf.JetMoeConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_key_value_heads=2,
+                             kv_channels=8, intermediate_size=32, max_position_embeddings=64, num_local_experts=4,
+                             num_experts_per_tok=2, use_cache=False)
+    torch.manual_seed(seed)
+    return tf.JetMoeForCausalLM(config).eval()
+
+
 def moe_lm_names() -> list[str]:
     return ["MixtralForCausalLM", "Qwen2MoeForCausalLM", "OlmoeForCausalLM", "PhimoeForCausalLM",
             "GraniteMoeForCausalLM", "DeepseekV3ForCausalLM"]
