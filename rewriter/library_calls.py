@@ -45,7 +45,10 @@ def call_on_literals(func: types.FunctionType, args: list[Any], kwargs: dict[str
     ``(False, None)``; ``fresh`` records a container result's copy as fresh."""
     if not all(is_literal(v) for v in [*args, *kwargs.values()]):
         return False, None
-    result = func(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    try:
+        result = func(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:  # noqa: BLE001 - whatever it raises, the call stays in the program, as written
+        return False, None
     if isinstance(result, (set, frozenset)) and all(is_literal(v) for v in result):
         result = set(result) if isinstance(result, set) else result
     elif not is_literal(result):
