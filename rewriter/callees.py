@@ -225,6 +225,8 @@ def _module_is_branch_free(ctx: RewriteContext, module: torch.nn.Module, term: c
         resolved = resolve_method(module)
     except UnsupportedError:
         return not is_user_code(type(module))  # user code: "maybe", and inlining it reports the error
+    if not isinstance(resolved.function, types.FunctionType):  # a class-based decorator of forward: "maybe"
+        return call_method(resolved.function) is None
     function = user_function(resolved.function, ctx)
     return not ctx.rewrites(function) or branch_free(ctx, function, Static(resolved.owner, term), index)
 

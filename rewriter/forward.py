@@ -52,6 +52,8 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
     attribute = vars(module)[method]
     keywords: dict[str, Any] = {}
     where = f"{type(module).__qualname__}.{method} (set on the instance)"
+    if _decorator_bound(attribute):  # self.forward = self._infer, _infer decorated by a class
+        return ResolvedMethod(attribute.func, attribute.args[0])
     while isinstance(attribute, functools.partial):
         if attribute.args:
             raise UnsupportedError(f"{where}: a functools.partial with positional arguments", _init_location(module),
@@ -64,6 +66,14 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
                            _init_location(module),
                            "assign a bound method, e.g. self.forward = self.early_exit (Python calls a plain "
                            "function stored on the instance without self)")
+
+
+def _decorator_bound(attribute: Any) -> bool:
+    """Whether ``attribute`` is ``functools.partial(decorator, module)``, what a class-based decorator's
+    ``__get__`` gives for a module's method (``_bound_object``): calling the decorator with the module first."""
+    return (isinstance(attribute, functools.partial) and len(attribute.args) == 1 and not attribute.keywords
+            and isinstance(attribute.args[0], torch.nn.Module) and hasattr(attribute.func, "__wrapped__")
+            and not isinstance(attribute.func, types.FunctionType))
 
 
 def _bound_object(module: torch.nn.Module, method: str) -> Any:

@@ -237,6 +237,11 @@ class Inline(FlowWalker):
             receiver = func if owner is target else _owner_static(owner, resolved, self.ctx, self.flow.index)
             if resolved.keywords and self.ctx.rewrites(function):
                 call = call.with_changes(args=[*call.args, *_partial_arguments(resolved, self.ctx, self.flow.index)])
+            if not isinstance(function, types.FunctionType) and call_method(function) is not None:
+                # a class-based decorator of forward (rewriter.forward): its __call__, with the module first
+                decorator = self.ctx.globals.introduce(f"{type(target).__name__}_forward", function)
+                call = call.with_changes(args=[cst.Arg(receiver.term), *call.args])
+                function, receiver = call_method(function), decorator
         elif isinstance(target, types.MethodType) and isinstance(target.__self__, torch.nn.Module):
             function = target.__func__
             owner = target.__self__
@@ -248,6 +253,13 @@ class Inline(FlowWalker):
                 call = call.with_changes(args=call.args[1:])
         elif call_method(target) is not None:  # an instance of a user class: a class-based decorator
             function, receiver = call_method(target), func
+        elif _bound_decorator(target):  # module.forward looked up through a class-based decorator's __get__
+            term = canonical_term(target.args[0], self.flow.index)
+            if term is None:
+                return None, None
+            receiver = self.ctx.globals.introduce(f"{type(target.args[0]).__name__}_forward", target.func)
+            call = call.with_changes(args=[cst.Arg(term), *call.args])
+            function = call_method(target.func)
         else:
             return None, None
         function = user_function(function, self.ctx)
@@ -474,6 +486,13 @@ class Inline(FlowWalker):
 def _where(resolved: ResolvedMethod) -> SourceLocation | None:
     code = getattr(resolved.function, "__code__", None)
     return SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _bound_decorator(target: object) -> bool:
+    """Whether ``target`` is ``functools.partial(decorator, module)``: a class-based decorator of a
+    module's method, bound by its ``__get__`` (``rewriter.forward``)."""
+    return (isinstance(target, functools.partial) and not target.keywords and len(target.args) == 1
+            and isinstance(target.args[0], torch.nn.Module) and call_method(target.func) is not None)
 
 
 def _owner_static(owner: torch.nn.Module, resolved: ResolvedMethod, ctx: RewriteContext,

@@ -78,8 +78,8 @@ FEATURES = {
     "trace-read": "forward appends to self.trace and reads it back (self.trace[-1], sum(self.trace), len)",
     "argmax-block": "a block picked by a data-dependent index (self.blocks[int(x.argmax()) mod 3](x))",
     "host-int-conditional": "k = 2 if x.mean() > 0 else 3 used as a host number (a loop bound, an index, a factor)",
-    "input-mutation-read": "the argument changed in place later in forward (inp.add_(0.25) under a data test), "
-                           "then read",
+    "input-mutation-read": "the argument changed in place, then read: under another name later in forward "
+                           "(inp.add_(0.25) under a data test), or under its own name first, on either branch",
     "module-container-loop": "a ModuleDict / ModuleList iterated with a data-dependent continue or break",
 }
 
@@ -146,7 +146,7 @@ _SOURCE_PATTERNS = {
     "trace-read": r"self\.trace\[-1\]|sum\(self\.trace\)|len\(self\.trace\)",
     "argmax-block": r"self\.blocks\[(?:idx\]|.*argmax\(\))",
     "host-int-conditional": r"^\s*k = \d if .+ else \d$",
-    "input-mutation-read": r"\binp\.\w+_\(",
+    "input-mutation-read": r"\binp\.\w+_\(|^\s*if x\.mean\(\) > 0:\n\s*x\.add_\(0\.25\)",
     "module-container-loop": r"for .+ in (?:self\.stages|enumerate\(self\.stack\))",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {

@@ -536,9 +536,13 @@ class _Generator:
             self.lines += text.count("\n") + 1
             self.cost += cost
             self.tensor_tests += 1
-        if self.fresh_patterns.first_statement():
-            body.insert(0, Line(self.fresh_patterns.first_statement()))
-            self.lines += 1
+        first_statement = self.fresh_patterns.first_statement()
+        if first_statement:
+            body.insert(0, Line(first_statement))
+            self.lines += first_statement.count("\n") + 1
+            if first_statement.startswith("if "):  # a test on data
+                self.cost += 1
+                self.tensor_tests += 1
 
     def use_issue27_constructs(self, body: list[Stmt], first: int) -> None:
         """A statement of each drawn issue-27 construct, at the top level of ``body`` (from index ``first``)."""

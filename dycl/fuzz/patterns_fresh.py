@@ -16,8 +16,8 @@ the decorator of the root ``forward``:
 - ``argmax-block``: a block picked by a data-dependent index (``self.blocks[int(x.argmax()) % 3]``);
 - ``host-int-conditional``: ``k = 2 if x.mean() > 0 else 3`` used as a host number (a loop bound,
   an index, a factor);
-- ``input-mutation-read``: the argument (``inp``) changed in place later in ``forward``, under a
-  data test or not, then read;
+- ``input-mutation-read``: the argument changed in place, then read: under another name (``inp``)
+  later in ``forward``, under a data test or not, or under its own first, on either branch of a test;
 - ``module-container-loop``: a ``ModuleDict``/``ModuleList`` iterated with a data-dependent
   ``continue`` or ``break``.
 
@@ -63,6 +63,8 @@ STATEMENTS = {
         "for i, layer in enumerate(self.stack):\n    if x.mean() < 0:\n        continue\n    x = layer(x) + i * 0.1",
         "for key in self.stages:\n    x = self.stages[key](x)\n    if x.abs().max() > 1.5:\n        break"],
 }
+#: the argument updated in place under a data test, first in forward, then read by what follows
+DIRECT_UPDATE = "if x.mean() > 0:\n    x.add_(0.25)\nelse:\n    x.mul_(0.5)"
 #: data-dependent tests each construct's statement adds (its cost for the generator)
 COST = {"module-container-loop": 3, "argmax-block": 2, "host-int-conditional": 2, "state-hooks": 1}
 
@@ -87,18 +89,18 @@ INIT = {
 }
 # decorators of the root forward (defined at module level): name -> its source
 DECORATORS = {
-    "centered": ["def centered(fn):", "    @functools.wraps(fn)", "    def wrapper(self, x, *args, **kwargs):",
+    "centered": ["def centered(fn):", "    @functools.wraps(fn)", "    def wrapper(self, x, *args, **options):",
                  "        if x.mean() > 0:", "            x = x - x.mean() * 0.5",
-                 "        return fn(self, x, *args, **kwargs)", "    return wrapper", "", ""],
-    "tanh_out": ["def tanh_out(fn):", "    @functools.wraps(fn)", "    def wrapper(*args, **kwargs):",
-                 "        out = fn(*args, **kwargs)", "        if isinstance(out, tuple):",
+                 "        return fn(self, x, *args, **options)", "    return wrapper", "", ""],
+    "tanh_out": ["def tanh_out(fn):", "    @functools.wraps(fn)", "    def wrapper(*args, **options):",
+                 "        out = fn(*args, **options)", "        if isinstance(out, tuple):",
                  "            return (torch.tanh(out[0]),) + out[1:]", "        return torch.tanh(out)",
                  "    return wrapper", "", ""],
     "rescaled": ["class rescaled:", "    def __init__(self, fn):", "        functools.update_wrapper(self, fn)",
                  "        self.fn = fn", "", "    def __get__(self, obj, objtype=None):",
                  "        return self if obj is None else functools.partial(self, obj)", "",
-                 "    def __call__(self, module, x, *args, **kwargs):", "        if x.abs().max() > 2.0:",
-                 "            x = x * 0.5", "        return self.fn(module, x, *args, **kwargs)", "", ""],
+                 "    def __call__(self, module, x, *args, **options):", "        if x.abs().max() > 2.0:",
+                 "            x = x * 0.5", "        return self.fn(module, x, *args, **options)", "", ""],
 }
 
 
@@ -110,6 +112,8 @@ class FreshPatterns:
         self.on = {name: name not in exclude and rng.random() < p for name, p in PROBABILITY.items()}
         self.hooks = rng.sample(HOOKS, rng.randint(1, 2)) if self.on["state-hooks"] else []
         self.decorator = rng.choice(sorted(DECORATORS)) if self.on["decorated-forward"] else None
+        # the argument updated under its own name, first, or under another (``inp``) later
+        self.direct = self.on["input-mutation-read"] and rng.random() < 0.5
 
     def required(self) -> list[tuple[str, int]]:
         """Statements of ``forward``'s body, with their cost: one per construct in use, a second
@@ -118,14 +122,19 @@ class FreshPatterns:
         hook_reads = [read for _, reads in self.hooks for read in reads]
         for name, on in self.on.items():
             texts = hook_reads if name == "state-hooks" else STATEMENTS.get(name)
+            if name == "input-mutation-read" and self.direct:
+                continue  # its statement is the first one
             if on and texts:
                 for text in self.rng.sample(texts, min(len(texts), self.rng.choice([1, 1, 2]))):
                     out.append((text, COST.get(name, 1)))
         return out
 
     def first_statement(self) -> str | None:
-        """``inp = x``, first in ``forward``: the argument, still there after ``x`` is rebound."""
-        return "inp = x" if self.on["input-mutation-read"] else None
+        """First in ``forward``: ``inp = x`` (the argument, still there after ``x`` is rebound, updated
+        later), or the argument updated under a data test before anything rebinds ``x``."""
+        if not self.on["input-mutation-read"]:
+            return None
+        return DIRECT_UPDATE if self.direct else "inp = x"
 
     def init_lines(self) -> list[str]:
         """Lines at the end of ``__init__`` (``{w}``: the width)."""

@@ -125,6 +125,10 @@ def _program_edits(program: Program) -> Iterator[Callable[[Program], None]]:
         yield lambda p, k=k: p.init_lines.pop(k)
     if program.forward_decorator:
         yield lambda p: setattr(p, "forward_decorator", None)
+    if program.module_lines:  # once nothing uses them (else the program fails eagerly and is not taken)
+        yield lambda p: setattr(p, "module_lines", [])
+    if program.methods:
+        yield lambda p: setattr(p, "methods", [])
     if program.batch_sizes != (1,):
         yield lambda p: setattr(p, "batch_sizes", (1,))
     if program.flag is not None:

@@ -106,3 +106,57 @@ class BypassedDecorator(nn.Module):
         if x.sum() > 0:
             return x
         return -x
+
+
+def count_hits(module, inputs, output):
+    if output.sum() > 0:
+        module.hits += 1
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @rescaled
+    def forward(self, x):
+        if x.mean() > 0:
+            return self.fc(x)
+        return -x
+
+
+class HookedClassDecorated(nn.Module):
+    """Seed 3, program 39: a class-decorated forward on a model with a hook that writes state (before:
+    refused, ``self.forward`` compiled as one graph), and a submodule whose forward is class-decorated
+    too (before: traced, its decorator's test frozen)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hits = 0
+        self.register_forward_hook(count_hits)
+        self.block = Block()
+
+    @rescaled
+    def forward(self, x):
+        if x.sum() > 0:
+            x = torch.tanh(x)
+        return self.block(x) + self.hits * 0.1
+
+
+class SwappedToClassDecorated(nn.Module):
+    """Seed 12, program 70: ``self.forward = self._infer`` with ``_infer`` decorated by a class (before:
+    refused as a ``functools.partial`` with positional arguments)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.forward = self._infer
+
+    def forward(self, x):  # a decoy: the instance attribute wins
+        return x
+
+    @rescaled
+    def _infer(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return -x

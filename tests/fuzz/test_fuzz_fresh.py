@@ -4,6 +4,7 @@ models (``fresh_models``) compiled in process and through the torch-free host, o
 
 from __future__ import annotations
 
+import copy
 import inspect
 import random
 from collections import Counter
@@ -126,8 +127,34 @@ def test_a_class_based_decorator_of_forward_is_compiled_with_its_call(tmp_path: 
     assert _compiled_and_host(model, _inputs(16), tmp_path, min_paths=3) >= 3
 
 
+def test_a_forward_swapped_to_a_class_decorated_method_is_compiled_with_its_call(tmp_path: Path):
+    torch.manual_seed(0)
+    model = fresh_models.SwappedToClassDecorated().eval()
+    assert _compiled_and_host(model, _inputs(16), tmp_path, min_paths=3) >= 3
+
+
 def test_a_class_decorator_whose_get_does_not_bind_its_call_is_refused():
     """``__get__`` returning the wrapped function bound to the module: eager never runs ``__call__``,
     so compiling a call of the decorator object would double the output. Refused by name."""
     with pytest.raises(dycl.UnsupportedError, match=r"a bypassing object that looking it up on the module"):
         dycl.compile(fresh_models.BypassedDecorator().eval(), torch.randn(2, 4))
+
+
+def test_a_class_decorated_forward_behind_a_state_writing_hook_and_in_a_submodule(tmp_path: Path):
+    """The hook's counter, which forward reads, is threaded through every call; eager and the
+    compiled model (in process and the torch-free host) start from the same state."""
+    torch.manual_seed(0)
+    original = fresh_models.HookedClassDecorated().eval()
+    model, eager = copy.deepcopy(original), copy.deepcopy(original)
+    inputs = _inputs(16)
+    compiled = dycl.compile(model, inputs[0])
+    files, paths = model_source_files(eager), set()
+    for i, x in enumerate(inputs):
+        with torch.no_grad():
+            expected, path = record_path(eager, x.clone(), files=files)
+            actual = compiled(x.clone())
+        paths.add(path)
+        assert outputs_match(expected, actual, ATOL) is None, i
+    assert model.hits == eager.hits > 0 and len(paths) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), copy.deepcopy(original), inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
