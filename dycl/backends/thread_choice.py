@@ -9,8 +9,9 @@ size from data, a sub-graph), whether the pool pays depends on the machine: on a
 350 µs with a pool of two (``benchmarks/boundary_levers.py``). So such a graph is timed:
 one session with ``intra_op_num_threads=1`` and one with the pool the loaded model will get
 (``$DYCL_THREADS`` or every CPU, spinning off as in ``ort_runtime``), warmed up, then run in
-turns on the sub-DNN's first example, and it goes to the calling thread when its median
-time there is no worse.
+turns on the sub-DNN's first example (up to ``TIMED_RUNS`` turns within ``TIMING_BUDGET_S``, or
+``SEPARATED_TURNS`` where the two settings' times do not overlap), and it goes to the calling
+thread when its median time there is no worse.
 
 Graphs of one structure (``dycl.backends.graph_structure``: the same operators, wiring and
 shapes, other weights: BlockDrop's residual blocks of one stage) cost the same, so where the
@@ -47,6 +48,8 @@ POOL_MACS = 50_000_000
 #: timed runs per setting at most, and the seconds one graph's timing may take
 TIMED_RUNS = 9
 TIMING_BUDGET_S = 0.05
+#: turns after which two settings whose times do not overlap are settled without the rest
+SEPARATED_TURNS = 3
 
 
 def pool_threads() -> int:
@@ -99,9 +102,15 @@ def time_both(data: bytes, arrays: Mapping[str, np.ndarray | None],
             start = time.perf_counter()
             sessions[index].run(None, feeds)
             times[index].append(time.perf_counter() - start)
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > deadline or _separated(times, turn + 1):
             break
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def _separated(times: tuple[list[float], list[float]], turns: int) -> bool:
+    """After ``SEPARATED_TURNS`` turns or more, whether every time of one setting is below every
+    time of the other: more turns would not change which median is lower."""
+    return turns >= SEPARATED_TURNS and (max(times[0]) < min(times[1]) or max(times[1]) < min(times[0]))
 
 
 def _session(data: bytes, threads: int) -> ort.InferenceSession:

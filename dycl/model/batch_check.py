@@ -17,16 +17,16 @@ naming the compiled size at call time follows from it. Cost: one extra eager cal
 the model at twice the example's batch per compile (two when it fails).
 
 Assumes the caller holds the model in the state compiling wants and restores it
-afterwards (``dycl.model.model_state.preserved``), and calls this after a first compile
-succeeded: that compile ran ``forward`` and refused any write to module state, so
-these runs write none either (and a refusal of such a write keeps its own message).
-Where the batch must be static the caller compiles again with ``dynamic=False``: a
-second compile only for the models that need it, none for the others, and it starts
-at the explore stage (``dycl.compiler.compile_from``: rewrite, build and optimize do not
-read ``dynamic``), so the model's reference and build runs are not made again. (Checking before
-the first compile would save that second compile, but a run before the rewrite's
-refusal of a state write would itself count as the write: restoring a tensor bumps its
-version counter, which is how ``preserved`` detects writes.) A small,
+afterwards (``dycl.model.model_state.preserved``), and calls this after the compile's front
+end succeeded (``dycl.compiler.compile_front``: rewrite, build, optimize): the rewrite ran
+``forward`` and refused any write to module state, so these runs write none either (and a
+refusal of such a write keeps its own message). The caller then compiles from that front end
+(``dycl.compiler.compile_from``) with ``dynamic=False`` where the batch must be static and as
+asked otherwise: no stage before explore reads ``dynamic``, so every model is explored and
+exported once and the model's reference and build runs are made once. (Checking before the
+rewrite would be earlier still, but a run before the rewrite's refusal of a state write would
+itself count as the write: restoring a tensor bumps its version counter, which is how
+``preserved`` detects writes.) A small,
 separate function so that the compile's self-check can call it too.
 """
 

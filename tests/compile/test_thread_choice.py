@@ -5,6 +5,7 @@ the manifest carries the choice, and the compiled model computes the same either
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pytest
@@ -138,3 +139,31 @@ def test_graphs_of_one_structure_are_timed_once_per_compile(monkeypatch, tmp_pat
     assert assert_equivalent(model, compiled, images, min_paths=2, atol=ATOL) == 2
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, images, ATOL)
     assert report["checked"] == len(images) and not report["problems"], report
+
+
+class _Session:
+    """A stand-in session that takes ``seconds`` per run and counts its runs."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.runs = seconds, 0
+
+    def get_inputs(self):
+        return [type("Port", (), {"name": "x", "type": "tensor(float)"})()]
+
+    def run(self, outputs, feeds):
+        self.runs += 1
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            pass
+
+
+def test_settings_whose_times_do_not_overlap_stop_after_a_few_turns(monkeypatch):
+    monkeypatch.setattr(thread_choice, "TIMING_BUDGET_S", 10.0)  # only the separation may stop it
+    sessions = {1: _Session(0.0), 2: _Session(0.004)}
+    monkeypatch.setattr(thread_choice, "_session", lambda data, threads: sessions[threads])
+    one, pool = thread_choice.time_both(b"", {"x": np.zeros(3, np.float32)}, threads=2)
+    assert one < pool
+    assert sessions[1].runs == sessions[2].runs == 1 + thread_choice.SEPARATED_TURNS  # the warm-up, then 3 turns
+    assert thread_choice._separated(([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), 3)
+    assert not thread_choice._separated(([1.0, 2.0, 5.0], [4.0, 5.0, 6.0]), 3)  # overlapping: more turns
+    assert not thread_choice._separated(([1.0, 2.0], [4.0, 5.0]), 2)  # too few turns to tell
