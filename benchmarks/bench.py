@@ -186,8 +186,8 @@ def write_markdown(rows: list[dict], args) -> None:
     lines = [
         "# Benchmark results", "",
         f"Command: `python benchmarks/bench.py -n {args.n}"
-        + (f" --models {args.models}" if args.models else "") + ("  --skip-torch-compile" if args.skip_torch_compile
-                                                                  else "") + "`",
+        + (f" --models {args.models}" if args.models else "")
+        + (" --skip-torch-compile" if args.skip_torch_compile else "") + (" --skip-tvm" if args.skip_tvm else "") + "`",
         f"Machine: {machine()}; run {taken()}.",
         "Latency (`dycl.harness.timing`), both methods in this one run: **interleaved** (the first table: warm-up, "
         "contenders taking turns on each input, per input the best of 3 calls) and **by blocks** (the second: "
