@@ -173,7 +173,7 @@ def _compare(subject: Subject, derived: Derived) -> bool:
         before.restore()  # the second eager run starts from the state the first did
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
-        problems = difference(expected, actual, False), difference(eager_after, arguments, False)
+        problems = _structure_problems(subject, derived, expected, eager_after, actual, arguments)
     if problems[0] is not None:
         raise _error(derived)(f"the compiled model differs from eager on the {derived.description}: "
                              f"output{problems[0]}{_hint(sampled, derived)}")
@@ -182,6 +182,28 @@ def _compare(subject: Subject, derived: Derived) -> bool:
                              f"the {derived.description}: argument{_argument_name(problems[1])}"
                              f"{_hint(sampled, derived)}")
     return True
+
+
+#: eager draws a sampling model's structure is compared with: a draw may also decide a branch
+SAMPLED_DRAWS = 8
+
+
+def _structure_problems(subject: Subject, derived: Derived, expected: Any, eager_after: Any, actual: Any,
+                        arguments: Any) -> tuple[Any, Any]:
+    """A sampling model's differences in structure, dtypes and shapes: none where the compiled
+    output's are those of one of ``SAMPLED_DRAWS`` eager runs (a drawn value may take a branch
+    that changes a shape: ``if dropout(x).mean() < t``, so one eager draw is not the only answer)."""
+    problems = difference(expected, actual, False), difference(eager_after, arguments, False)
+    for _ in range(SAMPLED_DRAWS if problems != (None, None) else 0):
+        before = ModelSnapshot.take(subject.stateful) if subject.stateful is not None else None
+        try:
+            expected, eager_after = _eager(subject.eager, derived)
+        finally:
+            if before is not None:
+                before.restore()
+        if (difference(expected, actual, False), difference(eager_after, arguments, False)) == (None, None):
+            return None, None
+    return problems
 
 
 def _error(derived: Derived) -> type[SelfCheckError]:
