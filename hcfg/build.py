@@ -108,8 +108,10 @@ class HCFGBuilder:
         bound.apply_defaults()
         self.initial: State = {**self.globals, **bound.arguments}
         self.parameters = tuple(list(rewritten.signature.parameters)[1:])
-        # what the caller passed: it keeps these tensors whatever forward rebinds (hcfg.aliasing)
-        self.arguments = {name: bound.arguments[name] for name in self.parameters if name in bound.arguments}
+        # what the caller passed: it keeps these tensors whatever forward rebinds (hcfg.aliasing); module
+        # state threaded as parameters after them (rewriter.state_threading) is the model's, not the caller's
+        passed = self.parameters[:len(rewritten.inputs)]
+        self.arguments = {name: bound.arguments[name] for name in passed if name in bound.arguments}
         # fork/split/merge at each ``if``, as the explore walk does them (``hcfg.interpreter.Paths``)
         self.paths = Paths(PathFlags([self.definition.body], _tests(self.definition.body.body), self.parameters))
         self._code: dict[int, Any] = {}

@@ -162,7 +162,7 @@ def _give_back(args, kwargs, outputs):
     given = _SIGNATURE.bind(*args, **kwargs).arguments
     for name, key, path in CALL["returned"]:
         target = given[name] if key is None else given[name][key]
-        _update_record(target, _at(outputs, path))
+        _refill_in_place(target, _at(outputs, path))
         outputs = _put(outputs, path, target)
     return outputs
 
@@ -184,21 +184,21 @@ def _put(container, path, value):
     return container
 
 
-def _update_record(target, source):
+def _refill_in_place(target, source):
     """Give the plain record ``target`` the fields of ``source``; its records and lists of records
     stay the same objects where ``source`` has as many."""
     for name, new in source["fields"].items():
         old = target["fields"].get(name)
         pairs = list(zip(old, new)) if isinstance(old, list) and isinstance(new, list) and len(old) == len(new) \
             else [(old, new)]
-        if all(_same_record(a, b) for a, b in pairs):
+        if all(_same_kind_of_object(a, b) for a, b in pairs):
             for a, b in pairs:
-                _update_record(a, b)
+                _refill_in_place(a, b)
         else:
             target["fields"][name] = new
 
 
-def _same_record(old, new):
+def _same_kind_of_object(old, new):
     return isinstance(old, dict) and isinstance(new, dict) and "record" in old and old.get("record") == new.get(
         "record") and isinstance(old.get("fields"), dict)
 
