@@ -43,7 +43,7 @@ class _ThreeChecks:
             guard.check()
 
 
-def _per_call_us(function, inputs, repeat: int = 3) -> float:
+def per_call_us(function, inputs, repeat: int = 3) -> float:
     times = []
     for args in inputs:
         best = float("inf")
@@ -55,12 +55,12 @@ def _per_call_us(function, inputs, repeat: int = 3) -> float:
     return statistics.median(times) * 1e6
 
 
-def _side_by_side(settings: dict[str, object], inputs, rounds: int) -> dict[str, dict[str, float]]:
+def side_by_side(settings: dict[str, object], inputs, rounds: int) -> dict[str, dict[str, float]]:
     samples: dict[str, list[float]] = {name: [] for name in settings}
     names = list(settings)
     for round_ in range(rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
-            samples[name].append(_per_call_us(settings[name], inputs))
+            samples[name].append(per_call_us(settings[name], inputs))
     return {name: {"median_us": statistics.median(s), "min_us": min(s), "max_us": max(s)}
             for name, s in samples.items()}
 
@@ -125,7 +125,7 @@ def measure_threads(name: str, n: int, rounds: int) -> dict:
         counted = dycl.compile(model, example, check=False)
     finally:
         dycl.compiler.on_calling_thread = chosen
-    calls = _side_by_side({"MACs only": counted, "counted, then timed": timed}, inputs, rounds)
+    calls = side_by_side({"MACs only": counted, "counted, then timed": timed}, inputs, rounds)
     return {"model": name, "lever": "threads", "on_calling_thread": {"MACs only": _on_caller(counted),
             "counted, then timed": _on_caller(timed)}, "choosing_s": choosing[0], "call": calls,
             "ort_runs_per_call": ort_runs_per_call(timed, inputs)}
@@ -138,7 +138,7 @@ def measure_renames(name: str, n: int, rounds: int) -> dict:
                 "not": dycl.compile(model, example, check=False, optimize=Levers(merge_across_renames=False))}
     return {"model": name, "lever": "renames", "sub_dnns": {k: c.stats["sub_dnns"] for k, c in compiled.items()},
             "ort_runs_per_call": {k: ort_runs_per_call(c, inputs) for k, c in compiled.items()},
-            "call": _side_by_side(compiled, inputs, rounds)}
+            "call": side_by_side(compiled, inputs, rounds)}
 
 
 def measure(name: str, n: int, rounds: int) -> dict:
@@ -153,9 +153,9 @@ def measure(name: str, n: int, rounds: int) -> dict:
             return compiled(*args)
         return call
 
-    guards = _side_by_side({"three checks": lambda: old.check(), "CallGuard": lambda: new.check()},
+    guards = side_by_side({"three checks": lambda: old.check(), "CallGuard": lambda: new.check()},
                            [()] * 200, rounds)
-    calls = _side_by_side({"three checks": with_guard(old), "CallGuard": with_guard(new)}, inputs, rounds)
+    calls = side_by_side({"three checks": with_guard(old), "CallGuard": with_guard(new)}, inputs, rounds)
     compiled._call_guard = new
     return {"model": name, "lever": "guards", "ort_runs_per_call": ort_runs_per_call(compiled, inputs),
             "guard": guards, "call": calls}

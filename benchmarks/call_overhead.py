@@ -43,6 +43,8 @@ from dycl.api import _host_arguments, _to_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # the zoo (models/)
+sys.path.append(str(ROOT / "benchmarks"))  # its sibling script, when this one is imported
+import boundary_levers  # noqa: E402 - after the path it is found on
 
 _SAVE = ("import sys; sys.path.insert(0, {root!r}); import importlib, dycl; "
          "m = importlib.import_module('models.{name}'); model, example = m.build(); model.eval(); "
@@ -149,26 +151,10 @@ def profile(compiled: dycl.CompiledModel, inputs) -> str:
     return text.getvalue()
 
 
-def _per_call_us(function, inputs, repeat: int = 3) -> float:
-    times = []
-    for args in inputs:
-        best = float("inf")
-        for _ in range(repeat):
-            start = time.perf_counter()
-            function(*args)
-            best = min(best, time.perf_counter() - start)
-        times.append(best)
-    return statistics.median(times) * 1e6
-
-
 def side_by_side(settings: dict[str, object], inputs, rounds: int) -> dict[str, dict[str, float]]:
-    samples: dict[str, list[float]] = {name: [] for name in settings}
-    names = list(settings)
-    for round_ in range(rounds):
-        for name in names if round_ % 2 == 0 else names[::-1]:
-            samples[name].append(_per_call_us(settings[name], inputs))
-    return {name: {"median_us": round(statistics.median(s), 1), "min_us": round(min(s), 1),
-                   "max_us": round(max(s), 1)} for name, s in samples.items()}
+    """``boundary_levers.side_by_side`` (settings alternating round by round), to 0.1 µs."""
+    return {name: {key: round(value, 1) for key, value in row.items()}
+            for name, row in boundary_levers.side_by_side(settings, inputs, rounds).items()}
 
 
 class _BaselineCall:
