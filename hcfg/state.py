@@ -57,15 +57,25 @@ def symbolic_signature(value: Any) -> Any:
 
 
 def _copy_containers(namespace: State) -> State:
-    """``namespace`` with each list and dict copied once: names that share a container
+    """``namespace`` with each list and dict copied once, also those inside lists, dicts and
+    tuples (a dict of lists appended to on one path only): names that share a container
     (``opts = cfg``) still share the copy, so an update through one is seen through the other."""
     copies: dict[int, Any] = {}
 
     def copied(value: Any) -> Any:
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):  # holds lists the paths append to
+            items = [copied(item) for item in value]
+            return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
         if not isinstance(value, (list, dict)):
             return value
         if id(value) not in copies:
-            copies[id(value)] = copy.copy(value)
+            new = copies[id(value)] = copy.copy(value)
+            if isinstance(new, list):
+                new[:] = [copied(item) for item in new]
+            else:  # nested: a dict of lists (``collected["hidden"].append(h)`` on one path only)
+                for key, item in list(new.items()):
+                    if isinstance(item, (list, dict, tuple)):
+                        new[key] = copied(item)
         return copies[id(value)]
 
     return {name: copied(value) for name, value in namespace.items()}
