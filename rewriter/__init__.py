@@ -13,7 +13,8 @@ Parsing a function first splices ``try`` statements (``rewriter.try_blocks``) an
 5. super      — ``super().m(...)`` becomes ``Parent.m(self, ...)``
 6. inline     — inline helper methods and submodules that still branch on data
 7. constprop  — substitute and fold static values; drop ``if``s with static tests
-8. structure  — ``elif`` and early ``return`` become nested if/else
+8. dict_displays — a dict display read only at literal keys and by ``**`` becomes one variable per key
+9. structure  — ``elif`` and early ``return`` become nested if/else
 
 Module state the methods write (``rewriter.state_slots``, found before the passes so that no
 pass folds it) is then threaded through the flat function as parameters and extra returned

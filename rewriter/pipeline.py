@@ -19,6 +19,7 @@ from dycl.rewriter.callees import rewrite_callee
 from dycl.rewriter.choices import Choices
 from dycl.rewriter.constprop import ConstantPropagation
 from dycl.rewriter.context import RewriteContext
+from dycl.rewriter.dict_displays import DictDisplays
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, StaticFlow
 from dycl.rewriter.inline import Callee, Inline, InlinedBody
@@ -40,6 +41,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     ResolveSuper,         # super().m(...) becomes Parent.m(self, ...)  (issue 27)
     Inline,               # inline helpers and submodules that still branch on data
     ConstantPropagation,  # substitute and fold static values; drop ifs with static tests
+    DictDisplays,         # a dict display read only at literal keys and by ** becomes one variable per key
     Structure,            # elif and early returns become nested if/else
 )
 

@@ -664,7 +664,8 @@ def test_the_pipeline_runs_its_passes_in_order_and_traces_each_by_name():
     from dycl.rewriter.pipeline import PIPELINE
 
     names = [pass_.name for pass_ in PIPELINE]
-    assert names == ["normalize", "asserts", "unroll", "choices", "super", "inline", "constprop", "structure"]
+    assert names == ["normalize", "asserts", "unroll", "choices", "super", "inline", "constprop", "dict_displays",
+                     "structure"]
     assert all(pass_.description for pass_ in PIPELINE)
     result = rewriter.rewrite(EarlyExit(), debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "EarlyExit.forward"] == names
@@ -688,7 +689,8 @@ def test_a_new_flow_aware_pass_plugs_into_the_pipeline_and_sees_the_static_facts
     model = seeded(SkipOne, seed=1)
     result = rewriter.rewrite(model, passes=passes, debug=True)
     assert [name for name, qualname, _ in result.trace if qualname == "SkipOne.forward"] == [
-        "normalize", "asserts", "unroll", "record_ifs", "choices", "super", "inline", "constprop", "structure"]
+        "normalize", "asserts", "unroll", "record_ifs", "choices", "super", "inline", "constprop", "dict_displays",
+        "structure"]
     # iteration 1 is skipped statically: its body's test is never reached
     assert tests == [("i == self.skip", True), ("x.sum() > 0", False), ("not stopped", False),
                      ("i == self.skip", True), ("i == self.skip", True), ("x.sum() > 0", False)]
