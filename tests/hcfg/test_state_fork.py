@@ -1,6 +1,13 @@
 """``PathState.fork``: each path gets its own containers, and names that share one keep sharing it."""
 
+import inspect
+
+import pytest
+import torch
 from dycl.hcfg.state import PathState
+
+import dycl
+from dycl.harness.testing import assert_equivalent
 
 
 def test_a_fork_keeps_aliases_and_leaves_the_original_alone():
@@ -30,31 +37,40 @@ def test_containers_inside_containers_are_forked_too_and_keep_their_sharing():
     assert path.fork().concrete["pair"] == ([1], 7)
 
 
-def test_a_dict_of_lists_of_another_length_on_each_path_is_refused_at_its_read():
-    """The same dict reaches the return with a list of 1 on one path and of 2 on the other: a
-    nested structure must agree across paths (``hcfg.variants``), so the read is refused by
-    name — it was a compiled model that raised on the path the example did not take."""
-    import pytest
-    import torch
-    from torch import nn
+class _Collects(torch.nn.Module):
+    """Collects hidden states in a dict: one on one path, two on the other."""
 
-    import dycl
+    def __init__(self, written_through: bool) -> None:
+        super().__init__()
+        self.a, self.b, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+        self.written_through = written_through
 
-    class Collects(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b, self.head = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            collected = {"hidden": []}
-            h = self.a(x)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        collected = {"hidden": []}
+        h = self.a(x)
+        collected["hidden"].append(h)
+        if h.mean() > 0:
+            h = self.b(h)
             collected["hidden"].append(h)
-            if h.mean() > 0:
-                h = self.b(h)
-                collected["hidden"].append(h)
-            return self.head(collected["hidden"][0]) + self.head(h)  # MARK
+        if self.written_through:
+            collected["last"] = h  # a dict written through stays a dict (rewriter.dict_displays)
+            h = collected["last"]
+        return self.head(collected["hidden"][0]) + self.head(h)  # MARK
 
+
+def test_a_dict_of_lists_of_another_length_on_each_path_compiles_or_is_refused_at_its_read():
+    """The dict reaches the return with a list of 1 on one path and of 2 on the other. Read only
+    by key, it becomes one variable per key and the list gets a variant per length: compiled,
+    both paths agree. Written through, it stays a dict, whose nested structure must agree across
+    paths (``hcfg.variants``): refused at the read. Before the fork copied nested containers,
+    exploration saw the append on both paths and the compiled model raised on the other one."""
     torch.manual_seed(0)
+    model = _Collects(written_through=False).eval()
+    compiled = dycl.compile(model, (torch.randn(2, 4),))
+    inputs = [torch.randn(2, 4) * (1 + i % 3) for i in range(16)]
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
     with pytest.raises(dycl.UnsupportedError, match="structure") as info:
-        dycl.compile(Collects().eval(), (torch.randn(2, 4),))
-    assert info.value.location is not None and info.value.location.line == Collects.forward.__code__.co_firstlineno + 7
+        dycl.compile(_Collects(written_through=True).eval(), (torch.randn(2, 4),))
+    lines, first = inspect.getsourcelines(_Collects.forward)
+    mark = first + next(i for i, line in enumerate(lines) if "# MARK" in line)
+    assert info.value.location is not None and info.value.location.line == mark
