@@ -54,8 +54,8 @@ class _Collects(torch.nn.Module):
             collected["hidden"].append(h)
         if self.written_through:
             collected["last"] = h  # a dict written through stays a dict (rewriter.dict_displays)
-            h = collected["last"]
-        return self.head(collected["hidden"][0]) + self.head(h)  # MARK
+            h = collected["last"]  # MARK: the first read after the paths join
+        return self.head(collected["hidden"][0]) + self.head(h)
 
 
 def test_a_dict_of_lists_of_another_length_on_each_path_compiles_or_is_refused_at_its_read():
