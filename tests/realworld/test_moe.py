@@ -85,16 +85,7 @@ def test_a_moe_lm_with_the_default_experts_agrees_with_eager_on_calls_that_run_o
     pytest.importorskip("transformers")
     lm = build_moe_lm(name)
     compiled = dycl.compile(lm, (torch.randint(0, 61, (2, 7)),), dynamic={"input_ids": {0: "batch", 1: "seq"}})
-    inputs = token_batches(CALLS)
-    with torch.no_grad():
-        for i, ids in enumerate(inputs):
-            problem = outputs_match(lm(ids).logits, compiled(ids).logits, atol=1e-4)
-            assert problem is None, f"call #{i} {tuple(ids.shape)}: {problem}"
-    hit = {experts_hit(lm, ids) for ids in inputs}
-    assert len(hit) >= 3, hit  # different routings, not one set of experts every call
-    report = run_host_without_torch(compiled.save(tmp_path / name), lm, [Call((ids,), {}) for ids in inputs],
-                                    atol=1e-4)
-    assert report == {"checked": CALLS, "problems": [], "torch_loaded": False}
+    _agrees_on_calls_that_run_other_experts(lm, compiled, tmp_path / name)
 
 
 @pytest.mark.parametrize("name", _lm_params(FAST_LMS))
@@ -175,16 +166,7 @@ def test_a_whole_lm_with_the_eager_experts_loop_agrees_with_eager_on_calls_that_
     lm = build_moe_lm(name, experts="eager")
     compiled = dycl.compile(lm, (torch.randint(0, 61, (2, 7)),), dynamic={"input_ids": {0: "batch", 1: "seq"}})
     assert compiled.stats["conditions"] >= 4  # the experts loop is host conditions, not one frozen graph
-    inputs = token_batches(CALLS)
-    with torch.no_grad():
-        for i, ids in enumerate(inputs):
-            problem = outputs_match(lm(ids).logits, compiled(ids).logits, atol=1e-4)
-            assert problem is None, f"call #{i} {tuple(ids.shape)}: {problem}"
-    hit = {experts_hit(lm, ids) for ids in inputs}
-    assert len(hit) >= 3, hit  # different routings, not one set of experts every call
-    report = run_host_without_torch(compiled.save(tmp_path / name), lm, [Call((ids,), {}) for ids in inputs],
-                                    atol=1e-4)
-    assert report == {"checked": CALLS, "problems": [], "torch_loaded": False}
+    _agrees_on_calls_that_run_other_experts(lm, compiled, tmp_path / name)
 
 
 @pytest.mark.slow
@@ -210,3 +192,17 @@ def test_jetmoe_whose_router_calls_tolist_agrees_with_eager_and_refuses_sequence
     with pytest.raises(Exception, match="sdpa_attention.py") as caught:
         compiled(torch.randint(0, 61, (2, 1)))
     assert type(caught.value).__name__ == "ShapeGuardError"
+
+
+def _agrees_on_calls_that_run_other_experts(lm, compiled, directory) -> None:
+    """Logits within 1e-4 of eager on ``CALLS`` inputs of assorted batch and sequence sizes, in
+    process and through the torch-free host; at least 3 different sets of experts ran."""
+    inputs = token_batches(CALLS)
+    with torch.no_grad():
+        for i, ids in enumerate(inputs):
+            problem = outputs_match(lm(ids).logits, compiled(ids).logits, atol=1e-4)
+            assert problem is None, f"call #{i} {tuple(ids.shape)}: {problem}"
+    hit = {experts_hit(lm, ids) for ids in inputs}
+    assert len(hit) >= 3, hit  # different routings, not one set of experts every call
+    report = run_host_without_torch(compiled.save(directory), lm, [Call((ids,), {}) for ids in inputs], atol=1e-4)
+    assert report == {"checked": CALLS, "problems": [], "torch_loaded": False}
