@@ -44,10 +44,10 @@ class RecordUpdates:
     def find(cls, model: torch.nn.Module, args: tuple, kwargs: Mapping[str, Any]) -> RecordUpdates | None:
         """The records ``model`` returns among the arguments of the example ``(args, kwargs)``,
         found by running it on a copy; None where no argument holds a record."""
+        if not any(is_record(leaf) for leaf in pytree.tree_leaves((args, dict(kwargs)))):
+            return None  # every compile asks: the example is copied and run only where it holds a record
         args, kwargs = copy_tensors((args, dict(kwargs)))
         inputs = pytree.tree_leaves((args, kwargs))
-        if not any(is_record(leaf) for leaf in inputs):
-            return None
         before = _states(inputs)
         with torch.no_grad():
             output = run_on_example(model, args, kwargs)
