@@ -24,7 +24,9 @@ The block method: the same warm-up; then ``rounds`` rounds, in each of which eve
 contender in turn (each round starting one contender later) makes one untimed call
 on the first input (its threads wake after the previous block's framework) and then
 one timed call on every input in order, back to back. An input's time is the best
-over rounds; the summary is the same.
+over rounds; the summary is the same, plus each round's own median (``Timing.rounds_ms``,
+``Timing.band``): eager torch with two threads on two cores is bimodal from block to
+block (``benchmarks/eager_neighbours.md``), and the band says how far one block moves.
 
 A progress bar over the inputs goes to stderr when someone is watching
 (``dycl.progress``: a terminal or Jupyter) or when asked (``progress=True``).
@@ -67,9 +69,16 @@ class Timing:
     p75_ms: float
     inputs: int
     spread: float = 1.0  # the median over inputs of slowest/fastest repeat (1.0: one repeat)
+    #: by blocks: each round's own median over inputs (ms), in round order; empty when interleaved
+    rounds_ms: tuple[float, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.median_ms:.2f} ms (IQR {self.p25_ms:.2f}–{self.p75_ms:.2f})"
+
+    def band(self) -> tuple[float, float]:
+        """The lowest and highest round median (by blocks): how far one block's result moves from
+        round to round. Both are the median where there were no rounds."""
+        return (min(self.rounds_ms), max(self.rounds_ms)) if self.rounds_ms else (self.median_ms, self.median_ms)
 
 
 def summarize(seconds: Sequence[float]) -> Timing:
@@ -144,29 +153,36 @@ def blocks(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]
     runs = _per_input(contenders, len(inputs))
     best = {name: [math.inf] * len(inputs) for name in runs}
     worst = {name: [0.0] * len(inputs) for name in runs}
+    per_round: dict[str, list[float]] = {name: [] for name in runs}
     bar = Progress(f"timing {' vs '.join(runs)} by blocks", rounds * len(runs), progress)
     with torch.no_grad():
         _warm_up(runs, inputs, warmup, warmup_inputs)
         names = list(runs)
         for turn in range(rounds):
             for name in _rotated(names, turn):
-                _block(runs[name], inputs, best[name], worst[name])
+                per_round[name].append(_block(runs[name], inputs, best[name], worst[name]))
                 bar.step(f"round {turn + 1}: {name}")
     bar.close()
-    return _summaries(best, worst)
+    return {name: replace(timing, rounds_ms=tuple(per_round[name])) for name, timing in
+            _summaries(best, worst).items()}
 
 
 def _block(per_input: list[Callable[..., Any]], inputs: Sequence[tuple[Any, ...]], best: list[float],
-           worst: list[float]) -> None:
-    """One contender's block: an untimed lead-in call, then every input timed, back to back."""
-    if inputs:
-        per_input[0](*inputs[0])
+           worst: list[float]) -> float:
+    """One contender's block: an untimed lead-in call, then every input timed, back to back.
+    Returns the block's median over inputs (ms); NaN without inputs."""
+    if not inputs:
+        return math.nan
+    per_input[0](*inputs[0])
     clock = time.perf_counter
+    times = []
     for index, args in enumerate(inputs):
         start = clock()
         per_input[index](*args)
         seconds = clock() - start
+        times.append(seconds)
         best[index], worst[index] = min(best[index], seconds), max(worst[index], seconds)
+    return statistics.median(times) * 1000
 
 
 def noise(timings: Mapping[str, Timing]) -> list[str]:

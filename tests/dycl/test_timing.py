@@ -159,3 +159,19 @@ def test_blocks_take_a_callable_per_input_and_show_progress_when_asked(capsys):
     assert calls == [("path0", 0), ("path1", 1), ("path2", 2), ("path0", 0), ("path0", 0), ("path1", 1),
                      ("path2", 2)]
     assert "[dycl] timing oracle by blocks" in capsys.readouterr().err
+
+
+def test_blocks_keep_each_rounds_median_and_its_band_but_interleaved_has_none():
+    from dycl.harness.timing import blocks
+
+    calls: list[tuple[str, int]] = []
+    # round 1: inputs 2 and 3 take 30 ms (a slow block, as eager in its slow mode); round 2: 3 ms
+    plan = {1: [0.0], 2: [0.03, 0.003], 3: [0.03, 0.003]}
+    timing = blocks({"a": _recording(calls, "a", plan)}, [(1,), (2,), (3,)], rounds=2, warmup=0,
+                    warmup_inputs=0)["a"]
+    slow, fast = timing.rounds_ms
+    assert slow >= 29 and 2.9 <= fast < 15  # one median per round, in round order
+    assert timing.band() == (fast, slow)
+    assert timing.median_ms < slow  # the best per input over rounds, not a round's median
+    once = interleaved({"a": _recording([], "a", {1: [0.002]})}, [(1,)], repeat=1, warmup=0, warmup_inputs=0)["a"]
+    assert once.rounds_ms == () and once.band() == (once.median_ms, once.median_ms)
