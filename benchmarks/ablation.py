@@ -44,7 +44,7 @@ import time
 import warnings
 from pathlib import Path
 
-from bench import geomean
+from bench import geomean, load_note
 from dycl.hcfg.levers import Levers
 
 import dycl
@@ -320,7 +320,7 @@ def write_markdown(rows: list[dict], args) -> None:
     command = f"python benchmarks/ablation.py -n {args.n} --rounds {args.rounds} --batch {args.batch}" + (
         f" --models {args.models}" if args.models else "")
     lines = ["# Ablation: what each lever buys", "", f"Command: `{command}`",
-             f"Machine: {machine()}; run {taken()}.",
+             f"Machine: {machine()}; run {taken()}; {load_note(args.load)}.",
              "Each row turns one lever off (or a default-off one on) with everything else as by default; the "
              "module docstring of `benchmarks/ablation.py` says how each is switched.", ""]
     lines += compile_section(rows) + host_section(rows)
@@ -339,6 +339,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--out", type=Path, default=RESULTS, help="the markdown written (default: ablation.md)")
     args = parser.parse_args()
+    args.load = os.getloadavg()[0]
     warnings.simplefilter("ignore")
     from models import ZOO
 

@@ -174,6 +174,11 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     return row
 
 
+def load_note(start: float) -> str:
+    """The 1-minute load average at the start of a run and now: a table says whether its machine was quiet."""
+    return f"load average {start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+
+
 def geomean(values) -> float | None:
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -190,7 +195,7 @@ def write_markdown(rows: list[dict], args) -> None:
         + (" --skip-torch-compile" if args.skip_torch_compile else "") + (" --skip-tvm" if args.skip_tvm else "")
         + (f" --rounds {args.rounds}" if args.rounds != 5 else "")
         + (f" --fresh-processes {args.fresh_processes}" if args.fresh_processes != 3 else "") + "`",
-        f"Machine: {machine()}; run {taken()}.",
+        f"Machine: {machine()}; run {taken()}; {load_note(args.load)}.",
         "Latency (`dycl.harness.timing`), both methods in this one run: **interleaved** (the first table: warm-up, "
         "contenders taking turns on each input, per input the best of 3 calls) and **by blocks** (the second: "
         "each contender on all inputs back to back, contenders alternating block by block, per input the best of "
@@ -339,6 +344,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds by blocks (eager is bimodal: more than 3)")
     parser.add_argument("--fresh-processes", type=int, default=3, help="fresh processes timing eager alone")
     args = parser.parse_args()
+    args.load = os.getloadavg()[0]
     quiet_neighbours()
     warnings.simplefilter("ignore")
     from models import ZOO
