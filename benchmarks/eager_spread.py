@@ -10,7 +10,9 @@ spread? (issue 29) Processes of four kinds, taking turns, each timing eager by b
 - the same two with ``OMP_NUM_THREADS=1`` (torch's intra-op team of one: no barrier to wait at).
 
 The kinds take turns process by process (a busy machine slows all alike). Printed per kind: every
-process's eager median (ms) and the lowest-highest of its rounds' medians. If the bench's
+process's eager median (ms) and the lowest-highest of its rounds' medians; for the *bench* kinds also
+each thread's CPU time over eager's blocks, each block right after another contender's
+(``/proc/self/task``): a thread beyond torch's own that runs then is a neighbour competing for a core. If the bench's
 processes differ from the fresh ones by more than the fresh ones differ among themselves, something
 in the bench's process slows eager; if not, one fresh process is no better a reference than the
 bench's own column (``benchmarks/eager_column.py`` says what the bench does about it).
@@ -19,6 +21,7 @@ bench's own column (``benchmarks/eager_column.py`` says what the bench does abou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -46,7 +49,40 @@ def child(name: str, data: Path, rounds: int, torch_compile: bool) -> dict:
     if torch_compile:
         contenders["torch.compile"] = torch.compile(model)
     eager = blocks(contenders, inputs, rounds=rounds)["eager"]
-    return {"median_ms": eager.median_ms, "rounds_ms": list(eager.rounds_ms)}
+    return {"median_ms": eager.median_ms, "rounds_ms": list(eager.rounds_ms),
+            "threads_cpu_ms": threads_during_eager(contenders, inputs)}
+
+
+def thread_cpu_ms() -> dict[str, float]:
+    """CPU time (user + system, ms) of each thread of this process, keyed ``tid name``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError):
+            name = Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            found[f"{tid} {name}"] = (int(fields[11]) + int(fields[12])) * 1000 / tick
+    return found
+
+
+def threads_during_eager(contenders: dict, inputs) -> list[float]:
+    """Each thread's CPU time (ms, highest first) over eager's blocks, each block right after
+    another contender's: a thread other than torch's own that runs then competes with eager."""
+    import torch
+
+    spent: dict[str, float] = {}
+    with torch.no_grad():
+        for name, other in contenders.items():
+            if name == "eager":
+                continue
+            for args in inputs:
+                other(*args)
+            before = thread_cpu_ms()
+            for args in inputs:
+                contenders["eager"](*args)
+            for thread, ms in thread_cpu_ms().items():
+                spent[thread] = spent.get(thread, 0.0) + ms - before.get(thread, ms)
+    return sorted(spent.values(), reverse=True)
 
 
 def run(kind: str, name: str, data: Path, rounds: int, torch_compile: bool) -> dict:
@@ -92,6 +128,11 @@ def main() -> None:
         cells = ", ".join(f"{r['median_ms']:.2f} ({min(r['rounds_ms']):.2f}–{max(r['rounds_ms']):.2f})"
                           for r in results)
         print(f"{kind:16s} {cells}")
+    for kind in ("bench", "bench, 1 thread"):
+        for result in found[kind]:
+            cpu = result["threads_cpu_ms"]
+            print(f"{kind}: {len(cpu)} threads; CPU ms over eager's blocks, highest first: "
+                  + ", ".join(f"{ms:.0f}" for ms in cpu))
 
 
 if __name__ == "__main__":
