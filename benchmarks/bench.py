@@ -1,7 +1,7 @@
 """Latency, compile time and memory of dycl against its baselines, side by side in one run.
 
     python benchmarks/bench.py [--models sdn_vgg19,skipnet_rnn] [-n 50] [--json FILE] [--skip-torch-compile]
-                               [--skip-tvm]
+                               [--skip-tvm] [--rounds 5] [--fresh-processes 3] [--out FILE]
 
 For each zoo model, on the same inputs: median latency of eager PyTorch,
 ``torch.compile`` (inductor), dycl on ONNX Runtime, dycl with ``optimize=False``
@@ -9,8 +9,10 @@ For each zoo model, on the same inputs: median latency of eager PyTorch,
 *per-path oracle*: for every distinct path among the inputs, that path traced
 into one ONNX Runtime session (what a perfect host would cost). Latency is timed
 by both methods of ``dycl.harness.timing`` in this one process (interleaved, and by
-blocks), and eager once more by blocks in a fresh process that never created an
-ONNX Runtime session (issue 29: sessions' threads can slow eager torch). Also compile
+blocks), and eager once more by blocks alone in fresh processes that never created an
+ONNX Runtime session: *the* eager by blocks (``eager_column.py`` says why, and how the in-process
+eager is checked against it). Prints the headline geomeans (against both eagers, and the
+per-model maximum of dycl / oracle + decisions). Also compile
 time per phase and the peak RSS of a process running the standalone host
 against one running eager PyTorch. Writes ``benchmarks/results.md``.
 """
