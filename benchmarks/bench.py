@@ -254,7 +254,8 @@ def blocks_table(rows: list[dict]) -> list[str]:
     lines = ["", "Timed by blocks (what a serving loop sees). *eager*: eager alone by blocks in fresh processes that "
              "never created an ONNX Runtime session, the median over the processes (their lowest–highest median): "
              "the eager the acceptance means. *eager, this process*: eager timed among the other contenders "
-             "(the lowest–highest of its rounds' medians); ✓ where it lies within the fresh band (±"
+             "(in brackets the lowest–highest of its rounds' own medians; the figure, each input's best over the "
+             "rounds, lies at or below them); ✓ where it lies within the fresh band (±"
              f"{SLACK:.0%}), ✗ where not; *noisy*: the fresh processes' medians differ by more than {NOISY_BAND}x. "
              "Why both: `benchmarks/eager_neighbours.md`.", "",
              "| model | eager | eager, this process | torch.compile | dycl ORT | dycl one graph | per-path oracle | "
