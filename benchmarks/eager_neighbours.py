@@ -9,7 +9,9 @@ the path's traced graph in an ONNX Runtime session created with default options 
 intra-op pool) and with spinning off (``session.intra_op.allow_spinning=0``, what dycl's
 sessions and its oracles use). Run it also with ``OMP_WAIT_POLICY=PASSIVE`` (torch's
 OpenMP threads then sleep at once instead of spinning) to tell the two kinds of spinning apart.
-Prints eager's median ms after each neighbour and its ratio to eager alone.
+Prints eager's median ms after each neighbour and its ratio to eager alone. ``--blocks``: each
+neighbour's block on all inputs, then eager's block (as the bench's block method orders them);
+the median over rounds of each eager block's median.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def traced_session(model: torch.nn.Module, args: tuple, spinning: bool):
     return lambda *a: session.run(None, {n: t.numpy() for n, t in zip(names, a)})
 
 
-def measure(name: str, n: int, rounds: int) -> dict[str, float]:
+def measure(name: str, n: int, rounds: int, by_blocks: bool = False) -> dict[str, float]:
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
@@ -71,6 +73,9 @@ def measure(name: str, n: int, rounds: int) -> dict[str, float]:
             model(*args)
         for turn in range(rounds):
             for key in keys[turn % len(keys):] + keys[:turn % len(keys)]:
+                if by_blocks:
+                    times[key].append(_block_after(neighbours[key], model, inputs))
+                    continue
                 for args in inputs:
                     neighbours[key](*args)
                     start = time.perf_counter()
@@ -79,14 +84,29 @@ def measure(name: str, n: int, rounds: int) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in times.items()}
 
 
+def _block_after(neighbour, model: torch.nn.Module, inputs) -> float:
+    """The neighbour on every input, then eager's block as ``dycl.harness.timing.blocks`` times it (one
+    untimed call, then every input): the block's median ms."""
+    for args in inputs:
+        neighbour(*args)
+    model(*inputs[0])
+    times = []
+    for args in inputs:
+        start = time.perf_counter()
+        model(*args)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="skipnet_rnn")
     parser.add_argument("-n", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--blocks", action="store_true", help="eager's whole block after the neighbour's whole block")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    medians = measure(args.model, args.n, args.rounds)
+    medians = measure(args.model, args.n, args.rounds, args.blocks)
     print(f"# eager {args.model} right after each neighbour; {machine()}; {taken()}")
     for key, ms in medians.items():
         print(f"{key:24s} {ms:8.2f} ms   x{ms / medians['alone']:.2f} of eager alone")
