@@ -197,7 +197,8 @@ class GraphBuilder:
 
 def localize_initializers(graph: onnx.GraphProto) -> None:
     """Move each of ``graph``'s initializers that the nodes of exactly one ``If`` branch read (and no
-    other graph) into that branch. Note: ONNX Runtime treats an outer-scope weight as a value, not a
+    other graph) into that branch, and drop those no node reads (the weights of a lowering tried and
+    dropped: ``dycl.backends.single_graph``). Note: ONNX Runtime treats an outer-scope weight as a value, not a
     constant, so a branch reading its weights from the main graph loses constant folding, weight
     prepacking and the NCHWc layout of its convolutions (sdn_mobilenet's whole graph ran 1.8x slower)."""
     graphs = nested_graphs(graph)
@@ -211,7 +212,7 @@ def localize_initializers(graph: onnx.GraphProto) -> None:
         found = readers.get(initializer.name, set())
         if len(found) == 1 and 0 not in found:
             graphs[next(iter(found))].initializer.append(initializer)
-        else:
+        elif found:
             kept.append(initializer)
     del graph.initializer[:]
     graph.initializer.extend(kept)

@@ -13,7 +13,9 @@ computed in the graph and becomes an ``If``:
 - a side returns on some of its paths only: both sides continue with the rest (lowered twice,
   within ``REPEAT_LIMIT``);
 - neither returns (a join): the ``If`` yields the values the sides disagree on, and the walk
-  continues after it.
+  continues after it; where the sides leave a value read later in ways one ONNX value cannot
+  hold (a list appended to on one side only, as a greedy decoder's ``break`` leaves it), the
+  rest goes into each side instead (within ``REPEAT_LIMIT``), each side knowing its own value.
 
 Every ``return`` is a path with a number: the model outputs every path's tensors in shared
 slots (by element type) and the number of the path taken; ``emit`` of the host picks the
@@ -117,7 +119,11 @@ class _Walk(HostExpressions):
                     if not (always_returns(node.then) or always_returns(node.orelse)):
                         self.repeat(rest)
                     return self.branch_results(test, then, orelse, env, scope)
-                env = self.join(node, test, env, scope)
+                joined = self.join(node, test, env, scope, self.graph.liveness.live_after(node))
+                if joined is None:  # the sides leave a value the rest reads differently: it goes into each
+                    self.repeat(rest)
+                    return self.branch_results(test, node.then + rest, node.orelse + rest, env, scope)
+                env = joined
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
@@ -141,13 +147,21 @@ class _Walk(HostExpressions):
                 self.straight(node, env, scope)
         return env
 
-    def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
+    def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder,
+             live: frozenset[str] | None = None) -> dict[str, Value] | None:
+        """The environment after ``node``'s ``If`` in ``scope``; None, and no ``If``, where ``live`` is
+        given and the sides disagree on one of its names in a way one value cannot hold (a list's
+        length, a tensor against a number): the caller lowers what follows on each side instead."""
         if any(isinstance(n, Return) for n in walk(node.then + node.orelse)):
             raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
+        inlined = self.inlined
         env_then = self.falling(node.then, copy_env(env), sides[0])
         env_else = self.falling(node.orelse, copy_env(env), sides[1])
         joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
+        if live is not None and joined.conflicted() & live:
+            self.inlined = inlined  # the sides are dropped (weights they hoisted are pruned: ``GraphBuilder.model``)
+            return None
         if not joined.pairs:
             outputs: list[str] = []
         else:

@@ -2,8 +2,10 @@
 and ``dycl.backends.single_graph`` can take the model (issue 29).
 
 ``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
-"auto" lowers, emits both hosts, times each on the example (interleaved rounds, medians) and
-keeps the faster. Either way ``stats["single_graph"]`` says what was chosen and why.
+"auto" lowers, emits both hosts and keeps the one graph only where it is clearly faster on the
+example and inputs derived from it (``dycl.backends.single_graph_choice``: rounds alternating
+the two, a median ratio past a margin, a majority of rounds). Either way ``stats["single_graph"]``
+says what was chosen and why.
 
 The lowered model's host is the same generated program with one sub-DNN: the whole graph, called
 once, then ``if path == k: return ...`` for each path (``lowered_graph``). Its inputs' checks,
@@ -17,8 +19,6 @@ graph cannot compute), the stage returns its input unchanged."""
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ import libcst as cst
 from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM
 from dycl.backends.single_graph import Lowered, NotLowerable, lower
+from dycl.backends.single_graph_choice import choose, timing_inputs
 from dycl.backends.thread_choice import on_calling_thread
 from dycl.hcfg.graph import HCFG, Cond, Return, SubDNN
 from dycl.hcfg.ports import Layout, Port, Variant
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 FILE = "single_graph.onnx"
 _DTYPE = {elem: name for name, elem in ELEM.items()}
-#: timed calls of each host on the example in ``auto`` (alternating, in rounds)
-ROUNDS, CALLS = 5, 4
 
 
 def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -> Compiled:
@@ -179,30 +178,21 @@ def _expression(tree: Any, names: tuple[str, ...]) -> str:
 
 def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
             emit: Callable[[Compiled], CompileResult]) -> Compiled:
-    """Of the two, the one whose host is faster on the example (medians of interleaved rounds)."""
+    """Of the two, the one ``dycl.backends.single_graph_choice`` keeps (both hosts timed side by
+    side on the example and inputs derived from it)."""
     from dycl.artifact import host_model
 
     front = host.ported.explored.stage.front
-    args = [value.numpy() if hasattr(value, "numpy") else value for value in front.example_args]
     try:
         models = [host_model(result.host_source, result.manifest, result.files)
                   for result in (emit(host), emit(single))]
-        for model in models:
-            model(*args)  # sessions made, first runs out of the way
+        choice = choose(models[0], models[1], timing_inputs(front.example_args))
     except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
         stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
         host.backend_stats["single_graph"] = stats
         return host
-    times: list[list[float]] = [[], []]
-    for _ in range(ROUNDS):
-        for position, model in enumerate(models):
-            start = time.perf_counter()
-            for _ in range(CALLS):
-                model(*args)
-            times[position].append((time.perf_counter() - start) / CALLS)
-    medians = [statistics.median(t) * 1e6 for t in times]
-    stats["host_us"], stats["single_graph_us"] = round(medians[0], 1), round(medians[1], 1)
-    if medians[1] < medians[0]:
+    stats.update(choice.stats())
+    if choice.single_graph:
         return single
     stats["chosen"] = "host"
     host.backend_stats["single_graph"] = stats
