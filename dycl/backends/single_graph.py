@@ -63,6 +63,10 @@ from dycl.hcfg.ports import Port, Variant
 REPEAT_LIMIT = 2
 
 
+class _Conflicted(Exception):
+    """A join's sides leave a live name in ways one value cannot hold (``_Walk.join``)."""
+
+
 @dataclass
 class _Result:
     """A block that returns on every path, lowered in one scope: its slots (value, element
@@ -119,11 +123,13 @@ class _Walk(HostExpressions):
                     if not (always_returns(node.then) or always_returns(node.orelse)):
                         self.repeat(rest)
                     return self.branch_results(test, then, orelse, env, scope)
-                joined = self.join(node, test, env, scope, self.graph.liveness.live_after(node))
-                if joined is None:  # the sides leave a value the rest reads differently: it goes into each
+                inlined = self.inlined
+                try:
+                    env = self.join(node, test, env, scope)
+                except _Conflicted:  # the sides leave a value the rest reads differently: it goes into each
+                    self.inlined = inlined  # the sides tried are dropped (their weights: ``GraphBuilder.model``)
                     self.repeat(rest)
                     return self.branch_results(test, node.then + rest, node.orelse + rest, env, scope)
-                env = joined
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
@@ -147,21 +153,19 @@ class _Walk(HostExpressions):
                 self.straight(node, env, scope)
         return env
 
-    def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder,
-             live: frozenset[str] | None = None) -> dict[str, Value] | None:
-        """The environment after ``node``'s ``If`` in ``scope``; None, and no ``If``, where ``live`` is
-        given and the sides disagree on one of its names in a way one value cannot hold (a list's
-        length, a tensor against a number): the caller lowers what follows on each side instead."""
+    def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
+        """The environment after ``node``'s ``If`` in ``scope``; ``_Conflicted`` where the sides leave a
+        name read later in ways one value cannot hold (a list's length, a tensor against a number):
+        an enclosing ``terminal`` lowers what follows on each side instead. A conflict inside a side
+        is raised at once: the enclosing join would conflict too, or the read would be refused."""
         if any(isinstance(n, Return) for n in walk(node.then + node.orelse)):
             raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
-        inlined = self.inlined
         env_then = self.falling(node.then, copy_env(env), sides[0])
         env_else = self.falling(node.orelse, copy_env(env), sides[1])
         joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
-        if live is not None and joined.conflicted() & live:
-            self.inlined = inlined  # the sides are dropped (weights they hoisted are pruned: ``GraphBuilder.model``)
-            return None
+        if joined.conflicted() & self.graph.liveness.live_after(node):
+            raise _Conflicted
         if not joined.pairs:
             outputs: list[str] = []
         else:

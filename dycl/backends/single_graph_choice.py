@@ -1,27 +1,30 @@
 """``Levers(single_graph="auto")``'s decision: the host calling each sub-DNN, or the whole graph
-as one ONNX model (``dycl.backends.single_graph_stage``), by timing both side by side.
+as one ONNX model (``dycl.backends.single_graph_stage``), by timing them side by side.
 
-What is timed: both emitted hosts (``dycl.artifact.host_model``, what ``dycl.load`` runs) on the
-example and on the inputs ``dycl.harness.self_check_inputs`` derives from it at the example's
+The candidates: the host, and the one graph run on the calling thread and in a thread pool
+(which of these pays depends on the machine and its load as much as on the graph:
+``dycl.backends.thread_choice``), each as its emitted host (``dycl.artifact.host_model``, what
+``dycl.load`` runs).
+
+The inputs: the example and those ``dycl.harness.self_check_inputs`` derives from it at its
 sizes (negated, scaled, reshuffled, random with its statistics), so that the time is not only
-the example's path: the derived inputs are chosen to take other paths, and on BlockDrop or
-SkipNet they do. An input either host raises on is left out (the self-check says why later).
+the example's path: the derived inputs are chosen to take other paths, and on BlockDrop, SkipNet
+or a captioner they do. An input a candidate raises on is left out (the self-check says why).
 
-How: by blocks, as ``dycl.harness.timing.blocks`` times a serving loop: ``ROUNDS`` rounds at most
-(``MIN_ROUNDS`` at least, then until ``BUDGET_S`` seconds of timing), each running every input
-back to back through one host, then through the other, the order alternating between rounds.
-Each host's cost is the sum over the inputs of each input's best run: on a loaded machine a
-run that waits for a thread pool's wake-up or a CPU slice costs several times its work
-(caption_resnext's host measured 0.7 to 1.7 ms per input in medians of rounds, in one process),
-and the best of several runs is what the work itself costs. The one graph is kept only where
-its cost is below ``1 - MARGIN`` times the host's. Otherwise the host stays: it is the design's
-form (a sub-DNN per session, coverage by host condition), and within the margin neither is
-better.
+How: by blocks, as ``dycl.harness.timing.blocks`` times a serving loop: ``MIN_ROUNDS`` to
+``ROUNDS`` rounds (past ``MIN_ROUNDS`` only within ``BUDGET_S`` seconds), each running every
+input back to back through each candidate in turn, the order reversed every other round. A
+candidate's cost is the sum over the inputs of each input's best run: on a loaded machine a run
+that waits for a pool's wake-up or a CPU slice costs several times its work (caption_resnext's
+host measured 0.7 to 1.7 ms per input as medians of rounds, 0.36 as best runs, in one process).
+The fastest one-graph form is kept only where it costs less than ``1 - MARGIN`` times the host;
+otherwise the host stays: it is the design's form (a sub-DNN per session, coverage by host
+condition), and within the margin neither is better.
 
 Assumes: compile runs on the machine, and under the load, the model will serve on (as
-``dycl.backends.thread_choice`` does). Guarantees: the decision only picks between two hosts
-that compute the same values (each checked by the self-check); ``Choice`` records the
-medians and the ratio, and a timing that fails keeps the host."""
+``dycl.backends.thread_choice`` does). Guarantees: the decision only picks among forms that
+compute the same values (the self-check compares the one kept with eager); ``Choice`` records
+each candidate's cost; a timing that fails keeps the host (``single_graph_stage``)."""
 
 from __future__ import annotations
 
@@ -32,25 +35,30 @@ from typing import Any
 
 #: rounds of timing: at least MIN_ROUNDS, at most ROUNDS, past MIN_ROUNDS only within BUDGET_S seconds
 MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 15, 0.6
-#: the one graph must be this much faster (median ratio) to replace the host
+#: the one graph must cost this much less than the host (best runs) to replace it
 MARGIN = 0.03
 
 
 @dataclass(frozen=True)
 class Choice:
-    """``single_graph``: whether the one graph is kept; each host's µs per input (best runs), the
-    one graph's cost over the host's, how many rounds and inputs were timed."""
+    """``kept``: the index of the candidate kept (0, the host, unless another is clearly faster);
+    ``us``: each candidate's µs per input (best runs); how many rounds and inputs were timed."""
 
-    single_graph: bool
-    host_us: float
-    single_graph_us: float
-    ratio: float
+    kept: int
+    us: tuple[float, ...]
     rounds: int
     inputs: int
 
+    @property
+    def fastest_other(self) -> int:
+        """The fastest candidate other than the host."""
+        return min(range(1, len(self.us)), key=lambda index: self.us[index])
+
     def stats(self) -> dict[str, Any]:
-        return {"host_us": round(self.host_us, 1), "single_graph_us": round(self.single_graph_us, 1),
-                "ratio": round(self.ratio, 3), "timed_rounds": self.rounds, "timed_inputs": self.inputs}
+        other = self.fastest_other
+        return {"host_us": round(self.us[0], 1), "single_graph_us": round(self.us[other], 1),
+                "ratio": round(self.us[other] / self.us[0], 3), "timed_rounds": self.rounds,
+                "timed_inputs": self.inputs}
 
 
 def timing_inputs(example_args: Sequence[Any]) -> list[tuple]:
@@ -63,29 +71,29 @@ def timing_inputs(example_args: Sequence[Any]) -> list[tuple]:
     return found
 
 
-def choose(host: Callable[..., Any], single: Callable[..., Any], inputs: Sequence[tuple]) -> Choice:
-    """Time ``host`` and ``single`` (models on numpy arguments) on ``inputs`` (module docstring);
-    raises what the example's run raises."""
-    kept = [args for position, args in enumerate(inputs) if _runs(host, single, args, position == 0)]
-    models = (host, single)
-    times: list[list[list[float]]] = [[[] for _ in kept], [[] for _ in kept]]  # model, input, round
+def choose(candidates: Sequence[Callable[..., Any]], inputs: Sequence[tuple]) -> Choice:
+    """Time ``candidates`` (models on numpy arguments; the host first, then forms of the one
+    graph) on ``inputs`` (module docstring); raises what the example's run raises."""
+    kept = [args for position, args in enumerate(inputs) if _runs(candidates, args, position == 0)]
+    times = [[[] for _ in kept] for _ in candidates]  # candidate, input, round
     rounds = 0
     start = time.perf_counter()
     while rounds < ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() - start < BUDGET_S):
-        for position in ((0, 1) if rounds % 2 == 0 else (1, 0)):
-            _block(models[position], kept, times[position])
+        order = range(len(candidates)) if rounds % 2 == 0 else reversed(range(len(candidates)))
+        for position in order:
+            _block(candidates[position], kept, times[position])
         rounds += 1
-    best = [sum(min(runs) for runs in per_input) for per_input in times]
-    ratio = best[1] / best[0]
-    return Choice(ratio < 1.0 - MARGIN, best[0] / len(kept) * 1e6, best[1] / len(kept) * 1e6, ratio, rounds,
-                  len(kept))
+    us = tuple(sum(min(runs) for runs in per_input) / len(kept) * 1e6 for per_input in times)
+    choice = Choice(0, us, rounds, len(kept))
+    other = choice.fastest_other
+    return Choice(other, us, rounds, len(kept)) if us[other] < (1.0 - MARGIN) * us[0] else choice
 
 
-def _runs(host: Callable[..., Any], single: Callable[..., Any], args: tuple, required: bool) -> bool:
-    """Whether both run on ``args`` (also their first, untimed, runs); the example must."""
+def _runs(candidates: Sequence[Callable[..., Any]], args: tuple, required: bool) -> bool:
+    """Whether every candidate runs on ``args`` (also their first, untimed, runs); the example must."""
     try:
-        host(*args)
-        single(*args)
+        for model in candidates:
+            model(*args)
     except Exception:  # noqa: BLE001 - a derived input outside the model's domain is not timed
         if required:
             raise

@@ -59,6 +59,7 @@ def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -
     stats.update(lowered.stats)
     stats["chosen"] = "single_graph"
     stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
+    stats["on_calling_thread"] = next(iter(lowered_compiled.variants.values())).on_calling_thread
     lowered_compiled.backend_stats["single_graph"] = stats
     if mode == "auto":
         return _faster(compiled, lowered_compiled, stats, emit)
@@ -178,22 +179,30 @@ def _expression(tree: Any, names: tuple[str, ...]) -> str:
 
 def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
             emit: Callable[[Compiled], CompileResult]) -> Compiled:
-    """Of the two, the one ``dycl.backends.single_graph_choice`` keeps (both hosts timed side by
-    side on the example and inputs derived from it)."""
+    """The host, or the one graph on the calling thread or in a pool, as
+    ``dycl.backends.single_graph_choice`` keeps (timed side by side on the example and inputs
+    derived from it)."""
     from dycl.artifact import host_model
 
     front = host.ported.explored.stage.front
+    (name, made), = single.variants.items()
+    other = dataclasses.replace(single, variants={name: dataclasses.replace(
+        made, on_calling_thread=not made.on_calling_thread)})
+    candidates = [host, single, other]
     try:
         models = [host_model(result.host_source, result.manifest, result.files)
-                  for result in (emit(host), emit(single))]
-        choice = choose(models[0], models[1], timing_inputs(front.example_args))
+                  for result in map(emit, candidates)]
+        choice = choose(models, timing_inputs(front.example_args))
     except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
         stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
         host.backend_stats["single_graph"] = stats
         return host
     stats.update(choice.stats())
-    if choice.single_graph:
-        return single
+    kept = candidates[choice.kept]
+    if choice.kept:
+        stats["on_calling_thread"] = kept.variants[name].on_calling_thread
+        kept.backend_stats["single_graph"] = stats
+        return kept
     stats["chosen"] = "host"
     host.backend_stats["single_graph"] = stats
     return host
