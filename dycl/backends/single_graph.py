@@ -164,7 +164,9 @@ class _Walk(HostExpressions):
         env_then = self.falling(node.then, copy_env(env), sides[0])
         env_else = self.falling(node.orelse, copy_env(env), sides[1])
         joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
-        if joined.conflicted() & self.graph.liveness.live_after(node):
+        live = self.graph.liveness.after.get(id(node))  # None: not the graph's node; every name may be read
+        conflicted = joined.conflicted()
+        if conflicted and (live is None or conflicted & live):
             raise _Conflicted
         if not joined.pairs:
             outputs: list[str] = []
