@@ -198,6 +198,9 @@ def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
         host.backend_stats["single_graph"] = stats
         return host
     stats.update(choice.stats())
+    stats["single_graph_us_by_thread"] = {
+        "calling thread" if candidate.variants[name].on_calling_thread else "pool": round(us, 1)
+        for candidate, us in zip(candidates[1:], choice.us[1:])}
     kept = candidates[choice.kept]
     if choice.kept:
         stats["on_calling_thread"] = kept.variants[name].on_calling_thread

@@ -93,3 +93,19 @@ def test_a_list_appended_to_on_one_side_lowers(tmp_path):
     assert widths == {8, 16, 24}, widths  # none, one or both features kept
     compiled = _check(model, inputs, tmp_path, min_paths=4)  # each gate's two outcomes
     assert compiled.stats["single_graph"]["paths"] == 4
+
+
+def test_the_zoo_captioner_lowers_whole_and_agrees_on_every_caption_length(tmp_path):
+    from models import caption_googlenet
+
+    model, example = caption_googlenet.build()
+    inputs = [caption_googlenet.sample(seed) for seed in range(24)]
+    with torch.no_grad():
+        lengths = {model(x).shape[1] for x in inputs}
+    assert len(lengths) >= 3, lengths
+    compiled = dycl.compile(model, example, optimize=ON, dynamic=False)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "single_graph" and chosen["paths"] == 12, chosen  # a return per length
+    assert assert_equivalent(model, compiled, inputs, min_paths=len(lengths), atol=1e-4) >= len(lengths)
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-4)
+    assert report["checked"] == len(inputs) and report["problems"] == [], report
