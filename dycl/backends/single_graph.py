@@ -102,6 +102,7 @@ class _Walk(HostExpressions):
         self.models: dict[str, onnx.ModelProto] = {}
         self.inlined = 0
         self.repeated = 0
+        self.conflicting: set[int] = set()  # ids of the joins known to conflict (``join``)
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -125,6 +126,8 @@ class _Walk(HostExpressions):
                     return self.branch_results(test, then, orelse, env, scope)
                 inlined = self.inlined
                 try:
+                    if id(node) in self.conflicting:
+                        raise _Conflicted
                     env = self.join(node, test, env, scope)
                 except _Conflicted:  # the sides leave a value the rest reads differently: it goes into each
                     self.inlined = inlined  # the sides tried are dropped (their weights: ``GraphBuilder.model``)
@@ -161,13 +164,17 @@ class _Walk(HostExpressions):
         if any(isinstance(n, Return) for n in walk(node.then + node.orelse)):
             raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
-        env_then = self.falling(node.then, copy_env(env), sides[0])
-        env_else = self.falling(node.orelse, copy_env(env), sides[1])
-        joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
-        live = self.graph.liveness.after.get(id(node))  # None: not the graph's node; every name may be read
-        conflicted = joined.conflicted()
-        if conflicted and (live is None or conflicted & live):
-            raise _Conflicted
+        try:
+            env_then = self.falling(node.then, copy_env(env), sides[0])
+            env_else = self.falling(node.orelse, copy_env(env), sides[1])
+            joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
+            live = self.graph.liveness.after.get(id(node))  # None: not the graph's node; every name may be read
+            conflicted = joined.conflicted()
+            if conflicted and (live is None or conflicted & live):
+                raise _Conflicted
+        except _Conflicted:
+            self.conflicting.add(id(node))  # where it is met again (in a side of an enclosing if), not tried
+            raise
         if not joined.pairs:
             outputs: list[str] = []
         else:

@@ -52,7 +52,8 @@ def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -
         return compiled
     try:
         _refuse_others(compiled)
-        lowered, lowered_compiled = lowered_variant(compiled)
+        # "auto" times the one graph on both thread settings and runs it then: no checks of its own
+        lowered, lowered_compiled = lowered_variant(compiled, checked=mode != "auto")
     except NotLowerable as refusal:
         stats["reason"] = str(refusal)
         return compiled
@@ -80,8 +81,10 @@ def _refuse_others(compiled: Compiled) -> None:
         raise NotLowerable("constants hoisted to the host")
 
 
-def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
-    """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN."""
+def lowered_variant(compiled: Compiled, checked: bool = True) -> tuple[Lowered, Compiled]:
+    """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN; ``checked``:
+    run once on the example (``NotLowerable`` where ONNX Runtime cannot) and its thread setting chosen
+    by ``dycl.backends.thread_choice``, else on the calling thread and not run here."""
     from dycl.artifact.manifest_build import input_ports
 
     ported = compiled.ported
@@ -99,8 +102,10 @@ def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
     example = tuple(front.example_args[:len(inputs)])
     variant = Variant(whole, (), ports_in, ports_out, (example,), (leaf,) * len(ports_in), (leaf,) * len(ports_out))
     feeds = {p.name: value for p, value in zip(inputs, example)}
-    _loads(lowered.model, feeds)
-    caller = on_calling_thread(lowered.model, feeds)
+    caller = True
+    if checked:
+        _loads(lowered.model, feeds)
+        caller = on_calling_thread(lowered.model, feeds)
     made = CompiledVariant(FILE, lowered.model, on_calling_thread=caller)
     explored = dataclasses.replace(explored, stage=dataclasses.replace(stage, graph=graph))
     # the module of an entry runs only on a backend that is not standalone, which is never lowered
