@@ -47,9 +47,9 @@ class GreedyDecoder(nn.Module):
 class KeepsConfidentFeatures(nn.Module):
     """Features kept only where a gate says so, then concatenated: a list appended to on one side."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: int = 2) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(blocks)])
 
     def forward(self, x):
         kept = [x]
@@ -109,3 +109,16 @@ def test_the_zoo_captioner_lowers_whole_and_agrees_on_every_caption_length(tmp_p
     assert assert_equivalent(model, compiled, inputs, min_paths=len(lengths), atol=1e-4) >= len(lengths)
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-4)
     assert report["checked"] == len(inputs) and report["problems"] == [], report
+
+
+def test_tails_that_would_repeat_too_much_of_the_graph_keep_the_host(tmp_path):
+    model = KeepsConfidentFeatures(blocks=8).eval()  # 2**8 tails: refused, not built
+    generator = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(2, 8, generator=generator) * (1 + i % 4) for i in range(40)]
+    compiled = dycl.compile(model, inputs[0], optimize=ON)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["chosen"] == "host" and "repeat" in chosen["reason"], chosen
+    assert compiled.stats["stages"]["lower"] < 5.0  # refused early, not after building thousands of nodes
+    paths = assert_equivalent(model, compiled, inputs, min_paths=4, atol=1e-5)
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
+    assert paths >= 4 and report["checked"] == len(inputs) and report["problems"] == [], report
