@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: rounds of timing: at least MIN_ROUNDS, at most ROUNDS, past MIN_ROUNDS only within BUDGET_S seconds
-MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 15, 0.3
+MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 40, 0.3
 #: the one graph must cost this much less than the host (best runs) to replace it
 MARGIN = 0.03
 
