@@ -6,10 +6,11 @@ The candidates: the host, and the one graph run on the calling thread and in a t
 ``dycl.backends.thread_choice``), each as its emitted host (``dycl.artifact.host_model``, what
 ``dycl.load`` runs).
 
-The inputs: the example and those ``dycl.harness.self_check_inputs`` derives from it at its
-sizes (negated, scaled, reshuffled, random with its statistics), so that the time is not only
-the example's path: the derived inputs are chosen to take other paths, and on BlockDrop, SkipNet
-or a captioner they do. An input a candidate raises on is left out (the self-check says why).
+The inputs: the example, those ``dycl.harness.self_check_inputs`` derives from it at its sizes
+(negated, scaled, reshuffled, random with its statistics), and those the self-check's branch
+search (``dycl.harness.self_check_search``) finds on the host form for the outcomes of its
+conditions the others leave unreached: the time is the explored paths', not only the example's.
+An input a candidate raises on is left out (the self-check says why).
 
 How: by blocks, as ``dycl.harness.timing.blocks`` times a serving loop: ``MIN_ROUNDS`` to
 ``ROUNDS`` rounds (past ``MIN_ROUNDS`` only within ``BUDGET_S`` seconds), each running every
@@ -64,14 +65,27 @@ class Choice:
                 "timed_inputs": self.inputs}
 
 
-def timing_inputs(example_args: Sequence[Any]) -> list[tuple]:
-    """The example and its derived inputs at the example's sizes, as numpy arguments."""
+def timing_inputs(example_args: Sequence[Any], host: Callable[..., Any] | None = None,
+                  program: Any = None) -> list[tuple]:
+    """The example, its derived inputs at its sizes and, where the host form (a model on numpy
+    arguments) and its emitted ``program`` (``dycl.hostgen.program.HostProgram``) are given, the
+    inputs the self-check's branch search finds for the outcomes of its conditions those leave
+    unreached; as numpy arguments."""
+    from dycl.harness.coverage import HostCoverage
     from dycl.harness.self_check_inputs import derived_inputs
+    from dycl.harness.self_check_search import BranchSearch
 
-    found = []
-    for derived in derived_inputs(tuple(example_args), {}, {}):
-        found.append(tuple(value.numpy() if hasattr(value, "numpy") else value for value in derived.args))
-    return found
+    found = [derived for derived in derived_inputs(tuple(example_args), {}, {}) if not derived.kwargs]
+    if host is not None and program is not None and program.conditions:
+        search = BranchSearch(HostCoverage(host, program), lambda *args: host(*(_array(a) for a in args)))
+        for derived in found:
+            search.note(derived)
+        found += list(search.candidates(found[0]))
+    return [tuple(_array(value) for value in derived.args) for derived in found]
+
+
+def _array(value: Any) -> Any:
+    return value.numpy() if hasattr(value, "numpy") else value
 
 
 def choose(candidates: Sequence[Callable[..., Any]], inputs: Sequence[tuple]) -> Choice:

@@ -195,9 +195,9 @@ def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
         made, on_calling_thread=not made.on_calling_thread)})
     candidates = [host, single, other]
     try:
-        models = [host_model(result.host_source, result.manifest, result.files)
-                  for result in map(emit, candidates)]
-        choice = choose(models, timing_inputs(front.example_args))
+        results = [emit(candidate) for candidate in candidates]
+        models = [host_model(result.host_source, result.manifest, result.files) for result in results]
+        choice = choose(models, timing_inputs(front.example_args, models[0], results[0].program))
     except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
         stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
         host.backend_stats["single_graph"] = stats
