@@ -39,14 +39,14 @@ from typing import Any
 
 #: rounds of timing: at least MIN_ROUNDS, at most ROUNDS, past MIN_ROUNDS only within BUDGET_S seconds
 MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 40, 0.3
-#: the one graph must cost this much less than the host (best runs) to replace it
+#: the one graph must cost this much less than the host (lower quartiles of runs) to replace it
 MARGIN = 0.03
 
 
 @dataclass(frozen=True)
 class Choice:
     """``kept``: the index of the candidate kept (0, the host, unless another is clearly faster);
-    ``us``: each candidate's µs per input (best runs); how many rounds and inputs were timed."""
+    ``us``: each candidate's µs per input (lower quartile of runs); how many rounds and inputs were timed."""
 
     kept: int
     us: tuple[float, ...]

@@ -1,6 +1,6 @@
 """``dycl.backends.single_graph_choice``: the host is replaced only by a clearly faster form of the
-one graph, timed by best runs over the example and its derived inputs; and ``auto`` end to end on
-a decoder that stops early: whatever it keeps agrees with eager on every path, in process and
+one graph, timed by lower quartiles of runs over the example and its derived inputs; and ``auto``
+end to end on a decoder that stops early: whatever it keeps agrees with eager on every path, in process and
 through the torch-free host."""
 
 from __future__ import annotations
