@@ -4,8 +4,9 @@
 
 For each zoo model, in one process and on the same inputs: dycl as the host program calling
 each sub-DNN (``Levers(single_graph="off")``), dycl as one ONNX model with ``If`` nodes
-(``"on"``), and *oracle + decisions* (each input's path traced into one ONNX Runtime session
-that also computes the values its branches test: ``benchmarks/bench.py``'s oracle). Median ms
+(``"on"``), what ``"auto"`` kept (and its compile time), and *oracle + decisions* (each
+input's path traced into one ONNX Runtime session that also computes the values its branches
+test: ``benchmarks/bench.py``'s oracle). Median ms
 by blocks and interleaved (``dycl.harness.timing``), and each dycl form's ratio to the oracle.
 Prints a markdown table with the machine and its load."""
 
@@ -29,7 +30,7 @@ sys.path.append(str(ROOT))  # the zoo (models/)
 sys.path.append(str(ROOT / "benchmarks"))
 from bench import block_medians, interleaved_medians, oracles  # noqa: E402 - after the paths above
 
-MODELS = ("sdn_mobilenet", "ranet", "sdn_vgg19", "skipnet_rnn", "blockdrop")
+MODELS = ("sdn_mobilenet", "ranet", "sdn_vgg19", "skipnet_rnn", "blockdrop", "caption_resnext", "caption_googlenet")
 
 
 def bench_model(name: str, n: int, rounds: int) -> dict:
@@ -41,31 +42,38 @@ def bench_model(name: str, n: int, rounds: int) -> dict:
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))
     row = {"name": name, "compile_on_s": time.perf_counter() - start, "lowered": single.stats["single_graph"],
            "lower_stage_s": single.stats["stages"]["lower"]}
-    auto = dycl.compile(model, example, optimize=Levers(single_graph="auto")).stats["single_graph"]
-    row["auto"] = {key: auto.get(key) for key in ("chosen", "host_us", "single_graph_us")}
+    start = time.perf_counter()
+    auto = dycl.compile(model, example, optimize=Levers(single_graph="auto"))
+    row["compile_auto_s"] = time.perf_counter() - start
+    row["auto"] = {key: auto.stats["single_graph"].get(key)
+                   for key in ("chosen", "host_us", "single_graph_us", "on_calling_thread")}
     _, decisions, row["paths"] = oracles(model, inputs)
-    contenders = {"host": host, "single_graph": single, "oracle_decisions": decisions}
+    contenders = {"host": host, "single_graph": single, "auto": auto, "oracle_decisions": decisions}
     row["blocks"] = block_medians(contenders, inputs, rounds=rounds)
     row["interleaved"] = interleaved_medians(contenders, inputs, repeat=rounds)
     return row
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| model | paths | auto chose | host ms | single graph ms | oracle + decisions ms | host / oracle | "
-             "single / oracle | single / host |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | paths | auto chose | host ms | single graph ms | auto ms | oracle + decisions ms | "
+             "host / oracle | single / oracle | single / host | auto / host | compile auto s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for method in ("blocks", "interleaved"):
-        lines.append(f"| **{method}** |||||||||")
+        lines.append(f"| **{method}** ||||||||||||")
         for row in rows:
             t = row[method]
-            lines.append(f"| {row['name']} | {row['paths']} | {row['auto']['chosen']} | {t['host']:.3f} | "
-                         f"{t['single_graph']:.3f} | {t['oracle_decisions']:.3f} | "
+            chose = row["auto"]["chosen"] + ("" if row["auto"]["chosen"] == "host" else
+                                            " (calling thread)" if row["auto"]["on_calling_thread"] else " (pool)")
+            lines.append(f"| {row['name']} | {row['paths']} | {chose} | {t['host']:.3f} | "
+                         f"{t['single_graph']:.3f} | {t['auto']:.3f} | {t['oracle_decisions']:.3f} | "
                          f"{t['host'] / t['oracle_decisions']:.2f} | {t['single_graph'] / t['oracle_decisions']:.2f} "
-                         f"| {t['single_graph'] / t['host']:.2f} |")
-        for key in ("host", "single_graph"):
+                         f"| {t['single_graph'] / t['host']:.2f} | {t['auto'] / t['host']:.2f} "
+                         f"| {row['compile_auto_s']:.1f} |")
+        for key in ("host", "single_graph", "auto"):
             ratios = [row[method][key] / row[method]["oracle_decisions"] for row in rows]
             geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
             lines.append(f"| geomean {key} / oracle + decisions ({method}) | {geomean:.2f} | max {max(ratios):.2f} "
-                         "|||||||")
+                         "||||||||||")
     return lines
 
 

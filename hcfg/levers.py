@@ -33,7 +33,8 @@ class Levers:
     timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
     ``single_graph``: "off" (the host calls each sub-DNN), "on" (the whole graph as one ONNX
     model with ``If`` nodes, one session call per model call, where it can be lowered) or "auto"
-    (both timed on the example at compile time, the faster kept): ``dycl.backends.single_graph_stage``.
+    (both timed side by side at compile time, the one graph kept only where clearly faster:
+    ``dycl.backends.single_graph_choice``): ``dycl.backends.single_graph_stage``.
     ``predicate``: per-sample compiles only: a condition whose branches are side-effect-free
     sub-DNNs ending in ``return`` runs both branches on the whole group and selects each
     sample's row (``dycl.per_sample.predicate``) instead of routing the samples."""

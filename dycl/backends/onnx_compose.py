@@ -196,22 +196,23 @@ class GraphBuilder:
 
 
 def localize_initializers(graph: onnx.GraphProto) -> None:
-    """Move each of ``graph``'s initializers that the nodes of exactly one ``If`` branch read (and no
-    other graph) into that branch. Note: ONNX Runtime treats an outer-scope weight as a value, not a
-    constant, so a branch reading its weights from the main graph loses constant folding, weight
-    prepacking and the NCHWc layout of its convolutions (sdn_mobilenet's whole graph ran 1.8x slower)."""
+    """Move each of ``graph``'s initializers that exactly one ``If`` branch reads (and no other graph)
+    into that branch, and drop those no graph reads, by a node or as an output (the weights of a
+    join tried and dropped: ``dycl.backends.single_graph``). Note: ONNX Runtime treats an outer-scope
+    weight as a value, not a constant, so a branch reading its weights from the main graph loses
+    constant folding, weight prepacking and the NCHWc layout of its convolutions (sdn_mobilenet's
+    whole graph ran 1.8x slower)."""
     graphs = nested_graphs(graph)
     readers: dict[str, set[int]] = {}
     for position, one in enumerate(graphs):
-        for node in one.node:
-            for name in node.input:
-                readers.setdefault(name, set()).add(position)
+        for name in [*(i for node in one.node for i in node.input), *(out.name for out in one.output)]:
+            readers.setdefault(name, set()).add(position)
     kept = []
     for initializer in graph.initializer:
         found = readers.get(initializer.name, set())
         if len(found) == 1 and 0 not in found:
             graphs[next(iter(found))].initializer.append(initializer)
-        else:
+        elif found:
             kept.append(initializer)
     del graph.initializer[:]
     graph.initializer.extend(kept)

@@ -13,7 +13,9 @@ computed in the graph and becomes an ``If``:
 - a side returns on some of its paths only: both sides continue with the rest (lowered twice,
   within ``REPEAT_LIMIT``);
 - neither returns (a join): the ``If`` yields the values the sides disagree on, and the walk
-  continues after it.
+  continues after it; where the sides leave a value read later in ways one ONNX value cannot
+  hold (a list appended to on one side only, as a greedy decoder's ``break`` leaves it), the
+  rest goes into each side instead (within ``REPEAT_LIMIT``), each side knowing its own value.
 
 Every ``return`` is a path with a number: the model outputs every path's tensors in shared
 slots (by element type) and the number of the path taken; ``emit`` of the host picks the
@@ -61,6 +63,10 @@ from dycl.hcfg.ports import Port, Variant
 REPEAT_LIMIT = 2
 
 
+class _Conflicted(Exception):
+    """A join's sides leave a live name in ways one value cannot hold (``_Walk.join``)."""
+
+
 @dataclass
 class _Result:
     """A block that returns on every path, lowered in one scope: its slots (value, element
@@ -96,6 +102,7 @@ class _Walk(HostExpressions):
         self.models: dict[str, onnx.ModelProto] = {}
         self.inlined = 0
         self.repeated = 0
+        self.conflicting: set[int] = set()  # ids of the joins known to conflict (``join``)
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -117,7 +124,15 @@ class _Walk(HostExpressions):
                     if not (always_returns(node.then) or always_returns(node.orelse)):
                         self.repeat(rest)
                     return self.branch_results(test, then, orelse, env, scope)
-                env = self.join(node, test, env, scope)
+                inlined = self.inlined
+                try:
+                    if id(node) in self.conflicting:
+                        raise _Conflicted
+                    env = self.join(node, test, env, scope)
+                except _Conflicted:  # the sides leave a value the rest reads differently: it goes into each
+                    self.inlined = inlined  # the sides tried are dropped (their weights: ``GraphBuilder.model``)
+                    self.repeat(rest)
+                    return self.branch_results(test, node.then + rest, node.orelse + rest, env, scope)
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
@@ -142,12 +157,24 @@ class _Walk(HostExpressions):
         return env
 
     def join(self, node: Cond, test: str, env: dict[str, Value], scope: GraphBuilder) -> dict[str, Value]:
+        """The environment after ``node``'s ``If`` in ``scope``; ``_Conflicted`` where the sides leave a
+        name read later in ways one value cannot hold (a list's length, a tensor against a number):
+        an enclosing ``terminal`` lowers what follows on each side instead. A conflict inside a side
+        is raised at once: the enclosing join would conflict too, or the read would be refused."""
         if any(isinstance(n, Return) for n in walk(node.then + node.orelse)):
             raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
-        env_then = self.falling(node.then, copy_env(env), sides[0])
-        env_else = self.falling(node.orelse, copy_env(env), sides[1])
-        joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
+        try:
+            env_then = self.falling(node.then, copy_env(env), sides[0])
+            env_else = self.falling(node.orelse, copy_env(env), sides[1])
+            joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
+            live = self.graph.liveness.after.get(id(node))  # None: not the graph's node; every name may be read
+            conflicted = joined.conflicted()
+            if conflicted and (live is None or conflicted & live):
+                raise _Conflicted
+        except _Conflicted:
+            self.conflicting.add(id(node))  # where it is met again (in a side of an enclosing if), not tried
+            raise
         if not joined.pairs:
             outputs: list[str] = []
         else:

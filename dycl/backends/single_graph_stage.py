@@ -2,8 +2,10 @@
 and ``dycl.backends.single_graph`` can take the model (issue 29).
 
 ``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
-"auto" lowers, emits both hosts, times each on the example (interleaved rounds, medians) and
-keeps the faster. Either way ``stats["single_graph"]`` says what was chosen and why.
+"auto" lowers, emits both hosts and keeps the one graph only where it is clearly faster on the
+example and inputs derived from it (``dycl.backends.single_graph_choice``: rounds alternating
+the two, a median ratio past a margin, a majority of rounds). Either way ``stats["single_graph"]``
+says what was chosen and why.
 
 The lowered model's host is the same generated program with one sub-DNN: the whole graph, called
 once, then ``if path == k: return ...`` for each path (``lowered_graph``). Its inputs' checks,
@@ -17,8 +19,6 @@ graph cannot compute), the stage returns its input unchanged."""
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ import libcst as cst
 from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM
 from dycl.backends.single_graph import Lowered, NotLowerable, lower
+from dycl.backends.single_graph_choice import choose, timing_inputs
 from dycl.backends.thread_choice import on_calling_thread
 from dycl.hcfg.graph import HCFG, Cond, Return, SubDNN
 from dycl.hcfg.ports import Layout, Port, Variant
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 FILE = "single_graph.onnx"
 _DTYPE = {elem: name for name, elem in ELEM.items()}
-#: timed calls of each host on the example in ``auto`` (alternating, in rounds)
-ROUNDS, CALLS = 5, 4
 
 
 def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -> Compiled:
@@ -53,13 +52,15 @@ def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -
         return compiled
     try:
         _refuse_others(compiled)
-        lowered, lowered_compiled = lowered_variant(compiled)
+        # "auto" times the one graph on both thread settings and runs it then: no checks of its own
+        lowered, lowered_compiled = lowered_variant(compiled, checked=mode != "auto")
     except NotLowerable as refusal:
         stats["reason"] = str(refusal)
         return compiled
     stats.update(lowered.stats)
     stats["chosen"] = "single_graph"
     stats["host_sub_dnns"] = len(stage.graph.sub_dnns)
+    stats["on_calling_thread"] = next(iter(lowered_compiled.variants.values())).on_calling_thread
     lowered_compiled.backend_stats["single_graph"] = stats
     if mode == "auto":
         return _faster(compiled, lowered_compiled, stats, emit)
@@ -80,8 +81,10 @@ def _refuse_others(compiled: Compiled) -> None:
         raise NotLowerable("constants hoisted to the host")
 
 
-def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
-    """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN."""
+def lowered_variant(compiled: Compiled, checked: bool = True) -> tuple[Lowered, Compiled]:
+    """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN; ``checked``:
+    run once on the example (``NotLowerable`` where ONNX Runtime cannot) and its thread setting chosen
+    by ``dycl.backends.thread_choice``, else on the calling thread and not run here."""
     from dycl.artifact.manifest_build import input_ports
 
     ported = compiled.ported
@@ -99,8 +102,10 @@ def lowered_variant(compiled: Compiled) -> tuple[Lowered, Compiled]:
     example = tuple(front.example_args[:len(inputs)])
     variant = Variant(whole, (), ports_in, ports_out, (example,), (leaf,) * len(ports_in), (leaf,) * len(ports_out))
     feeds = {p.name: value for p, value in zip(inputs, example)}
-    _loads(lowered.model, feeds)
-    caller = on_calling_thread(lowered.model, feeds)
+    caller = True
+    if checked:
+        _loads(lowered.model, feeds)
+        caller = on_calling_thread(lowered.model, feeds)
     made = CompiledVariant(FILE, lowered.model, on_calling_thread=caller)
     explored = dataclasses.replace(explored, stage=dataclasses.replace(stage, graph=graph))
     # the module of an entry runs only on a backend that is not standalone, which is never lowered
@@ -179,31 +184,33 @@ def _expression(tree: Any, names: tuple[str, ...]) -> str:
 
 def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
             emit: Callable[[Compiled], CompileResult]) -> Compiled:
-    """Of the two, the one whose host is faster on the example (medians of interleaved rounds)."""
+    """The host, or the one graph on the calling thread or in a pool, as
+    ``dycl.backends.single_graph_choice`` keeps (timed side by side on the example and inputs
+    derived from it)."""
     from dycl.artifact import host_model
 
     front = host.ported.explored.stage.front
-    args = [value.numpy() if hasattr(value, "numpy") else value for value in front.example_args]
+    (name, made), = single.variants.items()
+    other = dataclasses.replace(single, variants={name: dataclasses.replace(
+        made, on_calling_thread=not made.on_calling_thread)})
+    candidates = [host, single, other]
     try:
-        models = [host_model(result.host_source, result.manifest, result.files)
-                  for result in (emit(host), emit(single))]
-        for model in models:
-            model(*args)  # sessions made, first runs out of the way
+        results = [emit(candidate) for candidate in candidates]
+        models = [host_model(result.host_source, result.manifest, result.files) for result in results]
+        choice = choose(models, timing_inputs(front.example_args, models[0], results[0].program))
     except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
         stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
         host.backend_stats["single_graph"] = stats
         return host
-    times: list[list[float]] = [[], []]
-    for _ in range(ROUNDS):
-        for position, model in enumerate(models):
-            start = time.perf_counter()
-            for _ in range(CALLS):
-                model(*args)
-            times[position].append((time.perf_counter() - start) / CALLS)
-    medians = [statistics.median(t) * 1e6 for t in times]
-    stats["host_us"], stats["single_graph_us"] = round(medians[0], 1), round(medians[1], 1)
-    if medians[1] < medians[0]:
-        return single
+    stats.update(choice.stats())
+    stats["single_graph_us_by_thread"] = {
+        "calling thread" if candidate.variants[name].on_calling_thread else "pool": round(us, 1)
+        for candidate, us in zip(candidates[1:], choice.us[1:])}
+    kept = candidates[choice.kept]
+    if choice.kept:
+        stats["on_calling_thread"] = kept.variants[name].on_calling_thread
+        kept.backend_stats["single_graph"] = stats
+        return kept
     stats["chosen"] = "host"
     host.backend_stats["single_graph"] = stats
     return host

@@ -120,6 +120,10 @@ class Join:
             else:
                 self._joined[name] = self._value(self.env_then[name], self.env_else[name])
 
+    def conflicted(self) -> set[str]:
+        """The names whose joined value is, or holds, a ``Conflict``."""
+        return {name for name, value in self._joined.items() if _holds_conflict(value)}
+
     def _value(self, a: Value, b: Value) -> Any:
         if a is b or (isinstance(a, (Tensor, Number)) and a == b):
             return a
@@ -182,6 +186,16 @@ class Join:
 class _Pending:
     index: int
     make: Callable[[str], Value]
+
+
+def _holds_conflict(value: Any, seen: set[int] | None = None) -> bool:
+    if isinstance(value, Conflict):
+        return True
+    seen = set() if seen is None else seen
+    if isinstance(value, (ListValue, TupleValue)) and id(value) not in seen:
+        seen.add(id(value))
+        return any(_holds_conflict(item, seen) for item in value.items)
+    return False
 
 
 def _number_kind(value: Value) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Return, SubDNN
@@ -189,3 +190,21 @@ def test_returns_on_some_paths_repeat_the_rest_only_within_a_bound():
     assert lowered.stats["paths"] == 3  # the inner return, and the rest on both sides of the outer if
     with pytest.raises(NotLowerable, match="repeat"):
         _run(chain(12), (first, double, mean))  # 2**12 copies of the tail: refused, not built
+
+
+def test_a_constant_the_tensor_type_holds_exactly_is_compared_without_a_cast():
+    parts = _parts()
+    lowered, session = _run(_graph(*parts, exit_test="u.item() >= 0.5"), parts)
+    model = onnx.load_from_string(lowered.model)
+    assert not any(node.op_type == "Cast" for node in model.graph.node)  # 0.5 is a float32: no cast per test
+    taken = set()
+    below = float(np.nextafter(np.float32(0.25), np.float32(0)))
+    for value in (0.25, below, 0.3, 0.1, -1.0):
+        x = np.array([[value]], np.float32)
+        *_, path = session.run(None, {"x": x})
+        u = (2 * np.maximum(x, 0)).mean(dtype=np.float32).item() if x.sum() > 0 else np.maximum(x, 0).mean().item()
+        assert int(path) == (0 if u >= 0.5 else 1), (value, u, path)  # as Python compares the .item()
+        taken.add(int(path))
+    assert taken == {0, 1}
+    inexact, _ = _run(_graph(*parts, exit_test="u.item() >= 0.7"), parts)  # 0.7 is not: compared as a double
+    assert any(node.op_type == "Cast" for node in onnx.load_from_string(inexact.model).graph.node)

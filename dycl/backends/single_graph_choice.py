@@ -1,0 +1,133 @@
+"""``Levers(single_graph="auto")``'s decision: the host calling each sub-DNN, or the whole graph
+as one ONNX model (``dycl.backends.single_graph_stage``), by timing them side by side.
+
+The candidates: the host, and the one graph run on the calling thread and in a thread pool
+(which of these pays depends on the machine and its load as much as on the graph:
+``dycl.backends.thread_choice``), each as its emitted host (``dycl.artifact.host_model``, what
+``dycl.load`` runs).
+
+The inputs: the example, those ``dycl.harness.self_check_inputs`` derives from it at its sizes
+(negated, scaled, reshuffled, random with its statistics), and those the self-check's branch
+search (``dycl.harness.self_check_search``) finds on the host form for the outcomes of its
+conditions the others leave unreached: the time is the explored paths', not only the example's.
+An input a candidate raises on is left out (the self-check says why).
+
+How: by blocks, as ``dycl.harness.timing.blocks`` times a serving loop: ``MIN_ROUNDS`` to
+``ROUNDS`` rounds (past ``MIN_ROUNDS`` only within ``BUDGET_S`` seconds), each running every
+input back to back through each candidate in turn, the order reversed every other round. A
+candidate's cost is the sum over the inputs of each input's lower quartile of runs. Not the
+mean or the median: on a loaded machine a run that waits for a CPU slice costs several times
+its work (caption_resnext's host measured 0.7 to 1.7 ms per input as medians of rounds, 0.36 as
+best runs, in one process). Not the best run either: a thread pool's best run, both threads
+awake at once, is rarer than its calling-thread twin's (skipnet_rnn's one graph in a pool had
+the better best run, 668 against 736 µs, and was 1.3x slower by blocks).
+The fastest one-graph form is kept only where it costs less than ``1 - MARGIN`` times the host;
+otherwise the host stays: it is the design's form (a sub-DNN per session, coverage by host
+condition), and within the margin neither is better.
+
+Assumes: compile runs on the machine, and under the load, the model will serve on (as
+``dycl.backends.thread_choice`` does). Guarantees: the decision only picks among forms that
+compute the same values (the self-check compares the one kept with eager); ``Choice`` records
+each candidate's cost; a timing that fails keeps the host (``single_graph_stage``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: rounds of timing: at least MIN_ROUNDS, at most ROUNDS, past MIN_ROUNDS only within BUDGET_S seconds
+MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 40, 0.3
+#: the one graph must cost this much less than the host (lower quartiles of runs) to replace it
+MARGIN = 0.03
+
+
+@dataclass(frozen=True)
+class Choice:
+    """``kept``: the index of the candidate kept (0, the host, unless another is clearly faster);
+    ``us``: each candidate's µs per input (lower quartile of runs); how many rounds and inputs were timed."""
+
+    kept: int
+    us: tuple[float, ...]
+    rounds: int
+    inputs: int
+
+    @property
+    def fastest_other(self) -> int:
+        """The fastest candidate other than the host."""
+        return min(range(1, len(self.us)), key=lambda index: self.us[index])
+
+    def stats(self) -> dict[str, Any]:
+        other = self.fastest_other
+        return {"host_us": round(self.us[0], 1), "single_graph_us": round(self.us[other], 1),
+                "ratio": round(self.us[other] / self.us[0], 3), "timed_rounds": self.rounds,
+                "timed_inputs": self.inputs}
+
+
+def timing_inputs(example_args: Sequence[Any], host: Callable[..., Any] | None = None,
+                  program: Any = None) -> list[tuple]:
+    """The example, its derived inputs at its sizes and, where the host form (a model on numpy
+    arguments) and its emitted ``program`` (``dycl.hostgen.program.HostProgram``) are given, the
+    inputs the self-check's branch search finds for the outcomes of its conditions those leave
+    unreached; as numpy arguments."""
+    from dycl.harness.coverage import HostCoverage
+    from dycl.harness.self_check_inputs import derived_inputs
+    from dycl.harness.self_check_search import BranchSearch
+
+    found = [derived for derived in derived_inputs(tuple(example_args), {}, {}) if not derived.kwargs]
+    if host is not None and program is not None and program.conditions:
+        search = BranchSearch(HostCoverage(host, program), lambda *args: host(*(_array(a) for a in args)))
+        for derived in found:
+            search.note(derived)
+        found += list(search.candidates(found[0]))
+    return [tuple(_array(value) for value in derived.args) for derived in found]
+
+
+def _array(value: Any) -> Any:
+    return value.numpy() if hasattr(value, "numpy") else value
+
+
+def choose(candidates: Sequence[Callable[..., Any]], inputs: Sequence[tuple]) -> Choice:
+    """Time ``candidates`` (models on numpy arguments; the host first, then forms of the one
+    graph) on ``inputs`` (module docstring); raises what the example's run raises."""
+    kept = [args for position, args in enumerate(inputs) if _runs(candidates, args, position == 0)]
+    times = [[[] for _ in kept] for _ in candidates]  # candidate, input, round
+    rounds = 0
+    start = time.perf_counter()
+    while rounds < ROUNDS and (rounds < MIN_ROUNDS or time.perf_counter() - start < BUDGET_S):
+        order = range(len(candidates)) if rounds % 2 == 0 else reversed(range(len(candidates)))
+        for position in order:
+            _block(candidates[position], kept, times[position])
+        rounds += 1
+    us = tuple(sum(_lower_quartile(runs) for runs in per_input) / len(kept) * 1e6 for per_input in times)
+    choice = Choice(0, us, rounds, len(kept))
+    other = choice.fastest_other
+    return Choice(other, us, rounds, len(kept)) if us[other] < (1.0 - MARGIN) * us[0] else choice
+
+
+def _runs(candidates: Sequence[Callable[..., Any]], args: tuple, required: bool) -> bool:
+    """Whether every candidate runs on ``args`` (also their first, untimed, runs); the example must."""
+    try:
+        for model in candidates:
+            model(*args)
+    except Exception:  # noqa: BLE001 - a derived input outside the model's domain is not timed
+        if required:
+            raise
+        return False
+    return True
+
+
+def _lower_quartile(runs: list[float]) -> float:
+    return sorted(runs)[len(runs) // 4]
+
+
+def _block(model: Callable[..., Any], inputs: Sequence[tuple], times: list[list[float]]) -> None:
+    """Run ``model`` on every input back to back, each run's seconds appended to its input's list."""
+    for args, runs in zip(inputs, times):
+        start = time.perf_counter()
+        model(*args)
+        runs.append(time.perf_counter() - start)
+
+
+__all__ = ["BUDGET_S", "MARGIN", "MIN_ROUNDS", "ROUNDS", "Choice", "choose", "timing_inputs"]

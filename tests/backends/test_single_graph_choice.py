@@ -1,0 +1,80 @@
+"""``dycl.backends.single_graph_choice``: the host is replaced only by a clearly faster form of the
+one graph, timed by lower quartiles of runs over the example and its derived inputs; and ``auto``
+end to end on a decoder that stops early: whatever it keeps agrees with eager on every path, in process and
+through the torch-free host."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from dycl.hcfg.levers import Levers
+
+import dycl
+from dycl.backends.single_graph_choice import MARGIN, choose, timing_inputs
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+from tests.backends.test_single_graph_tails import GreedyDecoder
+
+
+class _Takes:
+    """A candidate that takes ``seconds`` per call (busy, so that a slow wake-up cannot shorten it)
+    and raises on inputs whose first value is negative, where ``strict``."""
+
+    def __init__(self, seconds: float, strict: bool = False) -> None:
+        self.seconds, self.strict, self.calls = seconds, strict, 0
+
+    def __call__(self, value: float) -> float:
+        if self.strict and value < 0:
+            raise ValueError("outside the domain")
+        self.calls += 1
+        end = time.perf_counter() + self.seconds
+        while time.perf_counter() < end:
+            pass
+        return value
+
+
+def test_the_fastest_form_replaces_the_host_only_past_the_margin():
+    inputs = [(1.0,), (2.0,), (3.0,)]
+    faster = choose([_Takes(0.002), _Takes(0.003), _Takes(0.001)], inputs)
+    assert faster.kept == 2 and faster.us[2] < faster.us[0] * (1 - MARGIN), faster
+    assert faster.rounds >= 5 and faster.inputs == 3
+    assert faster.stats()["ratio"] < 0.7
+    alike = choose([_Takes(0.001), _Takes(0.001), _Takes(0.001)], inputs)
+    assert alike.kept == 0, alike  # within the margin the host stays
+    slower = choose([_Takes(0.001), _Takes(0.002), _Takes(0.003)], inputs)
+    assert slower.kept == 0 and slower.fastest_other == 1, slower
+
+
+def test_inputs_a_candidate_refuses_are_not_timed_but_the_example_must_run():
+    host, single = _Takes(0.0005), _Takes(0.0001, strict=True)
+    choice = choose([host, single], [(1.0,), (-1.0,), (2.0,)])
+    assert choice.inputs == 2 and choice.kept == 1
+    with pytest.raises(ValueError, match="domain"):
+        choose([_Takes(0.0), _Takes(0.0, strict=True)], [(-1.0,), (1.0,)])
+
+
+def test_the_timing_inputs_are_the_example_and_its_derivations_at_its_sizes():
+    example = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    found = timing_inputs((example,))
+    assert len(found) >= 4 and all(args[0].shape == (2, 3) for args in found)
+    assert (found[0][0] == example.numpy()).all()
+    assert len({args[0].tobytes() for args in found}) == len(found)  # each derived input differs
+
+
+def test_auto_keeps_a_form_that_agrees_with_eager_on_every_length(tmp_path):
+    torch.manual_seed(0)
+    model = GreedyDecoder().eval()
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(1, 16, generator=generator) * 3 for _ in range(40)]
+    with torch.no_grad():
+        lengths = {model(x).shape[1] for x in inputs}
+    assert len(lengths) >= 3, lengths
+    compiled = dycl.compile(model, inputs[0], optimize=Levers(single_graph="auto"), dynamic=False)
+    chosen = compiled.stats["single_graph"]
+    assert chosen["timed_inputs"] >= 5 and chosen["host_us"] > 0 and chosen["single_graph_us"] > 0, chosen
+    assert (len(compiled.manifest.sub_dnns) == 1) == (chosen["chosen"] == "single_graph"), chosen
+    assert assert_equivalent(model, compiled, inputs, min_paths=len(lengths), atol=1e-5) == len(lengths)
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
+    assert report["checked"] == len(inputs) and report["problems"] == [], report
