@@ -29,6 +29,12 @@ token, ONNX Runtime the other word, in the default compile as in the per-sample
 one). Such a flip is the ordinary compiled-vs-eager tolerance, not a batching
 error, so it is reported, not hidden. Every path is run once before timing (sessions are created
 lazily), and the first batch of each size is a warm-up, not timed.
+
+*Where the time goes* (``time_split``): on the last batch of each size, the batched host is
+called again a few times with every sub-DNN wrapped in a timer, which splits its time into
+the runtime's runs (``runtime``: ONNX Runtime's ``run`` and the feed conversion, summed over
+the sub-DNN runs) and the rest (``router``: the per-sample generators, gathers, rows and
+joins of ``hostgen/host_router.py``), beside the static network's time on the same batch.
 Writes ``DIR/batch.md`` and ``DIR/batch.json`` (default: this folder).
 Do not run the full configuration on a shared machine.
 """
@@ -94,6 +100,42 @@ def static_network(model: torch.nn.Module, sample) -> tuple:
     return ort.InferenceSession(buffer.getvalue(), session_options(), providers=["CPUExecutionProvider"]), names
 
 
+class _Timed:
+    """A sub-DNN callable that adds the seconds of each call to ``spent``."""
+
+    def __init__(self, callee, spent: list[float]) -> None:
+        self.callee, self.spent = callee, spent
+
+    def __call__(self, *args):
+        start = time.perf_counter()
+        try:
+            return self.callee(*args)
+        finally:
+            self.spent.append(time.perf_counter() - start)
+
+
+def time_split(host, numpy_batch: list, static, feeds: dict, repeats: int = 5) -> dict:
+    """Median ms of one batched host call, of its sub-DNN runs (``runtime``) and of the rest
+    (``router``), and of the static network on the same batch, calls alternating."""
+    spent: list[float] = []
+    saved = (dict(host._call), {index: dict(variants) for index, variants in host._variants.items()})
+    host._call = {index: _Timed(callee, spent) for index, callee in saved[0].items()}
+    host._variants = {index: {key: _Timed(callee, spent) for key, callee in variants.items()}
+                      for index, variants in saved[1].items()}
+    totals, runtimes, statics = [], [], []
+    try:
+        for _ in range(repeats):
+            spent.clear()
+            totals.append(_timed(lambda: host(*numpy_batch)))
+            runtimes.append(sum(spent) * 1000.0)
+            statics.append(_timed(lambda: static.run(None, feeds)))
+    finally:
+        host._call, host._variants = saved
+    total, runtime = statistics.median(totals), statistics.median(runtimes)
+    return {"total_ms": total, "runtime_ms": runtime, "router_ms": total - runtime,
+            "static_ms": statistics.median(statics)}
+
+
 def _timed(function) -> float:
     start = time.perf_counter()
     function()
@@ -156,6 +198,7 @@ def bench_model(name: str, sizes: list[int], batches: int) -> dict:
             contender: {"samples_per_s": size * len(ms) / (sum(ms) / 1000.0), "p50_ms": _percentile(ms, 50),
                         "p99_ms": _percentile(ms, 99)}
             for contender, ms in times.items()}
+        row["sizes"][str(size)]["time_split"] = time_split(batched._host, numpy_batch, static, feeds)
         row["sizes"][str(size)]["split"] = {"sub_dnn_runs": statistics.fmean(runs),
                                             "mean_group": statistics.fmean(groups_mean),
                                             "paths_in_batch": statistics.fmean(batch_paths),
@@ -167,6 +210,11 @@ def _predicated(row: dict) -> str:
     counts = row.get("per_sample", {})
     total = counts.get("predicated_conditions", 0) + counts.get("routed_conditions", 0)
     return f"{counts.get('predicated_conditions', 0)}/{total}" if counts else "-"
+
+
+def _time_split(sizes_row: dict) -> str:
+    found = sizes_row.get("time_split")
+    return f"{found['runtime_ms']:.1f} / {found['router_ms']:.1f} / {found['static_ms']:.1f}" if found else "-"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -195,10 +243,12 @@ def write_results(rows: list[dict], args, out: Path) -> None:
         "batch / mean group size / distinct eager paths in the batch (of *batched*); *bad*: batches whose outputs "
         "(batched or routed) differ from eager per sample and from dycl one sample at a time (must be 0); *flip*: "
         "batches that differ from eager but equal dycl one sample at a time (a decision within float32 rounding; "
-        "see the script's docstring).", "",
+        "see the script's docstring). *runtime / router / static ms*: one batched call of the last batch split into "
+        "its sub-DNN runs and the rest (the router), beside the static network on that batch (median of 5, "
+        "alternating; see the script's docstring).", "",
         "| model | pred | B | eager 1 | dycl 1 | batched | routed | static | batched p50/p99 | static p50/p99 | split "
-        "| bad | flip |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| runtime / router / static ms | bad | flip |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         for size in sizes:
@@ -210,6 +260,7 @@ def write_results(rows: list[dict], args, out: Path) -> None:
                 + f" | {r['dycl_batched']['p50_ms']:.1f}/{r['dycl_batched']['p99_ms']:.1f}"
                 f" | {r['static']['p50_ms']:.1f}/{r['static']['p99_ms']:.1f}"
                 f" | {split['sub_dnn_runs']:.0f} / {split['mean_group']:.1f} / {split['paths_in_batch']:.1f}"
+                f" | {_time_split(r)}"
                 f" | {split['mismatched_batches']} | {split.get('float_flip_batches', 0)} |")
     lines += ["", "Geometric mean over models of batched throughput divided by each contender's:", "",
               "| B | / eager 1 | / dycl 1 | / routed | / static | routed / static |", "|---|---|---|---|---|---|"]
