@@ -138,6 +138,8 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     noopt = dycl.compile(model, example, optimize=False)
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))  # one session call, where it lowers
     row["single_graph"] = single.stats["single_graph"].get("chosen", "host")
+    auto = dycl.compile(model, example, optimize=Levers(single_graph="auto"))  # the faster form, timed at compile
+    row["auto_chosen"] = auto.stats["single_graph"].get("chosen", "host")
     tvm = None
     try:
         tvm = None if skip_tvm else dycl.compile(model, example, backend="tvm")
@@ -146,7 +148,8 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     run_oracle, run_decisions_oracle, paths = oracles(model, inputs)
     row["paths"] = paths
     contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_static_ms": static, "dycl_noopt_ms": noopt,
-                  "dycl_single_ms": single, "oracle_ms": run_oracle, "oracle_decisions_ms": run_decisions_oracle}
+                  "dycl_single_ms": single, "dycl_auto_ms": auto,
+                  "oracle_ms": run_oracle, "oracle_decisions_ms": run_decisions_oracle}
     if tvm is not None:
         contenders["dycl_tvm_ms"] = tvm
     if not skip_torch_compile:
@@ -173,6 +176,9 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     by_blocks["ratio_to_decisions_oracle"] = by_blocks["dycl_ms"] / by_blocks["oracle_decisions_ms"]
     by_blocks["single_to_decisions_oracle"] = by_blocks["dycl_single_ms"] / by_blocks["oracle_decisions_ms"]
     row["single_to_decisions_oracle"] = row["dycl_single_ms"] / row["oracle_decisions_ms"]
+    by_blocks["auto_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_auto_ms"]
+    by_blocks["auto_to_decisions_oracle"] = by_blocks["dycl_auto_ms"] / by_blocks["oracle_decisions_ms"]
+    row["auto_to_decisions_oracle"] = row["dycl_auto_ms"] / row["oracle_decisions_ms"]
     return row
 
 
@@ -260,8 +266,8 @@ def blocks_table(rows: list[dict]) -> list[str]:
              "Why both: `benchmarks/eager_neighbours.md`.", "",
              "| model | eager | eager, this process | torch.compile | dycl ORT | dycl one graph | per-path oracle | "
              "oracle + decisions | vs eager | vs eager, this process | / oracle + decisions | "
-             "one graph / oracle + decisions |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "one graph / oracle + decisions | dycl auto | auto vs eager | auto / oracle + decisions |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["blocks"]
         low, high = b["eager_band_ms"]
@@ -271,7 +277,8 @@ def blocks_table(rows: list[dict]) -> list[str]:
                      f"{fmt(b['oracle_ms'])} | "
                      f"{fmt(b['oracle_decisions_ms'])} | {fmt(b['speedup_vs_fresh_eager'])}x | "
                      f"{fmt(b['speedup_vs_eager'])}x | {fmt(b['ratio_to_decisions_oracle'])} | "
-                     f"{fmt(b['single_to_decisions_oracle'])} |")
+                     f"{fmt(b['single_to_decisions_oracle'])} | {auto_cell(r)} | "
+                     f"{fmt(b['auto_vs_fresh_eager'])}x | {fmt(b['auto_to_decisions_oracle'])} |")
     return lines + ["", *summary(rows)]
 
 
@@ -299,10 +306,16 @@ def summary(rows: list[dict]) -> list[str]:
         f"dycl / oracle + decisions {fmt(geomean(b['ratio_to_decisions_oracle'] for b in by_blocks))} "
         f"({worst('ratio_to_decisions_oracle', True)}); one graph (`Levers(single_graph=\"on\")`; the host where "
         "a model does not lower) / oracle + decisions "
-        f"{fmt(geomean(b['single_to_decisions_oracle'] for b in by_blocks))}.",
+        f"{fmt(geomean(b['single_to_decisions_oracle'] for b in by_blocks))}; auto (`Levers(single_graph=\"auto\")`: "
+        "per model the faster of host and one graph, timed at compile) is "
+        f"{fmt(geomean(b['auto_vs_fresh_eager'] for b in by_blocks))}x eager (fresh processes), / oracle + decisions "
+        f"{fmt(geomean(b['auto_to_decisions_oracle'] for b in by_blocks))} "
+        f"({worst('auto_to_decisions_oracle', True)}).",
         f"Interleaved: dycl / oracle + decisions {fmt(geomean(r['ratio_to_decisions_oracle'] for r in rows))} "
         f"({worst('ratio_to_decisions_oracle', False)}); one graph / oracle + decisions "
-        f"{fmt(geomean(r['single_to_decisions_oracle'] for r in rows))}; dycl is "
+        f"{fmt(geomean(r['single_to_decisions_oracle'] for r in rows))}; auto / oracle + decisions "
+        f"{fmt(geomean(r['auto_to_decisions_oracle'] for r in rows))} "
+        f"({worst('auto_to_decisions_oracle', False)}); dycl is "
         f"{fmt(geomean(r['speedup_vs_eager'] for r in rows))}x eager (interleaved in this process)."]
 
 
@@ -310,6 +323,12 @@ def one_graph(row: dict) -> str:
     """The one-graph column's time, marked where the model kept its host."""
     ms = f"{row['blocks']['dycl_single_ms']:.2f}"
     return ms if row["single_graph"] == "single_graph" else f"{ms} (host)"
+
+
+def auto_cell(row: dict) -> str:
+    """Auto's time by blocks and what it kept for this model."""
+    kept = "one graph" if row["auto_chosen"] == "single_graph" else "host"
+    return f"{row['blocks']['dycl_auto_ms']:.2f} ({kept})"
 
 
 def quiet_neighbours() -> None:
