@@ -24,6 +24,8 @@ import onnxruntime as ort
 # or DYCL_ORT_POOL=global. DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
 # host's other choices, one by one, for the ablation (benchmarks/ablation.py), and
 # DYCL_ORT_SPECIALIZE=off turns off sessions specialized to sizes (_SpecializingExecutable).
+# DYCL_ORT_SPIN=run lets pool threads spin while a run lasts and stop when it returns
+# (session.force_spinning_stop): measured, not adopted (benchmarks/session_levers.md).
 
 
 #: shape specialization (_SpecializingExecutable): sightings of a key before it gets its session,
@@ -64,7 +66,8 @@ def runtime_options(threads=None, providers=None, session_options=None, shared_p
     return {"threads": threads, "providers": list(providers or ["CPUExecutionProvider"]),
             "session_options": session_options, "shared_pool": bool(shared_pool),
             "specialize": specialize and session_options is None,
-            "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager")}
+            "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager"),
+            "spin": os.environ.get("DYCL_ORT_SPIN", "off")}
 
 
 def session_options_for(options=None):
@@ -79,7 +82,11 @@ def session_options_for(options=None):
     else:
         session_options.intra_op_num_threads = options["threads"]
         session_options.inter_op_num_threads = 1
-    session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if options.get("spin") == "run":  # the ablation's lever: pool threads spin only while a run lasts
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        session_options.add_session_config_entry("session.force_spinning_stop", "1")
+    else:
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return session_options
 
 
@@ -163,11 +170,14 @@ class _SpecializingExecutable(_Executable):
     policy: a call's key is the shapes of the inputs with named dims. A key gets its own session
     the ``ORT_SPECIALIZE_AFTER``-th time it is seen (so a size seen once, as the self-check's odd
     sizes are, costs no session), on the calling thread, which waits for the session to be
-    created (benchmarks/specialize.py measures it); at most ``ORT_SPECIALIZED_SESSIONS`` such sessions are
-    kept, the least recently used evicted, and at most ``ORT_SPECIALIZED_CREATIONS`` are ever created, so a
-    workload cycling over more sizes than are kept settles on the symbolic session instead of
-    creating sessions forever. A key whose feeds give one name two sizes, or whose session
-    cannot be created, stays on the symbolic session. A hit costs a dict lookup and no lock;
+    created (a few ms a session: benchmarks/session_levers.md); at most
+    ``ORT_SPECIALIZED_SESSIONS`` are kept (one used since the last eviction gets a second chance,
+    ``_evicted``), and at most ``ORT_SPECIALIZED_CREATIONS`` are ever created, so a workload
+    cycling over more sizes than are kept settles on the symbolic session instead of creating
+    sessions forever. A key whose feeds give one name two sizes, or whose session cannot be
+    created, stays on the symbolic session. ONNX Runtime itself refuses a feed whose dims differ
+    from a session's fixed ones, so a session never runs sizes it was not made for. A hit costs
+    a dict lookup and no lock (0.15 µs more than ``_Executable`` a run, benchmarks/session_levers.md);
     a miss takes the lock. Each specialized session holds its own copy of the weights."""
 
     def __init__(self, session, entry, data, options):
@@ -176,9 +186,9 @@ class _SpecializingExecutable(_Executable):
         self.named = _named_dims(session)  # [(input name, axis, dim name)]
         keyed = {name for name, _, _ in self.named}
         self.feeds = [(position, name, dtype, name in keyed) for position, name, dtype in self.inputs]
-        self.symbolic = [self._run, 0]  # [runner, last use]: the entry of every key not specialized
-        self.specialized = {}  # key -> [runner, last use]; replaced, never changed in place (read without lock)
-        self.seen, self.refused, self.created, self.clock = {}, set(), 0, 0
+        self.symbolic = [self._run, False]  # [runner, used]: the entry of every key not specialized
+        self.specialized = {}  # key -> [runner, used], oldest first; replaced, never changed in place (no lock to read)
+        self.seen, self.refused, self.created = {}, set(), 0
         self.lock = threading.Lock()
 
     def __call__(self, *args):
@@ -187,9 +197,11 @@ class _SpecializingExecutable(_Executable):
         for position, name, dtype, keyed in self.feeds:  # see _Executable.__call__
             array = feeds[name] = np.asarray(args[position], dtype=dtype, order="C")
             if keyed:
-                key += (array.shape,)
-        entry = self.specialized.get(key) or self._miss(key, feeds)
-        self.clock = entry[1] = self.clock + 1  # racy on purpose: only an order for eviction
+                key += array.shape  # the ranks are the graph's: concatenated shapes are one key per sizes
+        entry = self.specialized.get(key)
+        if entry is None:
+            entry = self._miss(key, feeds)
+        entry[1] = True  # used since the last eviction: a second chance
         return entry[0](self.outputs, feeds, None)
 
     def _miss(self, key, feeds):
@@ -200,6 +212,8 @@ class _SpecializingExecutable(_Executable):
             entry = self.specialized.get(key)
             if entry is not None:  # another thread made it meanwhile
                 return entry
+            if self.created >= ORT_SPECIALIZED_CREATIONS:  # another thread spent the budget meanwhile
+                return self.symbolic
             if len(self.seen) >= 64:
                 self.seen.clear()
             self.seen[key] = self.seen.get(key, 0) + 1
@@ -212,10 +226,8 @@ class _SpecializingExecutable(_Executable):
                 self.refused.add(key)
                 return self.symbolic
             self.created += 1
-            specialized = dict(self.specialized)
-            if len(specialized) >= ORT_SPECIALIZED_SESSIONS:
-                del specialized[min(specialized, key=lambda k: specialized[k][1])]
-            entry = specialized[key] = [_runner(session, len(self.inputs) == len(self.input_shapes)), self.clock]
+            specialized = _evicted(self.specialized, ORT_SPECIALIZED_SESSIONS - 1)
+            entry = specialized[key] = [_runner(session, len(self.inputs) == len(self.input_shapes)), False]
             self.specialized = specialized
             return entry
 
@@ -231,6 +243,21 @@ class _SpecializingExecutable(_Executable):
             return _session(self.data, self.options, self.threads, sizes)
         except Exception:  # noqa: BLE001 - the symbolic session still runs it
             return None
+
+
+def _evicted(entries, keep):
+    """A copy of ``entries`` (key -> [runner, used], oldest first) with at most ``keep`` left: an
+    entry used since the last eviction gets a second chance (moved to the back, marked unused),
+    the oldest unused one goes (CLOCK, an approximation of least recently used without a write
+    to shared order on every hit)."""
+    entries = dict(entries)
+    while len(entries) > keep:
+        key, entry = next(iter(entries.items()))
+        del entries[key]
+        if entry[1]:
+            entry[1] = False
+            entries[key] = entry
+    return entries
 
 
 def _named_dims(session):

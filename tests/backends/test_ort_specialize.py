@@ -66,39 +66,39 @@ def test_a_size_gets_its_session_the_second_time_and_keeps_it():
     np.testing.assert_allclose(executable(x)[0], _matmul(x), rtol=1e-5)  # first sight: the symbolic session
     assert executable.specialized == {} and executable.created == 0
     np.testing.assert_allclose(executable(x)[0], _matmul(x), rtol=1e-5)  # second: specialized
-    assert list(executable.specialized) == [((3, 4),)] and executable.created == 1
+    assert list(executable.specialized) == [(3, 4)] and executable.created == 1
     for seed in range(3):  # hits: no new session, and other values of the same size
         y = _rows(3, seed + 10)
         np.testing.assert_allclose(executable(y)[0], _matmul(y), rtol=1e-5)
     assert executable.created == 1
-    runner = executable.specialized[((3, 4),)][0]
+    runner = executable.specialized[(3, 4)][0]
     assert runner is not executable._run  # its own session, fixed at batch 3 (shape inference sees 3)
     other = _rows(5)
     np.testing.assert_allclose(executable(other)[0], _matmul(other), rtol=1e-5)  # another size: symbolic
-    assert executable.created == 1 and ((5, 4),) not in executable.specialized
+    assert executable.created == 1 and (5, 4) not in executable.specialized
 
 
 def test_the_specialized_session_is_fixed_to_the_size_and_refuses_another():
     executable = _loaded()
     x = _rows(2)
     executable(x), executable(x)
-    session_runner = executable.specialized[((2, 4),)][0]
+    session_runner = executable.specialized[(2, 4)][0]
     with pytest.raises(Exception, match="(?i)dimension|shape"):  # so it is never used for other sizes
         session_runner(executable.outputs, {"x": _rows(3)}, None)
 
 
-def test_the_least_recently_used_is_evicted():
+def test_a_session_used_since_the_last_eviction_is_kept_and_an_unused_one_goes():
     executable = _loaded()
     kept = ort_runtime.ORT_SPECIALIZED_SESSIONS
-    for batch in range(1, kept + 1):
-        executable(_rows(batch)), executable(_rows(batch))
-    assert len(executable.specialized) == kept
-    executable(_rows(1))  # batch 1, created first, is now the most recently used: 2 goes
-    new = kept + 1
+    for batch in range(1, kept + 2):  # one more than are kept: the oldest, batch 1, goes
+        for _ in range(2):
+            np.testing.assert_allclose(executable(_rows(batch))[0], _matmul(_rows(batch)), rtol=1e-5)
+    assert sorted(key[0] for key in executable.specialized) == list(range(2, kept + 2))
+    executable(_rows(2))  # the oldest left, but used since that eviction
     for _ in range(2):
-        np.testing.assert_allclose(executable(_rows(new))[0], _matmul(_rows(new)), rtol=1e-5)
-    assert sorted(key[0][0] for key in executable.specialized) == [1, *range(3, kept + 2)]
-    assert executable.created == kept + 1
+        executable(_rows(kept + 2))
+    assert sorted(key[0] for key in executable.specialized) == [2, *range(4, kept + 3)]  # 3 went, not 2
+    assert executable.created == kept + 2
 
 
 def test_creation_stops_at_its_budget(monkeypatch):
@@ -108,7 +108,7 @@ def test_creation_stops_at_its_budget(monkeypatch):
         for _ in range(3):
             x = _rows(batch)
             np.testing.assert_allclose(executable(x)[0], _matmul(x), rtol=1e-5)
-    assert executable.created == 3 and sorted(key[0][0] for key in executable.specialized) == [1, 2, 3]
+    assert executable.created == 3 and sorted(key[0] for key in executable.specialized) == [1, 2, 3]
 
 
 def test_feeds_giving_one_name_two_sizes_stay_on_the_symbolic_session():
@@ -117,11 +117,11 @@ def test_feeds_giving_one_name_two_sizes_stay_on_the_symbolic_session():
     for _ in range(3):
         x, y = _rows(2), _rows(5)
         np.testing.assert_allclose(executable(x, y)[0], (x.sum(0) + y.sum(0)) @ WEIGHTS, rtol=1e-5)
-    assert executable.specialized == {} and ((2, 4), (5, 4)) in executable.refused
+    assert executable.specialized == {} and (2, 4, 5, 4) in executable.refused
     for _ in range(2):  # agreeing sizes are specialized
         x, y = _rows(4), _rows(4, 7)
         np.testing.assert_allclose(executable(x, y)[0], (x.sum(0) + y.sum(0)) @ WEIGHTS, rtol=1e-5)
-    assert list(executable.specialized) == [((4, 4), (4, 4))]
+    assert list(executable.specialized) == [(4, 4, 4, 4)]
 
 
 def test_a_session_that_cannot_be_created_leaves_the_size_on_the_symbolic_session(monkeypatch):
@@ -137,7 +137,7 @@ def test_a_session_that_cannot_be_created_leaves_the_size_on_the_symbolic_sessio
     x = _rows(2)
     for _ in range(4):
         np.testing.assert_allclose(executable(x)[0], _matmul(x), rtol=1e-5)
-    assert executable.specialized == {} and executable.refused == {((2, 4),)} and executable.created == 0
+    assert executable.specialized == {} and executable.refused == {(2, 4)} and executable.created == 0
 
 
 def test_only_named_dims_are_specialized():
