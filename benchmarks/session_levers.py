@@ -1,7 +1,7 @@
 """Two ONNX Runtime session levers of the host runtime (issue 29), each against the host without it.
 
     python benchmarks/session_levers.py [--models sdn_mobilenet,sdn_resnet56,skipnet_rnn] [-n 20]
-                                        [--rounds 5] [--batch 1] [--compile]
+                                        [--rounds 5] [--batch 1] [--compile] [--pools]
 
 Contenders, all loaded from one saved artifact per model: ``symbolic`` (``DYCL_ORT_SPECIALIZE=off``:
 every session at the exported, symbolic sizes), ``specialized`` (the default: sessions specialized
@@ -18,7 +18,8 @@ returns). Printed per model, one JSON line each:
 - ``compile_s`` (``--compile``): ``dycl.compile`` with specialization off and on (the self-check's
   repeated example calls create the example's specialized sessions during compile).
 
-``--batch B`` concatenates B samples per input (models taking one tensor).
+``--batch B`` concatenates B samples per input (models taking one tensor). ``--pools`` compiles
+with ``Levers(small_graphs_on_caller=False)``: every sub-DNN gets the pool (spinning acts on pools only).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.harness import timing
@@ -108,9 +110,10 @@ def eager_after(model, contenders: dict, inputs: list, rounds: int) -> dict[str,
     return {key: round(statistics.median(values), 3) for key, values in times.items()}
 
 
-def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool) -> dict:
+def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool, pools: bool) -> dict:
     model, example, inputs = zoo_inputs(name, n, batch)
-    result: dict = {"model": name, "batch": batch}
+    result: dict = {"model": name, "batch": batch, "pools": pools}
+    levers = Levers(small_graphs_on_caller=False) if pools else True
     if compile_time:
         result["compile_s"] = {}
         for label, values in (("symbolic", CONTENDERS["symbolic"]), ("specialized", {})):
@@ -119,7 +122,7 @@ def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool) -> d
                 dycl.compile(model, example)
                 result["compile_s"][label] = round(time.perf_counter() - start, 2)
     with tempfile.TemporaryDirectory() as scratch:
-        artifact = dycl.compile(model, example).save(Path(scratch) / "net")
+        artifact = dycl.compile(model, example, optimize=levers).save(Path(scratch) / "net")
         result["first_calls_ms"] = {k: round(v, 3) for k, v in first_calls(artifact, inputs[0]).items()}
         contenders = {}
         for label, values in CONTENDERS.items():
@@ -144,11 +147,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="also time dycl.compile with specialization off/on")
+    parser.add_argument("--pools", action="store_true", help="every sub-DNN on a pool (no graph on the caller)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    print(json.dumps({"machine": timing.machine(), "taken": timing.taken(), "load": os.getloadavg()}))
+    print(json.dumps({"machine": timing.machine(), "taken": timing.taken(), "load": os.getloadavg(),
+                      "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}))
     for name in args.models.split(","):
-        print(json.dumps(measure(name, args.n, args.rounds, args.batch, args.compile)), flush=True)
+        print(json.dumps(measure(name, args.n, args.rounds, args.batch, args.compile, args.pools)), flush=True)
 
 
 if __name__ == "__main__":
