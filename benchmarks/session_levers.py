@@ -16,7 +16,10 @@ returns). Printed per model, one JSON line each:
 - ``eager_after_ms``: eager torch timed right after one call of each contender on the same input
   (and after nothing), rounds rotating the contenders: what a user's torch code next to dycl pays;
 - ``compile_s`` (``--compile``): ``dycl.compile`` with specialization off and on (the self-check's
-  repeated example calls create the example's specialized sessions during compile).
+  repeated example calls create the example's specialized sessions during compile);
+- ``session_runs_us``: the sum over the sub-DNNs the inputs reach of the median µs of one run on
+  the symbolic session and on the specialized one, on the same feeds, the two taking turns 200
+  times (what specialization changes in the runtime alone, without the rest of the call's noise).
 
 ``--batch B`` concatenates B samples per input (models taking one tensor). ``--pools`` compiles
 with ``Levers(small_graphs_on_caller=False)``: every sub-DNN gets the pool (spinning acts on pools only).
@@ -36,6 +39,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
 from dycl.hcfg.levers import Levers
 
@@ -75,12 +79,7 @@ def zoo_inputs(name: str, n: int, batch: int):
 
 def created(compiled: dycl.CompiledModel) -> int:
     """Specialized sessions created so far over the model's executables."""
-    count = 0
-    for variants in compiled._host._variants.values():
-        for executable in variants.values():
-            for inner in [link[2] for link in executable.chain] if hasattr(executable, "chain") else [executable]:
-                count += getattr(inner, "created", 0)
-    return count
+    return sum(getattr(executable, "created", 0) for executable in executables(compiled))
 
 
 def first_calls(artifact: Path, args: tuple) -> dict[str, float]:
@@ -92,6 +91,53 @@ def first_calls(artifact: Path, args: tuple) -> dict[str, float]:
             loaded(*args)
             times.append((time.perf_counter() - start) * 1000)
     return {"first": times[0], "second": times[1], "third": times[2], "created": created(loaded)}
+
+
+def executables(compiled: dycl.CompiledModel) -> list:
+    found = []
+    for variants in compiled._host._variants.values():
+        for executable in variants.values():
+            found += [link[2] for link in executable.chain] if hasattr(executable, "chain") else [executable]
+    return found
+
+
+def session_runs(artifact: Path, inputs: list, turns: int = 200) -> dict[str, float]:
+    """Summed median µs of a run on each specialized executable's symbolic and specialized session."""
+    loaded = dycl.load(artifact)
+    specializing = [e for e in executables(loaded) if hasattr(e, "specialized")]
+    if not specializing:
+        return {}
+    kind = type(specializing[0])
+    real, fed = kind.__call__, {}
+
+    def recording(self, *args):
+        fed.setdefault(id(self), (self, args))
+        return real(self, *args)
+
+    kind.__call__ = recording
+    try:
+        with torch.no_grad():
+            for args in inputs:
+                loaded(*args), loaded(*args)
+    finally:
+        kind.__call__ = real
+    sums = {"symbolic": 0.0, "specialized": 0.0}
+    for executable, args in fed.values():
+        feeds = {name: np.asarray(args[position], dtype=dtype) for position, name, dtype in executable.inputs}
+        key = tuple(d for position, name, _, keyed in executable.feeds if keyed for d in feeds[name].shape)
+        entry = executable.specialized.get(key)
+        if entry is None:
+            continue
+        runs = {"symbolic": (executable._run, []), "specialized": (entry[0], [])}
+        for turn in range(turns):
+            for label in ("symbolic", "specialized") if turn % 2 else ("specialized", "symbolic"):
+                run, times = runs[label]
+                start = time.perf_counter_ns()
+                run(executable.outputs, feeds, None)
+                times.append(time.perf_counter_ns() - start)
+        for label, (_, times) in runs.items():
+            sums[label] += statistics.median(times) / 1e3
+    return {label: round(value, 1) for label, value in sums.items()}
 
 
 def eager_after(model, contenders: dict, inputs: list, rounds: int) -> dict[str, float]:
@@ -124,6 +170,7 @@ def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool, pool
     with tempfile.TemporaryDirectory() as scratch:
         artifact = dycl.compile(model, example, optimize=levers).save(Path(scratch) / "net")
         result["first_calls_ms"] = {k: round(v, 3) for k, v in first_calls(artifact, inputs[0]).items()}
+        result["session_runs_us"] = session_runs(artifact, inputs)
         contenders = {}
         for label, values in CONTENDERS.items():
             with environment(values):
