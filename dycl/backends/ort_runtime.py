@@ -164,9 +164,9 @@ class _SpecializingExecutable(_Executable):
     """A sub-DNN whose inputs have named symbolic dims (``batch``, ``seq``), run on a session
     specialized to their sizes where those sizes recur, else on the symbolic session.
 
-    Note: shape specialization. ONNX Runtime plans a graph whose input sizes are fixed
-    (free-dimension overrides by name) better than a symbolic one: giving every session of
-    sdn_mobilenet ``batch = 1`` took a call from 0.188 to 0.149 ms (by blocks, 2026-11-27). The
+    Note: shape specialization. ONNX Runtime can plan a graph whose input sizes are fixed
+    (free-dimension overrides by name) better than a symbolic one: on the zoo, 0-6% less a run on
+    the calling thread (ranet most) and up to 8% with a pool (benchmarks/session_levers.md). The
     policy: a call's key is the shapes of the inputs with named dims. A key gets its own session
     the ``ORT_SPECIALIZE_AFTER``-th time it is seen (so a size seen once, as the self-check's odd
     sizes are, costs no session), on the calling thread, which waits for the session to be
@@ -197,7 +197,7 @@ class _SpecializingExecutable(_Executable):
         for position, name, dtype, keyed in self.feeds:  # see _Executable.__call__
             array = feeds[name] = np.asarray(args[position], dtype=dtype, order="C")
             if keyed:
-                key += array.shape  # the ranks are the graph's: concatenated shapes are one key per sizes
+                key += array.shape  # concatenated: a feed of another rank fails on every session alike
         entry = self.specialized.get(key)
         if entry is None:
             entry = self._miss(key, feeds)
