@@ -15,7 +15,7 @@ thread unless the pool's median is faster by more than ``POOL_MARGIN``.
 
 Note: the margin. On the loaded 2-core machine, times of one graph on one thread and with a pool
 of two were within noise of each other for most timed graphs, so a choice by the lower median
-flipped between compiles of one model (``benchmarks/thread_choice_stability.py``,
+flipped between re-decisions of one model's graphs (``benchmarks/thread_choice_stability.py``,
 ``benchmarks/session_levers.md``). Where the two are that close, the calling thread is the better
 side to err on: it wakes no pool, leaves the other core to the rest of the process (eager torch
 included) and costs at most the margin on that graph.
