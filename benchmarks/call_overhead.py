@@ -81,16 +81,32 @@ class _Clock:
             start = ns()
             executable.session._sess.run(executable.outputs, feeds, None)
             self.c_ns += ns() - start
-            run, executable._run = executable._run, lambda names, feeds, options: outputs
+            stubbed = _stubbed(executable, lambda names, feeds, options: outputs)
             start = ns()
             executable(*args)
             self.python_ns += ns() - start
-            executable._run = run
+            stubbed()
             return outputs
         return call
 
     def restore(self) -> None:
         self.host._variants, self.host._call = self.saved
+
+
+def _stubbed(executable, stub):
+    """Every runner of ``executable`` replaced by ``stub`` (its symbolic session's, and those of its
+    sessions specialized to sizes: ``ort_runtime._SpecializingExecutable``); returns the undo."""
+    names = ("_run", "symbolic", "specialized")
+    saved = {name: getattr(executable, name) for name in names if hasattr(executable, name)}
+    executable._run = stub
+    if "symbolic" in saved:
+        executable.symbolic = [stub, False]
+        executable.specialized = {key: [stub, False] for key in saved["specialized"]}
+
+    def undo() -> None:
+        for name, value in saved.items():
+            setattr(executable, name, value)
+    return undo
 
 
 def _one_call(compiled: dycl.CompiledModel, clock: _Clock, args: tuple) -> dict[str, float]:

@@ -7,11 +7,13 @@ input, the neighbours taking turns round by round (so a busy machine slows all a
 nothing (eager alone), the dycl-compiled model (default threads, and ``threads=1``), and
 the path's traced graph in an ONNX Runtime session created with default options (spinning
 intra-op pool) and with spinning off (``session.intra_op.allow_spinning=0``, what dycl's
-sessions and its oracles use). Run it also with ``OMP_WAIT_POLICY=PASSIVE`` (torch's
-OpenMP threads then sleep at once instead of spinning) to tell the two kinds of spinning apart.
-Prints eager's median ms after each neighbour and its ratio to eager alone. ``--blocks``: each
-neighbour's block on all inputs, then eager's block (as the bench's block method orders them);
-the median over rounds of each eager block's median.
+sessions and its oracles use); and the model compiled with a pool for every sub-DNN
+(``Levers(small_graphs_on_caller=False)``), saved and loaded twice: its sessions as they are and with
+``DYCL_ORT_SPIN=run`` (pool threads spin while a run lasts, ``session.force_spinning_stop``).
+Run it also with ``OMP_WAIT_POLICY=PASSIVE`` (torch's OpenMP threads then sleep at once instead of
+spinning) to tell the two kinds of spinning apart. Prints eager's median ms after each neighbour and
+its ratio to eager alone. ``--blocks``: each neighbour's block on all inputs, then eager's block (as
+the bench's block method orders them); the median over rounds of each eager block's median.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import onnxruntime as ort
 import torch
+from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.harness.timing import machine, taken
@@ -62,8 +67,19 @@ def measure(name: str, n: int, rounds: int, by_blocks: bool = False) -> dict[str
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
-    neighbours = {"alone": lambda *a: None, "dycl": dycl.compile(model, example),
+    compiled = dycl.compile(model, example)
+    with tempfile.TemporaryDirectory() as scratch:
+        pooled = dycl.compile(model, example, optimize=Levers(small_graphs_on_caller=False))
+        artifact = pooled.save(Path(scratch) / "net")
+        os.environ["DYCL_ORT_SPIN"] = "run"  # read at load
+        try:
+            spinning = dycl.load(artifact, threads=2)
+        finally:
+            del os.environ["DYCL_ORT_SPIN"]
+        pools = dycl.load(artifact, threads=2)
+    neighbours = {"alone": lambda *a: None, "dycl": compiled,
                   "dycl, threads=1": dycl.compile(model, example, threads=1),
+                  "dycl saved, pools": pools, "dycl saved, pools spin in run": spinning,
                   "ORT default (spinning)": traced_session(model, inputs[0], spinning=True),
                   "ORT spinning off": traced_session(model, inputs[0], spinning=False)}
     times: dict[str, list[float]] = {key: [] for key in neighbours}

@@ -345,7 +345,8 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
 
 
 def load(directory: str | Path, threads: int | None = None, providers: list[Any] | None = None,
-         session_options: Any = None, shared_pool: bool | None = None) -> CompiledModel:
+         session_options: Any = None, shared_pool: bool | None = None,
+         specialize: bool | None = None) -> CompiledModel:
     """Load a saved artifact. The manifest (schema) and every file it lists, host.py
     included, are verified before anything in it runs (``dycl.artifact.verify``);
     an artifact is code all the same: load only artifacts you trust.
@@ -354,8 +355,10 @@ def load(directory: str | Path, threads: int | None = None, providers: list[Any]
     go to ONNX Runtime sessions; ``shared_pool=True`` opts in to one process-wide
     ONNX Runtime thread pool (faster; afterwards every ONNX Runtime session in the
     process must set ``use_per_session_threads=False``). Nothing process-wide
-    changes otherwise, and any number of artifacts can be loaded side by side."""
+    changes otherwise, and any number of artifacts can be loaded side by side.
+    ``specialize=False`` turns off ONNX Runtime sessions specialized to the input sizes
+    that recur (also ``DYCL_ORT_SPECIALIZE=off``; ``dycl/backends/ort_runtime.py``)."""
     options = {"threads": threads, "providers": providers, "session_options": session_options,
-               "shared_pool": shared_pool}
+               "shared_pool": shared_pool, "specialize": specialize}
     host_model, source = load_host(directory, **{k: v for k, v in options.items() if v is not None})
     return CompiledModel(host_model, source)

@@ -40,12 +40,13 @@ def load_executable(data, entry, options):  # dycl only
     raise NotImplementedError("a host gets load_executable from its backend's runtime")  # dycl only
 
 
-def load(artifact_dir, threads=None, providers=None, session_options=None, shared_pool=None):
+def load(artifact_dir, threads=None, providers=None, session_options=None, shared_pool=None, specialize=None):
     """Load a saved artifact directory. The manifest and every file it lists are
     checked (schema, plain names inside the directory, sha256) before any is used.
     The keyword arguments set how sub-DNNs run (``runtime_options``); none of them
     changes process-wide state except ``shared_pool=True``, which opts in to one
-    ONNX Runtime thread pool for the whole process."""
+    ONNX Runtime thread pool for the whole process. ``specialize=False``: no sessions
+    specialized to the sizes seen (ONNX Runtime; also ``DYCL_ORT_SPECIALIZE=off``)."""
     manifest, files = verified_artifact(artifact_dir, DYCL_VERSION)
     own = globals().get("__file__")
     if own and os.path.isfile(own):  # imported from a file: it must be this artifact's host.py
@@ -54,7 +55,7 @@ def load(artifact_dir, threads=None, providers=None, session_options=None, share
                 raise ArtifactError(f"{own} is not the {HOST_FILE} of {artifact_dir}: load each artifact with "
                                     f"its own {HOST_FILE} (or with dycl.load)")
     return from_verified(manifest, files, threads=threads, providers=providers,
-                         session_options=session_options, shared_pool=shared_pool)
+                         session_options=session_options, shared_pool=shared_pool, specialize=specialize)
 
 
 def from_verified(manifest, files, executable=None, **options):

@@ -78,7 +78,9 @@ def _example(shape: tuple[int, ...] | None) -> str:
 _ORT_THREADS = ("`load(..., threads=N)` sets the intra-op threads of each ONNX Runtime session (default: every "
                 "CPU); `providers=` and `session_options=` are passed to ONNX Runtime; `shared_pool=True` opts in "
                 "to one process-wide ONNX Runtime thread pool (faster, but then every ONNX Runtime session in "
-                "the process must use `use_per_session_threads=False`).")
+                "the process must use `use_per_session_threads=False`). A combination of input sizes seen twice "
+                "gets a session specialized to it (a few ms, once); `specialize=False` (or "
+                "`DYCL_ORT_SPECIALIZE=off`) keeps every call on the sessions at symbolic sizes.")
 _TVM_THREADS = "TVM has one process-wide thread pool: set `TVM_NUM_THREADS` before the first load."
 
 _README = """# {model} — a dycl artifact

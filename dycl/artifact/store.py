@@ -43,7 +43,7 @@ def verify(directory: str | Path) -> Manifest:
 
 def load_host(directory: str | Path, **options: Any) -> tuple[Any, str]:
     """``(host model, host source)`` of a verified artifact; ``options`` go to the
-    host's ``runtime_options`` (``threads``, ``providers``, ``session_options``,
+    host's ``runtime_options`` (``threads``, ``providers``, ``session_options``, ``specialize``,
     ``shared_pool``)."""
     manifest, files = verified_artifact(os.fspath(directory), DYCL_VERSION)
     source = files[manifest.host.file].decode("utf-8")

@@ -4,7 +4,8 @@ by the in-process backend.
 
 Imports only the standard library, numpy and onnxruntime (never torch or dycl). Guarantees: loading changes no
 process-wide ONNX Runtime state unless the caller opts in (``shared_pool=True``);
-every executable is safe to call from many threads at once.
+every executable is safe to call from many threads at once; a session specialized to sizes
+(``_SpecializingExecutable``) runs only feeds of exactly those sizes.
 """
 
 import os
@@ -21,17 +22,33 @@ import onnxruntime as ort
 # once it exists, every session in the process must be created with
 # use_per_session_threads=False. So it is only an opt-in: load(..., shared_pool=True)
 # or DYCL_ORT_POOL=global. DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
-# host's other choices, one by one, for the ablation (benchmarks/ablation.py).
+# host's other choices, one by one, for the ablation (benchmarks/ablation.py), and
+# DYCL_ORT_SPECIALIZE=off turns off sessions specialized to sizes (_SpecializingExecutable).
+# DYCL_ORT_SPIN=run lets pool threads spin while a run lasts and stop when it returns
+# (session.force_spinning_stop): measured, not adopted (benchmarks/session_levers.md).
 
 
-def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
+#: shape specialization (_SpecializingExecutable): sightings of a key before it gets its session,
+#: specialized sessions kept per sub-DNN, and created per sub-DNN in all
+ORT_SPECIALIZE_AFTER = 2
+ORT_SPECIALIZED_SESSIONS = 4
+ORT_SPECIALIZED_CREATIONS = 16
+
+
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None, specialize=None):
     """The settings every session of one loaded model is created with.
 
     ``threads``: intra-op threads per session (default ``$DYCL_THREADS`` or every
     CPU); ``providers``: ONNX Runtime execution providers (default CPU);
     ``session_options``: an ``onnxruntime.SessionOptions`` used as given (then
     ``threads`` must be None); ``shared_pool``: one global thread pool for all
-    sessions in the process (see the note above; default ``$DYCL_ORT_POOL == "global"``)."""
+    sessions in the process (see the note above; default ``$DYCL_ORT_POOL == "global"``);
+    ``specialize``: sessions specialized to the sizes seen (``_SpecializingExecutable``; default
+    on unless ``$DYCL_ORT_SPECIALIZE == "off"``; off where ``session_options`` is given)."""
+    if specialize is None:
+        specialize = os.environ.get("DYCL_ORT_SPECIALIZE", "on") != "off"
+    if not isinstance(specialize, bool):
+        raise ValueError(f"specialize must be True or False, got {specialize!r}")
     if shared_pool is None:
         shared_pool = os.environ.get("DYCL_ORT_POOL") == "global"
     if session_options is not None and threads is not None:
@@ -48,7 +65,9 @@ def runtime_options(threads=None, providers=None, session_options=None, shared_p
                 raise
     return {"threads": threads, "providers": list(providers or ["CPUExecutionProvider"]),
             "session_options": session_options, "shared_pool": bool(shared_pool),
-            "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager")}
+            "specialize": specialize and session_options is None,
+            "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager"),
+            "spin": os.environ.get("DYCL_ORT_SPIN", "off")}
 
 
 def session_options_for(options=None):
@@ -63,12 +82,20 @@ def session_options_for(options=None):
     else:
         session_options.intra_op_num_threads = options["threads"]
         session_options.inter_op_num_threads = 1
-    session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if options.get("spin") == "run":  # the ablation's lever: pool threads spin only while a run lasts
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        session_options.add_session_config_entry("session.force_spinning_stop", "1")
+    else:
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return session_options
 
 
-def _session(data, options, threads=None):
+def _session(data, options, threads=None, sizes=None):
+    """A session of ``data``; ``sizes``: {dim name: size} fixed by free-dimension overrides
+    (only where ``options`` create their own SessionOptions)."""
     session_options = session_options_for(options)
+    for name, size in (sizes or {}).items():
+        session_options.add_free_dimension_override_by_name(name, size)
     if threads is not None and options["session_options"] is None and not options["shared_pool"]:
         # the manifest's cap for a graph too small for a pool (1: runs on the calling thread)
         session_options.intra_op_num_threads = min(threads, options["threads"])
@@ -103,8 +130,8 @@ class _Executable:
     binding under it 12.2 µs, a private API whose 1.7 µs would also need the host's
     conditions and shape guards to read OrtValues."""
 
-    def __init__(self, data, entry, options):
-        self.session = _session(data, options, entry.threads)
+    def __init__(self, session, entry):
+        self.session = session
         self.input_shapes = {i.name: i.shape for i in self.session.get_inputs()}  # the exporter drops unread inputs
         self.inputs = [(position, port.name, np.dtype(port.dtype))
                        for position, port in enumerate(entry.inputs) if port.name in self.input_shapes]
@@ -133,6 +160,113 @@ def _runner(session, feeds_every_input):
     return direct
 
 
+class _SpecializingExecutable(_Executable):
+    """A sub-DNN whose inputs have named symbolic dims (``batch``, ``seq``), run on a session
+    specialized to their sizes where those sizes recur, else on the symbolic session.
+
+    Note: shape specialization. ONNX Runtime can plan a graph whose input sizes are fixed
+    (free-dimension overrides by name) better than a symbolic one: on the zoo, 0-6% less a run on
+    the calling thread (ranet most) and up to 8% with a pool (benchmarks/session_levers.md). The
+    policy: a call's key is the shapes of the inputs with named dims. A key gets its own session
+    the ``ORT_SPECIALIZE_AFTER``-th time it is seen (so a size seen once, as the self-check's odd
+    sizes are, costs no session), on the calling thread, which waits for the session to be
+    created (a few ms a session: benchmarks/session_levers.md); at most
+    ``ORT_SPECIALIZED_SESSIONS`` are kept (one used since the last eviction gets a second chance,
+    ``_evicted``), and at most ``ORT_SPECIALIZED_CREATIONS`` are ever created, so a workload
+    cycling over more sizes than are kept settles on the symbolic session instead of creating
+    sessions forever. A key whose feeds give one name two sizes, or whose session cannot be
+    created, stays on the symbolic session. ONNX Runtime itself refuses a feed whose dims differ
+    from a session's fixed ones, so a session never runs sizes it was not made for. A hit costs
+    a dict lookup and no lock (0.15 µs more than ``_Executable`` a run, benchmarks/session_levers.md);
+    a miss takes the lock. Each specialized session holds its own copy of the weights."""
+
+    def __init__(self, session, entry, data, options):
+        super().__init__(session, entry)
+        self.data, self.options, self.threads = data, options, entry.threads
+        self.named = _named_dims(session)  # [(input name, axis, dim name)]
+        keyed = {name for name, _, _ in self.named}
+        self.feeds = [(position, name, dtype, name in keyed) for position, name, dtype in self.inputs]
+        self.symbolic = [self._run, False]  # [runner, used]: the entry of every key not specialized
+        self.specialized = {}  # key -> [runner, used], oldest first; replaced, never changed in place (no lock to read)
+        self.seen, self.refused, self.created = {}, set(), 0
+        self.lock = threading.Lock()
+
+    def __call__(self, *args):
+        feeds = {}
+        key = ()
+        for position, name, dtype, keyed in self.feeds:  # see _Executable.__call__
+            array = feeds[name] = np.asarray(args[position], dtype=dtype, order="C")
+            if keyed:
+                key += array.shape  # concatenated: a feed of another rank fails on every session alike
+        entry = self.specialized.get(key)
+        if entry is None:
+            entry = self._miss(key, feeds)
+        entry[1] = True  # used since the last eviction: a second chance
+        return entry[0](self.outputs, feeds, None)
+
+    def _miss(self, key, feeds):
+        """The entry for a key without a specialized session: made now where the policy says so."""
+        if self.created >= ORT_SPECIALIZED_CREATIONS or key in self.refused:
+            return self.symbolic
+        with self.lock:
+            entry = self.specialized.get(key)
+            if entry is not None:  # another thread made it meanwhile
+                return entry
+            if self.created >= ORT_SPECIALIZED_CREATIONS:  # another thread spent the budget meanwhile
+                return self.symbolic
+            if len(self.seen) >= 64:
+                self.seen.clear()
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] < ORT_SPECIALIZE_AFTER:
+                return self.symbolic
+            del self.seen[key]
+            session = self._specialized_session(feeds)
+            if session is None:
+                self.refused = set() if len(self.refused) >= 64 else self.refused
+                self.refused.add(key)
+                return self.symbolic
+            self.created += 1
+            specialized = _evicted(self.specialized, ORT_SPECIALIZED_SESSIONS - 1)
+            entry = specialized[key] = [_runner(session, len(self.inputs) == len(self.input_shapes)), False]
+            self.specialized = specialized
+            return entry
+
+    def _specialized_session(self, feeds):
+        """A session with every named dim fixed to its size in ``feeds``; None where the feeds give a
+        name two sizes or the session cannot be created."""
+        sizes = {}
+        for name, axis, dim in self.named:
+            shape = np.shape(feeds[name]) if name in feeds else ()
+            if axis >= len(shape) or sizes.setdefault(dim, shape[axis]) != shape[axis]:
+                return None
+        try:
+            return _session(self.data, self.options, self.threads, sizes)
+        except Exception:  # noqa: BLE001 - the symbolic session still runs it
+            return None
+
+
+def _evicted(entries, keep):
+    """A copy of ``entries`` (key -> [runner, used], oldest first) with at most ``keep`` left: an
+    entry used since the last eviction gets a second chance (moved to the back, marked unused),
+    the oldest unused one goes (CLOCK, an approximation of least recently used without a write
+    to shared order on every hit)."""
+    entries = dict(entries)
+    while len(entries) > keep:
+        key, entry = next(iter(entries.items()))
+        del entries[key]
+        if entry[1]:
+            entry[1] = False
+            entries[key] = entry
+    return entries
+
+
+def _named_dims(session):
+    """``[(input name, axis, dim name)]``: the session's input dims that are named symbols
+    (an expression or an unnamed dim cannot be overridden by name)."""
+    return [(port.name, axis, dim) for port in session.get_inputs() for axis, dim in enumerate(port.shape)
+            if isinstance(dim, str) and re.fullmatch(r"[A-Za-z_]\w*", dim)]
+
+
 class _BoundExecutable(_Executable):
     """IOBinding, outputs bound once (``DYCL_ORT_CALL=iobinding``). A bound output keeps
     the shape of its first run, so the binding is renewed only where an output's shape
@@ -140,8 +274,8 @@ class _BoundExecutable(_Executable):
     call, or on every call where an output dim is not a function of the input dims.
     A binding is mutable state, so each thread has its own."""
 
-    def __init__(self, data, entry, options):
-        super().__init__(data, entry, options)
+    def __init__(self, session, entry):
+        super().__init__(session, entry)
         input_symbols = _symbols([dim for shape in self.input_shapes.values() for dim in shape])
         output_dims = [dim for port in self.session.get_outputs() for dim in port.shape if not isinstance(dim, int)]
         self.data_dependent = any(dim is None or not _symbols([dim]) <= input_symbols for dim in output_dims)
@@ -199,7 +333,12 @@ class _LazyExecutable:
 
 
 def _executable(data, entry, options):
-    return (_BoundExecutable if options["call"] == "iobinding" else _Executable)(data, entry, options)
+    session = _session(data, options, entry.threads)
+    if options["call"] == "iobinding":
+        return _BoundExecutable(session, entry)
+    if options["specialize"] and _named_dims(session):
+        return _SpecializingExecutable(session, entry, data, options)
+    return _Executable(session, entry)
 
 
 def load_executable(data, entry, options=None):

@@ -2,7 +2,7 @@
 torch backend runs its sub-DNN modules in-process only, so a saved host refuses to load."""
 
 
-def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None, specialize=None):
     return None
 
 

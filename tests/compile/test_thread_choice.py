@@ -167,3 +167,12 @@ def test_settings_whose_times_do_not_overlap_stop_after_a_few_turns(monkeypatch)
     assert thread_choice._separated(([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), 3)
     assert not thread_choice._separated(([1.0, 2.0, 5.0], [4.0, 5.0, 6.0]), 3)  # overlapping: more turns
     assert not thread_choice._separated(([1.0, 2.0], [4.0, 5.0]), 2)  # too few turns to tell
+
+
+def test_a_near_tie_goes_to_the_calling_thread_and_a_clear_win_to_the_pool(monkeypatch):
+    conv, x = nn.Conv2d(16, 16, 3, padding=1), torch.randn(1, 16, 48, 48)
+    data = _onnx(conv, x)
+    margin = thread_choice.POOL_MARGIN
+    for pool_share, expected in ((1.0, True), (1 / (1 + margin / 2), True), (1 / (1 + 2 * margin), False)):
+        monkeypatch.setattr(thread_choice, "time_both", lambda *_, share=pool_share: (1e-3, 1e-3 * share))
+        assert thread_choice.on_calling_thread(data, {"x": x}, threads=2) is expected, pool_share

@@ -104,8 +104,9 @@ def _tensor(value, dtype):
     return _tvm.runtime.from_dlpack(array)
 
 
-def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None):
-    """Load settings; the TVM host has none of its own (see the module docstring)."""
+def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None, specialize=None):
+    """Load settings; the TVM host has none of its own (see the module docstring). ``specialize``
+    (an ONNX Runtime setting) is ignored: a TVM library is built for its sizes at compile."""
     given = {"threads": threads, "providers": providers, "session_options": session_options,
              "shared_pool": shared_pool or None}
     refused = sorted(key for key, value in given.items() if value is not None)
