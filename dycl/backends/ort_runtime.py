@@ -33,6 +33,9 @@ import onnxruntime as ort
 ORT_SPECIALIZE_AFTER = 2
 ORT_SPECIALIZED_SESSIONS = 4
 ORT_SPECIALIZED_CREATIONS = 16
+#: a model larger than this (bytes, weights included) is never specialized: each specialized session
+#: holds its own copy of the weights, so a language model would hold up to five
+ORT_SPECIALIZE_MAX_BYTES = 64 << 20
 
 
 def runtime_options(threads=None, providers=None, session_options=None, shared_pool=None, specialize=None):
@@ -178,7 +181,8 @@ class _SpecializingExecutable(_Executable):
     created, stays on the symbolic session. ONNX Runtime itself refuses a feed whose dims differ
     from a session's fixed ones, so a session never runs sizes it was not made for. A hit costs
     a dict lookup and no lock (0.15 µs more than ``_Executable`` a run, benchmarks/session_levers.md);
-    a miss takes the lock. Each specialized session holds its own copy of the weights."""
+    a miss takes the lock. Each specialized session holds its own copy of the weights, so a model
+    over ``ORT_SPECIALIZE_MAX_BYTES`` is not specialized."""
 
     def __init__(self, session, entry, data, options):
         super().__init__(session, entry)
@@ -336,7 +340,7 @@ def _executable(data, entry, options):
     session = _session(data, options, entry.threads)
     if options["call"] == "iobinding":
         return _BoundExecutable(session, entry)
-    if options["specialize"] and _named_dims(session):
+    if options["specialize"] and len(data) <= ORT_SPECIALIZE_MAX_BYTES and _named_dims(session):
         return _SpecializingExecutable(session, entry, data, options)
     return _Executable(session, entry)
 
