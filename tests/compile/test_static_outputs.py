@@ -108,12 +108,15 @@ def _static_only_entries(compiled) -> list[str]:
 @pytest.mark.parametrize("single_graph", ["off", "on"])
 def test_a_sub_dnn_with_only_static_outputs_is_not_run_and_the_model_agrees(single_graph, tmp_path):
     """The helper's masks are alone in a sub-DNN after the join: its graph has no outputs (it
-    crashed ONNX Runtime's session); the host gives the statics, in process and without torch."""
+    crashed ONNX Runtime's session); the host gives the statics, in process and without torch.
+    With the single-graph lowering asked for, the lowering declines (a static is no port of the
+    one graph) and the host runs the model."""
     torch.manual_seed(0)
     model = GatedEncoder().eval()
     inputs = _inputs()
     compiled = dycl.compile(model, inputs[0], optimize=Levers(single_graph=single_graph))
     assert _static_only_entries(compiled), "the test must compile a sub-DNN that has only statics to give"
+    assert compiled.stats["single_graph"]["chosen"] == "host"
     assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
