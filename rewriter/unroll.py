@@ -8,6 +8,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
 from dycl.rewriter.bounded_rows import Definitions, row_bound
+from dycl.rewriter.chosen_bounds import per_literal
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
@@ -42,6 +43,8 @@ class Unroll(FlowWalker):
     of statically known length, and tensors whose row count depends on data but has a
     static bound (``rewriter.bounded_rows``: the experts a routing hit): those unroll to
     the bound, each iteration starting with ``if not (rows.shape[0] > i): break``; a
+    ``range`` whose bound is a literal chosen by data (``k = 2 if c else 3``) becomes one loop
+    per literal under a test (``rewriter.chosen_bounds``); a
     ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
@@ -80,6 +83,9 @@ class Unroll(FlowWalker):
     # -- loops ---------------------------------------------------------------------------------
 
     def expand_for(self, loop: cst.For, env: Env) -> tuple[Block, Exits]:
+        chosen = per_literal(loop, self.definitions, lambda node: self.flow.evaluate(node, env), self.ctx.namespace)
+        if chosen is not None:  # ``k = 2 if c else 3``, ``for _ in range(k)``: a loop per value (chosen_bounds)
+            return self.block(chosen, env)
         inlined, loop = self.inline_iterable(loop, env)
         for line in inlined:
             env = self.flow.step(line, env).fall
