@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import shutil
 import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-import dycl
 from dycl.fuzz.campaign import run_campaign
 from dycl.fuzz.generator import FEATURES, KNOWN_BUGS
 from dycl.hcfg.levers import Levers
@@ -67,11 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile_fn = dycl.compile if levers is None else functools.partial(dycl.compile, optimize=levers)
             summary = run_campaign(args.n, args.seed, BACKENDS[args.backend], out_dir, args.regressions,
-                                   compile_fn=compile_fn, exclude=exclude, verbose=args.verbose,
-                                   max_shrinks=args.max_shrinks, timeout=args.timeout, xfail=args.xfail,
-                                   echo=lambda line: print(line, flush=True))
+                                   exclude=exclude, verbose=args.verbose, max_shrinks=args.max_shrinks,
+                                   timeout=args.timeout, xfail=args.xfail, echo=lambda line: print(line, flush=True),
+                                   levers=levers)
     finally:
         if args.out is None:
             shutil.rmtree(out_dir, ignore_errors=True)

@@ -10,8 +10,8 @@ neither of them wrongly. Found by the fuzzer (seed 4242, programs 149 and 208): 
 model: eager computed in float64 answers otherwise than eager in float32.
 
 Assumes: ``model`` is an ``nn.Module`` whose floating parameters and buffers may be cast to
-float64 on a deep copy, and whose forward writes no state the caller sees (the self-check asks
-only for stateless models).
+float64 on a deep copy, in the state eager's run started from (the self-check restores it
+first); what its forward writes to the model stays in the copy.
 
 Guarantees: ``decided_by_rounding`` is True only where the float64 run of a copy of the model
 succeeds and its outputs, cast back to float32, differ from ``expected`` by ``difference``;

@@ -17,8 +17,7 @@ refuses with a ``ValueError`` (a documented refusal: a specialised dim, a shape 
 A model whose eager outputs differ between two runs on the same input (it samples) is
 compared on structure, dtypes and shapes only. A derived input on which eager's float32
 outputs differ from its own float64 outputs (a tie that rounding breaks, note in
-``dycl.harness.conditioning``) is skipped where the compiled model differs, unless the model
-writes state.
+``dycl.harness.conditioning``) is skipped where the compiled model differs.
 
 ``DYCL_SELF_CHECK=0`` in the environment, or ``dycl.compile(..., check=False)``, turns
 the check off.
@@ -178,7 +177,7 @@ def _compare(subject: Subject, derived: Derived) -> bool:
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
         problems = _structure_problems(subject, derived, expected, eager_after, actual, arguments)
-    elif problems[0] is not None and not derived.is_example and subject.stateful is None and decided_by_rounding(
+    elif problems[0] is not None and not derived.is_example and decided_by_rounding(  # the state restored above
             subject.eager, derived.args, derived.kwargs, expected, difference):
         return False  # a tie that float32 rounding breaks: no evidence either way (dycl.harness.conditioning)
     if problems[0] is not None:

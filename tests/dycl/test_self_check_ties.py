@@ -26,13 +26,16 @@ EXAMPLE = torch.tensor([
 
 
 class ScoreRouter(nn.Module):
-    """Squashes the scores, routes the batch by the first row's best score, then by the mean's."""
+    """Squashes the scores, routes the batch by the first row's best score, then by the mean's;
+    counts its calls (module state that forward writes: the self-check restores it between runs)."""
 
     def __init__(self):
         super().__init__()
+        self.stats = {"calls": 0}
         self.blocks = nn.ModuleList([nn.Linear(5, 5), nn.Tanh(), nn.Sequential(nn.Linear(5, 5), nn.ReLU())])
 
     def forward(self, x):
+        self.stats["calls"] = self.stats["calls"] + 1
         x = torch.tanh(x)
         if x.size(0) > 1:
             x = x - x.mean(0, keepdim=True) * 0.5
