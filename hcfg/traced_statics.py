@@ -15,11 +15,17 @@ the leaves ``hcfg.pytree_ports`` compiles in without a port.
 
 Guarantees: ``belongs_with_tensors`` holds only for a call expression, and, where the value
 holds no tensor, only for a call that receives a tensor and whose callee the host could not
-call (model code, a submodule or an installed library's function).
+call (a method, a submodule, an installed library's function, a function of the user's that
+works on its tensor arguments or on torch); a plain helper the host can copy stays on the host.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import sys
+import textwrap
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -61,14 +67,41 @@ def belongs_with_tensors(node: cst.BaseExpression, value: Any, evaluate: Callabl
 
 
 def _host_cannot_call(func: Any) -> bool:
-    """A submodule, the model's or the user's own function or method, or an installed library's."""
+    """A submodule, a method (the model's), an installed library's function, or a plain function of
+    the user's that works on its tensors or on torch (the host copies only helpers of numbers:
+    ``hostgen.host_globals``; one that only passes its arguments on stays a host operation)."""
     if isinstance(func, torch.nn.Module):
         return True
     target = getattr(func, "__func__", func)  # a bound method: its function
     code = getattr(target, "__code__", None)
     if code is None:
         return False
-    return followable(code.co_filename) or is_user_code(target)
+    if followable(code.co_filename) or target is not func:
+        return True
+    return is_user_code(target) and _works_on_tensors(target)
+
+
+def _works_on_tensors(function: Any) -> bool:
+    """Whether ``function`` reads an attribute or item of one of its locals (a tensor argument: on
+    the host, a numpy array) or a global module outside the standard library (torch)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return True
+    local = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)} | {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            root = node.value
+            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in local:
+                return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            value = getattr(function, "__globals__", {}).get(node.id)
+            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in sys.stdlib_module_names:
+                return True
+    return False
 
 
 __all__ = ["STATICS", "belongs_with_tensors", "only_statics", "tensors_and_statics"]

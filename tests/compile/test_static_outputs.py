@@ -148,3 +148,33 @@ def test_a_helper_that_returns_a_none_mask_and_a_dtype_compiles(tmp_path):
     assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+def size_label(hidden, threshold=2):
+    """A plain helper of numbers: the host copies it and calls it on each call's array."""
+    return "many" if len(hidden) > threshold else "few"
+
+
+class LabelsItsBatch(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.abs().mean() > 0.5:
+            h = h * 2
+        return h, size_label(h)
+
+
+def test_a_plain_helper_the_host_can_run_stays_on_the_host(tmp_path):
+    """Its string is decided per call (batch 1 to 3), not frozen into a graph at the example's."""
+    torch.manual_seed(0)
+    model = LabelsItsBatch().eval()
+    inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0])
+    with torch.no_grad():
+        assert {model(x)[1] for x in inputs} == {"many", "few"}
+    assert assert_equivalent(model, compiled, inputs, atol=ATOL) >= 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, ATOL)
+    assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
