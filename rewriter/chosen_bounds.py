@@ -16,8 +16,8 @@ whose loops ``Unroll`` unrolls, the test a host condition on a host number (``re
 keeps ``steps == 2`` as it is written: a test of a value).
 
 Assumes: ``definitions`` holds the assignments walked so far (``rewriter.bounded_rows``), a
-name bound any other way (a branch, a loop, a target list) recorded without a value, so the
-last definition of a name is the one that reaches the loop on every path.
+name bound any other way (a branch, a loop, a target list) recorded without a value; the last
+definition, walked in a block that encloses the loop (``encloses``), reaches it on every path.
 
 Guarantees: ``per_literal`` answers only where the loop's iterable reads exactly one name that
 is not static, whose reaching definition is a conditional expression (nested ones too) all of
@@ -46,12 +46,13 @@ _MISSING = '"dycl: a loop bound chosen by data took a value the loop was not com
 
 
 def per_literal(loop: cst.For, definitions: Definitions, evaluate: Callable[[cst.BaseExpression], Static | None],
-                namespace: Namespace) -> Block | None:
+                namespace: Namespace, encloses: Callable[[str], bool]) -> Block | None:
     """``loop`` as one copy per literal its bound may be (module note), or None where it is not
-    such a loop. ``evaluate``: an expression's static value where the loop is, None if dynamic."""
+    such a loop. ``evaluate``: an expression's static value where the loop is, None if dynamic;
+    ``encloses(name)``: whether the last binding of ``name`` was in a block enclosing the loop."""
     unknown = [name for name in sorted(read_names(loop.iter)) if evaluate(cst.Name(name)) is None]
-    if len(unknown) != 1:
-        return None
+    if len(unknown) != 1 or not encloses(unknown[0]):
+        return None  # bound in a branch or an iteration beside the loop: it may not reach it
     name = unknown[0]
     defined, value = definitions.before(name, definitions.now + 1)
     if not isinstance(value, cst.IfExp) or any(definitions.before(read, definitions.now + 1)[0] > defined

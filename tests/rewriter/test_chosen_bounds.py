@@ -143,3 +143,25 @@ def test_a_choice_whose_result_is_a_configured_value_keeps_it_in_its_domain(tmp_
     assert_equivalent(model, compiled, inputs, min_paths=1, atol=ATOL)
     report = run_host_without_torch(compiled.save(tmp_path / "scaled"), model, inputs, ATOL)
     assert report == {"checked": len(inputs), "problems": [], "torch_loaded": False}
+
+
+class BoundInTheOtherBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        k = int(x.abs().sum() > 1) + 4
+        y = x
+        if x.mean() > 0:
+            k = 2 if x.sum() > 1 else 3
+            y = y * k
+        else:
+            for _ in range(k):  # the k of the first line: 4 or 5, not 2 or 3
+                y = torch.tanh(self.fc(y))
+        return y
+
+
+def test_a_bound_chosen_in_another_branch_is_not_taken_for_the_loops():
+    with pytest.raises(dycl.UnsupportedError, match="a for loop over a value that is not known at compile time"):
+        dycl.compile(BoundInTheOtherBranch().eval(), torch.randn(1, 4))
