@@ -46,13 +46,13 @@ from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.state_objects import holds_tensor, is_state_object
 from dycl.hcfg.trace import Examples
 from dycl.hcfg.traced_lengths import traced_lengths
+from dycl.hcfg.traced_statics import belongs_with_tensors
 from dycl.hcfg.type_tests import decided_type_test
 from dycl.rewriter import RewrittenFunction, UnsupportedError
 from dycl.rewriter.exits import always_exits
 from dycl.rewriter.flow import else_body
 from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.names import Namespace
-from dycl.rewriter.user_code import followable
 from dycl.rewriter.vocabulary import (
     CONTAINER_MUTATORS,
     TENSOR_SHAPE_ATTRIBUTES,
@@ -413,9 +413,8 @@ class HCFGBuilder:
                 # §5.4: moving a tensor is host work; without optimisation it stays a sub-DNN output
                 return not self.levers.optimize_graph and isinstance(self.evaluate(small.value, state), torch.Tensor)
             value = self.evaluate(small.value, state)
-            return is_tensor_value(value) or self.reads_metadata(small.value, state) or (
-                _tensors_and_none(value) and isinstance(small.value, cst.Call)) or (
-                value is None and self.traced_library_call(small.value, state))
+            return is_tensor_value(value) or self.reads_metadata(small.value, state) or belongs_with_tensors(
+                small.value, value, lambda node: self.evaluate(node, state), is_tensor_value)
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return is_tensor_value(state.get(small.target.value)) or is_tensor_value(
                 self.evaluate(small.value, state))
@@ -465,15 +464,6 @@ class HCFGBuilder:
             return tensor_parts, conversions, stmt  # nothing to split: no node is rebuilt
         new_small = small.with_changes(value=visit(small.value))
         return tensor_parts, conversions, stmt.with_changes(body=[new_small])
-
-    def traced_library_call(self, node: cst.BaseExpression, state: State) -> bool:
-        """``mask = create_causal_mask(config=..., inputs_embeds=x, ...)``: a call of an installed
-        library's function (one dycl does not rewrite) on tensors that gave ``None`` on the example.
-        It belongs with the tensor code, traced as library code is (its reads of tensor values
-        refused by the trace), not on the host, which cannot call it."""
-        if not isinstance(node, cst.Call) or not _is_library_callee(self.evaluate(node.func, state)):
-            return False
-        return any(isinstance(self.evaluate(a.value, state), torch.Tensor) for a in node.args)
 
     def reads_metadata(self, node: cst.BaseExpression, state: State) -> bool:
         """``x.size(0)``, ``x.shape[-1]``, ``len(x)`` of a tensor, and no ``.item()``:
@@ -549,18 +539,6 @@ class HCFGBuilder:
                 f"({cst.Module([]).code_for_node(stmt.body[0])})",
                 self.rewritten.locations.resolve(stmt),
                 "return only tensors from helpers and submodules, or compute the Python value from them")
-
-
-def _tensors_and_none(value: Any) -> bool:
-    """A tuple of tensors and ``None``s, a tensor among them (``attn_output, attn_weights``
-    from an attention that gives no weights): what a call of tensor code returns."""
-    return isinstance(value, tuple) and any(isinstance(v, torch.Tensor) for v in value) and all(
-        v is None or is_tensor_value(v) for v in value)
-
-
-def _is_library_callee(func: Any) -> bool:
-    code = getattr(func, "__code__", None)
-    return code is not None and not isinstance(func, torch.nn.Module) and followable(code.co_filename)
 
 
 def _tests(stmts: list[cst.BaseStatement]) -> Iterator[cst.BaseExpression]:

@@ -72,6 +72,8 @@ def from_verified(manifest, files, executable=None, **options):
     executables = {}
     loaded = {}
     for name, entry in manifest.sub_dnns.items():
+        if not entry.outputs:  # nothing to compute: its outputs are statics the host holds (Note: static outputs)
+            loaded[entry.file] = _nothing_to_run
         if entry.file not in loaded:
             data = files[entry.file]
             loaded[entry.file] = (load_executable(data, entry, runtime) if executable is None
@@ -88,6 +90,16 @@ def from_verified(manifest, files, executable=None, **options):
                 count *= dim
             constants[key] = np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape)
     return Model(executables, manifest, constants)  # the host's, which adds the emitted method
+
+
+def _nothing_to_run(*args):
+    """A sub-DNN variant with no output ports.
+
+    Note: static outputs. A graph whose outputs are all statics (``None`` masks, devices,
+    strings) computes nothing the host needs, and ONNX Runtime refuses to load a graph
+    with no outputs: it is never loaded nor run. Its shape guards, where it has any, are
+    still checked (``_Guarded``): they say for which sizes the statics hold."""
+    return ()
 
 
 class _Guarded:

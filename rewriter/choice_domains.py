@@ -139,6 +139,11 @@ class Substitute(cst.CSTTransformer):
         return False
 
 
+def is_literal_syntax(node: cst.BaseExpression) -> bool:
+    """Whether ``node`` is written as a Python literal (``2``, ``"relu"``, ``-1.5``, ``None``)."""
+    return _literal(node) is not _NOT_LITERAL
+
+
 def _literal(node: cst.BaseExpression) -> Any:
     try:
         return ast.literal_eval(cst.Module([]).code_for_node(node))

@@ -33,7 +33,9 @@ statements before it, and the choice replaced by a fresh name:
 - a statement (or an ``if`` test) reading a name that holds one of the literals of a lifted
   conditional expression (``act = "relu" if c else "tanh"`` and copies of ``act``) → one copy
   per literal under ``if act == "relu"``, the literal in place of the name (``getattr(torch,
-  act)(h)``, ``F.interpolate(x, mode=mode)`` become static); any other value raises
+  act)(h)``, ``F.interpolate(x, mode=mode)`` become static); any other value raises. A result
+  that is a static literal written otherwise (``self.base_scale``) is lifted as its literal, so
+  the domain keeps it
 - ``expert = self.experts[i]``, ``mode = Mode(i)`` (an Enum), ``m = A if c else B`` (members the
   host cannot hold, bound to a name) → ``key = i`` (``bool(c)``); each later statement of the
   same block (or below) that reads the name is switched over the members
@@ -55,13 +57,13 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
-from dycl.rewriter.choice_domains import Alias, Domains, Substitute
+from dycl.rewriter.choice_domains import Alias, Domains, Substitute, is_literal_syntax
 from dycl.rewriter.choice_lowering import Lowering
 from dycl.rewriter.choice_members import Member, Members, members
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
 from dycl.rewriter.passes import FlowWalker, FunctionUnit
-from dycl.rewriter.values import is_literal
+from dycl.rewriter.values import is_literal, literal_term
 from dycl.rewriter.vocabulary import MUTATING_METHODS
 from dycl.rewriter.walk import _child_list, descendants
 
@@ -214,8 +216,10 @@ class Choices(FlowWalker):
     def choice(self, node: cst.CSTNode, env: Env, stmt: cst.BaseStatement) -> tuple[str, Block] | None:
         lowering = Lowering(self.ctx.namespace, stmt)
         if isinstance(node, cst.IfExp) and self.decides(node.test, env):
-            result, statements = lowering.conditional(node)
-            self.domains.record(result, self.literals(node, env))
+            literals = self.literals(node, env)
+            # each branch written as its literal (``self.easy_steps`` as ``1``): the domain follows what it binds
+            result, statements = lowering.conditional(node if literals is None else self.as_literals(node, env))
+            self.domains.record(result, literals)
             return result, statements
         if isinstance(node, cst.Comparison) and len(node.comparisons) > 1 and self.decides(node, env):
             return lowering.chain(node)
@@ -250,6 +254,13 @@ class Choices(FlowWalker):
             return body + orelse if body is not None and orelse is not None else None
         value = self.flow.evaluate(node, env)
         return (value.value,) if value is not None and is_literal(value.value) else None
+
+    def as_literals(self, node: cst.BaseExpression, env: Env) -> cst.BaseExpression:
+        """A conditional expression of static literals (``literals`` holds) with each result
+        written as its literal."""
+        if isinstance(node, cst.IfExp):
+            return node.with_changes(body=self.as_literals(node.body, env), orelse=self.as_literals(node.orelse, env))
+        return node if is_literal_syntax(node) else literal_term(self.flow.evaluate(node, env).value)
 
     def decides(self, node: cst.BaseExpression, env: Env) -> bool:
         """Whether ``node`` is not static and reads more than metadata."""

@@ -8,6 +8,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
 from dycl.rewriter.bounded_rows import Definitions, row_bound
+from dycl.rewriter.chosen_bounds import per_literal
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
@@ -42,6 +43,8 @@ class Unroll(FlowWalker):
     of statically known length, and tensors whose row count depends on data but has a
     static bound (``rewriter.bounded_rows``: the experts a routing hit): those unroll to
     the bound, each iteration starting with ``if not (rows.shape[0] > i): break``; a
+    ``range`` whose bound is a literal chosen by data (``k = 2 if c else 3``) becomes one loop
+    per literal under a test (``rewriter.chosen_bounds``); a
     ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
@@ -53,6 +56,23 @@ class Unroll(FlowWalker):
         super().__init__(unit)
         # the assignments so far, for bounded_rows (None: a name assigned some other way)
         self.definitions = Definitions()
+        self.scopes: list[int] = []  # the blocks being walked, innermost last (chosen_bounds)
+        self.walked = 0
+        self.bound_in: dict[str, tuple[int, ...]] = {}  # name -> the blocks its last binding was walked in
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        self.walked += 1
+        self.scopes.append(self.walked)
+        try:
+            return super().block(stmts, env)
+        finally:
+            self.scopes.pop()
+
+    def _encloses(self, name: str) -> bool:
+        """Whether the last binding of ``name`` was walked in a block that encloses the statement
+        being walked (not in a branch or an iteration beside it)."""
+        scopes = self.bound_in.get(name)
+        return scopes is not None and tuple(self.scopes[:len(scopes)]) == scopes
 
     def statement(self, stmt: cst.BaseStatement, env: Env) -> tuple[Block, Exits]:
         if isinstance(stmt, cst.For):
@@ -72,6 +92,7 @@ class Unroll(FlowWalker):
                 value = assign.value
         for name in sorted(bound_names(stmt)):
             self.definitions.assign(name, value)
+            self.bound_in[name] = tuple(self.scopes)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
@@ -80,6 +101,10 @@ class Unroll(FlowWalker):
     # -- loops ---------------------------------------------------------------------------------
 
     def expand_for(self, loop: cst.For, env: Env) -> tuple[Block, Exits]:
+        chosen = per_literal(loop, self.definitions, lambda node: self.flow.evaluate(node, env), self.ctx.namespace,
+                             self._encloses)
+        if chosen is not None:  # ``k = 2 if c else 3``, ``for _ in range(k)``: a loop per value (chosen_bounds)
+            return self.block(chosen, env)
         inlined, loop = self.inline_iterable(loop, env)
         for line in inlined:
             env = self.flow.step(line, env).fall

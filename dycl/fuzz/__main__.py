@@ -10,6 +10,7 @@ programs using each feature); exits 1 if some program was inconsistent or made d
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from dycl.fuzz.campaign import run_campaign
 from dycl.fuzz.generator import FEATURES, KNOWN_BUGS
+from dycl.hcfg.levers import Levers
 
 # regression files go to the checkout only when asked (--regressions tests/fuzz_regressions)
 DEFAULT_REGRESSIONS = Path(tempfile.gettempdir()) / "dycl-fuzz-regressions"
@@ -42,8 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-shrinks", type=int, default=10, help="shrink the first N failures, and up to N more "
                         "with an error message not seen before (default 10)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per compile (default 300)")
+    parser.add_argument("--levers", default="", help="comma-separated compile-time levers (dycl.hcfg.levers.Levers) "
+                        "to compile every program with, e.g. single_graph=on or merge_into_producers=false")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each program's result")
     args = parser.parse_args(argv)
+    try:
+        levers = levers_of(args.levers)
+    except ValueError as error:
+        parser.error(str(error))
     names = {name.strip() for name in args.exclude.split(",") if name.strip()}
     if "known" in names:
         names = (names - {"known"}) | set(KNOWN_BUGS)
@@ -59,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             summary = run_campaign(args.n, args.seed, BACKENDS[args.backend], out_dir, args.regressions,
                                    exclude=exclude, verbose=args.verbose, max_shrinks=args.max_shrinks,
-                                   timeout=args.timeout, xfail=args.xfail, echo=lambda line: print(line, flush=True))
+                                   timeout=args.timeout, xfail=args.xfail, echo=lambda line: print(line, flush=True),
+                                   levers=levers)
     finally:
         if args.out is None:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -74,6 +83,28 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print(summary.line(), flush=True)
     return 1 if summary.failed else 0
+
+
+def levers_of(text: str) -> Levers | None:
+    """The ``Levers`` that ``--levers`` names (``single_graph=on,reuse_identical=false``); None for
+    none named (``dycl.compile``'s default). Raises ``ValueError`` naming an unknown lever or value."""
+    pairs = [item.strip() for item in text.split(",") if item.strip()]
+    if not pairs:
+        return None
+    fields = {field.name: field.type for field in dataclasses.fields(Levers)}
+    chosen: dict[str, bool | str] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        name, value = name.strip(), value.strip()
+        if name not in fields:
+            raise ValueError(f"--levers: unknown lever {name!r}; known: {', '.join(fields)}")
+        if fields[name] in (bool, "bool"):
+            if value.lower() not in ("true", "false", "on", "off", "1", "0"):
+                raise ValueError(f"--levers: {name} takes true or false, not {value!r}")
+            chosen[name] = value.lower() in ("true", "on", "1")
+        else:
+            chosen[name] = value
+    return Levers(**chosen)
 
 
 def _quiet_onnxruntime() -> None:

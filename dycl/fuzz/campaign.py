@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -18,6 +19,7 @@ from dycl.fuzz.program import Program, count_lines, render_classes
 from dycl.fuzz.regression import write_regression
 from dycl.fuzz.runner import STATUS_ORDER, TRAINING_REASON, Checked, CompileFn, Discarded, Outcome, check_program
 from dycl.fuzz.shrink import shrink
+from dycl.hcfg.levers import Levers
 
 MANY_PATHS = 3
 MAX_ATTEMPTS = 50
@@ -175,13 +177,16 @@ def _failing_inputs(program: Program, outcome: Outcome, limit: int = 3) -> list:
 def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regressions: Path | None,
                  compile_fn: CompileFn = dycl.compile, exclude: frozenset[str] = frozenset(),
                  verbose: bool = False, max_shrinks: int = 10, timeout: float | None = 300.0, xfail: bool = False,
-                 echo: Callable[[str], None] = print) -> Summary:
+                 echo: Callable[[str], None] = print, levers: Levers | None = None) -> Summary:
     """Check programs ``0..n-1`` of ``seed``; shrink failures (the first ``max_shrinks``, and up to
     ``max_shrinks`` more with an error message not seen before) into regression tests in ``regressions``
-    (one per distinct shrunk program)."""
+    (one per distinct shrunk program). ``levers``: every program compiled with them (``optimize=``),
+    and the regression tests too."""
     start = time.perf_counter()
+    if levers is not None:
+        compile_fn = functools.partial(compile_fn, optimize=levers)
     campaign = _Campaign(Summary(seed, list(backends)), out_dir, regressions, compile_fn, timeout, verbose, xfail,
-                         max_shrinks, echo)
+                         max_shrinks, echo, levers)
     for index in range(n):
         checked = campaign.check(index, exclude)
         campaign.summary.count(checked)
@@ -206,6 +211,7 @@ class _Campaign:
     xfail: bool
     max_shrinks: int
     echo: Callable[[str], None]
+    levers: Levers | None = None
     shrinks: int = 0
     kinds_seen: set[tuple[str, ...]] = field(default_factory=set)
     reproducers: dict[str, Path] = field(default_factory=dict)  # shrunk program (normalised) -> its regression file
@@ -267,6 +273,6 @@ class _Campaign:
             self.echo(f"    same reproducer as {failure.regression}")
         elif self.regressions is not None:
             failure.regression = write_regression(self.regressions, shrunk, outcome, _failing_inputs(shrunk, outcome),
-                                                  original_lines, self.xfail)
+                                                  original_lines, self.xfail, self.levers)
             self.reproducers[key] = failure.regression
             self.echo(f"    regression test: {failure.regression}")

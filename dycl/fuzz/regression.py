@@ -9,6 +9,7 @@ rerun the campaign's program (``python -m dycl.fuzz --seed S``) instead.
 from __future__ import annotations
 
 import copy
+import functools
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ import dycl
 from dycl.fuzz.features import program_features
 from dycl.fuzz.program import Program, render_classes
 from dycl.fuzz.runner import ATOL, Outcome, check_backend, run_eager
+from dycl.hcfg.levers import Levers
 
 
 def _rows(inputs: Sequence[torch.Tensor]) -> str:
@@ -32,13 +34,14 @@ def _rows(inputs: Sequence[torch.Tensor]) -> str:
 
 
 def check_regression(model_class: type[torch.nn.Module], seed: int, rows: Sequence[Sequence[float]], backend: str,
-                     atol: float, train: bool = False, samples: bool = False) -> None:
+                     atol: float, train: bool = False, samples: bool = False, levers: Levers | None = None) -> None:
     """What a regression test asserts, as the fuzzer's oracle does: the model built under ``seed``
     (in eval mode unless ``train``) and compiled on ``backend`` for the first row either is refused
     (``UnsupportedError``) or, compiling it having left it unchanged, equals eager on every row, the
     rows given in order to each (state carried between calls), and so does every input as the call
     left it; each row is one input of batch 1, or a list of rows (a batch). ``samples``: the model
-    draws random numbers, so only that every call runs is checked, not the values."""
+    draws random numbers, so only that every call runs is checked, not the values. ``levers``: compiled
+    with them (``optimize=``), as the campaign that found the failure compiled."""
     torch.manual_seed(seed)
     model = model_class()
     if not train:
@@ -47,7 +50,8 @@ def check_regression(model_class: type[torch.nn.Module], seed: int, rows: Sequen
     after: list[torch.Tensor] = []
     expected, _ = run_eager(copy.deepcopy(model), inputs, after)
     # dycl.compile looked up now, so that a test can patch it
-    outcome = check_backend(copy.deepcopy(model), inputs, expected, backend, dycl.compile, atol=atol,
+    compile_fn = dycl.compile if levers is None else functools.partial(dycl.compile, optimize=levers)
+    outcome = check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, atol=atol,
                             expected_inputs=after, compare_values=not samples)
     assert outcome.status in ("ok", "unsupported"), f"{outcome.status}: {outcome.detail}"
 
@@ -57,13 +61,14 @@ def regression_name(program: Program, backend: str) -> str:
 
 
 def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch.Tensor],
-                      original_lines: int | None = None, xfail: bool = False) -> str:
+                      original_lines: int | None = None, xfail: bool = False, levers: Levers | None = None) -> str:
     """Source of a test module: the program's classes and a test that compiles the model for
     ``inputs[0]`` on ``outcome.backend`` and asserts equivalence with eager on every input
     (marked strict xfail if ``xfail``: a known bug, the mark goes once it is fixed)."""
     name = regression_name(program, outcome.backend)
     train = ", train=True" if program.train else ""
     train += ", samples=True" if "sampling" in program_features(program) else ""
+    train += ", levers=LEVERS" if levers is not None else ""
     shrunk = f" (shrunk from {original_lines} lines)" if original_lines else ""
     detail = textwrap.shorten(outcome.detail, 300, placeholder=" ...")
     header = ("# ruff: noqa  (generated code)\n"
@@ -73,11 +78,13 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
               + ("import pytest\n" if xfail else "")
               + "import functools\n\nimport torch\n"
               "from torch import nn\n\n"
-              "from dycl.fuzz.regression import check_regression\n\n\n")
+              "from dycl.fuzz.regression import check_regression\n"
+              + ("from dycl.hcfg.levers import Levers\n" if levers is not None else "") + "\n\n")
     body = (f"\n\nSEED = {program.seed}\n"
             f'BACKEND = "{outcome.backend}"\n'
             f"ATOL = {ATOL.get(outcome.backend, 1e-4)}\n"
-            "# inputs[0] is the example input the model is compiled for\n"
+            + (f"LEVERS = {levers!r}\n" if levers is not None else "")
+            + "# inputs[0] is the example input the model is compiled for\n"
             f"INPUTS = [\n{_rows(inputs)}\n]\n\n\n"
             + (f"@pytest.mark.xfail(strict=True, reason={('dycl bug: ' + outcome.status)!r})\n" if xfail else "")
             + f"def {name}():\n"
@@ -86,9 +93,9 @@ def regression_source(program: Program, outcome: Outcome, inputs: Sequence[torch
 
 
 def write_regression(directory: Path, program: Program, outcome: Outcome, inputs: Sequence[torch.Tensor],
-                     original_lines: int | None = None, xfail: bool = False) -> Path:
+                     original_lines: int | None = None, xfail: bool = False, levers: Levers | None = None) -> Path:
     """Write the regression test for ``program`` into ``directory``; returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{regression_name(program, outcome.backend)}.py"
-    path.write_text(regression_source(program, outcome, inputs, original_lines, xfail))
+    path.write_text(regression_source(program, outcome, inputs, original_lines, xfail, levers))
     return path

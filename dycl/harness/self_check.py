@@ -15,7 +15,9 @@ own copy of every input, so the caller's example is never touched. A derived inp
 which eager raises is skipped, and so is one of another size that the compiled model
 refuses with a ``ValueError`` (a documented refusal: a specialised dim, a shape guard).
 A model whose eager outputs differ between two runs on the same input (it samples) is
-compared on structure, dtypes and shapes only.
+compared on structure, dtypes and shapes only. A derived input on which eager's float32
+outputs differ from its own float64 outputs (a tie that rounding breaks, note in
+``dycl.harness.conditioning``) is skipped where the compiled model differs.
 
 ``DYCL_SELF_CHECK=0`` in the environment, or ``dycl.compile(..., check=False)``, turns
 the check off.
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dycl.harness.conditioning import decided_by_rounding
 from dycl.harness.self_check_inputs import Derived, derived_inputs
 from dycl.harness.self_check_search import BranchSearch, branch_search
 from dycl.model.example_copy import copy_tensors
@@ -174,6 +177,9 @@ def _compare(subject: Subject, derived: Derived) -> bool:
     sampled = problems != (None, None) and _samples(subject.eager, derived, expected)
     if sampled:  # eager itself answers otherwise on a second run: compare what does not depend on the draw
         problems = _structure_problems(subject, derived, expected, eager_after, actual, arguments)
+    elif problems[0] is not None and not derived.is_example and decided_by_rounding(  # the state restored above
+            subject.eager, derived.args, derived.kwargs, expected, difference):
+        return False  # a tie that float32 rounding breaks: no evidence either way (dycl.harness.conditioning)
     if problems[0] is not None:
         raise _error(derived)(f"the compiled model differs from eager on the {derived.description}: "
                              f"output{problems[0]}{_hint(sampled, derived)}")
