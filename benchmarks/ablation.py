@@ -30,7 +30,6 @@ the full per-sample table). Writes ``benchmarks/ablation.md``; machine and date 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import math
@@ -43,6 +42,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from unittest import mock
 
 from bench import geomean, load_note
 from dycl.hcfg.levers import Levers
@@ -86,21 +86,6 @@ HOST_SETTINGS: dict[str, tuple[dict[str, str], str]] = {
 def tree_reads(variable: str) -> bool:
     """Whether this tree's library code names an environment variable (a lever another branch adds)."""
     return any(variable in path.read_text() for path in (ROOT / "dycl").rglob("*.py"))
-
-
-@contextlib.contextmanager
-def environment(env: dict[str, str]):
-    """``env`` set in this process while compiling and loading one setting (a benchmark's own choice)."""
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 _HOST_SCRIPT = r'''
@@ -178,7 +163,7 @@ def compile_levers(model, example, inputs, rounds: int) -> tuple[dict[str, dict]
     settings = {name: setting for name, setting in COMPILE_SETTINGS.items()
                 if SPECIALIZE not in setting[1] or tree_reads(SPECIALIZE)}
     for name, (levers, env) in settings.items():
-        with environment(env):
+        with mock.patch.dict(os.environ, env):
             start = time.perf_counter()
             result = compile_model(model, example, levers=levers)
             seconds = time.perf_counter() - start

@@ -28,7 +28,6 @@ with ``Levers(small_graphs_on_caller=False)``: every sub-DNN gets the pool (spin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import os
@@ -38,6 +37,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -50,21 +50,6 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # the zoo (models/)
 
 CONTENDERS = {"symbolic": {"DYCL_ORT_SPECIALIZE": "off"}, "specialized": {},
               "spin in run": {"DYCL_ORT_SPECIALIZE": "off", "DYCL_ORT_SPIN": "run"}}
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]):
-    """``os.environ`` with ``values`` set, restored after (the runtime reads it at load)."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def zoo_inputs(name: str, n: int, batch: int):
@@ -163,7 +148,7 @@ def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool, pool
     if compile_time:
         result["compile_s"] = {}
         for label, values in (("symbolic", CONTENDERS["symbolic"]), ("specialized", {})):
-            with environment(values):
+            with mock.patch.dict(os.environ, values):
                 start = time.perf_counter()
                 dycl.compile(model, example)
                 result["compile_s"][label] = round(time.perf_counter() - start, 2)
@@ -173,7 +158,7 @@ def measure(name: str, n: int, rounds: int, batch: int, compile_time: bool, pool
         result["session_runs_us"] = session_runs(artifact, inputs)
         contenders = {}
         for label, values in CONTENDERS.items():
-            with environment(values):
+            with mock.patch.dict(os.environ, values):
                 contenders[label] = dycl.load(artifact)
         with torch.no_grad():  # every size twice: its specialized sessions exist before timing
             for loaded in contenders.values():

@@ -31,6 +31,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.rewriter.local_access import access_roots, local_names
 from dycl.rewriter.user_code import followable, is_user_code
 
 #: leaves compiled into a graph without a port (``hcfg.pytree_ports``)
@@ -88,15 +89,10 @@ def _works_on_tensors(function: Any) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
         return True
-    local = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)} | {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = local_names(tree)
+    if any(isinstance(root, ast.Name) and root.id in local for root in access_roots(tree)):
+        return True
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Attribute, ast.Subscript)):
-            root = node.value
-            while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
-                root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and root.id in local:
-                return True
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             value = getattr(function, "__globals__", {}).get(node.id)
             if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] not in sys.stdlib_module_names:

@@ -53,6 +53,7 @@ import numpy as np
 from dycl.hostgen.program import HostProgram
 from dycl.hostgen.stand_ins import record_stand_in
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.local_access import access_roots, local_names
 from dycl.rewriter.locations import LocationTable, set_location
 from dycl.rewriter.values import is_literal
 
@@ -224,15 +225,9 @@ class _Prelude:
                   ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await)
         if any(isinstance(node, nested) for node in ast.walk(definition) if node is not definition):
             return None
-        local = {a.arg for a in ast.walk(definition.args) if isinstance(a, ast.arg)} | {
-            n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        for node in ast.walk(definition):
-            if isinstance(node, (ast.Attribute, ast.Subscript)):
-                root = node.value
-                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
-                    root = root.func if isinstance(root, ast.Call) else root.value
-                if not isinstance(root, ast.Name) or root.id in local:
-                    return None  # on an argument it would act on a numpy array, not a tensor
+        local = local_names(definition)  # no nested scope (above): its arguments are the function's
+        if any(not isinstance(root, ast.Name) or root.id in local for root in access_roots(definition)):
+            return None  # on an argument it would act on a numpy array, not a tensor
         reads = {n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         for read in sorted(reads - local):
             if read in function.__globals__:

@@ -62,7 +62,7 @@ from dycl.rewriter.choice_lowering import Lowering
 from dycl.rewriter.choice_members import Member, Members, members
 from dycl.rewriter.exits import Block
 from dycl.rewriter.flow import Env, Exits, thread
-from dycl.rewriter.passes import FlowWalker, FunctionUnit
+from dycl.rewriter.passes import FunctionUnit, ScopedFlowWalker
 from dycl.rewriter.values import is_literal, literal_term
 from dycl.rewriter.vocabulary import MUTATING_METHODS
 from dycl.rewriter.walk import _child_list, descendants
@@ -74,28 +74,18 @@ _METADATA = frozenset({"dim", "ndim", "ndimension", "shape", "size", "numel", "n
                        "len", "type", "is_tracing", "is_scripting"})
 
 
-class Choices(FlowWalker):
+class Choices(ScopedFlowWalker):
     name = "choices"
     description = "data-dependent choices (a ? b : c, chained comparisons, container[i](x)) become if statements"
 
     def __init__(self, unit: FunctionUnit) -> None:
         super().__init__(unit)
         self.domains = Domains()
-        self.scopes: list[int] = []  # the blocks being walked, innermost last (``Domains`` aliases)
-        self.walked = 0
 
     def run(self, body: Block) -> Block:
         if not any(_may_choose(n) for stmt in body for n in descendants(stmt)):
             return body  # no choice to make (nor a key lambda, a max/min call): the static facts need not be threaded
         return super().run(body)
-
-    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
-        self.walked += 1
-        self.scopes.append(self.walked)
-        try:
-            return super().block(stmts, env)
-        finally:
-            self.scopes.pop()
 
     def replaced(self, stmts: Block, env: Env) -> tuple[Block, Exits]:
         """Walk the statements that replace one statement, in the same block."""

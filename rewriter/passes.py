@@ -110,3 +110,22 @@ class FlowWalker:
         exits = Exits(join([then_exits.fall, else_exits.fall]), then_exits.breaks + else_exits.breaks,
                       then_exits.continues + else_exits.continues)
         return [rebuild_if(stmt, body, orelse)], exits
+
+
+class ScopedFlowWalker(FlowWalker):
+    """A ``FlowWalker`` that numbers the blocks it walks: ``scopes`` holds the numbers of the
+    blocks being walked, innermost last, so a pass can tell whether something recorded in one
+    block encloses the statement being walked (not a branch or an iteration beside it)."""
+
+    def __init__(self, unit: FunctionUnit) -> None:
+        super().__init__(unit)
+        self.scopes: list[int] = []
+        self.walked = 0
+
+    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
+        self.walked += 1
+        self.scopes.append(self.walked)
+        try:
+            return super().block(stmts, env)
+        finally:
+            self.scopes.pop()

@@ -12,7 +12,7 @@ from dycl.rewriter.chosen_bounds import per_literal
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
-from dycl.rewriter.passes import FlowWalker
+from dycl.rewriter.passes import ScopedFlowWalker
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
 
@@ -28,7 +28,7 @@ class Element:
     exists: cst.BaseExpression | None = None  # a loop over rows from data: whether this iteration runs
 
 
-class Unroll(FlowWalker):
+class Unroll(ScopedFlowWalker):
     """Replaces ``for`` and ``while`` loops by their iterations.
 
     Assumes: the function body has been normalised (no ``with``, no ``try``).
@@ -56,17 +56,7 @@ class Unroll(FlowWalker):
         super().__init__(unit)
         # the assignments so far, for bounded_rows (None: a name assigned some other way)
         self.definitions = Definitions()
-        self.scopes: list[int] = []  # the blocks being walked, innermost last (chosen_bounds)
-        self.walked = 0
         self.bound_in: dict[str, tuple[int, ...]] = {}  # name -> the blocks its last binding was walked in
-
-    def block(self, stmts: Block, env: Env | None) -> tuple[Block, Exits]:
-        self.walked += 1
-        self.scopes.append(self.walked)
-        try:
-            return super().block(stmts, env)
-        finally:
-            self.scopes.pop()
 
     def _encloses(self, name: str) -> bool:
         """Whether the last binding of ``name`` was walked in a block that encloses the statement
