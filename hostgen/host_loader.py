@@ -68,6 +68,10 @@ def from_verified(manifest, files, executable=None, **options):
     missing = sorted(called - set(manifest.sub_dnns))
     if missing:
         raise ArtifactError(f"{MANIFEST_FILE}: sub_dnns: missing {missing}, which {HOST_FILE} calls")
+    if manifest.per_sample and options.get("specialize") is None:
+        # a batch's groups change size from call to call: a session per size would be created in
+        # the middle of serving and seldom reused (benchmarks/batch.md, 2026-11-28)
+        options["specialize"] = False
     runtime = runtime_options(**options)
     executables = {}
     loaded = {}

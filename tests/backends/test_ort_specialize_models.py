@@ -122,3 +122,24 @@ def test_the_single_graph_session_is_specialized(tmp_path):
     assert len({key[0] for key in _specialized_sizes(compiled)}) >= 3
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, xs, ATOL)
     assert report["checked"] == len(xs) and report["problems"] == []
+
+
+def test_a_per_sample_model_keeps_its_symbolic_sessions(tmp_path):
+    """A batch's groups change size from call to call: a per-sample model specializes no session (unless
+    asked), even where the same batches recur."""
+    from dycl.per_sample.testing import assert_per_sample
+
+    torch.manual_seed(0)
+    model = ConfidentExitCNN().eval()
+    generator = torch.Generator().manual_seed(2)
+    samples = [torch.randn(1, 3, 8, 8, generator=generator) * scale for scale in (0.2, 6.0, 0.2, 6.0, 6.0)]
+    compiled = dycl.compile(model, samples[0], per_sample=True)
+    loaded = dycl.load(compiled.save(tmp_path / "net"))
+    for candidate in (compiled, loaded):
+        for _ in range(3):
+            assert assert_per_sample(model, candidate, samples, min_paths=2, atol=ATOL) == 2
+        assert _specialized_sizes(candidate) == set()
+    asked = dycl.load(tmp_path / "net", specialize=True)
+    for _ in range(3):
+        assert assert_per_sample(model, asked, samples, min_paths=2, atol=ATOL) == 2
+    assert _specialized_sizes(asked)
