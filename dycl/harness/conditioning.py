@@ -35,18 +35,27 @@ def decided_by_rounding(model: Any, args: tuple, kwargs: dict[str, Any], expecte
                         difference: Callable[[Any, Any], str | None]) -> bool:
     """Whether eager's float32 answer ``expected`` on ``model(*args, **kwargs)`` differs from its
     float64 answer (module note)."""
-    if not isinstance(model, torch.nn.Module) or _holds_float64(expected) or _holds_float64((args, kwargs)):
+    if _holds_float64(expected):
         return False
+    answer = float64_answer(model, args, kwargs)
+    return answer is not None and difference(expected, answer) is not None
+
+
+def float64_answer(model: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """``model(*args, **kwargs)`` computed in float64 on a copy, its outputs cast back to float32;
+    None where the model or its arguments hold float64 already, or the float64 run fails."""
+    if not isinstance(model, torch.nn.Module) or _holds_float64((args, kwargs)):
+        return None
     if any(t.dtype == torch.float64 for t in (*model.parameters(), *model.buffers())):
-        return False
+        return None
     try:
         wide = copy.deepcopy(model).double()
         wide_args, wide_kwargs = tree_map(_widened, copy_tensors((args, kwargs)))
         with torch.no_grad():
             answer = wide(*wide_args, **wide_kwargs)
     except Exception:  # noqa: BLE001 - a model that does not run in float64 proves nothing either way
-        return False
-    return difference(expected, tree_map(_narrowed, answer)) is not None
+        return None
+    return tree_map(_narrowed, answer)
 
 
 def _holds_float64(value: Any) -> bool:
@@ -61,4 +70,4 @@ def _narrowed(value: Any) -> Any:
     return value.float() if isinstance(value, torch.Tensor) and value.dtype == torch.float64 else value
 
 
-__all__ = ["decided_by_rounding"]
+__all__ = ["decided_by_rounding", "float64_answer"]
