@@ -72,7 +72,7 @@ class PerSampleMode(WholeCall):
         """If-conversion (``dycl.per_sample.predicate``), where every dim is static."""
         if not levers.predicate or declared:
             return graph
-        return if_convert(graph, built.produced)[0]
+        return if_convert(graph, built.produced, built.graph.body)[0]
 
     def graph_stats(self, graph: HCFG) -> dict[str, Any]:
         """How many conditions if-conversion turned into selections, how many stay routed."""
