@@ -17,7 +17,8 @@ as they are; a float64 tensor compares in double on both sides; a bool tensor's 
 
 Assumes the test's tensor ``v`` is a one-element tensor of the example's dtype on every path
 (the caller's flow of examples, ``dycl.per_sample.rejoin``). Guarantees: ``in_graph`` returns
-source for a 0-dim bool tensor equal to the host's decision, or None (keep routing).
+source for a one-element bool tensor of ``v``'s shape equal to the host's decision, or None
+(keep routing).
 """
 
 from __future__ import annotations
@@ -43,16 +44,16 @@ def tested_name(test: cst.BaseExpression) -> str | None:
 
 
 def in_graph(test: cst.BaseExpression, value: Any) -> str | None:
-    """Source of a 0-dim bool tensor expression equal to the host's ``test`` where its name's
+    """Source of a one-element bool tensor expression (``v``'s shape) equal to the host's ``test`` where its name's
     value is like ``value`` (module docstring), or None."""
     parts = _parts(test)
     if parts is None or not isinstance(value, torch.Tensor) or value.numel() != 1:
         return None
     name, operator, constant = parts
     if operator is None:
-        return f"{name}.reshape(())" if value.dtype == torch.bool else None
+        return name if value.dtype == torch.bool else None
     bound = _constant(value.dtype, operator, constant)
-    return None if bound is None else f"({name} {operator} {bound}).reshape(())"
+    return None if bound is None else f"({name} {operator} {bound})"
 
 
 def _parts(test: cst.BaseExpression) -> tuple[str, str | None, Any] | None:

@@ -75,6 +75,21 @@ class SkipLoop(nn.Module):
         return self.out(h)
 
 
+class ChainedRange(nn.Module):
+    """``if 0 < s < 2``: Python tests the second comparison only where the first holds, so the
+    test itself is a bool that one branch rewrites (selected by logic: no bool ``Where``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if 0 < h.sum() < 2:
+            h = torch.tanh(h) * 3
+        return h * 2
+
+
 class InexactEquality(nn.Module):
     """``v.item() == 0.1``: no float32 equals 0.1, so the graph cannot decide it as the host: routed."""
 
@@ -160,11 +175,28 @@ def test_the_gates_become_selections_in_their_own_names():
         "x = F.relu(self.stem(x))",
         "t = torch.sigmoid(self.gates[0](x.mean(dim=(2, 3))))",
         # 0.45 is no float32: its neighbour below decides `>` as the host's double does
-        "_dycl_selected_3 = (t > 0.44999998807907104).reshape(())",
+        "_dycl_selected_3 = (t > 0.44999998807907104)",
         "x_3 = x + self.blocks[0](x)",
-        "x = x_3.where(_dycl_selected_3, x)",
+        # the test's sample dim stays dim 0: each row of the group selects its own
+        "x = x_3.where(_dycl_selected_3.reshape(1, 1, 1, 1), x)",
     ]
     assert lines[-1] == "t_3 = self.head(x.mean(dim=(2, 3)))" and len(lines) == 14
+
+
+def test_a_chained_comparison_selects_its_bool_by_logic(tmp_path):
+    model = _model(ChainedRange)
+    vectors = _vectors(48)
+    compiled = dycl.compile(model, vectors[0], per_sample=True, progress=False)
+    assert compiled.stats["per_sample"] == {"predicated_conditions": 2, "routed_conditions": 0}
+    selections = [source_of(s.body[0]) for sub in compiled.graph.sub_dnns for s in sub.statements
+                  if " | ~" in source_of(s.body[0])]
+    assert len(selections) == 1
+    sums = [float(model.proj(v).sum()) for v in vectors]
+    assert {(s <= 0, 0 < s < 2, s >= 2) for s in sums} == {(True, False, False), (False, True, False),
+                                                            (False, False, True)}  # all three ranges
+    assert assert_per_sample(model, compiled, vectors, min_paths=2, atol=ATOL) == 2
+    report = saved_host_report(compiled.save(tmp_path / "chained"), model, vectors, vectors[2], atol=ATOL)
+    assert report == {"checked": 2, "problems": [], "torch_loaded": False}
 
 
 def test_an_equality_float32_cannot_decide_stays_routed():
