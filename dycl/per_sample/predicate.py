@@ -58,6 +58,8 @@ from dycl.rewriter.walk import bound_names
 
 #: the generated names of selected values start with this (``is_predicated`` reads it)
 SELECTED = "_dycl_selected"
+#: the test of a rejoining condition (``dycl.per_sample.rejoin``) is bound to a name starting with this
+GATE = f"{SELECTED}_gate"
 _SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.NamedExpr, cst.Yield,
            cst.Await)
 
@@ -82,6 +84,11 @@ def if_convert(graph: HCFG, produced: Mapping[int, Mapping[str, Any]], built: Bl
         return graph, 0
     converted = annotate(replace(graph, body=body, locals=graph.locals | converter.names.made))
     return merge_across_renames(converted), converter.converted
+
+
+def rejoined_gates(sub: SubDNN) -> int:
+    """How many rejoining conditions ``sub`` holds converted (``dycl.per_sample.rejoin``)."""
+    return sum(name.startswith(GATE) for statement in sub.statements for name in bound_names(statement))
 
 
 def is_predicated(sub: SubDNN) -> bool:
@@ -145,12 +152,12 @@ class _Converter:
 
     def rejoin(self, original: Cond, cond: Cond) -> Node:
         """``cond`` as one sub-DNN where its branches rejoin and convert (``dycl.per_sample.rejoin``)."""
-        selected = self.names.peek(SELECTED)
+        selected = self.names.peek(GATE)
         made = convert(cond, self.values.get(id(original), {}), self.live.get(id(original), frozenset()),
                        self.next_index, selected, self.known, self._renamed)
         if made is None:
             return cond
-        self.names.fresh(SELECTED)
+        self.names.fresh(GATE)
         self.known.made[made.sub.index] = made.examples
         self.rejoined.add(made.sub.index)
         self.next_index += 1
@@ -309,4 +316,4 @@ def _same_kind(a: Any, b: Any) -> bool:
             and a.dtype == b.dtype and not isinstance(a, torch.nn.Parameter))
 
 
-__all__ = ["SELECTED", "if_convert", "is_predicated"]
+__all__ = ["GATE", "SELECTED", "if_convert", "is_predicated", "rejoined_gates"]

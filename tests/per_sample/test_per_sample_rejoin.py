@@ -175,10 +175,10 @@ def test_the_gates_become_selections_in_their_own_names():
         "x = F.relu(self.stem(x))",
         "t = torch.sigmoid(self.gates[0](x.mean(dim=(2, 3))))",
         # 0.45 is no float32: its neighbour below decides `>` as the host's double does
-        "_dycl_selected_3 = (t > 0.44999998807907104)",
+        "_dycl_selected_gate_3 = (t > 0.44999998807907104)",
         "x_3 = x + self.blocks[0](x)",
         # the test's sample dim stays dim 0: each row of the group selects its own
-        "x = x_3.where(_dycl_selected_3.reshape(1, 1, 1, 1), x)",
+        "x = x_3.where(_dycl_selected_gate_3.reshape(1, 1, 1, 1), x)",
     ]
     assert lines[-1] == "t_3 = self.head(x.mean(dim=(2, 3)))" and len(lines) == 14
 
@@ -197,6 +197,18 @@ def test_a_chained_comparison_selects_its_bool_by_logic(tmp_path):
     assert assert_per_sample(model, compiled, vectors, min_paths=2, atol=ATOL) == 2
     report = saved_host_report(compiled.save(tmp_path / "chained"), model, vectors, vectors[2], atol=ATOL)
     assert report == {"checked": 2, "problems": [], "torch_loaded": False}
+
+
+def test_gates_whose_blocks_cost_more_than_their_runs_stay_routed():
+    images = _images(32)
+    torch.manual_seed(0)
+    model = GatedResidualNet(width=24).eval()  # about 0.5 M multiply-accumulates per sample and gate
+    model.calibrate(images)
+    compiled = dycl.compile(model, _longest(model, images), per_sample=True, progress=False)
+    counts = compiled.stats["per_sample"]
+    assert (counts["predicated_conditions"], counts["routed_conditions"]) == (0, 3)
+    assert "per sample and rejoining gate" in counts["predication_declined"]
+    assert assert_per_sample(model, compiled, images, min_paths=3, atol=ATOL) >= 3
 
 
 def test_an_equality_float32_cannot_decide_stays_routed():
