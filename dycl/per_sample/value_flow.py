@@ -3,12 +3,12 @@ followed through the graph in program order.
 
 A sub-DNN's write gives its name the value the build saw it write (``hcfg.build.Built.produced``,
 by the build's sub-DNN that held the statement: graph passes move statements between sub-DNNs,
-and only a statement that was its build sub-DNN's last write of a name shows that name's
-value); a rename ``a = b``, on the host or in a sub-DNN, gives ``a`` what ``b`` holds; a
-statement if-conversion made gives what it recorded for its sub-DNN (``Known.made``); any
-other write, and a parameter, give nothing known (None). After a condition, a name keeps a
-value only where both branches leave it one of the same kind (shape and dtype); a branch that
-returns leaves nothing.
+and only a statement that was its build sub-DNN's last write of a name, at its one place in the
+build's graph, shows that name's value); a rename ``a = b``, on the host or in a sub-DNN,
+gives ``a`` what ``b`` holds; a statement if-conversion made gives what it recorded for its
+sub-DNN (``Known.made``); any other write, and a parameter, give nothing known (None). After
+a condition, a name keeps a value only where both branches leave it one of the same kind
+(shape and dtype); a branch that returns leaves nothing.
 
 Assumes the graph's sub-DNNs each ran once on the build's run with these shapes (the caller
 converts only graphs compiled with every dim static). Guarantees: ``values_at_conditions``
@@ -64,13 +64,18 @@ class Known:
         """From the build's graph ``built`` (its sub-DNNs as the build made them)."""
         last: dict[int, tuple[int, frozenset[str]]] = {}
         kept: list[cst.CSTNode] = []
+        shared: set[int] = set()  # one statement object at two places (an unrolled loop may share it)
         for sub in (node for node in walk(built) if isinstance(node, SubDNN)):
             later: set[str] = set()
             for statement in reversed(sub.statements):
                 written = bound_names(statement)
+                if id(statement) in last:
+                    shared.add(id(statement))
                 last[id(statement)] = (sub.index, frozenset(written - later))
                 later |= written
                 kept.append(statement)
+        for key in shared:  # its value at one place says nothing of the other: unknown
+            last[key] = (last[key][0], frozenset())
         return cls(produced, last, kept)
 
     def sub_values(self, sub: SubDNN, values: Values) -> None:
