@@ -18,6 +18,10 @@ early-exit chain becomes one sub-DNN. The region becomes::
     selected = then_value.where(test, else_value)
     return selected
 
+A condition whose branches both go on (a gate, ``if g.item() > 0.5: x = x + block(x)``) is
+converted by ``dycl.per_sample.rejoin`` into a sub-DNN of its own, folded with the sub-DNNs
+around it (inner conditions first, so a gate inside an early exit's branch converts before it).
+
 Assumes ``graph`` is annotated (sub-DNN ports from liveness) and ``produced`` holds
 the build walk's values (``hcfg.build.Built.produced``); per-sample compiles refuse
 module state written in ``forward`` and inputs updated in place (``dycl.per_sample.mode``).
