@@ -36,7 +36,7 @@ from dycl.hostgen.manifest import Port
 from dycl.in_process import written_inputs
 from dycl.per_sample.group_onnx import group_model
 from dycl.per_sample.predicable_onnx import check_predicable
-from dycl.per_sample.predicate import SELECTED, if_convert, is_predicated
+from dycl.per_sample.predicate import SELECTED, if_convert, is_predicated, rejoined_gates
 from dycl.per_sample.row_independence import analyse
 from dycl.per_sample.semantics import check_outputs, check_request, sample_inputs, without_batch
 from dycl.rewriter.errors import UnsupportedError
@@ -72,7 +72,7 @@ class PerSampleMode(WholeCall):
         """If-conversion (``dycl.per_sample.predicate``), where every dim is static."""
         if not levers.predicate or declared:
             return graph
-        return if_convert(graph, built.produced)[0]
+        return if_convert(graph, built.produced, built.graph.body)[0]
 
     def graph_stats(self, graph: HCFG) -> dict[str, Any]:
         """How many conditions if-conversion turned into selections, how many stay routed."""
@@ -114,7 +114,8 @@ def group_for(exported: bytes, variant: Variant, backend: Backend) -> bytes:
     sub-DNN with statements that stay per sample."""
     if is_predicated(variant.sub):
         check_predicable(exported, f"{variant.sub.name} ({where(variant.sub.statements[-1]) or 'forward'})",
-                         {port.name: port.shape for port in variant.inputs if port.kind == "tensor"})
+                         {port.name: port.shape for port in variant.inputs if port.kind == "tensor"},
+                         rejoined_gates(variant.sub))
     grouped = group_model(exported)
     nodes = onnx.load_model_from_string(grouped).graph.node
     if backend.runs_onnx_scan or all(node.op_type != "Scan" for node in nodes):

@@ -11,8 +11,9 @@ from constants and shapes only. Everything else — a ``Gather`` whose indices c
 an integer ``Div`` or ``Mod`` (division by zero), ``NonZero``, ``TopK``, a ``Loop``, ``Scan``
 or ``If`` — raises ``PredicationRefused``, and the compile starts again with the conditions
 routed (``dycl.compiler.compile_model``). So does a graph that costs more than ``PREDICATE_MACS``
-per sample: there the work routing lets exited samples skip outweighs the runs it costs (a
-count, not a timing: the same compile gives the same artifact).
+per sample, or, holding rejoining gates (``dycl.per_sample.rejoin``), more than
+``REJOIN_MACS_PER_GATE`` per sample and gate: there the work routing lets samples skip
+outweighs the runs it costs (a count, not a timing: the same compile gives the same artifact).
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from dycl.rewriter.errors import UnsupportedError
 #: sdn_mobilenet (1.0 M MACs per sample), 1.25-1.8 for sdn_vgg19 (6.5 M), 1.2 for sdn_wrn32_4
 #: (18.8 M), 1.2-1.35 for sdn_resnet56 (31.6 M)
 PREDICATE_MACS = 3_000_000
+#: at most this many multiply-accumulates per sample for each rejoining gate a converted graph holds
+#: (``dycl.per_sample.rejoin``): a converted gate computes its block for the samples that skip it, where
+#: routing saves that work for one run more. Measured at batch 32 (median of 30 calls, both forms in turn,
+#: 2-core x86_64, 2026-11-28), converted/routed time: 0.66 for a gated residual CNN (65 K per gate) and
+#: 0.20 for a gated MLP (tests/per_sample/test_per_sample_rejoin.py); samples/s 0.71 for skipnet_ff
+#: (1.3 M per gate) and 0.72 for blockdrop (1.2 M), benchmarks/batch.py at batch 32
+REJOIN_MACS_PER_GATE = 250_000
 
 #: ops defined for any values of their inputs (given static shapes)
 TOTAL = frozenset({
@@ -64,9 +72,11 @@ class PredicationRefused(UnsupportedError):
     """A predicated sub-DNN with an op that may fail on another sample's data."""
 
 
-def check_predicable(data: bytes, where: str, shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
+def check_predicable(data: bytes, where: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
+                     gates: int = 0) -> None:
     """Raise ``PredicationRefused`` unless the graph ``data`` runs on any row's data (module
-    docstring) and, given its inputs' ``shapes``, costs at most ``PREDICATE_MACS`` per sample."""
+    docstring) and, given its inputs' ``shapes``, costs at most ``PREDICATE_MACS`` per sample
+    and, where it holds ``gates`` rejoining gates, ``REJOIN_MACS_PER_GATE`` per sample and gate."""
     model = onnx.load_model_from_string(data)
     with contextlib.suppress(Exception):  # without inferred types, every Div and Mod counts as an integer one
         model = onnx.shape_inference.infer_shapes(model)
@@ -92,6 +102,10 @@ def check_predicable(data: bytes, where: str, shapes: Mapping[str, tuple[int, ..
         if count is None or count > PREDICATE_MACS:
             _refuse(f"{'unknown' if count is None else f'{count:,}'} multiply-accumulates per sample (more than "
                     f"{PREDICATE_MACS:,}: routing the samples that exit saves more than the runs it costs)", where)
+        if gates and count > REJOIN_MACS_PER_GATE * gates:
+            _refuse(f"{count // gates:,} multiply-accumulates per sample and rejoining gate (more than "
+                    f"{REJOIN_MACS_PER_GATE:,}: routing the samples that skip a block saves more than the run it "
+                    f"costs)", where)
 
 
 def _refuse(what: str, where: str) -> None:
@@ -99,4 +113,5 @@ def _refuse(what: str, where: str) -> None:
                              "the conditions stay routed per sample (dycl.per_sample.predicate)")
 
 
-__all__ = ["STATIC_OPERANDS", "TOTAL", "PredicationRefused", "check_predicable"]
+__all__ = ["PREDICATE_MACS", "REJOIN_MACS_PER_GATE", "STATIC_OPERANDS", "TOTAL", "PredicationRefused",
+           "check_predicable"]

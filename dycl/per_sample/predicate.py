@@ -18,6 +18,10 @@ early-exit chain becomes one sub-DNN. The region becomes::
     selected = then_value.where(test, else_value)
     return selected
 
+A condition whose branches both go on (a gate, ``if g.item() > 0.5: x = x + block(x)``) is
+converted by ``dycl.per_sample.rejoin`` into a sub-DNN of its own, folded with the sub-DNNs
+around it (inner conditions first, so a gate inside an early exit's branch converts before it).
+
 Assumes ``graph`` is annotated (sub-DNN ports from liveness) and ``produced`` holds
 the build walk's values (``hcfg.build.Built.produced``); per-sample compiles refuse
 module state written in ``forward`` and inputs updated in place (``dycl.per_sample.mode``).
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import libcst as cst
@@ -49,26 +53,46 @@ import torch
 
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Node, Return, SubDNN, always_returns, walk
+from dycl.hcfg.liveness import Liveness
+from dycl.hcfg.merge_renames import merge_across_renames
 from dycl.hcfg.passes import graph_pass
+from dycl.per_sample.rejoin import convert, merge_adjacent
+from dycl.per_sample.value_flow import Known, values_at_conditions
 from dycl.rewriter.walk import bound_names
 
 #: the generated names of selected values start with this (``is_predicated`` reads it)
 SELECTED = "_dycl_selected"
+#: the test of a rejoining condition (``dycl.per_sample.rejoin``) is bound to a name starting with this
+GATE = f"{SELECTED}_gate"
 _SCOPES = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.NamedExpr, cst.Yield,
            cst.Await)
 
 
 @graph_pass
-def if_convert(graph: HCFG, produced: Mapping[int, Mapping[str, Any]]) -> tuple[HCFG, int]:
-    """``graph`` with every predicable region converted, and how many conditions were."""
+def if_convert(graph: HCFG, produced: Mapping[int, Mapping[str, Any]], built: Block | None = None
+               ) -> tuple[HCFG, int]:
+    """``graph`` with every predicable region converted, and how many conditions were; ``built``
+    is the build's body, whose sub-DNNs ``produced`` describes (default: ``graph``'s)."""
     host_written = {name for node in walk(graph.body) if isinstance(node, HostOp)
                     for name in bound_names(node.statement)} | set(graph.parameters)
-    converter = _Converter({index: dict(values) for index, values in produced.items()},
-                           _Names(_all_names(graph.body) | set(graph.locals)), frozenset(host_written))
+    examples = {index: dict(values) for index, values in produced.items()}
+    liveness = Liveness.of(graph.body, graph.locals)
+    nodes = [node for node in walk(graph.body) if isinstance(node, SubDNN | Cond)]
+    known = Known.of(graph.body if built is None else built, produced)
+    converter = _Converter(examples, _Names(_all_names(graph.body) | set(graph.locals)), frozenset(host_written),
+                           known, values_at_conditions(graph.body, known),
+                           {id(n): liveness.live_after(n) for n in nodes if isinstance(n, Cond)},
+                           max((n.index for n in nodes), default=0) + 1)
     body = converter.block(graph.body)
     if not converter.converted:
         return graph, 0
-    return annotate(replace(graph, body=body, locals=graph.locals | converter.names.made)), converter.converted
+    converted = annotate(replace(graph, body=body, locals=graph.locals | converter.names.made))
+    return merge_across_renames(converted), converter.converted
+
+
+def rejoined_gates(sub: SubDNN) -> int:
+    """How many rejoining conditions ``sub`` holds converted (``dycl.per_sample.rejoin``)."""
+    return sum(name.startswith(GATE) for statement in sub.statements for name in bound_names(statement))
 
 
 def is_predicated(sub: SubDNN) -> bool:
@@ -84,13 +108,14 @@ class _Names:
     made: frozenset[str] = frozenset()
 
     def fresh(self, base: str) -> str:
-        for number in itertools.count(1):
-            name = f"{base}_{number}"
-            if name not in self.taken:
-                self.taken.add(name)
-                self.made = self.made | {name}
-                return name
-        raise AssertionError("unreachable")
+        name = self.peek(base)
+        self.taken.add(name)
+        self.made = self.made | {name}
+        return name
+
+    def peek(self, base: str) -> str:
+        """The name ``fresh`` would give next, not taken."""
+        return next(name for number in itertools.count(1) if (name := f"{base}_{number}") not in self.taken)
 
 
 @dataclass
@@ -105,7 +130,12 @@ class _Converter:
     examples: dict[int, dict[str, Any]]
     names: _Names
     host_written: frozenset[str]  # and the parameters: names whose value a sub-DNN's example may not show
+    known: Known  # the build's values by statement (value_flow)
+    values: dict[int, dict[str, Any]]  # each condition's known tensors before it (value_flow), by id
+    live: dict[int, frozenset[str]]  # each condition's names live after it, by id
+    next_index: int  # the index of the next sub-DNN a rejoining condition becomes
     converted: int = 0
+    rejoined: set[int] = field(default_factory=set)  # the indices of those sub-DNNs
 
     def block(self, nodes: Block) -> Block:
         """``nodes`` with their regions converted, from the last: a ``Cond`` one of whose
@@ -113,14 +143,42 @@ class _Converter:
         rest: list[Node] = []
         for node in reversed(nodes):
             if isinstance(node, Cond):
+                original = node
                 node = replace(node, then=self.block(node.then), orelse=self.block(node.orelse))
+                node = self.rejoin(original, node)
             if isinstance(node, SubDNN) and rest and isinstance(rest[0], Cond):
                 merged = self.region(node, rest[0], tuple(rest[1:]))
                 if merged is not None:
                     rest = merged
                     continue
             rest.insert(0, node)
-        return tuple(rest)
+        return self.merge(tuple(rest))
+
+    def rejoin(self, original: Cond, cond: Cond) -> Node:
+        """``cond`` as one sub-DNN where its branches rejoin and convert (``dycl.per_sample.rejoin``)."""
+        selected = self.names.peek(GATE)
+        made = convert(cond, self.values.get(id(original), {}), self.live.get(id(original), frozenset()),
+                       self.next_index, selected, self.known, self._renamed)
+        if made is None:
+            return cond
+        self.names.fresh(GATE)
+        self.known.made[made.sub.index] = made.examples
+        self.rejoined.add(made.sub.index)
+        self.next_index += 1
+        self.converted += 1
+        return made.sub
+
+    def merge(self, nodes: Block) -> Block:
+        """Runs of sub-DNNs with a rejoined one among them, folded (``rejoin.merge_adjacent``)."""
+        if not any(isinstance(node, SubDNN) and node.index in self.rejoined for node in nodes):
+            return nodes
+        return merge_adjacent(nodes, {}, self.known, self.rejoined)
+
+    def _renamed(self, statements: list[cst.SimpleStatementLine]):
+        if not all(_plain(statement) for statement in statements):
+            return None
+        renaming = _Renaming(self.names)
+        return [renaming.statement(statement) for statement in statements], renaming.read
 
     def region(self, producer: SubDNN, cond: Cond, after: Block) -> list[Node] | None:
         test = cond.test
@@ -262,4 +320,4 @@ def _same_kind(a: Any, b: Any) -> bool:
             and a.dtype == b.dtype and not isinstance(a, torch.nn.Parameter))
 
 
-__all__ = ["SELECTED", "if_convert", "is_predicated"]
+__all__ = ["GATE", "SELECTED", "if_convert", "is_predicated", "rejoined_gates"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import onnx
 import pytest
 import torch
+from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.per_sample.testing import assert_per_sample, diverse, paths_of, saved_host_report
@@ -29,12 +30,18 @@ def policy_net(tmp_path_factory):
     return model, compiled, samples, compiled.save(tmp_path_factory.mktemp("artifact") / "policy")
 
 
-def test_no_sub_dnn_runs_per_sample(policy_net):
-    *_, artifact = policy_net
-    files = list(artifact.glob("*.onnx"))
-    assert len(files) >= 5
-    for path in files:
-        assert [n.op_type for n in onnx.load(path, load_external_data=False).graph.node if n.op_type == "Scan"] == []
+def test_no_sub_dnn_runs_per_sample(policy_net, tmp_path):
+    model, compiled, samples, artifact = policy_net
+    # the gates and the exit are if-converted into one sub-DNN (dycl.per_sample.rejoin); routed, five
+    routed = dycl.compile(model, samples[0], per_sample=True, progress=False, optimize=Levers(predicate=False))
+    assert compiled.stats["per_sample"] == {"predicated_conditions": 4, "routed_conditions": 0}
+    for artifact_, count in [(artifact, 1), (routed.save(tmp_path / "routed"), 5)]:
+        files = list(artifact_.glob("*.onnx"))
+        assert len(files) >= count
+        for path in files:
+            nodes = onnx.load(path, load_external_data=False).graph.node
+            assert [n.op_type for n in nodes if n.op_type == "Scan"] == []
+    assert assert_per_sample(model, routed, samples[:16], min_paths=3, atol=ATOL) >= 3
 
 
 def test_a_batch_of_16_over_many_paths_equals_eager_per_sample(policy_net):
