@@ -45,7 +45,7 @@ class Levers:
     merge_across_renames: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
-    single_graph: str = "off"
+    single_graph: str = "auto"
     predicate: bool = True
 
     def __post_init__(self) -> None:
