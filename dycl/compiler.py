@@ -414,7 +414,8 @@ def emit(compiled: Compiled) -> CompileResult:
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
         "variants": len(ported.variants),
-        "conditions": len(stage.graph.conditions),
+        # the model's conditions, also where the one graph computes them (``hostgen.decisions``)
+        "conditions": len(compiled.decisions.conditions) if compiled.decisions else len(stage.graph.conditions),
         "unique_compiled": len(ported.distinct),
         "backend": compiled.backend_stats,
         # what the lower stage chose (dycl.backends.single_graph_stage)

@@ -8,6 +8,10 @@ the source text. The host carries the same facts as data, ``FORWARD_LINES`` (off
 emitted method's ``def`` line, so they hold wherever the method lands), from which
 ``HostProgram.of_model`` rebuilds the program of a loaded artifact.
 
+A host lowered to one graph has no lines for the model's conditions: its ``decisions``
+(``hostgen.decisions``, the host's ``FORWARD_DECISIONS``) describe them instead, and
+``condition_count`` counts either.
+
 Guarantees: every condition of the HCFG is one ``HostCondition`` (the number is its position
 in program order, as ``HCFG.conditions`` lists them); every sub-DNN call is one ``"call"`` line.
 """

@@ -2,15 +2,18 @@
 and ``dycl.backends.single_graph`` can take the model (issue 29).
 
 ``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
-"auto" lowers, emits both hosts and keeps the one graph only where it is clearly faster on the
-example and inputs derived from it (``dycl.backends.single_graph_choice``: rounds alternating
-the two, a median ratio past a margin, a majority of rounds). Either way ``stats["single_graph"]``
-says what was chosen and why.
+"auto" (the default) lowers, emits both hosts and keeps the one graph only where it is clearly
+faster on the example and inputs derived from it (``dycl.backends.single_graph_choice``), except
+where the choice cannot matter (``single_graph_choice.untimed``: one sub-DNN and no condition, a
+tiny model), which keep the host without lowering. Either way ``stats["single_graph"]`` says what
+was chosen and why.
 
 The lowered model's host is the same generated program with one sub-DNN: the whole graph, called
 once, then ``if path == k: return ...`` for each path (``lowered_graph``). Its inputs' checks,
 the manifest's outputs (from the exploration) and the artifact's layout are unchanged, so the
-in-process model and the torch-free host run it the same way.
+in-process model and the torch-free host run it the same way. The graph's last output is each of
+the model's conditions' outcome (``dycl.backends.single_graph_decisions``), which the host's
+``FORWARD_DECISIONS`` (``hostgen.decisions``, built by ``decisions``) describes for coverage.
 
 Assumes: the variants are compiled (``dycl.compiler.Compiled``). Guarantees: where anything is
 not lowerable (``NotLowerable``: state, per-sample mode, another backend, a host operation the
@@ -178,7 +181,7 @@ def decisions(graph: HCFG, variable: str, rewritten: Any) -> Decisions:
     return Decisions(variable, conditions, skeleton(graph.body, Numbering(graph)), tuple(code))
 
 
-def _where(statement: cst.CSTNode) -> str:
+def _where(statement: cst.CSTNode) -> str:  # as the host form's FORWARD_LINES has it (hostgen.emit)
     comment = comment_of(statement)
     return comment.value.removeprefix("#").strip() if comment is not None else ""
 
