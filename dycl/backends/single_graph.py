@@ -18,8 +18,9 @@ computed in the graph and becomes an ``If``:
   rest goes into each side instead (within ``REPEAT_LIMIT``), each side knowing its own value.
 
 Every ``return`` is a path with a number: the model outputs every path's tensors in shared
-slots (by element type) and the number of the path taken; ``emit`` of the host picks the
-path's return by that number (``dycl.backends.single_graph_host``).
+slots (by element type), the number of the path taken and each of the model's conditions'
+outcome (``dycl.backends.single_graph_decisions``: what coverage reads in place of host lines);
+``emit`` of the host picks the path's return by that number (``dycl.backends.single_graph_host``).
 
 Host expressions (values, tests) are evaluated by ``dycl.backends.single_graph_expressions``.
 
