@@ -64,6 +64,7 @@ from dycl.hcfg.symbolic import SymbolicShapes
 from dycl.hcfg.trace import Examples, Returned
 from dycl.hcfg.trace import explore as explore_paths
 from dycl.hcfg.variants import variants_of
+from dycl.hostgen.decisions import Decisions
 from dycl.hostgen.emit import call_specs
 from dycl.hostgen.manifest import CallForm, Manifest, ShapeGuard
 from dycl.hostgen.program import HostProgram
@@ -199,6 +200,9 @@ class Compiled:
     variants: dict[str, CompiledVariant]
     #: what the backend's ``compile_many`` of the distinct variants did (its ``last_stats``, read right after)
     backend_stats: dict[str, Any] = field(default_factory=dict)
+    #: the model's conditions as the host reports them where its graph is the whole model in one sub-DNN
+    #: (``dycl.backends.single_graph_stage``; ``hostgen.decisions``), else None
+    decisions: Decisions | None = None
 
     @property
     def files(self) -> dict[str, bytes]:
@@ -402,14 +406,16 @@ def emit(compiled: Compiled) -> CompileResult:
     codegen, extra = front.job.mode.host_codegen(inputs)
     program = codegen(stage.graph, calls, chosen.runtime, specialized=dict(rewritten.specialized),
                       call=front.call, globals=rewritten.globals, locations=rewritten.locations,
-                      uses_constants=bool(constants), state=host_state(rewritten.state), **extra).program()
+                      uses_constants=bool(constants), state=host_state(rewritten.state),
+                      decisions=compiled.decisions, **extra).program()
     host_source = program.source
     manifest, files = build_manifest(compiled, host_source)
     stats = {
         "sub_dnns": len(stage.graph.sub_dnns),
         "constants": len(constants),
         "variants": len(ported.variants),
-        "conditions": len(stage.graph.conditions),
+        # the model's conditions, also where the one graph computes them (``hostgen.decisions``)
+        "conditions": len(compiled.decisions.conditions) if compiled.decisions else len(stage.graph.conditions),
         "unique_compiled": len(ported.distinct),
         "backend": compiled.backend_stats,
         # what the lower stage chose (dycl.backends.single_graph_stage)

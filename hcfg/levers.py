@@ -31,10 +31,13 @@ class Levers:
     ``small_graphs_on_caller``: an ONNX Runtime sub-DNN too small to pay for a thread
     pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
     timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
-    ``single_graph``: "off" (the host calls each sub-DNN), "on" (the whole graph as one ONNX
-    model with ``If`` nodes, one session call per model call, where it can be lowered) or "auto"
-    (both timed side by side at compile time, the one graph kept only where clearly faster:
-    ``dycl.backends.single_graph_choice``): ``dycl.backends.single_graph_stage``.
+    ``single_graph``: "auto", the default (the host and the whole graph as one ONNX model with
+    ``If`` nodes timed side by side at compile time, the one graph kept only where clearly faster;
+    neither lowered nor timed for one sub-DNN without conditions or a tiny model:
+    ``dycl.backends.single_graph_choice``), "on" (the one graph, one session call per model call,
+    wherever it can be lowered) or "off" (the host calls each sub-DNN):
+    ``dycl.backends.single_graph_stage``. Either form reports the model's conditions to coverage
+    and the self-check (``hostgen.decisions``).
     ``predicate``: per-sample compiles only: a condition whose branches are side-effect-free
     sub-DNNs ending in ``return`` runs both branches on the whole group and selects each
     sample's row (``dycl.per_sample.predicate``) instead of routing the samples."""
@@ -45,7 +48,7 @@ class Levers:
     merge_across_renames: bool = True
     reuse_identical: bool = True
     small_graphs_on_caller: bool = True
-    single_graph: str = "off"
+    single_graph: str = "auto"
     predicate: bool = True
 
     def __post_init__(self) -> None:

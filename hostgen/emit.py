@@ -27,6 +27,7 @@ import libcst as cst
 import torch
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, always_returns, walk
 from dycl.hcfg.ports import Variant, describe
+from dycl.hostgen.decisions import Decisions
 from dycl.hostgen.host_globals import check_host_names, host_prelude
 from dycl.hostgen.manifest import CallForm
 from dycl.hostgen.names import CONSTANTS, FORWARD, MODEL_CONSTANTS
@@ -105,6 +106,8 @@ class HostCodegen:
     state: tuple[tuple[str, str, str, Any], ...] = ()
     globals: dict[str, Any] | None = None
     locations: LocationTable | None = None
+    #: where the graph is the whole model in one sub-DNN: the conditions it reports (``hostgen.decisions``)
+    decisions: Decisions | None = None
     indent: str = "    "
 
     #: the method of ``Model`` that runs the model's control flow, and the classes that call it
@@ -143,7 +146,7 @@ class HostCodegen:
         parts, model_line = host_layout(self.runtime_parts(prelude), self.tables(table), self.mode_parts(), model)
         first = model_line + len(opening)  # the def line
         line_map = MappingProxyType({first + offset: line for offset, line in statements.items()})
-        return HostProgram("".join(parts), line_map, self.method, first, first + len(lines), parts)
+        return HostProgram("".join(parts), line_map, self.method, first, first + len(lines), parts, self.decisions)
 
     def runtime_parts(self, prelude: list[str]) -> list[str]:
         """The backend's runtime, then the port structures and the globals the host operations read
@@ -180,6 +183,10 @@ class HostCodegen:
             f"# line of Model.{self.method} (from its def line) -> [kind, sub-DNN, the model's file:line, test or",
             "# returned value, further lines of the statement] (hostgen/program.py)",
             f"FORWARD_LINES = {forward_lines!r}",
+            *([] if self.decisions is None else [
+                "# the model's conditions, run inside the one graph: the local holding their outcomes after the",
+                "# call, each one's file:line and test, the model's calls, ifs and returns (hostgen/decisions.py)",
+                f"FORWARD_DECISIONS = {self.decisions.to_json()!r}"]),
         ])
 
     def mode_parts(self) -> list[str]:

@@ -8,6 +8,10 @@ the source text. The host carries the same facts as data, ``FORWARD_LINES`` (off
 emitted method's ``def`` line, so they hold wherever the method lands), from which
 ``HostProgram.of_model`` rebuilds the program of a loaded artifact.
 
+A host lowered to one graph has no lines for the model's conditions: its ``decisions``
+(``hostgen.decisions``, the host's ``FORWARD_DECISIONS``) describe them instead, and
+``condition_count`` counts either.
+
 Guarantees: every condition of the HCFG is one ``HostCondition`` (the number is its position
 in program order, as ``HCFG.conditions`` lists them); every sub-DNN call is one ``"call"`` line.
 """
@@ -19,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+from dycl.hostgen.decisions import Decisions
 
 #: the kinds of emitted statement a ``HostLine`` can be
 KINDS = ("call", "condition", "host", "return")
@@ -84,6 +90,9 @@ class HostProgram:
     #: as ``hostgen.template.host_layout`` lays them out: a copied runtime module is the same part in every
     #: host, so an analysis of the text can be kept per part (``hostgen.host_globals``)
     parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: where the host runs the model's control flow inside one graph: the conditions it reports
+    #: instead of its own (``hostgen.decisions``); None: its conditions are the model's
+    decisions: Decisions | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.parts and "".join(self.parts) != self.source:
@@ -104,6 +113,11 @@ class HostProgram:
         sites = sorted((line, entry) for line, entry in self.line_map.items() if entry.kind == "condition")
         return tuple(HostCondition(number, line, line + entry.extra_lines + 1, entry.text, entry.where)
                      for number, (line, entry) in enumerate(sites))
+
+    @property
+    def condition_count(self) -> int:
+        """How many of the model's conditions the host reports: its own, or its ``decisions``'."""
+        return len(self.decisions.conditions) if self.decisions is not None else len(self.conditions)
 
     @property
     def returns(self) -> tuple[HostReturn, ...]:
@@ -133,7 +147,9 @@ class HostProgram:
         first = method.__code__.co_firstlineno
         last = max(line for _, _, line in method.__code__.co_lines() if line is not None)
         line_map = {first + offset: HostLine.from_json(entry) for offset, entry in table.items()}
-        return cls(source, MappingProxyType(line_map), function, first, last)
+        decided = method.__globals__.get("FORWARD_DECISIONS")
+        decisions = Decisions.from_json(decided) if isinstance(decided, dict) else None
+        return cls(source, MappingProxyType(line_map), function, first, last, decisions=decisions)
 
 
 __all__ = ["KINDS", "HostCondition", "HostLine", "HostProgram", "HostReturn"]

@@ -18,8 +18,9 @@ computed in the graph and becomes an ``If``:
   rest goes into each side instead (within ``REPEAT_LIMIT``), each side knowing its own value.
 
 Every ``return`` is a path with a number: the model outputs every path's tensors in shared
-slots (by element type) and the number of the path taken; ``emit`` of the host picks the
-path's return by that number (``dycl.backends.single_graph_host``).
+slots (by element type), the number of the path taken and each of the model's conditions'
+outcome (``dycl.backends.single_graph_decisions``: what coverage reads in place of host lines);
+``emit`` of the host picks the path's return by that number (``dycl.backends.single_graph_host``).
 
 Host expressions (values, tests) are evaluated by ``dycl.backends.single_graph_expressions``.
 
@@ -43,6 +44,7 @@ from onnx import TensorProto, helper
 
 from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM, ComposeError, GraphBuilder
+from dycl.backends.single_graph_decisions import KEY, Numbering, align, decide, vector
 from dycl.backends.single_graph_expressions import HostExpressions, describe, location_of, odd_float, source
 from dycl.backends.single_graph_values import (
     SEQUENCES,
@@ -76,17 +78,20 @@ class _Result:
     slots: list[tuple[str, int]]
     trees: dict[int, Any]
     path: str
+    decisions: str  # the vector of the conditions' outcomes (``single_graph_decisions``)
 
 
 @dataclass
 class Lowered:
     """The whole model as one ONNX graph: ``slot_types`` (ONNX element types) of its outputs before
-    the path number, and each path's ``Return`` with its structure over the slots."""
+    the path number and the conditions' outcomes (``conditions`` of them), and each path's
+    ``Return`` with its structure over the slots."""
 
     model: bytes
     slot_types: list[int]
     paths: list[tuple[Return, Any]]
     stats: dict[str, int] = field(default_factory=dict)
+    conditions: int = 0
 
 
 class _Walk(HostExpressions):
@@ -103,6 +108,7 @@ class _Walk(HostExpressions):
         self.inlined = 0
         self.repeated = 0
         self.conflicting: set[int] = set()  # ids of the joins known to conflict (``join``)
+        self.numbering = Numbering(graph)
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -115,6 +121,7 @@ class _Walk(HostExpressions):
                 rest = block[position + 1:]
                 test = self.test(node.test, env, scope)
                 if isinstance(test, bool):
+                    decide(env, self.numbering.of(node), test)
                     return self.terminal((node.then if test else node.orelse) + rest, env, scope)
                 if always_returns(node.then) or always_returns(node.orelse) or _may_return(node):
                     # a side that may fall through continues with the rest, inside the If (where
@@ -123,7 +130,7 @@ class _Walk(HostExpressions):
                     orelse = node.orelse if always_returns(node.orelse) else node.orelse + rest
                     if not (always_returns(node.then) or always_returns(node.orelse)):
                         self.repeat(rest)
-                    return self.branch_results(test, then, orelse, env, scope)
+                    return self.branch_results(node, test, then, orelse, env, scope)
                 inlined = self.inlined
                 try:
                     if id(node) in self.conflicting:
@@ -132,7 +139,7 @@ class _Walk(HostExpressions):
                 except _Conflicted:  # the sides leave a value the rest reads differently: it goes into each
                     self.inlined = inlined  # the sides tried are dropped (their weights: ``GraphBuilder.model``)
                     self.repeat(rest)
-                    return self.branch_results(test, node.then + rest, node.orelse + rest, env, scope)
+                    return self.branch_results(node, test, node.then + rest, node.orelse + rest, env, scope)
                 continue
             self.straight(node, env, scope)
         return self.returned(None, env, scope)
@@ -149,6 +156,7 @@ class _Walk(HostExpressions):
             if isinstance(node, Cond):
                 test = self.test(node.test, env, scope)
                 if isinstance(test, bool):
+                    decide(env, self.numbering.of(node), test)
                     env = self.falling(node.then if test else node.orelse, env, scope)
                 else:
                     env = self.join(node, test, env, scope)
@@ -165,8 +173,10 @@ class _Walk(HostExpressions):
             raise NotLowerable(f"a return inside an if whose other paths continue ({location_of(node.statement)})")
         sides = [scope.branch(), scope.branch()]
         try:
-            env_then = self.falling(node.then, copy_env(env), sides[0])
-            env_else = self.falling(node.orelse, copy_env(env), sides[1])
+            env_then, env_else = self.side_envs(node, env)
+            env_then = self.falling(node.then, env_then, sides[0])
+            env_else = self.falling(node.orelse, env_else, sides[1])
+            align(env_then, env_else, scope)
             joined = Join(env_then, env_else, lambda value, elem: (_constant(scope, value, elem),) * 2)
             live = self.graph.liveness.after.get(id(node))  # None: not the graph's node; every name may be read
             conflicted = joined.conflicted()
@@ -183,10 +193,19 @@ class _Walk(HostExpressions):
             outputs = scope.if_(test, sides[0], sides[1], then, orelse, [p[2] for p in joined.pairs], "join")
         return joined.finish(outputs)
 
-    def branch_results(self, test: str, then: Block, orelse: Block, env: dict[str, Value],
+    def side_envs(self, node: Cond, env: dict[str, Value]) -> tuple[dict[str, Value], dict[str, Value]]:
+        """Copies of ``env`` for the sides of ``node``, each knowing the outcome it stands for."""
+        number = self.numbering.of(node)
+        envs = copy_env(env), copy_env(env)
+        decide(envs[0], number, True)
+        decide(envs[1], number, False)
+        return envs
+
+    def branch_results(self, node: Cond, test: str, then: Block, orelse: Block, env: dict[str, Value],
                        scope: GraphBuilder) -> _Result:
         sides = [scope.branch(), scope.branch()]
-        results = [self.terminal(then, copy_env(env), sides[0]), self.terminal(orelse, copy_env(env), sides[1])]
+        env_then, env_else = self.side_envs(node, env)
+        results = [self.terminal(then, env_then, sides[0]), self.terminal(orelse, env_else, sides[1])]
         slots: list[int] = []  # element types of the merged slots
         maps = []
         for result in results:
@@ -204,13 +223,15 @@ class _Walk(HostExpressions):
         yields = []
         for side, result, mapping in zip(sides, results, maps):
             own = {slot: result.slots[i][0] for i, slot in enumerate(mapping)}
-            yields.append([own.get(slot) or _empty(side, elem) for slot, elem in enumerate(slots)] + [result.path])
-        outputs = scope.if_(test, sides[0], sides[1], yields[0], yields[1], [*slots, TensorProto.INT64], "exit")
+            yields.append([own.get(slot) or _empty(side, elem) for slot, elem in enumerate(slots)]
+                          + [result.path, result.decisions])
+        outputs = scope.if_(test, sides[0], sides[1], yields[0], yields[1],
+                            [*slots, TensorProto.INT64, TensorProto.INT64], "exit")
         trees = {}
         for result, mapping in zip(results, maps):
             for number, tree in result.trees.items():
                 trees[number] = _remap(tree, mapping)
-        return _Result([(out, elem) for out, elem in zip(outputs, slots)], trees, outputs[-1])
+        return _Result([(out, elem) for out, elem in zip(outputs, slots)], trees, outputs[-2], outputs[-1])
 
     # -- nodes ----------------------------------------------------------------------------------
 
@@ -297,7 +318,7 @@ class _Walk(HostExpressions):
         self.returns[number] = node
         slots: list[tuple[str, int]] = []
         tree = self.tree(node.value, env, scope, slots, node)
-        return _Result(slots, {number: tree}, scope.constant(np.array(number, np.int64)))
+        return _Result(slots, {number: tree}, scope.constant(np.array(number, np.int64)), vector(env, scope))
 
     def tree(self, expr: cst.BaseExpression, env: dict[str, Value], scope: GraphBuilder,
              slots: list[tuple[str, int]], where: Any) -> Any:
@@ -327,9 +348,10 @@ class _Walk(HostExpressions):
 def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
           compiled: Mapping[str, CompiledVariant], output_names: Callable[[int], list[str]]) -> Lowered:
     """``graph`` as one ONNX model over its tensor ``inputs``, or ``NotLowerable``; its outputs are
-    named ``output_names(slots)`` (the slots', then the path number's)."""
+    named ``output_names(slots)`` (the slots', then the path number's and the conditions' outcomes')."""
     scope = GraphBuilder()
-    env: dict[str, Value] = {}
+    walker = _Walk(graph, variants, compiled, scope)
+    env: dict[str, Value] = {KEY: walker.numbering.initial()}
     infos = []
     by_name = {port.name: port for port in inputs}
     for name in graph.parameters:
@@ -338,17 +360,19 @@ def lower(graph: HCFG, inputs: Sequence[Port], variants: Sequence[Variant],
             raise NotLowerable(f"the input '{name}' is not a tensor the graph can take")
         env[name] = Tensor(scope.reserve(name), ELEM[port.dtype])
         infos.append(helper.make_tensor_value_info(name, ELEM[port.dtype], list(port.shape)))
-    walker = _Walk(graph, variants, compiled, scope)
     try:
         result = walker.terminal(graph.body, env, scope)
-        model = scope.model(infos, [*(s[0] for s in result.slots), result.path], output_names(len(result.slots)),
-                            [*(s[1] for s in result.slots), TensorProto.INT64], f"{graph.name}_single_graph")
+        model = scope.model(infos, [*(s[0] for s in result.slots), result.path, result.decisions],
+                            output_names(len(result.slots)),
+                            [*(s[1] for s in result.slots), TensorProto.INT64, TensorProto.INT64],
+                            f"{graph.name}_single_graph")
     except ComposeError as error:
         raise NotLowerable(str(error)) from error
     paths = [(walker.returns[number], result.trees[number]) for number in sorted(result.trees)]
     data = model.SerializeToString()
     return Lowered(data, [elem for _, elem in result.slots], paths,
-                   {"paths": len(paths), "inlined": walker.inlined, "nodes": len(model.graph.node)})
+                   {"paths": len(paths), "inlined": walker.inlined, "nodes": len(model.graph.node)},
+                   walker.numbering.count)
 
 
 # -- helpers ------------------------------------------------------------------------------------

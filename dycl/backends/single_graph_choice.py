@@ -25,6 +25,14 @@ The fastest one-graph form is kept only where it costs less than ``1 - MARGIN`` 
 otherwise the host stays: it is the design's form (a sub-DNN per session, coverage by host
 condition), and within the margin neither is better.
 
+Where the choice cannot matter it is not timed, nor the graph lowered (``untimed``): the host
+stays for a graph of one sub-DNN and no condition (the one graph would be that sub-DNN), and for a
+tiny model, at most ``TINY_MACS`` multiply-accumulates over all its sub-DNNs at the example
+(``dycl.backends.onnx_cost``; about 0.1 ms of work on one core): there a call costs some tens of
+microseconds in either form, while lowering, emitting and timing three forms cost a compile
+about half a second (the test suite compiles hundreds of such models). ``single_graph="on"``
+lowers them all the same. An unknown count (a shape from data, a graph with loops) is timed.
+
 Assumes: compile runs on the machine, and under the load, the model will serve on (as
 ``dycl.backends.thread_choice`` does). Guarantees: the decision only picks among forms that
 compute the same values (the self-check compares the one kept with eager); ``Choice`` records
@@ -33,14 +41,18 @@ each candidate's cost; a timing that fails keeps the host (``single_graph_stage`
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from dycl.backends.onnx_cost import macs
 
 #: rounds of timing: at least MIN_ROUNDS, at most ROUNDS, past MIN_ROUNDS only within BUDGET_S seconds
 MIN_ROUNDS, ROUNDS, BUDGET_S = 5, 40, 0.3
 #: the one graph must cost this much less than the host (lower quartiles of runs) to replace it
 MARGIN = 0.03
+#: at most this many MACs over all sub-DNNs at the example: "auto" keeps the host untimed
+TINY_MACS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,24 @@ class Choice:
                 "timed_inputs": self.inputs}
 
 
+def untimed(sub_dnns: int, conditions: int,
+            graphs: Sequence[tuple[bytes, Mapping[str, tuple[int, ...]]]]) -> str | None:
+    """Why "auto" keeps the host without lowering or timing (module docstring), or None: a graph of
+    ``sub_dnns`` sub-DNNs and ``conditions`` conditions whose ONNX ``graphs`` (one per sub-DNN, with
+    its input shapes at the example) are given."""
+    if sub_dnns <= 1 and not conditions:
+        return "one sub-DNN and no condition: the one graph would be that sub-DNN"
+    total = 0
+    for data, shapes in graphs:
+        cost = macs(data, shapes)
+        if cost is None:
+            return None
+        total += cost
+    if total <= TINY_MACS:
+        return f"a tiny model ({total} MACs at the example, at most {TINY_MACS}): either form costs microseconds"
+    return None
+
+
 def timing_inputs(example_args: Sequence[Any], host: Callable[..., Any] | None = None,
                   program: Any = None) -> list[tuple]:
     """The example, its derived inputs at its sizes and, where the host form (a model on numpy
@@ -76,7 +106,7 @@ def timing_inputs(example_args: Sequence[Any], host: Callable[..., Any] | None =
     from dycl.harness.self_check_search import BranchSearch
 
     found = [derived for derived in derived_inputs(tuple(example_args), {}, {}) if not derived.kwargs]
-    if host is not None and program is not None and program.conditions:
+    if host is not None and program is not None and program.condition_count:
         search = BranchSearch(HostCoverage(host, program), lambda *args: host(*(_array(a) for a in args)))
         for derived in found:
             search.note(derived)
@@ -130,4 +160,4 @@ def _block(model: Callable[..., Any], inputs: Sequence[tuple], times: list[list[
         runs.append(time.perf_counter() - start)
 
 
-__all__ = ["BUDGET_S", "MARGIN", "MIN_ROUNDS", "ROUNDS", "Choice", "choose", "timing_inputs"]
+__all__ = ["BUDGET_S", "MARGIN", "MIN_ROUNDS", "ROUNDS", "TINY_MACS", "Choice", "choose", "timing_inputs", "untimed"]

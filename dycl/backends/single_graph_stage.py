@@ -2,15 +2,18 @@
 and ``dycl.backends.single_graph`` can take the model (issue 29).
 
 ``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
-"auto" lowers, emits both hosts and keeps the one graph only where it is clearly faster on the
-example and inputs derived from it (``dycl.backends.single_graph_choice``: rounds alternating
-the two, a median ratio past a margin, a majority of rounds). Either way ``stats["single_graph"]``
-says what was chosen and why.
+"auto" (the default) lowers, emits both hosts and keeps the one graph only where it is clearly
+faster on the example and inputs derived from it (``dycl.backends.single_graph_choice``), except
+where the choice cannot matter (``single_graph_choice.untimed``: one sub-DNN and no condition, a
+tiny model), which keep the host without lowering. Either way ``stats["single_graph"]`` says what
+was chosen and why.
 
 The lowered model's host is the same generated program with one sub-DNN: the whole graph, called
 once, then ``if path == k: return ...`` for each path (``lowered_graph``). Its inputs' checks,
 the manifest's outputs (from the exploration) and the artifact's layout are unchanged, so the
-in-process model and the torch-free host run it the same way.
+in-process model and the torch-free host run it the same way. The graph's last output is each of
+the model's conditions' outcome (``dycl.backends.single_graph_decisions``), which the host's
+``FORWARD_DECISIONS`` (``hostgen.decisions``, built by ``decisions``) describes for coverage.
 
 Assumes: the variants are compiled (``dycl.compiler.Compiled``). Guarantees: where anything is
 not lowerable (``NotLowerable``: state, per-sample mode, another backend, a host operation the
@@ -23,14 +26,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+import numpy as np
 
 from dycl.backends.base import CompiledVariant
 from dycl.backends.onnx_compose import ELEM
 from dycl.backends.single_graph import Lowered, NotLowerable, lower
-from dycl.backends.single_graph_choice import choose, timing_inputs
+from dycl.backends.single_graph_choice import choose, timing_inputs, untimed
+from dycl.backends.single_graph_decisions import Numbering, skeleton
 from dycl.backends.thread_choice import on_calling_thread
 from dycl.hcfg.graph import HCFG, Cond, Return, SubDNN
 from dycl.hcfg.ports import Layout, Port, Variant
+from dycl.hostgen.decisions import Decisions
 from dycl.rewriter.locations import comment_of
 
 if TYPE_CHECKING:
@@ -52,6 +58,10 @@ def lower_stage(compiled: Compiled, emit: Callable[[Compiled], CompileResult]) -
         return compiled
     try:
         _refuse_others(compiled)
+        reason = _untimed(compiled) if mode == "auto" else None
+        if reason is not None:
+            stats["reason"] = reason
+            return compiled
         # "auto" times the one graph on both thread settings and runs it then: no checks of its own
         lowered, lowered_compiled = lowered_variant(compiled, checked=mode != "auto")
     except NotLowerable as refusal:
@@ -81,6 +91,18 @@ def _refuse_others(compiled: Compiled) -> None:
         raise NotLowerable("constants hoisted to the host")
 
 
+def _untimed(compiled: Compiled) -> str | None:
+    """Why "auto" keeps the host untimed (``single_graph_choice.untimed``), from each sub-DNN's first variant."""
+    ported = compiled.ported
+    graph = ported.explored.stage.graph
+    first: dict[int, Variant] = {}
+    for variant in ported.variants:
+        first.setdefault(variant.sub.index, variant)
+    graphs = [(compiled.variants[v.name].data, {p.name: tuple(np.shape(e)) for p, e in zip(v.inputs, v.examples[0])})
+              for v in first.values()]
+    return untimed(len(graph.sub_dnns), len(graph.conditions), graphs)
+
+
 def lowered_variant(compiled: Compiled, checked: bool = True) -> tuple[Lowered, Compiled]:
     """The lowering of ``compiled``'s graph, and ``compiled`` with it as its one sub-DNN; ``checked``:
     run once on the example (``NotLowerable`` where ONNX Runtime cannot) and its thread setting chosen
@@ -96,8 +118,10 @@ def lowered_variant(compiled: Compiled, checked: bool = True) -> tuple[Lowered, 
     graph = lowered_graph(stage.graph, lowered, names)
     whole = graph.sub_dnns[0]
     ports_in = tuple(Port(p.name, "tensor", p.dtype, tuple(p.shape)) for p in inputs)
-    ports_out = tuple(Port(name, "tensor" if position < len(lowered.slot_types) else "int", _DTYPE[elem], ())
-                      for position, (name, elem) in enumerate(zip(whole.outputs, [*lowered.slot_types, ELEM["int64"]])))
+    slots = len(lowered.slot_types)
+    ports_out = (*(Port(name, "tensor", _DTYPE[elem], ()) for name, elem in zip(whole.outputs, lowered.slot_types)),
+                 Port(names.path, "int", "int64", ()), Port(names.decisions, "tensor", "int64", (lowered.conditions,)))
+    assert len(ports_out) == len(whole.outputs) == slots + 2
     leaf = Layout(None, ("tensor",))
     example = tuple(front.example_args[:len(inputs)])
     variant = Variant(whole, (), ports_in, ports_out, (example,), (leaf,) * len(ports_in), (leaf,) * len(ports_out))
@@ -113,7 +137,8 @@ def lowered_variant(compiled: Compiled, checked: bool = True) -> tuple[Lowered, 
     new_ported = dataclasses.replace(ported, explored=explored, variants=[variant], modules=modules,
                                      distinct={variant.name: variant})
     return lowered, dataclasses.replace(compiled, ported=new_ported, variants={variant.name: made},
-                                        backend_stats=dict(compiled.backend_stats))
+                                        backend_stats=dict(compiled.backend_stats),
+                                        decisions=decisions(stage.graph, names.decisions, front.rewritten))
 
 
 def _loads(model: bytes, feeds: dict[str, Any]) -> None:
@@ -139,10 +164,30 @@ class _Names:
         while any(name.startswith(self.stem) for name in taken):
             self.stem = "_" + self.stem
         self.path = f"{self.stem}_path"
+        self.decisions = f"{self.stem}_decisions"
         self.index = 1 + max((sub.index for sub in graph.sub_dnns), default=-1)
 
     def outputs(self, slots: int) -> list[str]:
-        return [f"{self.stem}_out_{i}" for i in range(slots)] + [self.path]
+        return [f"{self.stem}_out_{i}" for i in range(slots)] + [self.path, self.decisions]
+
+
+def decisions(graph: HCFG, variable: str, rewritten: Any) -> Decisions:
+    """What the lowered host reports of ``graph``'s conditions (``hostgen.decisions``), its outcomes in ``variable``."""
+    conditions = tuple((_where(cond.statement), _test(cond.test)) for cond in graph.conditions)
+    code = []
+    for cond in graph.conditions:
+        location = rewritten.locations.resolve(cond.statement)
+        code.append(location.source_line().strip() if location else "")
+    return Decisions(variable, conditions, skeleton(graph.body, Numbering(graph)), tuple(code))
+
+
+def _where(statement: cst.CSTNode) -> str:  # as the host form's FORWARD_LINES has it (hostgen.emit)
+    comment = comment_of(statement)
+    return comment.value.removeprefix("#").strip() if comment is not None else ""
+
+
+def _test(test: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(test)
 
 
 def lowered_graph(graph: HCFG, lowered: Lowered, names: _Names) -> HCFG:

@@ -11,6 +11,12 @@ changes, so a host costs nothing extra unless it is being recorded; a recorded c
 few microseconds slower per executed host line. Each frame keeps its own pending condition,
 so the interleaved per-sample generators of a batched host are recorded correctly.
 
+A host whose control flow runs inside one graph (``Levers.single_graph``) has no lines for the
+model's conditions: its program's ``decisions`` (``hostgen.decisions``) name the local that holds
+their outcomes after the graph's call, and ``record`` reads it when the method returns and
+replays the model's control flow on it: the same sites, outcomes, paths and sub-DNNs run as the
+host form would record.
+
 Assumes the host was emitted by ``hostgen`` (one method with the model's control flow, no
 loops); never reads the host's source text.
 """
@@ -99,21 +105,29 @@ class HostCoverage:
         self._code = getattr(type(host_model), program.function).__code__
         if self._code.co_firstlineno != program.first_line:
             raise ValueError(f"the host program does not match its {program.function} (was host.py edited?)")
-        self.sites: list[ConditionSite] = [
-            ConditionSite(site.number, site.line, site.test, site.where, f"if {site.test}")
-            for site in program.conditions]
+        self._decisions = program.decisions
+        if self._decisions is not None:
+            self.sites: list[ConditionSite] = [ConditionSite(number, 0, test, where, f"if {test}")
+                                               for number, (where, test) in enumerate(self._decisions.conditions)]
+            code = code if code is not None else self._decisions.code
+            self.sub_dnns = self._decisions.sub_dnns
+        else:
+            self.sites = [ConditionSite(site.number, site.line, site.test, site.where, f"if {site.test}")
+                          for site in program.conditions]
+            self.sub_dnns = sorted(set(program.calls.values()))
         if code is not None and len(code) == len(self.sites):
             self.sites = [replace(site, code=text or site.code) for site, text in zip(self.sites, code)]
-        self._site_at = {site.line: site for site in self.sites}
+        self._site_at = {site.line: site for site in self.sites if site.line}
         self._body_of = {site.line: site.body_line for site in program.conditions}
         self._call_at = program.calls
-        self.sub_dnns = sorted(set(self._call_at.values()))
 
     def tally(self) -> Tally:
         return Tally(self.sites, self.sub_dnns)
 
     def record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Trace]:
         """Call ``fn(*args, **kwargs)`` (which runs the host) and return its result and ``Trace``."""
+        if self._decisions is not None:
+            return self._record_decisions(fn, *args, **kwargs)
         code, site_at, body_of, call_at = self._code, self._site_at, self._body_of, self._call_at
         outcomes: list[tuple[int, bool]] = []
         ran: set[int] = set()
@@ -146,6 +160,35 @@ class HostCoverage:
             sys.settrace(previous)
         return result, Trace(tuple(outcomes), frozenset(ran))
 
+    def _record_decisions(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Trace]:
+        """``record`` for a host with ``decisions``: the outcomes its method holds when it returns."""
+        code, variable = self._code, self._decisions.variable
+        found: list[Any] = []
+
+        def in_method(frame, event, arg):
+            if event == "return" and variable in frame.f_locals:
+                found.append(frame.f_locals[variable])
+            return in_method
+
+        def dispatch(frame, event, arg):
+            return in_method if frame.f_code is code else None
+
+        previous = sys.gettrace()
+        sys.settrace(dispatch)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            sys.settrace(previous)
+        if len(found) != 1:
+            raise ValueError(f"the host's method returned {len(found)} times with its outcomes, not once")
+        outcomes, ran = self._decisions.replay([int(value) for value in _flat(found[0])])
+        return result, Trace(outcomes, ran)
+
+
+def _flat(value: Any) -> list[Any]:
+    """The items of a one-dimensional array (numpy's, or anything with ``tolist``)."""
+    return list(value.tolist()) if hasattr(value, "tolist") else list(value)
+
 
 def compiled_coverage(compiled: Any, inputs: Iterable[tuple[Any, ...]]) -> Tally:
     """The coverage of ``compiled`` (a ``dycl.CompiledModel``) over ``inputs`` (argument tuples)."""
@@ -169,6 +212,8 @@ def user_code(compiled: Any) -> list[str] | None:
     result = getattr(compiled, "_result", None)
     if result is None:
         return None
+    if result.program is not None and result.program.decisions is not None:
+        return list(result.program.decisions.code) or None
     lines = []
     for cond in result.graph.conditions:
         location = result.rewritten.locations.resolve(cond.statement)

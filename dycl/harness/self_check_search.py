@@ -122,7 +122,7 @@ def branch_search(compiled: Any, stateful: torch.nn.Module | None) -> BranchSear
     """The search for an in-process ``CompiledModel`` compiled in this process; None where its host
     cannot be recorded (a loaded artifact, a per-sample host)."""
     result = getattr(compiled, "_result", None)
-    if result is None or result.program is None or result.manifest.per_sample or not result.program.conditions:
+    if result is None or result.program is None or result.manifest.per_sample or not result.program.condition_count:
         return None
     try:
         coverage = HostCoverage(compiled._host, result.program)

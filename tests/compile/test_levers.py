@@ -50,13 +50,16 @@ def model() -> GatedBlocks:
     return GatedBlocks().eval()
 
 
+# each lever shapes the host's sub-DNNs: measured on the host form (the one graph, which replaces
+# them, has its own tests: tests/compile/test_single_graph.py); "default" is what compile does
 SETTINGS = {
-    "all on": Levers(),
-    "no merge into producers": Levers(merge_into_producers=False),
+    "all on": Levers(single_graph="off"),
+    "no merge into producers": Levers(merge_into_producers=False, single_graph="off"),
     # merging would fold the test's own sub-DNN back into the one before it
-    "neither": Levers(conditions_in_producers=False, merge_into_producers=False),
-    "no reuse": Levers(reuse_identical=False),
-    "small graphs in the pool": Levers(small_graphs_on_caller=False),
+    "neither": Levers(conditions_in_producers=False, merge_into_producers=False, single_graph="off"),
+    "no reuse": Levers(reuse_identical=False, single_graph="off"),
+    "small graphs in the pool": Levers(small_graphs_on_caller=False, single_graph="off"),
+    "default": Levers(),
 }
 
 

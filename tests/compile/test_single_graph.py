@@ -14,6 +14,7 @@ from dycl.hcfg.levers import Levers
 from torch import nn
 
 import dycl
+from dycl.backends import single_graph_choice
 from dycl.backends.onnx_compose import nested_graphs
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
@@ -251,7 +252,8 @@ def test_per_sample_batching_keeps_its_host():
     assert assert_equivalent(model, compiled, inputs, min_paths=3, atol=1e-5) >= 3
 
 
-def test_auto_times_both_and_records_its_choice():
+def test_auto_times_both_and_records_its_choice(monkeypatch):
+    monkeypatch.setattr(single_graph_choice, "TINY_MACS", 0)  # timed although tiny (as a bigger model is)
     model = EarlyExitMLP().eval()
     inputs = _inputs((1, 16), 30, 2.0)
     compiled = dycl.compile(model, inputs[0], optimize=Levers(single_graph="auto"))
@@ -261,8 +263,18 @@ def test_auto_times_both_and_records_its_choice():
     assert assert_equivalent(model, compiled, inputs, min_paths=4, atol=1e-5) >= 4
 
 
-def test_off_is_the_default_and_names_are_checked():
-    assert Levers().single_graph == "off"
+def test_auto_keeps_a_tiny_model_s_host_untimed():
+    model = EarlyExitMLP().eval()
+    inputs = _inputs((1, 16), 30, 2.0)
+    compiled = dycl.compile(model, inputs[0])
+    chosen = compiled.stats["single_graph"]
+    assert chosen["mode"] == "auto" and chosen["chosen"] == "host" and "tiny model" in chosen["reason"], chosen
+    assert "host_us" not in chosen and len(compiled.manifest.sub_dnns) > 1
+    assert assert_equivalent(model, compiled, inputs, min_paths=4, atol=1e-5) >= 4
+
+
+def test_auto_is_the_default_and_names_are_checked():
+    assert Levers().single_graph == "auto"
     with pytest.raises(ValueError, match="single_graph"):
         Levers(single_graph="yes")
 
@@ -294,7 +306,7 @@ def test_the_host_makes_one_call_then_returns_the_structure_of_the_path_taken():
     assert lines[1].endswith(" = self._call[9](x)")  # after the 9 sub-DNNs the host would have called
     assert lines == [
         "    def _forward(self, x):",
-        "        single_out_0, single_out_1, single_out_2, single_path = self._call[9](x)",
+        "        single_out_0, single_out_1, single_out_2, single_path, single_decisions = self._call[9](x)",
         "        single_path = single_path.item()",
         "        if single_path == 0:",
         "            return (single_out_0, [single_out_1])",

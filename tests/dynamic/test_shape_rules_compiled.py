@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from dycl.hcfg import shape_rules
+from dycl.hcfg.levers import Levers
 
 import dycl
 from dycl.harness.testing import assert_equivalent
@@ -72,10 +73,14 @@ INPUTS = [_tokens(batch, length, seed) for seed, (batch, length) in enumerate(
     [(1, 3), (2, 7), (3, 5), (1, 9), (4, 4), (2, 11), (5, 6), (1, 2), (3, 8), (2, 3)] * 3)]
 
 
+HOST_FORM = Levers(single_graph="off")
+
+
 @pytest.fixture(scope="module")
 def compiled():
     model = _model()
-    return model, dycl.compile(model, _tokens(2, 6, 99), dynamic=DYNAMIC)
+    # the host form: its sub-DNNs' ports carry the shapes read here ("auto" may pick the one graph by timing)
+    return model, dycl.compile(model, _tokens(2, 6, 99), dynamic=DYNAMIC, optimize=HOST_FORM)
 
 
 def _port_shapes(result) -> dict:
@@ -86,7 +91,7 @@ def _port_shapes(result) -> dict:
 def test_the_rules_give_the_ops_symbolic_shapes(compiled, monkeypatch):
     model, ruled = compiled
     monkeypatch.setattr(shape_rules, "_RULES", {})
-    plain = dycl.compile(model, _tokens(2, 6, 99), dynamic=DYNAMIC)
+    plain = dycl.compile(model, _tokens(2, 6, 99), dynamic=DYNAMIC, optimize=HOST_FORM)
     assert _port_shapes(ruled) == _port_shapes(plain)
     shapes = [shape for ports in _port_shapes(ruled).values() for shape in ports]
     assert ["batch", "length", 16] in shapes  # the attention layers keep both dims symbolic
