@@ -129,8 +129,9 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
     row: dict = {"name": name}
     start = time.perf_counter()
-    compiled = dycl.compile(model, example)
+    compiled = dycl.compile(model, example)  # the default: per model the faster of host and one graph
     row["compile_s"] = time.perf_counter() - start
+    row["default_chosen"] = compiled.stats["single_graph"].get("chosen", "host")
     row["compile_phases_s"] = compiled.stats["seconds"]
     start = time.perf_counter()
     static = dycl.compile(model, example, dynamic=False)  # the cost of symbolic dims: compile and run
@@ -138,8 +139,7 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     noopt = dycl.compile(model, example, optimize=False)
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))  # one session call, where it lowers
     row["single_graph"] = single.stats["single_graph"].get("chosen", "host")
-    auto = dycl.compile(model, example, optimize=Levers(single_graph="auto"))  # the faster form, timed at compile
-    row["auto_chosen"] = auto.stats["single_graph"].get("chosen", "host")
+    host = dycl.compile(model, example, optimize=Levers(single_graph="off"))  # the host calling each sub-DNN
     tvm = None
     try:
         tvm = None if skip_tvm else dycl.compile(model, example, backend="tvm")
@@ -148,7 +148,7 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     run_oracle, run_decisions_oracle, paths = oracles(model, inputs)
     row["paths"] = paths
     contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_static_ms": static, "dycl_noopt_ms": noopt,
-                  "dycl_single_ms": single, "dycl_auto_ms": auto,
+                  "dycl_single_ms": single, "dycl_host_ms": host,
                   "oracle_ms": run_oracle, "oracle_decisions_ms": run_decisions_oracle}
     if tvm is not None:
         contenders["dycl_tvm_ms"] = tvm
@@ -176,9 +176,9 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     by_blocks["ratio_to_decisions_oracle"] = by_blocks["dycl_ms"] / by_blocks["oracle_decisions_ms"]
     by_blocks["single_to_decisions_oracle"] = by_blocks["dycl_single_ms"] / by_blocks["oracle_decisions_ms"]
     row["single_to_decisions_oracle"] = row["dycl_single_ms"] / row["oracle_decisions_ms"]
-    by_blocks["auto_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_auto_ms"]
-    by_blocks["auto_to_decisions_oracle"] = by_blocks["dycl_auto_ms"] / by_blocks["oracle_decisions_ms"]
-    row["auto_to_decisions_oracle"] = row["dycl_auto_ms"] / row["oracle_decisions_ms"]
+    by_blocks["host_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_host_ms"]
+    by_blocks["host_to_decisions_oracle"] = by_blocks["dycl_host_ms"] / by_blocks["oracle_decisions_ms"]
+    row["host_to_decisions_oracle"] = row["dycl_host_ms"] / row["oracle_decisions_ms"]
     return row
 
 
@@ -266,19 +266,19 @@ def blocks_table(rows: list[dict]) -> list[str]:
              "Why both: `benchmarks/eager_neighbours.md`.", "",
              "| model | eager | eager, this process | torch.compile | dycl ORT | dycl one graph | per-path oracle | "
              "oracle + decisions | vs eager | vs eager, this process | / oracle + decisions | "
-             "one graph / oracle + decisions | dycl auto | auto vs eager | auto / oracle + decisions |",
+             "one graph / oracle + decisions | dycl host form | host form vs eager | host form / oracle + decisions |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["blocks"]
         low, high = b["eager_band_ms"]
         mark = "✓" if b["eager_agrees"] else "✗"
         lines.append(f"| {r['name']} | {cell(b['eager_fresh'])} | {fmt(b['eager_ms'])} ({low:.2f}–{high:.2f}) {mark} | "
-                     f"{fmt(b.get('torch_compile_ms'))} | {fmt(b['dycl_ms'])} | {one_graph(r)} | "
+                     f"{fmt(b.get('torch_compile_ms'))} | {default_cell(r)} | {one_graph(r)} | "
                      f"{fmt(b['oracle_ms'])} | "
                      f"{fmt(b['oracle_decisions_ms'])} | {fmt(b['speedup_vs_fresh_eager'])}x | "
                      f"{fmt(b['speedup_vs_eager'])}x | {fmt(b['ratio_to_decisions_oracle'])} | "
-                     f"{fmt(b['single_to_decisions_oracle'])} | {auto_cell(r)} | "
-                     f"{fmt(b['auto_vs_fresh_eager'])}x | {fmt(b['auto_to_decisions_oracle'])} |")
+                     f"{fmt(b['single_to_decisions_oracle'])} | {fmt(b['dycl_host_ms'])} | "
+                     f"{fmt(b['host_vs_fresh_eager'])}x | {fmt(b['host_to_decisions_oracle'])} |")
     return lines + ["", *summary(rows)]
 
 
@@ -306,16 +306,16 @@ def summary(rows: list[dict]) -> list[str]:
         f"dycl / oracle + decisions {fmt(geomean(b['ratio_to_decisions_oracle'] for b in by_blocks))} "
         f"({worst('ratio_to_decisions_oracle', True)}); one graph (`Levers(single_graph=\"on\")`; the host where "
         "a model does not lower) / oracle + decisions "
-        f"{fmt(geomean(b['single_to_decisions_oracle'] for b in by_blocks))}; auto (`Levers(single_graph=\"auto\")`: "
-        "per model the faster of host and one graph, timed at compile) is "
-        f"{fmt(geomean(b['auto_vs_fresh_eager'] for b in by_blocks))}x eager (fresh processes), / oracle + decisions "
-        f"{fmt(geomean(b['auto_to_decisions_oracle'] for b in by_blocks))} "
-        f"({worst('auto_to_decisions_oracle', True)}).",
+        f"{fmt(geomean(b['single_to_decisions_oracle'] for b in by_blocks))}; the host form "
+        "(`Levers(single_graph=\"off\")`, the default before 2026-11-28) is "
+        f"{fmt(geomean(b['host_vs_fresh_eager'] for b in by_blocks))}x eager (fresh processes), / oracle + decisions "
+        f"{fmt(geomean(b['host_to_decisions_oracle'] for b in by_blocks))} "
+        f"({worst('host_to_decisions_oracle', True)}).",
         f"Interleaved: dycl / oracle + decisions {fmt(geomean(r['ratio_to_decisions_oracle'] for r in rows))} "
         f"({worst('ratio_to_decisions_oracle', False)}); one graph / oracle + decisions "
-        f"{fmt(geomean(r['single_to_decisions_oracle'] for r in rows))}; auto / oracle + decisions "
-        f"{fmt(geomean(r['auto_to_decisions_oracle'] for r in rows))} "
-        f"({worst('auto_to_decisions_oracle', False)}); dycl is "
+        f"{fmt(geomean(r['single_to_decisions_oracle'] for r in rows))}; host form / oracle + decisions "
+        f"{fmt(geomean(r['host_to_decisions_oracle'] for r in rows))} "
+        f"({worst('host_to_decisions_oracle', False)}); dycl is "
         f"{fmt(geomean(r['speedup_vs_eager'] for r in rows))}x eager (interleaved in this process)."]
 
 
@@ -325,10 +325,10 @@ def one_graph(row: dict) -> str:
     return ms if row["single_graph"] == "single_graph" else f"{ms} (host)"
 
 
-def auto_cell(row: dict) -> str:
-    """Auto's time by blocks and what it kept for this model."""
-    kept = "one graph" if row["auto_chosen"] == "single_graph" else "host"
-    return f"{row['blocks']['dycl_auto_ms']:.2f} ({kept})"
+def default_cell(row: dict) -> str:
+    """The default compile's time by blocks and the form it kept for this model."""
+    kept = "one graph" if row["default_chosen"] == "single_graph" else "host"
+    return f"{row['blocks']['dycl_ms']:.2f} ({kept})"
 
 
 def quiet_neighbours() -> None:
@@ -384,7 +384,8 @@ def main() -> None:
         keys = ["name", "eager_ms", "torch_compile_ms", "dycl_ms", "dycl_noopt_ms", "dycl_tvm_ms", "oracle_ms",
                 "speedup_vs_eager", "speedup_vs_torch_compile", "ratio_to_oracle", "compile_s", "host_rss_mb",
                 "eager_rss_mb", "oracle_decisions_ms", "ratio_to_decisions_oracle", "compile_phases_s", "blocks",
-                "paths", "dycl_single_ms", "single_graph", "single_to_decisions_oracle"]
+                "paths", "dycl_single_ms", "single_graph", "single_to_decisions_oracle", "default_chosen",
+                "dycl_host_ms", "host_to_decisions_oracle"]
         args.json.write_text(json.dumps({"models": [{k: r.get(k) for k in keys} for r in rows]}, indent=2) + "\n")
 
 
