@@ -50,6 +50,8 @@ from typing import ClassVar
 import libcst as cst
 from dycl.hcfg.graph import Block, Cond, Return, SubDNN
 from dycl.hostgen.emit import HostCodegen
+from dycl.hostgen.groupable import groupable
+from dycl.hostgen.names import CONSTANTS, MODEL_CONSTANTS
 from dycl.hostgen.template import runtime_copy, section
 
 
@@ -83,9 +85,21 @@ class BatchedHostCodegen(HostCodegen):
             f"SAMPLE_INPUTS = {list(self.sample_inputs)!r}",
             "# (sub-DNN index, its inputs) where the program is that one sub-DNN on per-sample inputs, returned",
             f"STRAIGHT = {self.straight()!r}",
+            "# _sample only moves its tensors and reads them with .item(): it runs once per group of samples",
+            f"GROUPED = {self.grouped()!r}",
         ])
         return [section("per-sample batched execution (dycl's hostgen/emit_batched.py)", tables),
-                runtime_copy("host_router.py")]
+                runtime_copy("host_groups.py"), runtime_copy("host_router.py")]
+
+    def grouped(self) -> bool:
+        """Whether ``_sample`` may run once per group of samples (``hostgen.groupable``): its
+        sub-DNNs take and give plain arrays, and its body only moves tensors and reads ``.item()``."""
+        if any(spec.input_trees or spec.output_trees or spec.scalar_outputs for spec in self.calls.values()):
+            return False
+        body = self.block(self.graph.body, 2)
+        if self.uses_constants:
+            body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
+        return groupable(body, self.sample_inputs)
 
     def straight(self) -> tuple[int, list[str]] | None:
         """``(index, inputs)`` where the whole program is one sub-DNN that reads only per-sample
