@@ -32,6 +32,13 @@ sample gets its rows of the outputs by one ``zip`` over them. Every shortcut
 gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
 test_per_sample_gather.py checks them bit for bit).
 
+Where ``_sample`` only moves its tensors and reads them with ``.item()`` in its tests
+(``hostgen.groupable`` proves it: ``GROUPED``), the router may run it once per *group* of
+samples instead (``hostgen/host_groups.py``): the group's rows stacked, a group split only
+where its members' decisions differ, the part split off replaying ``_sample`` up to there on
+the outputs recorded so far. It does while the last batch had at most ``GROUP_WHEN`` paths a
+sample; where most samples take a path of their own the replays cost more than they save.
+
 A program that is one sub-DNN on the per-sample inputs whose output it returns (an
 early-exit network whose exits are if-converted, ``dycl.per_sample.predicate``) is
 named in ``STRAIGHT``: the router runs it on the whole batch without starting a
