@@ -10,7 +10,7 @@ outside it. ``groupable`` proves this on the emitted method's source (Python's `
   names assigned from a tensor (``a = b``); *lists*: names of list displays or ``append``
   targets that hold a tensor. A tensor may only be assigned whole, be an element of a tuple
   or list that is itself moved, be appended, be a request's argument, be returned, or be read
-  with ``.item()`` in an ``if`` test (``hostgen/host_groups.py``'s ``Items``: member by member
+  for its truth or with ``.item()`` in an ``if`` test (``hostgen/host_groups.py``'s ``Items``: member by member
   up to the test's truth, the group's decision); a list may only be appended to, measured
   with ``len``, passed starred to a request, or returned, and is only ever assigned a list
   display (so ``append`` changes nothing but the group's own list).
@@ -57,9 +57,10 @@ def _names(nodes: list[ast.AST], tensors: set[str]) -> tuple[set[str], set[str]]
                 targets = [name.id for target in node.targets for name in ast.walk(target)
                            if isinstance(name, ast.Name)]
                 value = node.value
-                if isinstance(value, ast.Yield) or isinstance(value, ast.Name) and value.id in tensors:
+                if isinstance(value, ast.Yield) or _named(value, tensors):
                     tensors.update(targets)
-                elif isinstance(value, ast.List) and any(_named(e, tensors) for e in value.elts):
+                elif _named(value, lists) or isinstance(value, ast.List) and any(_named(e, tensors)
+                                                                                 for e in value.elts):
                     lists.update(targets)
             elif _append(node) and _named(node.args[0], tensors):
                 lists.add(node.func.value.id)
@@ -90,9 +91,11 @@ class _Check:
             if len(node.targets) != 1 or not self.target(node.targets[0]):
                 return False
             if any(_named(name, self.lists) for name in ast.walk(node.targets[0])):
-                # a list of tensors is a new list display, never another object (what append changes)
+                # a list of tensors is a list display or another such list, never another object
+                # (what append changes is a list made in _sample)
                 target, value = node.targets[0], node.value
-                return isinstance(target, ast.Name) and isinstance(value, ast.List) and self.moved(value)
+                listed = isinstance(value, ast.List) and self.moved(value) or _named(value, self.lists)
+                return isinstance(target, ast.Name) and listed
             return self.moved(node.value) or self.expression(node.value)
         if isinstance(node, ast.AugAssign):
             return isinstance(node.target, ast.Name) and not self.special(node.target) and self.expression(node.value)
@@ -133,19 +136,30 @@ class _Check:
         return all(self.expression(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
 
     def test(self, node: ast.expr) -> bool:
-        """An ``if`` test: ``.item()`` of tensors under arithmetic, comparisons (not ``is``,
-        ``in``), ``and``, ``or``, ``not``, with expressions that read no tensor."""
+        """An ``if`` test: tensors read for their truth (``if t``, under ``and``, ``or``, ``not``)
+        or with ``.item()`` under arithmetic and comparisons (not ``is``, ``in``), beside
+        expressions that read no tensor."""
+        if _named(node, self.tensors):
+            return True
+        if isinstance(node, ast.BoolOp):
+            return all(self.test(child) for child in node.values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self.test(node.operand)
+        return self.operand(node)
+
+    def operand(self, node: ast.expr) -> bool:
+        """A value a test computes with: ``.item()`` of a tensor, arithmetic, comparisons."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item":
             return not node.args and not node.keywords and _named(node.func.value, self.tensors)
         if isinstance(node, ast.Compare):
             return (not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
-                    and all(self.test(child) for child in [node.left, *node.comparators]))
-        if isinstance(node, ast.BoolOp):
-            return all(self.test(child) for child in node.values)
-        if isinstance(node, ast.UnaryOp):
-            return self.test(node.operand)
+                    and all(self.operand(child) for child in [node.left, *node.comparators]))
+        if isinstance(node, ast.UnaryOp):  # ``not t`` is t's truth, a bool; -, +, ~ apply member by member
+            return self.test(node.operand) if isinstance(node.op, ast.Not) else self.operand(node.operand)
+        if isinstance(node, ast.BoolOp):  # gives one of its operands: none may be a tensor itself
+            return all(self.operand(child) for child in node.values)
         if isinstance(node, ast.BinOp):
-            return self.test(node.left) and self.test(node.right)
+            return self.operand(node.left) and self.operand(node.right)
         return self.expression(node)
 
     def request(self, node: ast.Yield) -> bool:

@@ -45,6 +45,20 @@ class Rows:
             return self.array
         return self.array.take(self.members.searchsorted(members), axis=0)
 
+    def __bool__(self):
+        """Each member's ``bool(row)``, the group's decision (``_Group.decide``)."""
+        rows = self.current()
+        if rows[0].size != 1:
+            return bool(rows[0])  # raises as the sample's own bool(row) would
+        return self.group.decide([bool(value) for value in rows.reshape(len(rows)).tolist()])
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("per-sample host: a group's rows may only be moved, passed to a sub-DNN, tested "
+                        "or read with .item() (hostgen/groupable.py proves the host does no more)")
+
+    __eq__ = __ne__ = __array__ = _refuse
+    __hash__ = None
+
     def item(self):
         """Each member's ``row.item()`` (``Items``: what the condition that reads it tests)."""
         rows = self.current()

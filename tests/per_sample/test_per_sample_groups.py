@@ -284,6 +284,10 @@ def test_rows_and_items_follow_the_group_as_it_splits():
     assert group.members.tolist() == [0, 1] and [m.tolist() for m in group.spawned] == [[2, 3]]
     assert rows.current().ravel().tolist() == [0.0, 2.0] and (10 - items).now() == [10.0, 8.0]
     assert bool(-items <= -2.0) is False and group.members.tolist() == [0]
+    flags = namespace["Rows"](np.array([[True], [False], [True]]), np.arange(3), namespace["_Group"](np.arange(3)))
+    assert bool(flags) is True and flags.group.members.tolist() == [0, 2]
+    with pytest.raises(TypeError, match="may only be moved"):
+        flags == 1  # noqa: B015 - a comparison of rows is refused, never an identity test
 
 
 # -- what the emitter proves ------------------------------------------------------------------------
@@ -301,6 +305,11 @@ def test_rows_and_items_follow_the_group_as_it_splits():
     (["h, = (yield (0, (), (x,)))", "for i in range(2):", "    pass", "return h"], False),
     (["h, = (yield (0, (), (x,)))", "if h:", "    pass", "return h[0]"], False),
     (["h, = (yield (0, (), (x,)))", "g = h", "return g.shape"], False),
+    (["h, t = (yield (0, (), (x,)))", "if t or not t:", "    return h", "return t"], True),  # a tensor's truth
+    (["h, t = (yield (0, (), (x,)))", "if t == 1:", "    return h", "return t"], False),
+    (["h, t = (yield (0, (), (x,)))", "if (t and h.item()) > 1:", "    return h", "return t"], False),
+    (["h, = (yield (0, (), (x,)))", "hs = [h]", "kept = hs", "kept.append(h)", "return kept"], True),
+    (["h, = (yield (0, (), (x,)))", "hs = [h]", "kept = hs", "kept = self.kept", "return kept"], False),
 ])
 def test_what_groupable_accepts(body, expected):
     assert groupable(body, ["x"]) is expected
