@@ -36,10 +36,10 @@ _PLAIN = (ast.Constant, ast.BinOp, ast.BoolOp, ast.Compare, ast.UnaryOp, ast.IfE
 def groupable(body: Iterable[str], sample_inputs: Iterable[str]) -> bool:
     """True where the method whose body lines are ``body`` (any indentation) may run once per group."""
     try:
-        tree = ast.parse("def _sample():\n" + textwrap.indent(textwrap.dedent("\n".join(body)), "    "))
+        # the body parsed as a module: the parser takes yield and return there (only compile refuses them)
+        statements = ast.parse(textwrap.dedent("\n".join(body))).body
     except SyntaxError:
         return False
-    statements = tree.body[0].body
     nodes = [node for statement in statements for node in ast.walk(statement)]
     if not all(isinstance(node, _STATEMENTS) for node in nodes if isinstance(node, ast.stmt)):
         return False

@@ -20,6 +20,7 @@ each per-sample input a leading dim of 1.
 """
 
 import inspect
+import sys
 
 import numpy as np
 from dycl.hostgen.host_groups import _route_groups  # dycl only
@@ -181,8 +182,9 @@ def _route(model, arguments, record=None):
         index, names = STRAIGHT
         (output,) = model._call[index](*[arguments[name][:, None] for name in names])
         return _join(list(output))
-    if GROUPED and getattr(model, "_paths_a_sample", 0.0) <= GROUP_WHEN:
-        # _sample once per group of samples with the same decisions (hostgen/host_groups.py)
+    if GROUPED and getattr(model, "_paths_a_sample", 0.0) <= GROUP_WHEN and sys.gettrace() is None:
+        # _sample once per group of samples with the same decisions (hostgen/host_groups.py); not
+        # under a tracer (dycl.harness.coverage, a debugger), which must see one frame per sample
         results, paths = _route_groups(model, arguments, count, record)
         model._paths_a_sample = paths / count
         return _join(results)
