@@ -33,23 +33,26 @@ class Rows:
     """What ``_sample`` sees in place of a sample's array: the rows of ``array`` (one per
     sample of ``members``, ascending) that belong to the members ``group`` has now."""
 
-    __slots__ = ("array", "members", "group")
+    __slots__ = ("array", "members", "group", "taken")
 
     def __init__(self, array, members, group):
-        self.array, self.members, self.group = array, members, group
+        self.array, self.members, self.group, self.taken = array, members, group, None
 
     def current(self):
-        """The group's members' rows, stacked in their order."""
+        """The group's members' rows, stacked in their order (taken once per split of the group)."""
         members = self.group.members
         if members is self.members or len(members) == len(self.members):
             return self.array
-        return self.array.take(self.members.searchsorted(members), axis=0)
+        taken = self.taken
+        if taken is None or taken[0] is not members:
+            taken = self.taken = members, self.array.take(self.members.searchsorted(members), axis=0)
+        return taken[1]
 
     def __bool__(self):
         """Each member's ``bool(row)``, the group's decision (``_Group.decide``)."""
         rows = self.current()
-        if rows[0].size != 1:
-            return bool(rows[0])  # raises as the sample's own bool(row) would
+        if len(rows) == 1 or rows[0].size != 1:
+            return bool(rows[0])  # one member's own truth (or the error its bool(row) raises)
         return self.group.decide([bool(value) for value in rows.reshape(len(rows)).tolist()])
 
     def _refuse(self, *args, **kwargs):
@@ -62,9 +65,9 @@ class Rows:
     def item(self):
         """Each member's ``row.item()`` (``Items``: what the condition that reads it tests)."""
         rows = self.current()
-        flat = rows.reshape(len(rows), -1)
-        if flat.shape[1] != 1:
-            return rows[0].item()  # raises as the sample's own .item() would
+        if len(rows) == 1 or rows[0].size != 1:
+            return rows[0].item()  # one member's own value (or the error its .item() raises)
+        flat = rows.reshape(len(rows), 1)
         return Items(flat[:, 0].tolist(), self.group.members, self.group)
 
 
