@@ -194,7 +194,7 @@ def _route(model, arguments, record=None):
 def _route_samples(model, arguments, count, record):
     """``_sample`` once per sample; a ``GROUPED`` host also counts the batch's paths."""
     results = [None] * count
-    trails = [()] * count if GROUPED else None  # each sample's requests so far: its path
+    trails = [0] * count if GROUPED else None  # a hash of each sample's requests so far: its path
     pending = {}
 
     def advance(sample, generator, value):
@@ -207,7 +207,7 @@ def _route_samples(model, arguments, count, record):
         group = (ORDER[index], index, key, signature)
         pending.setdefault(group, []).append((sample, generator, args))
         if trails is not None:
-            trails[sample] = (trails[sample], index, key)
+            trails[sample] = hash((trails[sample], index))  # (a collision only merges two paths' count)
 
     for sample in range(count):
         own = {name: value[sample:sample + 1] if name in SAMPLE_INPUTS else value
