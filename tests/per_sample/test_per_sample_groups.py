@@ -9,11 +9,12 @@ path, of every path, of one sample, with paths interleaved, in process and throu
 torch-free host; and directly on a host built by hand, against the per-sample semantics
 written out in Python.
 
-Measured (``python /tmp``-free: ``benchmarks/batch.py --models caption_resnext,skipnet_ff,blockdrop
---sizes 32``, see the branch's report): groups pay where a batch has few paths a sample
-(caption_resnext: 9 paths of 32, router 2.0 -> 1.6 ms CPU; 13 of 128, 6.7 -> 2.6 ms) and cost
-where most samples split off on their own (blockdrop: 32 of 32, 6.6 -> 17 ms: each split
-replays ``_sample`` up to the split), hence ``GROUP_WHEN = 0.5``.
+Measured (the router's CPU ms of one batched call, groups against per sample on the same host,
+calls alternating; 2-core x86_64, 2026-11-28): groups pay where a batch has few paths a sample
+(caption_resnext at batch 32, 0.29 paths a sample: 1.6 -> 1.0-1.2 ms; translation 0.40: 2.3 -> 2.0;
+RANet 0.19: 1.15 -> 0.79) and cost where most samples split off on their own (skipnet_ff 0.77:
+3.3 -> 5.3; blockdrop 1.0: 6.4 -> 14.4; each split replays ``_sample`` up to the split), with the
+crossover near 0.6 (caption_resnext at batch 8, 0.62: 0.61 against 0.59): hence ``GROUP_WHEN = 0.5``.
 """
 
 from __future__ import annotations
