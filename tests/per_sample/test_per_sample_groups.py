@@ -144,6 +144,7 @@ def test_each_group_is_one_path_and_runs_the_same_sub_dnns(grouped, monkeypatch)
     host_globals = _host_globals(compiled)
     batch = batch_of(samples[:24])[0].numpy()
     runs = {}
+    monkeypatch.setitem(host_globals, "COUNT_PATHS_EVERY", 1)
     for group_when in (1.0, -1.0):
         monkeypatch.setitem(host_globals, "GROUP_WHEN", group_when)
         outputs, record = compiled._host.route(batch)
@@ -176,6 +177,15 @@ def test_the_router_picks_groups_by_the_last_batch(grouped):
         calls.clear()
         host(batch_of([samples[i] for i in many])[0].numpy())
         assert len(calls) == len(many)
+        # per sample, the router counts paths every COUNT_PATHS_EVERY calls: by then, one path, groups again
+        every = _host_globals(compiled)["COUNT_PATHS_EVERY"]
+        assert every > 1
+        starts, host._routed = [], 0
+        for _ in range(every + 1):
+            calls.clear()
+            host(batch_of([samples[i] for i in few])[0].numpy())
+            starts.append(len(calls))
+        assert starts == [len(few)] * every + [1]
     finally:
         type(host)._sample = original
         host._paths_a_sample = 0.0
@@ -253,7 +263,7 @@ def _by_hand(row: np.ndarray):
 @pytest.mark.parametrize("group_when", [1.0, -1.0], ids=["groups", "per sample"])
 def test_the_router_on_a_hand_built_host(group_when):
     namespace = _router_namespace()
-    namespace["GROUP_WHEN"] = group_when
+    namespace.update(GROUP_WHEN=group_when, COUNT_PATHS_EVERY=1)
     rng = np.random.default_rng(3)
     seen = set()
     for trial in range(40):
