@@ -1,19 +1,23 @@
 """Group execution of a batched host (``GROUPED``, ``hostgen/emit_batched.py`` decides it).
 
 A real module (linted, imported by tests) that ``hostgen.emit_batched`` copies into the host
-after ``hostgen/host_router.py``. Where the emitter proved that ``_sample`` only moves its
+before ``hostgen/host_router.py``. Where the emitter proved that ``_sample`` only moves its
 tensors (assigns them, keeps them in lists, passes them to sub-DNNs, returns them) and reads
-them only with ``.item()``, the router runs ``_sample`` once per *group* of samples instead of
-once per sample: the group's generator sees ``Rows`` in place of each sample's array (the
-group's rows of one array, stacked), and a sub-DNN request carries those rows as they are.
+them only in its ``if`` tests, for their truth or with ``.item()`` (``hostgen.groupable``), the
+router runs ``_sample`` once per *group* of samples instead of once per sample: the group's
+generator sees ``Rows`` in place of each sample's array (the group's rows of one array, stacked
+in the group's order), and a sub-DNN request carries those rows as they are, without a gather.
 
-``Rows.item()`` is each member's ``row.item()``: where every member gives the same value (same
-type, same bits), the group goes on with it, which is what each sample would do on its own;
-where they differ, the group keeps the members that agree with its first member and every
-other value starts a group of its own, which replays ``_sample`` from the start on the
-outputs recorded so far (no sub-DNN runs again) up to the split, and goes on from there.
+``Rows.item()`` gives ``Items``, each member's ``row.item()``, on which a test's arithmetic and
+comparisons run member by member; the test's truth (``bool``, also of ``Rows``) is the group's
+decision: where every member decides alike, the group goes on, which is what each sample would
+do on its own; where they differ, the group keeps the members that decide as its first member
+does, and the others start a group of their own, which replays ``_sample`` from the start on
+the outputs recorded so far (no sub-DNN runs again) up to the split, and goes on from there.
 So a group splits only where its members' decisions differ, and each sample's outputs are
-those of ``_sample`` run on that sample alone (``_route`` of ``hostgen/host_router.py``).
+those of ``_sample`` run on that sample alone (``_route_samples`` of ``hostgen/host_router.py``).
+A split costs a replay of ``_sample`` up to it: where most samples take a path of their own,
+the router routes per sample instead (``GROUP_WHEN``).
 
 Assumes the emitter's proof (``GROUPED``): ``_sample`` is deterministic, calls nothing but
 ``.item()``, ``list.append`` and ``len``, and has no effect outside its frame; every sub-DNN
