@@ -19,6 +19,8 @@ crossover near 0.6 (caption_resnext at batch 8, 0.62: 0.61 against 0.59): hence 
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -36,6 +38,15 @@ from dycl.per_sample.testing import PerSampleEager, assert_per_sample, batch_of,
 
 ATOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(autouse=True)
+def untraced():
+    """No tracer (a coverage run's): under one the router runs per sample, one frame per sample."""
+    previous = sys.gettrace()
+    sys.settrace(None)
+    yield
+    sys.settrace(previous)
 
 
 class GreedyDecoder(nn.Module):
@@ -189,6 +200,28 @@ def test_the_router_picks_groups_by_the_last_batch(grouped):
     finally:
         type(host)._sample = original
         host._paths_a_sample = 0.0
+
+
+def test_under_a_tracer_the_router_runs_each_sample(grouped):
+    model, compiled, samples, paths = grouped
+    host, calls = compiled._host, []
+    original = type(host)._sample
+    type(host)._sample = lambda self, *args, **kwargs: calls.append(1) or original(self, *args, **kwargs)
+    chosen = [samples[i] for i in one_path(paths, 8)]
+    try:
+        host._paths_a_sample = 0.0
+        sys.settrace(lambda frame, event, arg: None)  # a debugger's or coverage's: it must see each sample
+        try:
+            traced = compiled(batch_of(chosen)[0])
+        finally:
+            sys.settrace(None)
+        assert len(calls) == len(chosen)
+        assert outputs_match(PerSampleEager(model)(batch_of(chosen)[0]), traced, ATOL) is None
+        calls.clear()
+        compiled(batch_of(chosen)[0])
+        assert len(calls) == 1  # untraced: one group
+    finally:
+        type(host)._sample = original
 
 
 def test_the_saved_host_runs_groups_without_torch(grouped, tmp_path):
