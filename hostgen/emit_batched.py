@@ -32,6 +32,13 @@ sample gets its rows of the outputs by one ``zip`` over them. Every shortcut
 gives the same arrays ``np.stack`` and indexing would (tests/per_sample/
 test_per_sample_gather.py checks them bit for bit).
 
+Where ``_sample`` only moves its tensors and reads them with ``.item()`` in its tests
+(``hostgen.groupable`` proves it: ``GROUPED``), the router may run it once per *group* of
+samples instead (``hostgen/host_groups.py``): the group's rows stacked, a group split only
+where its members' decisions differ, the part split off replaying ``_sample`` up to there on
+the outputs recorded so far. It does while the last batch had at most ``GROUP_WHEN`` paths a
+sample; where most samples take a path of their own the replays cost more than they save.
+
 A program that is one sub-DNN on the per-sample inputs whose output it returns (an
 early-exit network whose exits are if-converted, ``dycl.per_sample.predicate``) is
 named in ``STRAIGHT``: the router runs it on the whole batch without starting a
@@ -50,6 +57,8 @@ from typing import ClassVar
 import libcst as cst
 from dycl.hcfg.graph import Block, Cond, Return, SubDNN
 from dycl.hostgen.emit import HostCodegen
+from dycl.hostgen.groupable import groupable
+from dycl.hostgen.names import CONSTANTS, MODEL_CONSTANTS
 from dycl.hostgen.template import runtime_copy, section
 
 
@@ -83,9 +92,21 @@ class BatchedHostCodegen(HostCodegen):
             f"SAMPLE_INPUTS = {list(self.sample_inputs)!r}",
             "# (sub-DNN index, its inputs) where the program is that one sub-DNN on per-sample inputs, returned",
             f"STRAIGHT = {self.straight()!r}",
+            "# _sample only moves its tensors and reads them with .item(): it runs once per group of samples",
+            f"GROUPED = {self.grouped()!r}",
         ])
         return [section("per-sample batched execution (dycl's hostgen/emit_batched.py)", tables),
-                runtime_copy("host_router.py")]
+                runtime_copy("host_groups.py"), runtime_copy("host_router.py")]
+
+    def grouped(self) -> bool:
+        """Whether ``_sample`` may run once per group of samples (``hostgen.groupable``): its
+        sub-DNNs take and give plain arrays, and its body only moves tensors and reads ``.item()``."""
+        if any(spec.input_trees or spec.output_trees or spec.scalar_outputs for spec in self.calls.values()):
+            return False
+        body = self.block(self.graph.body, 2)
+        if self.uses_constants:
+            body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
+        return groupable(body, self.sample_inputs)
 
     def straight(self) -> tuple[int, list[str]] | None:
         """``(index, inputs)`` where the whole program is one sub-DNN that reads only per-sample

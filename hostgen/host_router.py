@@ -20,8 +20,10 @@ each per-sample input a leading dim of 1.
 """
 
 import inspect
+import sys
 
 import numpy as np
+from dycl.hostgen.host_groups import _route_groups  # dycl only
 from dycl.hostgen.host_runtime import PARAMETERS, _bind, _check_input  # dycl only
 
 PER_SAMPLE = True  # dycl only
@@ -29,6 +31,13 @@ PER_SAMPLE = True  # dycl only
 ORDER = {}  # dycl only
 SAMPLE_INPUTS = []  # dycl only
 STRAIGHT = None  # dycl only
+GROUPED = False  # dycl only
+
+# a GROUPED host runs _sample once per group while its last batch had at most this many paths a sample:
+# a group that splits replays _sample up to the split, which costs more than it saves where most
+# samples take a path of their own (measured: tests/per_sample/test_per_sample_groups.py's docstring)
+GROUP_WHEN = 0.5
+COUNT_PATHS_EVERY = 4
 
 
 class PerSampleModel:
@@ -174,7 +183,22 @@ def _route(model, arguments, record=None):
         index, names = STRAIGHT
         (output,) = model._call[index](*[arguments[name][:, None] for name in names])
         return _join(list(output))
+    if GROUPED and getattr(model, "_paths_a_sample", 0.0) <= GROUP_WHEN and sys.gettrace() is None:
+        # _sample once per group of samples with the same decisions (hostgen/host_groups.py); not
+        # under a tracer (dycl.harness.coverage, a debugger), which must see one frame per sample
+        results, paths = _route_groups(model, arguments, count, record)
+        model._paths_a_sample = paths / count
+        return _join(results)
+    return _route_samples(model, arguments, count, record)
+
+
+def _route_samples(model, arguments, count, record):
+    """``_sample`` once per sample; a ``GROUPED`` host also counts the batch's paths, every
+    ``COUNT_PATHS_EVERY`` calls (counting costs about 5% of the router's time)."""
     results = [None] * count
+    calls = model._routed = getattr(model, "_routed", 0) + 1
+    counting = GROUPED and calls % COUNT_PATHS_EVERY == 0
+    trails = [0] * count if counting else None  # a hash of each sample's requests so far: its path
     pending = {}
 
     def advance(sample, generator, value):
@@ -186,6 +210,8 @@ def _route(model, arguments, record=None):
         signature = tuple([(arg.shape, arg.dtype) if type(arg) is np.ndarray else _signature_of(arg) for arg in args])
         group = (ORDER[index], index, key, signature)
         pending.setdefault(group, []).append((sample, generator, args))
+        if trails is not None:  # (a collision only merges two paths' count)
+            trails[sample] = (trails[sample] * 1000003 + index) & 0xFFFFFFFFFFFF
 
     for sample in range(count):
         own = {name: value[sample:sample + 1] if name in SAMPLE_INPUTS else value
@@ -210,6 +236,8 @@ def _route(model, arguments, record=None):
         else:  # a sub-DNN without inputs gives every sample the same values: its one row
             for sample, generator, _ in members:
                 advance(sample, generator, tuple(output[0] for output in outputs))
+    if trails is not None:
+        model._paths_a_sample = len(set(trails)) / count
     return _join(results)
 
 

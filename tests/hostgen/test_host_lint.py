@@ -25,7 +25,7 @@ RUFF = Path(sys.executable).with_name("ruff")
 #: every module a host holds a copy of
 COPIED = [ROOT / "hostgen" / name for name in
           ("manifest.py", "artifact_check.py", "host_runtime.py", "host_loader.py", "host_router.py",
-           "port_trees.py")] + [
+           "host_groups.py", "port_trees.py")] + [
     ROOT / "dycl" / "backends" / "ort_runtime.py", ROOT / "dycl" / "backends" / "torch_runtime.py",
     ROOT / "dycl" / "backends" / "tvm" / "runtime.py"]
 #: what one file made of several modules breaks by construction: imports after code (each copy

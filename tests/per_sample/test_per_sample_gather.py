@@ -139,11 +139,12 @@ def _form(values) -> str:
 
 
 def _recorded(compiled, monkeypatch, fast_row_bytes: int):
-    """Route through the host with the fast path from ``fast_row_bytes`` a row on, recording
+    """Route through the host, one generator per sample, with the fast path from ``fast_row_bytes`` a row on, recording
     the form of every gather's values (and whether it came back a view of their array), and
     each group's gathered arguments."""
     host_globals = type(compiled._host).route.__globals__
     monkeypatch.setitem(host_globals, "FAST_ROW_BYTES", fast_row_bytes)
+    monkeypatch.setitem(host_globals, "GROUP_WHEN", -1.0)  # per sample (groups gather nothing)
     forms, arguments = collections.Counter(), []
     gather, gather_all = host_globals["_gather"], host_globals["_arguments"]
 
