@@ -12,9 +12,10 @@ a static one from its first call.
 Assumes ``data`` is the serialized graph exported for ``variant`` (its graph inputs are named after
 ``variant``'s ports) and ``variant.examples[0]`` its example. Guarantees: only dims written as an
 identifier (what ONNX Runtime can override by name) appear; an empty result where a name has two
-sizes in the example or a size is not a number, so the host then specializes as before (by what it
-sees). The sizes only choose which session is made first: the host still runs a feed on a
-specialized session only where its shapes are exactly that session's.
+sizes in the example, a size is not a number or a dim has no name to fix it by (an expression), so
+the host then specializes as before (by what it sees). The sizes only choose which session is made
+first: the host still runs a feed on a specialized session only where its shapes are exactly that
+session's.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ def example_sizes(data: bytes, variant: Variant) -> dict[str, int]:
     example = dict(zip((port.name for port in variant.inputs), variant.examples[0]))
     sizes: dict[str, int] = {}
     for value in graph.input:
-        named = [(axis, dim.dim_param) for axis, dim in enumerate(value.type.tensor_type.shape.dim)
-                 if dim.dim_param and _NAME.fullmatch(dim.dim_param)]
+        dims = value.type.tensor_type.shape.dim
+        if any(not dim.HasField("dim_value") and not _NAME.fullmatch(dim.dim_param) for dim in dims):
+            return {}  # a dim no name fixes (an expression, an unknown): the session would stay symbolic
+        named = [(axis, dim.dim_param) for axis, dim in enumerate(dims) if not dim.HasField("dim_value")]
         tensor = example.get(value.name)
         if not named:
             continue
-        if not isinstance(tensor, torch.Tensor) or tensor.dim() != len(value.type.tensor_type.shape.dim):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != len(dims):
             return {}
         for axis, name in named:
             try:

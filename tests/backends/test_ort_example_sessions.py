@@ -8,6 +8,7 @@ from its artifact and through the torch-free host."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from torch.nn import functional as F
 
 import dycl
 from dycl.backends import ort_runtime
+from dycl.backends.example_sizes import example_sizes
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
 
@@ -142,3 +144,26 @@ def test_sizes_that_leave_a_dim_open_keep_the_symbolic_session_at_load():
     executable = _loaded({"seq": 2})  # names no dim of the graph: batch stays open, so nothing is made early
     assert executable.symbolic is not None and executable.specialized == {}
     np.testing.assert_allclose(executable(_x(2))[0], np.maximum(_x(2) @ WEIGHTS, 0), rtol=1e-5)
+
+
+def _graph_of(dims: dict[str, list]) -> bytes:
+    inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in dims.items()]
+    body = [helper.make_node("Identity", [name], [f"{name}_out"]) for name in dims]
+    outputs = [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None) for name in dims]
+    return helper.make_model(helper.make_graph(body, "g", inputs, outputs), ir_version=8,
+                             opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _sizes(dims: dict[str, list], example: tuple) -> dict:
+    variant = SimpleNamespace(inputs=tuple(SimpleNamespace(name=name) for name in dims), examples=(example,))
+    return example_sizes(_graph_of(dims), variant)
+
+
+def test_example_sizes_name_each_dim_once_or_nothing():
+    x, y = torch.zeros(2, 4), torch.zeros(2, 5)
+    assert _sizes({"x": ["batch", 4], "y": ["batch", "seq"]}, (x, y)) == {"batch": 2, "seq": 5}
+    assert _sizes({"x": ["batch", 4], "y": [2, 5]}, (x, y)) == {"batch": 2}
+    assert _sizes({"x": ["batch", 4], "y": ["batch", 5]}, (x, torch.zeros(3, 5))) == {}  # batch 2 and 3
+    assert _sizes({"x": ["2*batch", 4]}, (x,)) == {}  # an expression: no name fixes it
+    assert _sizes({"x": [None, 4]}, (x,)) == {}  # an unnamed dim
+    assert _sizes({"x": [2, 4]}, (x,)) == {}  # static: nothing to fix
