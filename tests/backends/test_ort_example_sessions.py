@@ -8,6 +8,7 @@ from its artifact and through the torch-free host."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -167,3 +168,15 @@ def test_example_sizes_name_each_dim_once_or_nothing():
     assert _sizes({"x": ["2*batch", 4]}, (x,)) == {}  # an expression: no name fixes it
     assert _sizes({"x": [None, 4]}, (x,)) == {}  # an unnamed dim
     assert _sizes({"x": [2, 4]}, (x,)) == {}  # static: nothing to fix
+
+
+def test_threads_calling_the_example_and_other_sizes_at_once_get_the_right_rows():
+    executable = _loaded({"batch": 3})
+    batches = [3, 5, 3, 1, 3, 7, 5, 3] * 6
+
+    def run(batch: int) -> bool:
+        return np.allclose(executable(_x(batch))[0], np.maximum(_x(batch) @ WEIGHTS, 0), rtol=1e-5)
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(run, batches))
+    assert executable.symbolic is not None and (3, 4) in executable.specialized
