@@ -48,6 +48,7 @@ from dycl.artifact.manifest_build import build_manifest, entry_modules, input_po
 from dycl.artifact.outputs import provenance
 from dycl.backends import get_backend
 from dycl.backends.base import Backend, CompiledVariant, OnnxStep
+from dycl.backends.example_sizes import example_sizes
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.backends.single_graph_stage import lower_stage
 from dycl.backends.thread_choice import on_calling_thread
@@ -362,7 +363,8 @@ def _finished(ported: Ported, fingerprint: str, compiled: CompiledVariant, step:
     if job.backend.file_suffix == ".onnx":
         shared = [v.name for v in ported.variants if ported.identities[v.name] == fingerprint]
         compiled = dataclasses.replace(compiled, data=describe_onnx(
-            compiled.data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname)))
+            compiled.data, *provenance(variant, shared, ported.explored.stage.front.rewritten.qualname)),
+            example_sizes=example_sizes(compiled.data, variant))
     alternatives = _other_size_graphs(job.backend, ported.modules[variant.name], variant, compiled.guards, step)
     return dataclasses.replace(compiled, alternatives=alternatives,
                                on_calling_thread=_on_calling_thread(job, variant, compiled, settled))

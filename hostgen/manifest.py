@@ -292,7 +292,10 @@ class SubDNNEntry:
     ``otherwise``: the entry (same ports, another graph) the host runs where those
     conditions fail and its own hold, e.g. the graph traced at a size of 1.
     ``threads``: at most this many intra-op threads run it (1: on the calling thread, for
-    a graph too small to pay for a thread pool's hand-off; None: the load's setting)."""
+    a graph too small to pay for a thread pool's hand-off; None: the load's setting).
+    ``sizes``: each named symbolic dim of the graph's inputs at the example (``{"batch": 1}``),
+    where the host may make a session fixed to them at load (None: it specializes only to what
+    it sees)."""
 
     file: str
     sha256: str
@@ -301,10 +304,11 @@ class SubDNNEntry:
     guards: tuple[ShapeGuard, ...] = ()
     otherwise: str | None = None
     threads: int | None = None
+    sizes: dict | None = None
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise", "threads"))
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise", "threads", "sizes"))
         entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
         guards = tuple(ShapeGuard.from_json(guard, f"{where}.guards[{position}]")
                        for position, guard in enumerate(_json_list(value.get("guards", []), f"{where}.guards")))
@@ -315,7 +319,8 @@ class SubDNNEntry:
         if threads is not None and (type(threads) is not int or threads < 1):
             _json_fail(f"{where}.threads", "a positive integer", threads)
         return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
-                   _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise, threads)
+                   _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise, threads,
+                   _json_sizes(value.get("sizes"), f"{where}.sizes"))
 
     def to_json(self):
         value = {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
@@ -326,7 +331,19 @@ class SubDNNEntry:
             value["otherwise"] = self.otherwise
         if self.threads is not None:
             value["threads"] = self.threads
+        if self.sizes is not None:
+            value["sizes"] = dict(self.sizes)
         return value
+
+
+def _json_sizes(value, where):
+    """``SubDNNEntry.sizes``: None, or names to sizes (non-negative integers)."""
+    if value is None:
+        return None
+    for name, size in _json_object(value, where, ()).items():
+        if type(size) is not int or size < 0:
+            _json_fail(f"{where}.{name}", "a non-negative integer", size)
+    return dict(value)
 
 
 def _json_alternatives(sub_dnns):

@@ -182,26 +182,35 @@ class _SpecializingExecutable(_Executable):
     from a session's fixed ones, so a session never runs sizes it was not made for. A hit costs
     a dict lookup and no lock (0.15 µs more than ``_Executable`` a run, benchmarks/session_levers.md);
     a miss takes the lock. Each specialized session holds its own copy of the weights, so a model
-    over ``ORT_SPECIALIZE_MAX_BYTES`` is not specialized."""
+    over ``ORT_SPECIALIZE_MAX_BYTES`` is not specialized.
 
-    def __init__(self, session, entry, data, options):
+    Where the manifest gives the example's sizes (``SubDNNEntry.sizes``), the session for them is
+    made at load instead (``_example_session``) and the symbolic one on the first call it does not
+    take: the example's size runs the specialized graph from the first call, and no session is made
+    inside a call at that size (blockdrop's first pass over 20 inputs took 85 ms against 34 ms for
+    the static compile, its slowest call 19 ms: 59 sessions made mid-serving). The key is the shapes
+    of all inputs, concatenated (an input without a named dim has one shape on every session)."""
+
+    def __init__(self, session, entry, data, options, example=None):
         super().__init__(session, entry)
         self.data, self.options, self.threads = data, options, entry.threads
-        self.named = _named_dims(session)  # [(input name, axis, dim name)]
-        keyed = {name for name, _, _ in self.named}
-        self.feeds = [(position, name, dtype, name in keyed) for position, name, dtype in self.inputs]
-        self.symbolic = [self._run, False]  # [runner, used]: the entry of every key not specialized
         self.specialized = {}  # key -> [runner, used], oldest first; replaced, never changed in place (no lock to read)
         self.seen, self.refused, self.created = {}, set(), 0
         self.lock = threading.Lock()
+        if example is None:  # ``session`` is the symbolic one
+            self.named = _named_dims(session)  # [(input name, axis, dim name)]
+            self.symbolic = [self._run, False]  # [runner, used]: the entry of every key not specialized
+        else:  # ``session`` is specialized to the example's sizes; the symbolic one is made on the first miss
+            self.named, self.symbolic = None, None
+            self.specialized[example] = [self._run, False]
+            self.created = 1
 
     def __call__(self, *args):
         feeds = {}
         key = ()
-        for position, name, dtype, keyed in self.feeds:  # see _Executable.__call__
+        for position, name, dtype in self.inputs:  # see _Executable.__call__
             array = feeds[name] = np.asarray(args[position], dtype=dtype, order="C")
-            if keyed:
-                key += array.shape  # concatenated: a feed of another rank fails on every session alike
+            key += array.shape  # concatenated: a feed of another rank fails on every session alike
         entry = self.specialized.get(key)
         if entry is None:
             entry = self._miss(key, feeds)
@@ -210,6 +219,8 @@ class _SpecializingExecutable(_Executable):
 
     def _miss(self, key, feeds):
         """The entry for a key without a specialized session: made now where the policy says so."""
+        if self.symbolic is None:
+            self._load_symbolic()
         if self.created >= ORT_SPECIALIZED_CREATIONS or key in self.refused:
             return self.symbolic
         with self.lock:
@@ -234,6 +245,15 @@ class _SpecializingExecutable(_Executable):
             entry = specialized[key] = [_runner(session, len(self.inputs) == len(self.input_shapes)), False]
             self.specialized = specialized
             return entry
+
+    def _load_symbolic(self):
+        """The symbolic session, made on the first key the example's session does not take (once,
+        whichever thread comes first; ``named`` is set before ``symbolic``, which readers test)."""
+        with self.lock:
+            if self.symbolic is None:
+                session = _session(self.data, self.options, self.threads)
+                self.named = _named_dims(session)
+                self.symbolic = [_runner(session, len(self.inputs) == len(self.input_shapes)), False]
 
     def _specialized_session(self, feeds):
         """A session with every named dim fixed to its size in ``feeds``; None where the feeds give a
@@ -337,12 +357,37 @@ class _LazyExecutable:
 
 
 def _executable(data, entry, options):
+    specialize = options["specialize"] and len(data) <= ORT_SPECIALIZE_MAX_BYTES and options["call"] != "iobinding"
+    if specialize and entry.sizes:
+        found = _example_session(data, entry, options)
+        if found is not None:
+            return _SpecializingExecutable(found[0], entry, data, options, example=found[1])
     session = _session(data, options, entry.threads)
     if options["call"] == "iobinding":
         return _BoundExecutable(session, entry)
-    if options["specialize"] and len(data) <= ORT_SPECIALIZE_MAX_BYTES and _named_dims(session):
+    if specialize and _named_dims(session):
         return _SpecializingExecutable(session, entry, data, options)
     return _Executable(session, entry)
+
+
+def _example_session(data, entry, options):
+    """``(session, key)``: a session with the entry's named dims fixed to their sizes in the example
+    (``entry.sizes``), and the ``_SpecializingExecutable`` key of the feeds it takes: every input's
+    shape as the session declares it, concatenated. None where a declared dim is still not a number
+    (a dim without a name, an expression) or the session cannot be created."""
+    try:
+        session = _session(data, options, entry.threads, dict(entry.sizes))
+    except Exception:  # noqa: BLE001 - the symbolic session still runs it
+        return None
+    declared = {port.name: port.shape for port in session.get_inputs()}
+    key = ()
+    for port in entry.inputs:
+        shape = declared.get(port.name)
+        if shape is not None:
+            if not all(isinstance(dim, int) for dim in shape):
+                return None
+            key += tuple(shape)
+    return session, key
 
 
 def load_executable(data, entry, options=None):
