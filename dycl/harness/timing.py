@@ -10,7 +10,7 @@ runtime's threads fall asleep while another framework runs.
 The interleaved method: each contender first runs ``warmup`` times on every one of the
 first few inputs (allocators, thread pools and lazily built sessions settle);
 then, input by input, the contenders take turns, each timed ``repeat`` times
-(each round starting one contender later), so a machine that is busy for a while
+(each turn in its own order, ``_order``), so a machine that is busy for a while
 slows all of them alike. Each timed call comes right after an untimed call of the
 same contender on the same input: a call right after another framework's (ONNX
 Runtime after eager torch) finds its thread pool asleep, which measures the order of
@@ -21,7 +21,7 @@ percentiles (the spread over inputs, which take different paths, and over
 noise). Calls run under ``torch.no_grad()``.
 
 The block method: the same warm-up; then ``rounds`` rounds, in each of which every
-contender in turn (each round starting one contender later) makes one untimed call
+contender in turn (each round in its own order) makes one untimed call
 on the first input (its threads wake after the previous block's framework) and then
 one timed call on every input in order, back to back. An input's time is the best
 over rounds; the summary is the same, plus each round's own median (``Timing.rounds_ms``,
@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -101,9 +102,14 @@ def _warm_up(runs: Mapping[str, list[Callable[..., Any]]], inputs: Sequence[tupl
                 per_input[index](*args)
 
 
-def _rotated(names: list[str], turn: int) -> list[str]:
-    """The contenders in order, starting ``turn`` later: none always follows the same one."""
-    return names[turn % len(names):] + names[:turn % len(names)]
+def _order(names: list[str], turn: int) -> list[str]:
+    """The contenders in the order of turn number ``turn``: a permutation drawn from a generator
+    seeded by ``turn`` (the same for every run), so that over the turns each contender follows each
+    other about equally often. A rotation would not do: it keeps every contender's successor, and
+    the one listed after eager torch would always run while torch's threads still spin."""
+    order = list(names)
+    random.Random(turn).shuffle(order)
+    return order
 
 
 def _summaries(fastest: Mapping[str, list[float]], slowest: Mapping[str, list[float]]) -> dict[str, Timing]:
@@ -131,7 +137,7 @@ def interleaved(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any,
             slowest = dict.fromkeys(runs, 0.0)
             for turn in range(repeat):
                 # a contender right after eager torch finds ONNX Runtime's threads asleep
-                for name in _rotated(names, turn):
+                for name in _order(names, index * repeat + turn):
                     runs[name][index](*args)  # untimed: the timed call follows this contender, not another
                     start = time.perf_counter()
                     runs[name][index](*args)
@@ -159,7 +165,7 @@ def blocks(contenders: Mapping[str, Contender], inputs: Sequence[tuple[Any, ...]
         _warm_up(runs, inputs, warmup, warmup_inputs)
         names = list(runs)
         for turn in range(rounds):
-            for name in _rotated(names, turn):
+            for name in _order(names, turn):
                 per_round[name].append(_block(runs[name], inputs, best[name], worst[name]))
                 bar.step(f"round {turn + 1}: {name}")
     bar.close()
