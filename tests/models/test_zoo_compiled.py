@@ -3,12 +3,10 @@ eager PyTorch on 100 inputs over many paths (30 in the default run); the traced 
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import pytest
 
-import dycl
 from dycl.harness import check
 from models import GENERATORS, ZOO
 
@@ -18,11 +16,9 @@ from models import GENERATORS, ZOO
 # (about two thirds of this test's time is the consistency check, not the compile).
 @pytest.mark.parametrize("count", [30, pytest.param(100, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_model_is_consistent_and_the_traced_baseline_is_not(name, count):
+def test_zoo_model_is_consistent_and_the_traced_baseline_is_not(name, count, compiled_zoo):
     warnings.simplefilter("ignore")
-    zoo = importlib.import_module(name)
-    model, example = zoo.build()
-    compiled = dycl.compile(model, example)
+    zoo, model, _, compiled = compiled_zoo(name)  # check() changes neither: shared with the other tests
     inputs = [zoo.sample(seed) for seed in range(count)]
     report = check(model, compiled, inputs, postprocess=zoo.postprocess)
     assert report.eta == 0.0
