@@ -21,7 +21,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# tests marked slow (over ~30 s each: a fresh virtual environment with an artifact's requirements)
+# tests marked slow (over ~30 s each: a fresh virtual environment with an artifact's requirements,
+# the long end of the zoo, fuzz and TVM sweeps whose first cases `make test` runs)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]  # 5: no test is marked slow
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from contextlib import contextmanager
 
 import pytest
 from dycl.hcfg.levers import Levers
@@ -21,8 +22,10 @@ from dycl.harness.testing_host import run_host_without_torch
 ATOL = 1e-4
 
 
-def _recording(host, called: list[int]) -> None:
-    """Make every sub-DNN of ``host`` append its index to ``called`` when it runs."""
+@contextmanager
+def _recording(host, called: list[int]):
+    """Make every sub-DNN of ``host`` append its index to ``called`` when it runs; put the
+    host's own executables back on leaving."""
 
     def wrap(index, executable):
         def run(*args):
@@ -31,11 +34,18 @@ def _recording(host, called: list[int]) -> None:
 
         return run
 
+    calls, variants_before = dict(host._call), {index: dict(v) for index, v in host._variants.items()}
     for index in list(host._call):
         host._call[index] = wrap(index, host._call[index])
     for index, variants in host._variants.items():
         for key in list(variants):
             variants[key] = wrap(index, variants[key])
+    try:
+        yield
+    finally:
+        host._call.update(calls)
+        for index, variants in host._variants.items():
+            variants.update(variants_before[index])
 
 
 @pytest.mark.parametrize("name", ["models.ranet", "models.sdn_vgg19"])
@@ -50,13 +60,13 @@ def test_zoo_hosts_match_eager_and_call_what_their_program_says(name, tmp_path):
     program = host_program(compiled)
     recorder = HostCoverage(compiled._host, program)
     called: list[int] = []
-    _recording(compiled._host, called)
     traces = set()
-    for x in inputs:
-        called.clear()
-        _, trace = recorder.record(compiled, x)
-        assert trace.ran == frozenset(called) and len(called) == len(set(called))
-        traces.add(trace.outcomes)
+    with _recording(compiled._host, called):
+        for x in inputs:
+            called.clear()
+            _, trace = recorder.record(compiled, x)
+            assert trace.ran == frozenset(called) and len(called) == len(set(called))
+            traces.add(trace.outcomes)
     assert len(traces) >= 3  # host paths
     artifact = compiled.save(tmp_path / "zoo")
     loaded = dycl.load(artifact)
