@@ -334,6 +334,9 @@ def from_result(result: CompileResult, **options: Any) -> CompiledModel:
     ``options`` (``threads``, ``providers``, ``session_options``, ``shared_pool``)
     as for ``dycl.load``. A backend that saves artifacts runs them with the host's
     own runtime, so the in-process model behaves as the saved one does."""
+    timed, result.loaded = result.loaded, None  # loaded by the lower stage to time it: used once, or freed
+    if timed is not None and not options and result.backend.standalone:
+        return CompiledModel(timed, result.host_source, result)
     executable = None
     if not result.backend.standalone:  # it runs the live sub-DNN modules in this process
 

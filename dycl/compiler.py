@@ -108,6 +108,9 @@ class CompileResult:
     #: the *optimize* stage's result, from which ``compile_from`` compiles again with another ``dynamic``;
     #: it holds what the build walk saw, so ``dycl.compile`` drops it (None) once it has decided
     front_end: Graph | None = field(default=None, repr=False)
+    #: the host model the lower stage loaded from this result with ``from_result``'s default options, to time it
+    #: (``dycl.backends.single_graph_stage``); ``from_result`` takes it once instead of loading again
+    loaded: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,8 @@ class Compiled:
     #: the model's conditions as the host reports them where its graph is the whole model in one sub-DNN
     #: (``dycl.backends.single_graph_stage``; ``hostgen.decisions``), else None
     decisions: Decisions | None = None
+    #: the *emit* stage's result of this very ``Compiled``, where the lower stage emitted it already (to time it)
+    emitted: CompileResult | None = field(default=None, repr=False)
 
     @property
     def files(self) -> dict[str, bytes]:
@@ -398,6 +403,8 @@ def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, 
 
 
 def emit(compiled: Compiled) -> CompileResult:
+    if compiled.emitted is not None:  # the lower stage emitted (and loaded) it to time it
+        return compiled.emitted
     ported = compiled.ported
     explored = ported.explored
     stage = explored.stage

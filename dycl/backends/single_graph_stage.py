@@ -254,11 +254,19 @@ def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
     kept = candidates[choice.kept]
     if choice.kept:
         stats["on_calling_thread"] = kept.variants[name].on_calling_thread
-        kept.backend_stats["single_graph"] = stats
-        return kept
-    stats["chosen"] = "host"
-    host.backend_stats["single_graph"] = stats
-    return host
+    else:
+        stats["chosen"] = "host"
+    kept.backend_stats["single_graph"] = stats
+    return _reused(kept, results[choice.kept], models[choice.kept])
+
+
+def _reused(kept: Compiled, result: CompileResult, model: Any) -> Compiled:
+    """``kept``, carrying its emitted ``result`` and the host ``model`` timed from it: the emit stage returns
+    that result and ``dycl.api.from_result`` runs that model (its sessions), instead of emitting and loading
+    the same host again. What the timing left in it (sessions specialized to the example's sizes,
+    ``dycl.backends.ort_runtime``) is what its first calls would leave."""
+    result.loaded = model
+    return dataclasses.replace(kept, emitted=result)
 
 
 __all__ = ["FILE", "lower_stage", "lowered_graph", "lowered_variant"]

@@ -12,7 +12,8 @@ import torch
 from dycl.hcfg.levers import Levers
 
 import dycl
-from dycl.backends import single_graph_choice
+from dycl.artifact import host_module
+from dycl.backends import single_graph_choice, single_graph_stage
 from dycl.backends.single_graph_choice import MARGIN, choose, timing_inputs
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
@@ -77,6 +78,38 @@ def test_auto_keeps_a_form_that_agrees_with_eager_on_every_length(tmp_path, monk
     chosen = compiled.stats["single_graph"]
     assert chosen["timed_inputs"] >= 5 and chosen["host_us"] > 0 and chosen["single_graph_us"] > 0, chosen
     assert (len(compiled.manifest.sub_dnns) == 1) == (chosen["chosen"] == "single_graph"), chosen
+    assert assert_equivalent(model, compiled, inputs, min_paths=len(lengths), atol=1e-5) == len(lengths)
+    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
+    assert report["checked"] == len(inputs) and report["problems"] == [], report
+
+
+def test_auto_runs_the_host_it_timed_without_emitting_or_loading_it_again(tmp_path, monkeypatch):
+    """The lower stage loads each candidate once; the kept one's loaded host (its sessions) is the
+    compiled model, not a fresh load: a compile loads three hosts (the host form, the one graph on
+    the calling thread and in a pool) and creates no session after the lower stage."""
+    monkeypatch.setattr(single_graph_choice, "TINY_MACS", 0)  # timed although tiny (as a bigger model is)
+    loads, timed = [], []
+    load_host_module = host_module.load_host_module
+    monkeypatch.setattr(host_module, "load_host_module", lambda *a, **k: loads.append(a) or load_host_module(*a, **k))
+    choose_timed = single_graph_stage.choose
+
+    def choose_and_keep(models, inputs):
+        timed.extend(models)
+        return choose_timed(models, inputs)
+
+    monkeypatch.setattr(single_graph_stage, "choose", choose_and_keep)
+    torch.manual_seed(0)
+    model = GreedyDecoder().eval()
+    generator = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(1, 16, generator=generator) * 3 for _ in range(40)]
+    with torch.no_grad():
+        lengths = {model(x).shape[1] for x in inputs}
+    assert len(lengths) >= 3, lengths
+    compiled = dycl.compile(model, inputs[0], optimize=Levers(single_graph="auto"), dynamic=False)
+    assert len(timed) == 3 and len(loads) == 3, (len(timed), len(loads))
+    assert any(compiled._host is candidate for candidate in timed)  # the timed model itself, sessions and all
+    kept = compiled.stats["single_graph"]["chosen"]
+    assert (compiled._host is timed[0]) == (kept == "host"), kept
     assert assert_equivalent(model, compiled, inputs, min_paths=len(lengths), atol=1e-5) == len(lengths)
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
     assert report["checked"] == len(inputs) and report["problems"] == [], report
