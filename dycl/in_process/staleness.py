@@ -8,8 +8,12 @@ object fills it, that tensor's ``_version`` (bumped by every in-place write:
 and its ``data_ptr`` (changed by ``.data = ...``). ``check`` compares them on
 every call and raises ``StaleWeightsError`` when any differs.
 
-Assumes: the weights are changed through torch (a write through a numpy view of
-a parameter, or through raw memory, does not bump ``_version`` and is not seen).
+Assumes: the weights are changed through torch, through tensors that share their
+version counters (a write through ``param.data``, whose tensor has a version counter of
+its own, through a numpy view of a parameter, or through raw memory, does not bump
+``_version`` and is not seen: ``param.data.mul_(3)`` leaves the compiled model on the
+old weights. Only a comparison of contents would see it, which costs a pass over every
+weight per call).
 Module-level globals are not checked; the README says they are frozen at compile
 time. Slots named in ``state`` (``(id(module), name)``: module state the compiled
 model reads and writes back, ``dycl.in_process.state_sync``) are not weights and not checked.
