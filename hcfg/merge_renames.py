@@ -36,7 +36,7 @@ from dycl.hcfg.passes import graph_pass
 from dycl.rewriter.walk import bound_names, descendants
 
 
-def _rename(node: Node) -> tuple[str, str] | None:
+def rename_of(node: Node) -> tuple[str, str] | None:
     """``(a, b)`` for a host ``a = b`` of two plain names, else None."""
     if not isinstance(node, HostOp) or len(node.statement.body) != 1:
         return None
@@ -47,7 +47,7 @@ def _rename(node: Node) -> tuple[str, str] | None:
     return assign.targets[0].target.value, assign.value.value
 
 
-def _may_write_in_place(sub: SubDNN) -> bool:
+def may_write_in_place(sub: SubDNN) -> bool:
     for statement in sub.statements:
         for node in descendants(statement):
             if isinstance(node, cst.AugAssign):
@@ -77,14 +77,14 @@ def _assigned(statements: tuple[cst.SimpleStatementLine, ...]) -> set[str]:
 def _host_renames_kept(statements: tuple[cst.SimpleStatementLine, ...], renames: list[int]) -> list[HostOp]:
     """The renames (positions in ``statements``) whose two names no later statement rebinds."""
     return [HostOp(statements[at]) for at in renames
-            if not set(_rename(HostOp(statements[at]))) & _assigned(statements[at + 1:])]
+            if not set(rename_of(HostOp(statements[at]))) & _assigned(statements[at + 1:])]
 
 
 def _renames_after(nodes: Block, start: int, producer: SubDNN, locals_: frozenset[str]) -> list[HostOp]:
     """The renames of values ``producer`` assigned that follow it from ``nodes[start]`` on."""
     assigned, found = _assigned(producer.statements), []
     for node in nodes[start:]:
-        names = _rename(node)
+        names = rename_of(node)
         if names is None or names[1] not in assigned or not set(names) <= locals_:
             break
         found.append(node)
@@ -112,7 +112,7 @@ def merge_across_renames(graph: HCFG) -> HCFG:
                 found = _renames_after(nodes, position, replace(node, statements=statements), graph.locals)
                 after = position + len(found)
                 consumer = nodes[after] if after < len(nodes) else None
-                if not found or not isinstance(consumer, SubDNN) or _may_write_in_place(consumer):
+                if not found or not isinstance(consumer, SubDNN) or may_write_in_place(consumer):
                     break
                 renames += range(len(statements), len(statements) + len(found))
                 statements += tuple(r.statement for r in found) + consumer.statements
@@ -123,4 +123,4 @@ def merge_across_renames(graph: HCFG) -> HCFG:
     return annotate(graph.with_body(block(graph.body)))
 
 
-__all__ = ["merge_across_renames"]
+__all__ = ["may_write_in_place", "merge_across_renames", "rename_of"]

@@ -37,7 +37,7 @@ import libcst as cst
 import torch
 
 from dycl.hcfg.graph import Block, Cond, HostOp, Node, SubDNN, always_returns
-from dycl.hcfg.merge_renames import _may_write_in_place as may_write_in_place
+from dycl.hcfg.merge_renames import may_write_in_place
 from dycl.per_sample.graph_test import in_graph, tested_name
 from dycl.per_sample.value_flow import Known, Values, flow, rename_of, same_kind
 from dycl.rewriter.walk import bound_names

@@ -28,20 +28,10 @@ import libcst as cst
 import torch
 
 from dycl.hcfg.graph import Block, Cond, HostOp, Return, SubDNN, always_returns, walk
+from dycl.hcfg.merge_renames import rename_of
 from dycl.rewriter.walk import bound_names
 
 Values = dict[str, Any]
-
-
-def rename_of(node: object) -> tuple[str, str] | None:
-    """``(a, b)`` for a host ``a = b`` of two plain names, else None."""
-    if not isinstance(node, HostOp) or len(node.statement.body) != 1:
-        return None
-    assign = node.statement.body[0]
-    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, cst.Name) and isinstance(assign.value, cst.Name)):
-        return None
-    return assign.targets[0].target.value, assign.value.value
 
 
 def same_kind(a: Any, b: Any) -> bool:
