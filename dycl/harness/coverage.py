@@ -149,15 +149,7 @@ class HostCoverage:
 
             return in_method
 
-        def dispatch(frame, event, arg):
-            return tracer() if frame.f_code is code else None
-
-        previous = sys.gettrace()
-        sys.settrace(dispatch)
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            sys.settrace(previous)
+        result = _traced(code, tracer, fn, args, kwargs)
         return result, Trace(tuple(outcomes), frozenset(ran))
 
     def _record_decisions(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Trace]:
@@ -170,15 +162,7 @@ class HostCoverage:
                 found.append(frame.f_locals[variable])
             return in_method
 
-        def dispatch(frame, event, arg):
-            return in_method if frame.f_code is code else None
-
-        previous = sys.gettrace()
-        sys.settrace(dispatch)
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            sys.settrace(previous)
+        result = _traced(code, lambda: in_method, fn, args, kwargs)
         if len(found) != 1:
             raise ValueError(f"the host's method returned {len(found)} times with its outcomes, not once")
         outcomes, ran = self._decisions.replay([int(value) for value in _flat(found[0])])
@@ -219,6 +203,23 @@ def user_code(compiled: Any) -> list[str] | None:
         location = result.rewritten.locations.resolve(cond.statement)
         lines.append(location.source_line().strip() if location else "")
     return lines
+
+
+
+def _traced(code: Any, tracer: Callable[[], Callable[..., Any]], fn: Callable[..., Any], args: tuple,
+            kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` with ``tracer()`` tracing each frame of ``code`` (the previous trace
+    function put back after)."""
+
+    def dispatch(frame, event, arg):
+        return tracer() if frame.f_code is code else None
+
+    previous = sys.gettrace()
+    sys.settrace(dispatch)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        sys.settrace(previous)
 
 
 __all__ = ["ConditionSite", "HostCoverage", "Tally", "Trace", "compiled_coverage", "host_program", "user_code"]
