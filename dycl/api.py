@@ -312,7 +312,9 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     if result.rewritten.state:  # read from the model before each call, written back after (dycl.in_process.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
-    compiled._guard = WeightGuard(model, compiled._state.keys if compiled._state is not None else frozenset())
+    state = compiled._state.keys if compiled._state is not None else frozenset()
+    # a backend running the live modules reads their weights' contents as eager does: no content guard
+    compiled._guard = WeightGuard(model, state, contents=result.backend.standalone)
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
     if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
         compiled._config_guard = ConfigGuard(model, result.rewritten.config_reads)

@@ -32,6 +32,7 @@ from dycl.harness.coverage import HostCoverage, Tally, user_code
 from dycl.harness.paths import model_source_files, record_path
 from dycl.harness.timing import Timing, interleaved, noise
 from dycl.hostgen.names import FORWARD
+from dycl.in_process.staleness import WeightGuard
 from dycl.progress import Progress
 from dycl.rewriter.arguments import positional_arguments
 
@@ -227,6 +228,7 @@ def check(model: torch.nn.Module, compiled: Callable[..., Any], inputs: Sequence
     ``repeat=0`` skips timing and reports NaN). ``progress``: bars over the inputs on
     stderr (None: when someone is watching, ``dycl.progress``); timings that look
     disturbed are named in ``Report.noise``."""
+    _refuse_stale_weights(compiled)
     arguments = [positional_arguments(item) for item in inputs]
     files = model_source_files(model)
     baseline = _traced_or_none(model, arguments[0]) if traced else None
@@ -301,6 +303,14 @@ def _coverage_fields(tally: Tally) -> dict[str, Any]:
             "sub_dnns_run": sum(1 for i in tally.sub_dnns if tally.ran.get(i)), "sub_dnns": len(tally.sub_dnns),
             "never_run": tuple(i for i in tally.sub_dnns if not tally.ran.get(i)),
             "warnings": tuple(tally.warnings())}
+
+
+def _refuse_stale_weights(compiled: Any) -> None:
+    """A ``dycl.CompiledModel``'s weights compared with compile time byte by byte (cost does not matter
+    here): ``StaleWeightsError`` for a write the per-call sample misses. Nothing for any other callable."""
+    guard = getattr(compiled, "_guard", None)
+    if isinstance(guard, WeightGuard):
+        guard.check_contents()
 
 
 def _recorder(compiled: Any) -> HostCoverage | None:

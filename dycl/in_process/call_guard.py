@@ -14,10 +14,13 @@ attributes, one Python function per attribute.
   module's namespace, a folded attribute in its module's ``__dict__`` (where a plain
   attribute lives: ``nn.Module.__setattr__`` puts it there);
 - the closure cells, by identity; the weights' summed version counters and data
-  pointers; the folded lists, dicts and sets, by contents.
+  pointers; the folded lists, dicts and sets, by contents;
+- a fixed sample of the weights' bytes (``WeightGuard.sample``,
+  ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
+  compile time, run only once the data pointers are found equal in the same call.
 
-``check`` is one identity pass over all the slots (C loops, no Python per slot) and
-three C comparisons. Guarantees: it refuses exactly what the three guards refuse, with
+``check`` is one identity pass over all the slots (C loops, no Python per slot),
+three C comparisons and the gather. Guarantees: it refuses exactly what the three guards refuse, with
 their errors. When the fast check sees any difference, the three guards run as before
 and raise; if none does (a global rebound to an equal immutable value, ``N = 3`` again),
 the slots are taken again as they are now, so the next call is fast once more (the
@@ -78,6 +81,7 @@ class CallGuard:
         self._dicts, self._keys = tuple(dicts), tuple(keys)
         self._cells = globals_._cells if globals_ is not None else ()
         self._tensors = weights._tensors if weights is not None else ()
+        self._same_contents = weights.sample.same if weights is not None else _true
         self._take()
 
     def _take(self) -> None:
@@ -98,6 +102,7 @@ class CallGuard:
         return (self._slots_held(held)
                 and sum(map(_VERSION, self._tensors)) == versions
                 and tuple(map(_DATA_PTR, self._tensors)) == pointers
+                and self._same_contents()  # after the pointers: it reads where they pointed at compile time
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))
                 and all(value == contents for value, contents in self._containers))
@@ -109,6 +114,10 @@ class CallGuard:
         for guard in self._guards:
             guard.check()
         self._take()  # nothing they refuse: an equal value rebound
+
+
+def _true() -> bool:
+    return True
 
 
 def _attribute(getter: operator.attrgetter, module: object) -> object:
