@@ -18,7 +18,8 @@ Assumes: the caller has checked, in the same call and before ``same()``, that ev
 sampled element's bytes differ from compile time, and True when no byte differs; a write confined
 to unsampled elements is not seen by it. ``ContentDigest`` (``dycl.check``, not per call) hashes
 every byte of every tensor: any write that changes a byte is seen there.
-Tensors not on the CPU, not strided or empty are left out of both (their data cannot be read here).
+Tensors not on the CPU, not strided, empty or without memory of their own are left out of both
+(their data cannot be read here); the caller guards them by identity, version and pointer.
 
 Why 2048: the gather misses the cache on nearly every word (the weights lie far apart), so
 its cost grows with the sample: on sdn_mobilenet (178 tensors) 1024 words cost about 1.3 µs,
@@ -44,8 +45,14 @@ _WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def readable(tensor: torch.Tensor) -> bool:
-    """Whether this module can read ``tensor``'s bytes (CPU, strided, not empty)."""
-    return tensor.device.type == "cpu" and tensor.layout == torch.strided and tensor.numel() > 0
+    """Whether this module can read ``tensor``'s bytes (CPU, strided, not empty, with memory of its own:
+    a wrapper subclass has none)."""
+    if tensor.device.type != "cpu" or tensor.layout != torch.strided or tensor.numel() == 0:
+        return False
+    try:
+        return tensor.untyped_storage().data_ptr() != 0 and tensor.data_ptr() != 0
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _per_tensor(sizes: Sequence[int], budget: int) -> int:
@@ -110,7 +117,7 @@ class ContentSample:
 
 
 def _digest(tensor: torch.Tensor) -> bytes:
-    data = tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+    data = tensor.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy()
     return hashlib.blake2b(data, digest_size=16).digest()
 
 

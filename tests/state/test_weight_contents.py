@@ -177,3 +177,22 @@ def test_the_torch_backend_runs_the_written_weights_as_eager_does():
         model.small.weight.add_(1)  # a write the version counter sees: refused as before
     with pytest.raises(StaleWeightsError, match=r"small\.weight"):
         compiled(_inputs(1)[0])
+
+
+def test_the_sample_reads_views_offsets_and_scalars_and_stays_bounded():
+    from dycl.in_process.weight_contents import ContentDigest, ContentSample
+
+    torch.manual_seed(6)
+    tensors = [torch.randn(40, 30).t(), torch.randn(40, 30)[5:, 3:7], torch.tensor(2.5, dtype=torch.float64),
+               torch.arange(9, dtype=torch.int16),               torch.randn(500, 20)]
+    sample, digest = ContentSample(tensors, budget=64), ContentDigest(tensors)
+    assert 2 * len(tensors) <= len(sample) <= 64 * 4  # words of 2 bytes: an fp64 element is 4 of them
+    assert sample.same() and digest.changed() == []
+    for position, element in [(0, (-1, -1)), (1, (0, 0)), (2, ()), (3, (-1,)), (4, (0, 0))]:
+        old = tensors[position][element].item()
+        tensors[position].data[element] = old + 1
+        assert not sample.same() and sample.changed() == [position] and digest.changed() == [position]
+        tensors[position].data[element] = old
+        assert sample.same() and digest.changed() == []
+    tensors[4].data[250, 10] += 1  # between two sampled elements: the digest alone sees it
+    assert sample.same() and digest.changed() == [4]
