@@ -10,7 +10,7 @@ element and elements evenly spread between them: ``SAMPLE_BUDGET`` elements over
 the address span of the sampled words; the words are the gcd of the item sizes and the data
 pointers (so every element is whole words and no word reaches outside its tensor). It holds the
 tensors' storages (``untyped_storage()``), so memory the gather reads stays allocated while the
-tensors point at it.
+tensors point at it, and refuses to be copied or pickled (the view's span is mostly unmapped).
 
 Assumes: the caller has checked, in the same call and before ``same()``, that every tensor's
 ``data_ptr()`` is still the one of compile time (``.data = other`` or ``resize_`` moves the data;
@@ -105,6 +105,15 @@ class ContentSample:
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"ContentSample({len(self.positions)} tensors, {len(self)} words)"
+
+    def __reduce__(self):
+        # its numpy view spans the address range between the weights (terabytes apart, mostly unmapped):
+        # copying or pickling it would read all of it. A copied model is a new model: compile it.
+        raise TypeError("a ContentSample reads the weights where they were at compile time: it cannot be copied "
+                        "or pickled (compile the copied model instead)")
 
     def same(self) -> bool:
         """Whether every sampled word holds what it held at construction (the pointers checked first)."""

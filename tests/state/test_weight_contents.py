@@ -4,6 +4,8 @@ the sample misses is refused by ``dycl.check``, which hashes every byte."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,6 +16,7 @@ import dycl
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
 from dycl.in_process.staleness import StaleWeightsError
+from dycl.in_process.weight_contents import ContentDigest, ContentSample
 
 
 class GatedHead(nn.Module):
@@ -180,8 +183,6 @@ def test_the_torch_backend_runs_the_written_weights_as_eager_does():
 
 
 def test_the_sample_reads_views_offsets_and_scalars_and_stays_bounded():
-    from dycl.in_process.weight_contents import ContentDigest, ContentSample
-
     torch.manual_seed(6)
     tensors = [torch.randn(40, 30).t(), torch.randn(40, 30)[5:, 3:7], torch.tensor(2.5, dtype=torch.float64),
                torch.arange(9, dtype=torch.int16),               torch.randn(500, 20)]
@@ -196,3 +197,6 @@ def test_the_sample_reads_views_offsets_and_scalars_and_stays_bounded():
         assert sample.same() and digest.changed() == []
     tensors[4].data[250, 10] += 1  # between two sampled elements: the digest alone sees it
     assert sample.same() and digest.changed() == [4]
+    for copier in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="compile the copied model"):
+            copier(sample)
