@@ -44,7 +44,7 @@ from dycl.in_process.staleness import WeightGuard
 
 _MISSING = object()
 _VERSION = operator.attrgetter("_version")
-_DATA_PTR = torch.Tensor.data_ptr
+_DATA_PTR = torch.Tensor.const_data_ptr  # the read-only accessor: it never materializes a lazy (copy-on-write) clone
 
 
 def _in_instance_dict(module: object, name: str) -> bool:

@@ -41,7 +41,7 @@ class StaleWeightsError(RuntimeError):
 
 
 _VERSION = operator.attrgetter("_version")
-_DATA_PTR = torch.Tensor.data_ptr
+_DATA_PTR = torch.Tensor.const_data_ptr  # the read-only accessor: it never materializes a lazy (copy-on-write) clone
 
 
 class WeightGuard:
@@ -84,8 +84,8 @@ class WeightGuard:
         pointers = self._stamp[1]
         changed = {position for position, (table, key, tensor, version, pointer) in
                    enumerate(zip(self._tables, self._keys, self._tensors, self._versions, pointers))
-                   if table.get(key) is not tensor or tensor._version != version or tensor.data_ptr() != pointer}
-        if not any(tensor.data_ptr() != pointer for tensor, pointer in zip(self._tensors, pointers)):
+                   if table.get(key) is not tensor or tensor._version != version or tensor.const_data_ptr() != pointer}
+        if not any(tensor.const_data_ptr() != pointer for tensor, pointer in zip(self._tensors, pointers)):
             changed.update(self.sample.changed())
         self._refuse(changed)
 

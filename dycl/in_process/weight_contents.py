@@ -13,7 +13,7 @@ tensors' storages (``untyped_storage()``), so memory the gather reads stays allo
 tensors point at it, and refuses to be copied or pickled (the view's span is mostly unmapped).
 
 Assumes: the caller has checked, in the same call and before ``same()``, that every tensor's
-``data_ptr()`` is still the one of compile time (``.data = other`` or ``resize_`` moves the data;
+``const_data_ptr()`` is still the one of compile time (``.data = other`` or ``resize_`` moves the data;
 ``CallGuard`` and ``WeightGuard`` check pointers first). Guarantees: ``same()`` is False whenever a
 sampled element's bytes differ from compile time, and True when no byte differs; a write confined
 to unsampled elements is not seen by it. ``ContentDigest`` (``dycl.check``, not per call) hashes
@@ -50,7 +50,8 @@ def readable(tensor: torch.Tensor) -> bool:
     if tensor.device.type != "cpu" or tensor.layout != torch.strided or tensor.numel() == 0:
         return False
     try:
-        return tensor.untyped_storage().data_ptr() != 0 and tensor.data_ptr() != 0
+        tensor.untyped_storage()  # raises for a tensor without a storage
+        return tensor.const_data_ptr() != 0
     except (RuntimeError, NotImplementedError):
         return False
 
@@ -68,7 +69,7 @@ def _per_tensor(sizes: Sequence[int], budget: int) -> int:
 
 
 def _element_offsets(tensor: torch.Tensor, count: int) -> np.ndarray:
-    """Byte offsets from ``data_ptr()`` of ``count`` elements: first, last and evenly spread."""
+    """Byte offsets from ``const_data_ptr()`` of ``count`` elements: first, last and evenly spread."""
     numel = tensor.numel()
     flat = np.unique(np.linspace(0, numel - 1, min(count, numel)).round().astype(np.int64))
     if tensor.dim() == 0:
@@ -85,10 +86,11 @@ class ContentSample:
         chosen = [tensors[i] for i in self.positions]
         self._storages = tuple(tensor.untyped_storage() for tensor in chosen)  # keep the read memory allocated
         count = _per_tensor([tensor.numel() for tensor in chosen], budget)
-        unit = math.gcd(8, *(tensor.element_size() for tensor in chosen), *(tensor.data_ptr() for tensor in chosen))
+        unit = math.gcd(8, *(tensor.element_size() for tensor in chosen),
+                        *(tensor.const_data_ptr() for tensor in chosen))
         starts, owners = [], []
         for position, tensor in enumerate(chosen):
-            offsets = tensor.data_ptr() + _element_offsets(tensor, count)
+            offsets = tensor.const_data_ptr() + _element_offsets(tensor, count)
             words = (offsets[:, None] + np.arange(0, tensor.element_size(), unit)[None, :]).ravel()
             starts.append(words)
             owners.append(np.full(len(words), position, dtype=np.int64))
