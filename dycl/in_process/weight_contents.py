@@ -17,7 +17,7 @@ Assumes: the caller has checked, in the same call and before ``same()``, that ev
 ``CallGuard`` and ``WeightGuard`` check pointers first). Guarantees: ``same()`` is False whenever a
 sampled element's bytes differ from compile time, and True when no byte differs; a write confined
 to unsampled elements is not seen by it. ``ContentDigest`` (``dycl.check``, not per call) hashes
-every byte of every tensor: any write that changes a byte is seen there.
+every byte of every tensor (blake2b, 128 bits): any write that changes a byte is seen there.
 Tensors not on the CPU, not strided, empty or without memory of their own are left out of both
 (their data cannot be read here); the caller guards them by identity, version and pointer.
 
