@@ -28,6 +28,11 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
   ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
   then torch's own translation with ``enable_gqa=False``.
+- ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
+  translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
+  is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``
+  for floating operands; for integers the truncated ``Div`` less one where the
+  remainder is nonzero and its sign differs from the divisor's, as eager floors.
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -172,7 +177,23 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
     return g.op("Squeeze", product, _int64s(g, [1]))
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
+def _floor_divide(g, self, other):
+    kinds = (scalar_type(self), scalar_type(other))
+    if None in kinds or "Bool" in kinds:
+        raise SymbolicUnsupported("floor_divide", "operands of an unknown or bool element type")
+    if kinds[0] in _ONNX_TYPES or kinds[1] in _ONNX_TYPES:
+        return g.op("Floor", g.op("Div", self, other))
+    quotient = g.op("Div", self, other)  # integer Div truncates towards zero
+    remainder = g.op("Sub", self, g.op("Mul", quotient, other))
+    inexact = g.op("Not", g.op("Equal", remainder, g.op("Sub", remainder, remainder)))
+    signs_differ = g.op("Xor", g.op("Less", remainder, g.op("Sub", remainder, remainder)),
+                        g.op("Less", other, g.op("Sub", other, other)))
+    lowered = g.op("Sub", quotient, g.op("Constant", value_t=torch.tensor(1, dtype=torch.int64)))
+    return g.op("Where", g.op("And", inexact, signs_differ), lowered, quotient)
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::floor_divide": _floor_divide, "aten::index_add": _index_add,
+              "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
 
 
