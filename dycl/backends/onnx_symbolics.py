@@ -28,6 +28,8 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
   ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
   then torch's own translation with ``enable_gqa=False``.
+- ``aten::max``/``min``/``amax``/``amin``/``argmax``/``argmin`` on floating inputs:
+  torch's translations with NaN propagated as eager does (``onnx_nan_reductions``).
 - ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
   translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
   is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``
@@ -64,6 +66,7 @@ from dycl.backends.onnx_graph_values import (
     rank,
     scalar_type,
 )
+from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 
 _OPSET = 17
 # Element types eager torch sums as int64 (``torch.cumsum`` promotes them).
@@ -202,16 +205,28 @@ def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
     from torch.onnx._internal.torchscript_exporter import registration
 
-    added = [name for name in _SYMBOLICS if not _user_overridden(name)]
+    symbolics = {**_SYMBOLICS, **_nan_propagating(registration.registry)}
+    added = [name for name in symbolics if not _user_overridden(name)]
     unknown = [name for name in added if registration.registry.get_function_group(name) is None]
     for name in added:
-        torch.onnx.register_custom_op_symbolic(name, _SYMBOLICS[name], _OPSET)
+        torch.onnx.register_custom_op_symbolic(name, symbolics[name], _OPSET)
     try:
         yield
     finally:
         for name in added:
             torch.onnx.unregister_custom_op_symbolic(name, _OPSET)
         _forget(registration.registry, unknown)
+
+
+def _nan_propagating(registry: Any) -> dict[str, Any]:
+    """``onnx_nan_reductions``' wrappers around torch's own translations for the opset."""
+    found = {}
+    for name, wrap in NAN_WRAPPERS.items():
+        group = registry.get_function_group(name)
+        original = group.get(_OPSET) if group is not None else None
+        if original is not None:
+            found[name] = wrap(original)
+    return found
 
 
 def _forget(registry: Any, names: list[str]) -> None:

@@ -143,6 +143,65 @@ def _previous_inputs():
     return [torch.randn(3, 4, generator=g) for _ in range(50)]
 
 
+class PeakGate(nn.Module):  # a sensor-style guard on the peak value; NaN readings reach it
+    def forward(self, x):
+        peak = x.max()
+        if peak > 2.0:
+            return x / peak
+        if torch.isnan(peak):
+            return torch.zeros_like(x)
+        return x
+
+
+def _peak_inputs():
+    g = seeded(49)
+    out = []
+    for i in range(52):
+        x = torch.randn(2, 4, generator=g) * (1 + i % 3)
+        if i % 4 == 1:
+            x[1, 3] = float("nan")
+        if i % 4 == 2:
+            x[0, 0], x[1, 1] = float("inf"), float("nan")
+        out.append(x)
+    return out
+
+
+class RowWinners(nn.Module):  # per-row max, argmax, amin over rows that may hold NaN
+    def forward(self, x):
+        best, where = x.max(dim=-1)
+        low = x.amin(dim=0, keepdim=True)
+        label = x.argmax(-1)
+        if not torch.isnan(best).any():
+            return best, label, low, x.argmin()
+        return best, where, low, x.min(0).indices
+
+
+def _winner_inputs():
+    g = seeded(50)
+    out = []
+    for i in range(50):
+        x = torch.randn(3, 5, generator=g)
+        for j in range(i % 3):
+            x[j, (i + 2 * j) % 5] = float("nan")
+        if i % 5 == 0:
+            x[2, 4] = float("inf")
+        out.append(x)
+    return out
+
+
+class HalfStepBins(nn.Module):  # floor division of signed floats (quantisation bins)
+    def forward(self, x):
+        bins = x // 0.5
+        if bins.min() < -2:
+            return bins, torch.floor_divide(x, -0.75)
+        return bins, x // bins.clamp(min=1.0)
+
+
+def _bin_inputs():
+    g = seeded(51)
+    return [torch.randn(6, generator=g) * (0.5 + i % 4) for i in range(50)]
+
+
 CASES = {
     "nan_guard": Case(NanGuard, _nan_inputs, 3),
     "tied_argmax": Case(TiedArgmax, _tie_inputs, 2),
@@ -152,6 +211,9 @@ CASES = {
     "masked_mean": Case(MaskedMean, _mask_inputs, 2),
     "float64_solver": Case(Float64Solver, _float64_inputs, 2),
     "previous_class_lookup": Case(PreviousClassLookup, _previous_inputs, 2),
+    "peak_gate": Case(PeakGate, _peak_inputs, 3),
+    "row_winners": Case(RowWinners, _winner_inputs, 2),
+    "half_step_bins": Case(HalfStepBins, _bin_inputs, 2),
 }
 
 

@@ -1,0 +1,121 @@
+"""NaN-propagating ONNX translations of ``max``/``min`` reductions and ``argmax``/``argmin``.
+
+Eager torch treats NaN as the extreme of every ``max``/``min`` reduction: ``x.max()``,
+``x.max(dim)``, ``x.amax(dims)`` are NaN where a reduced element is, and ``argmax``/
+``argmin`` (and the indices of ``max(dim)``/``min(dim)``) point at the first NaN. ONNX
+Runtime's ``ReduceMax``/``ReduceMin``/``ArgMax``/``ArgMin`` compare with ``<``, so a NaN
+is kept or skipped by position: ``[inf, nan].max()`` gave ``inf``, ``[nan, 1, -2, 3,
+inf, -inf, 0, nan].max(-1)`` gave ``inf`` for the second row -- and a branch on that
+value (``if x.max() > t``) took another path than eager, silently.
+
+Each translation here runs torch's own translation (``original``, the one registered
+for the opset before dycl's override), then, for floating inputs only, replaces the
+result where the reduced elements hold a NaN: the value by NaN, an index by the first
+NaN's (``ArgMax`` of ``IsNaN``, which picks the first of equal maxima). Integer and bool
+inputs, the elementwise ``max(x, y)``, and calls it cannot read (a dim that is not a
+constant) keep torch's translation unchanged.
+
+Assumes: the arguments are as the TorchScript exporter passes them to a symbolic
+(``onnx_graph_values``); opset 17 (``ReduceMax`` takes ``axes`` as an attribute).
+Guarantees: the result has the type and shape of torch's translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
+
+_FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
+_ONNX_FLOAT = 1
+
+Symbolic = Callable[..., Any]
+
+
+def _nan_flags(g, x):
+    return g.op("Cast", g.op("IsNaN", x), to_i=_ONNX_FLOAT)
+
+
+def _any_nan(g, x, axes: list[int] | None, keepdims: bool):
+    reduced = (g.op("ReduceMax", _nan_flags(g, x), keepdims_i=int(keepdims)) if axes is None else
+               g.op("ReduceMax", _nan_flags(g, x), axes_i=axes, keepdims_i=int(keepdims)))
+    return g.op("Greater", reduced, g.op("Constant", value_t=torch.tensor(0.0)))
+
+
+def _nan_where(g, has_nan, value):
+    zero = g.op("Sub", value, value)  # 0, or NaN where value is inf or NaN: 0/0 and NaN/NaN are NaN
+    return g.op("Where", has_nan, g.op("Div", zero, zero), value)
+
+
+def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
+    first = g.op("ArgMax", _nan_flags(g, x), axis_i=dim, keepdims_i=int(keepdim))
+    return g.op("Where", has_nan, first, index)
+
+
+def _readable(x) -> bool:
+    return scalar_type(x) in _FLOATING and (rank(x) or 0) > 0
+
+
+def max_like(original: Symbolic) -> Symbolic:
+    """``aten::max``/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)`` unchanged."""
+
+    def symbolic(g, self, dim_or_y=None, keepdim=None):
+        result = original(g, self, dim_or_y, keepdim)
+        if not _readable(self) or (not is_none(dim_or_y) and is_none(keepdim)):
+            return result
+        if is_none(dim_or_y):
+            return _nan_where(g, _any_nan(g, self, None, False), result)
+        dim, keep = constant(dim_or_y), constant(keepdim)
+        if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
+            return result
+        values, indices = result
+        has_nan = _any_nan(g, self, [dim], bool(keep))
+        return _nan_where(g, has_nan, values), _first_nan(g, has_nan, self, dim, bool(keep), indices)
+
+    return symbolic
+
+
+def amax_like(original: Symbolic) -> Symbolic:
+    """``aten::amax``/``aten::amin`` over the constant ``dim`` list (all dims if empty)."""
+
+    def symbolic(g, self, dim, keepdim):
+        result = original(g, self, dim, keepdim)
+        dims, keep = constant(dim), constant(keepdim)
+        dims = [dims] if isinstance(dims, int) else dims
+        if not _readable(self) or not isinstance(dims, list) or not isinstance(keep, (bool, int)):
+            return result
+        return _nan_where(g, _any_nan(g, self, dims or None, bool(keep)), result)
+
+    return symbolic
+
+
+def argmax_like(original: Symbolic) -> Symbolic:
+    """``aten::argmax``/``aten::argmin``: along a constant ``dim``, or of the flattened input."""
+
+    def symbolic(g, self, dim, keepdim):
+        result = original(g, self, dim, keepdim)
+        axis, keep = constant(dim), constant(keepdim)
+        if not _readable(self) or not isinstance(keep, (bool, int)):
+            return result
+        if axis is None:
+            if keep:
+                return result
+            flat = g.op("Reshape", self, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
+            return _first_nan(g, _any_nan(g, flat, None, False), flat, 0, False, result)
+        if not isinstance(axis, int):
+            return result
+        return _first_nan(g, _any_nan(g, self, [axis], bool(keep)), self, axis, bool(keep), result)
+
+    return symbolic
+
+
+#: operator -> how to wrap torch's translation of it
+NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
+    "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
+    "aten::argmax": argmax_like, "aten::argmin": argmax_like,
+}
+
+__all__ = ["NAN_WRAPPERS"]

@@ -1,0 +1,61 @@
+"""``max``/``min``/``amax``/``amin``/``argmax``/``argmin`` propagate NaN as eager does
+(``dycl.backends.onnx_nan_reductions``): each reduction form on inputs with NaN in
+several positions (first, last, twice, beside inf, none), in process and through the
+torch-free host; afterwards torch's own export of ``max`` is torch's again."""
+
+from __future__ import annotations
+
+import io
+
+import onnx
+import torch
+import torch.nn as nn
+
+import dycl
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+
+NAN, INF = float("nan"), float("inf")
+
+
+class EveryReduction(nn.Module):
+    def forward(self, x):
+        values, indices = x.max(1)
+        low, low_at = torch.min(x, dim=0, keepdim=True)
+        out = (x.max(), x.min(), values, indices, low, low_at, x.amax((0, 1)), x.amin(-1),
+               x.argmax(), x.argmin(1, keepdim=True), torch.max(x, x.flip(1)))
+        if torch.isnan(values).any():
+            return out
+        return out[:4]
+
+
+def _inputs() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(60)
+    spots = [[], [(0, 0)], [(1, 3)], [(0, 2), (2, 2)], [(2, 0), (2, 1)]]
+    out = []
+    for i in range(50):
+        x = torch.randn(3, 4, generator=generator)
+        for row, col in spots[i % len(spots)]:
+            x[row, col] = NAN
+        if i % 3 == 0:
+            x[1, 1] = INF if i % 2 else -INF
+        out.append(x)
+    return out
+
+
+def test_reductions_propagate_nan_in_process_and_on_the_host(tmp_path):
+    model = EveryReduction().eval()
+    inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
+    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+
+
+def test_after_dycl_torchs_own_export_of_max_is_torchs():
+    model = EveryReduction().eval()
+    dycl.compile(model, _inputs()[0])
+    buffer = io.BytesIO()
+    torch.onnx.export(model, (torch.randn(3, 4),), buffer, dynamo=False, opset_version=17)
+    kinds = {node.op_type for node in onnx.load_from_string(buffer.getvalue()).graph.node}
+    assert "ReduceMax" in kinds and "IsNaN" not in kinds
