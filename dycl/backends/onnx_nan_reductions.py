@@ -1,4 +1,5 @@
-"""NaN-propagating ONNX translations of ``max``/``min`` reductions and ``argmax``/``argmin``.
+"""NaN-propagating ONNX translations of ``max``/``min`` reductions, ``argmax``/``argmin``
+and max pooling.
 
 Eager torch treats NaN as the extreme of every ``max``/``min`` reduction: ``x.max()``,
 ``x.max(dim)``, ``x.amax(dims)`` are NaN where a reduced element is, and ``argmax``/
@@ -7,6 +8,13 @@ Runtime's ``ReduceMax``/``ReduceMin``/``ArgMax``/``ArgMin`` compare with ``<``, 
 is kept or skipped by position: ``[inf, nan].max()`` gave ``inf``, ``[nan, 1, -2, 3,
 inf, -inf, 0, nan].max(-1)`` gave ``inf`` for the second row -- and a branch on that
 value (``if x.max() > t``) took another path than eager, silently.
+
+Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, with or without indices) has the
+same NaN problem, and one more without any NaN: ORT starts each window at the lowest
+finite float, so a window of ``-inf`` only (a ``masked_fill(~mask, -inf)`` before
+pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN where the
+window holds a NaN and ``-inf`` where it holds nothing else -- both found by running
+torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
 
 Each translation here runs torch's own translation (``original``, the one registered
 for the opset before dycl's override), then, for floating inputs only, replaces the
@@ -112,10 +120,33 @@ def argmax_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def pool_like(original: Symbolic) -> Symbolic:
+    """``aten::max_pool{1,2,3}d`` and ``..._with_indices``: the pooled values (indices unchanged)."""
+
+    def symbolic(g, self, *args):
+        result = original(g, self, *args)
+        if not _readable(self):
+            return result
+        values = result[0] if isinstance(result, tuple) else result
+
+        def window_has(flags):
+            pooled = original(g, g.op("Cast", flags, to_i=_ONNX_FLOAT), *args)
+            pooled = pooled[0] if isinstance(pooled, tuple) else pooled
+            return g.op("Greater", pooled, g.op("Constant", value_t=torch.tensor(0.0)))
+
+        above_minus_inf = window_has(g.op("Not", g.op("IsInf", self, detect_positive_i=0)))
+        minus_inf = g.op("CastLike", g.op("Constant", value_t=torch.tensor(float("-inf"))), values)
+        values = _nan_where(g, window_has(g.op("IsNaN", self)), g.op("Where", above_minus_inf, values, minus_inf))
+        return (values, *result[1:]) if isinstance(result, tuple) else values
+
+    return symbolic
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
+    **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
 }
 
 __all__ = ["NAN_WRAPPERS"]

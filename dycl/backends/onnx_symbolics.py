@@ -28,8 +28,9 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
   ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
   then torch's own translation with ``enable_gqa=False``.
-- ``aten::max``/``min``/``amax``/``amin``/``argmax``/``argmin`` on floating inputs:
-  torch's translations with NaN propagated as eager does (``onnx_nan_reductions``).
+- ``aten::max``/``min``/``amax``/``amin``/``argmax``/``argmin`` and ``max_pool*d`` on
+  floating inputs: torch's translations with NaN (and a window of ``-inf`` only)
+  propagated as eager does (``onnx_nan_reductions``).
 - ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
   translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
   is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``

@@ -1,7 +1,8 @@
-"""``max``/``min``/``amax``/``amin``/``argmax``/``argmin`` propagate NaN as eager does
-(``dycl.backends.onnx_nan_reductions``): each reduction form on inputs with NaN in
-several positions (first, last, twice, beside inf, none), in process and through the
-torch-free host; afterwards torch's own export of ``max`` is torch's again."""
+"""``max``/``min``/``amax``/``amin``/``argmax``/``argmin`` and max pooling propagate NaN
+(and pool a window of ``-inf`` to ``-inf``) as eager does (``dycl.backends.onnx_nan_reductions``):
+each form on inputs with NaN in several positions (first, last, twice, beside inf, none)
+and padded sequences masked with ``-inf``, in process and through the torch-free host;
+afterwards torch's own export of ``max`` is torch's again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import onnx
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import dycl
 from dycl.harness.testing import assert_equivalent
@@ -46,6 +48,42 @@ def _inputs() -> list[torch.Tensor]:
 def test_reductions_propagate_nan_in_process_and_on_the_host(tmp_path):
     model = EveryReduction().eval()
     inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
+    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+
+
+class MaskedPooling(nn.Module):  # padded positions masked with -inf, then pooled and cleaned up
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 3, 3, padding=1)
+        self.pool2d = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)
+
+    def forward(self, x, lengths):  # x: (B, 2, L); lengths: (B,)
+        mask = torch.arange(x.size(-1)).unsqueeze(0) < lengths.unsqueeze(1)
+        h = self.conv(x).masked_fill(~mask.unsqueeze(1), float("-inf"))
+        pooled = F.max_pool1d(h, 2, ceil_mode=True)
+        grid, where = self.pool2d(x.unsqueeze(1))  # where: a window holding NaN is not covered
+        if torch.isinf(pooled).any():
+            return torch.where(torch.isinf(pooled), torch.zeros_like(pooled), pooled), grid, where.shape[-1]
+        return pooled, grid, where.shape[-1]
+
+
+def _pooling_inputs() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(61)
+    out = []
+    for i in range(50):
+        x = torch.randn(2, 2, 7, generator=generator)
+        if i % 4 == 1:
+            x[0, 1, 3] = NAN
+        out.append((x, torch.tensor([7, 1 + i % 7])))
+    return out
+
+
+def test_max_pooling_propagates_nan_and_minus_inf(tmp_path):
+    model = MaskedPooling().eval()
+    inputs = _pooling_inputs()
     compiled = dycl.compile(model, inputs[0])
     assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
     report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
