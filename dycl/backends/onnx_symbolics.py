@@ -31,6 +31,7 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
 - ``aten::max``/``min``/``amax``/``amin``/``argmax``/``argmin`` and ``max_pool*d`` on
   floating inputs: torch's translations with NaN (and a window of ``-inf`` only)
   propagated as eager does (``onnx_nan_reductions``).
+- ``aten::index_put`` with ``accumulate=True``: repeated indices summed (``onnx_accumulate``).
 - ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
   translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
   is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``
@@ -58,6 +59,7 @@ from typing import Any
 
 import torch
 
+from dycl.backends.onnx_accumulate import WRAPPERS as ACCUMULATE_WRAPPERS
 from dycl.backends.onnx_graph_values import (
     SymbolicUnsupported,
     constant,
@@ -206,7 +208,7 @@ def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
     from torch.onnx._internal.torchscript_exporter import registration
 
-    symbolics = {**_SYMBOLICS, **_nan_propagating(registration.registry)}
+    symbolics = {**_SYMBOLICS, **_wrapped(registration.registry)}
     added = [name for name in symbolics if not _user_overridden(name)]
     unknown = [name for name in added if registration.registry.get_function_group(name) is None]
     for name in added:
@@ -219,10 +221,11 @@ def local_symbolics() -> Iterator[None]:
         _forget(registration.registry, unknown)
 
 
-def _nan_propagating(registry: Any) -> dict[str, Any]:
-    """``onnx_nan_reductions``' wrappers around torch's own translations for the opset."""
+def _wrapped(registry: Any) -> dict[str, Any]:
+    """``onnx_nan_reductions``' and ``onnx_accumulate``'s wrappers around torch's own
+    translations for the opset."""
     found = {}
-    for name, wrap in NAN_WRAPPERS.items():
+    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:
