@@ -32,6 +32,11 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   floating inputs: torch's translations with NaN (and a window of ``-inf`` only)
   propagated as eager does (``onnx_nan_reductions``).
 - ``aten::index_put`` with ``accumulate=True``: repeated indices summed (``onnx_accumulate``).
+- ``aten::diagonal`` (``x.diagonal()``, ``torch.diagonal(x, offset, dim1, dim2)``): torch's
+  translation multiplies by an identity mask and sums, so an ``inf`` or ``NaN`` anywhere
+  in a row made its diagonal element NaN, and an integer input came back as float. Here:
+  the diagonal elements gathered from the input flattened over its last two dims (after
+  moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
 - ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
   translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
   is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``
@@ -183,6 +188,26 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
     return g.op("Squeeze", product, _int64s(g, [1]))
 
 
+def _diagonal(g, self, offset, dim1, dim2):
+    dims = rank(self)
+    if dims is None or dims < 2:
+        raise SymbolicUnsupported("diagonal", "an input of unknown rank")
+    offset = int_constant(offset, "diagonal", "offset")
+    dim1, dim2 = int_constant(dim1, "diagonal", "dim1") % dims, int_constant(dim2, "diagonal", "dim2") % dims
+    x = g.op("Transpose", self, perm_i=[a for a in range(dims) if a not in (dim1, dim2)] + [dim1, dim2])
+    shape = g.op("Shape", x)
+    rows = g.op("Slice", shape, _int64s(g, [-2]), _int64s(g, [-1]), _int64s(g, [0]))
+    cols = g.op("Slice", shape, _int64s(g, [-1]), _int64s(g, [sys.maxsize]), _int64s(g, [0]))
+    first_row, first_col = _int64s(g, [max(-offset, 0)]), _int64s(g, [max(offset, 0)])
+    length = g.op("Max", g.op("Min", g.op("Sub", rows, first_row), g.op("Sub", cols, first_col)), _int64s(g, [0]))
+    step = g.op("Range", g.op("Constant", value_t=torch.tensor(0)), g.op("Squeeze", length, _int64s(g, [0])),
+                g.op("Constant", value_t=torch.tensor(1)))
+    where = g.op("Add", g.op("Mul", g.op("Add", step, first_row), cols), g.op("Add", step, first_col))
+    leading = g.op("Slice", shape, _int64s(g, [0]), _int64s(g, [-2]), _int64s(g, [0]))
+    flat = g.op("Reshape", x, g.op("Concat", leading, _int64s(g, [-1]), axis_i=0))
+    return g.op("Gather", flat, where, axis_i=-1)
+
+
 def _floor_divide(g, self, other):
     kinds = (scalar_type(self), scalar_type(other))
     if None in kinds or "Bool" in kinds:
@@ -198,8 +223,8 @@ def _floor_divide(g, self, other):
     return g.op("Where", g.op("And", inexact, signs_differ), lowered, quotient)
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::floor_divide": _floor_divide, "aten::index_add": _index_add,
-              "aten::cumsum": _cumsum, "aten::histc": _histc,
+_SYMBOLICS = {"aten::diff": _diff, "aten::diagonal": _diagonal, "aten::floor_divide": _floor_divide,
+              "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
 
 
