@@ -29,6 +29,7 @@ class Case(NamedTuple):
     paths: int
     atol: float = 1e-5
     refused: str | None = None
+    dynamic: Any = True  # dycl.compile's ``dynamic=``
 
 
 def check_case(case: Case, tmp_path: Path) -> int:
@@ -47,7 +48,7 @@ def _check_equivalent(case: Case, tmp_path: Path) -> int:
     model = case.build().eval()
     inputs = case.inputs()
     assert len(inputs) >= 50
-    compiled = dycl.compile(model, inputs[0])
+    compiled = dycl.compile(model, inputs[0], dynamic=case.dynamic)
     paths = assert_equivalent(model, compiled, inputs, min_paths=2, atol=case.atol)
     report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=case.atol)
     assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]

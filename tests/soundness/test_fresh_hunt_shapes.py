@@ -3,6 +3,8 @@ at others (unbatched inputs, widths, batch of one, ``len(x)`` and ``range(x.size
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -139,6 +141,68 @@ def _numel_inputs():
     return [torch.randn(1 + i % 3, (3, 4, 5)[i % 3], generator=g) for i in range(51)]
 
 
+class ScaledSelfAttention(nn.Module):  # 1/sqrt(d) from a shape; a branch on the length
+    def forward(self, q):
+        scale = 1 / math.sqrt(q.size(-1))
+        w = (q @ q.transpose(-1, -2)) * scale
+        if q.size(1) > 3:
+            w = w / 2
+        return w.softmax(-1) @ q
+
+
+def _attention_inputs():
+    g = seeded(8)
+    return [torch.randn(2, (2, 3, 5, 7)[i % 4], 8, generator=g) for i in range(52)]
+
+
+class LearnedPositions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pe", torch.randn(1, 16, 4))
+
+    def forward(self, x):
+        x = x + self.pe[:, : x.size(1)]
+        if x.size(1) % 2:
+            return x[:, :-1]
+        return x
+
+
+def _position_inputs():
+    g = seeded(9)
+    return [torch.randn(1 + i % 2, 2 + i % 9, 4, generator=g) for i in range(54)]
+
+
+class HalfSplit(nn.Module):
+    def forward(self, x):
+        half = x.size(1) // 2
+        a, b = x[:, :half], x[:, half:]
+        if a.shape[1] == b.shape[1]:
+            return a - b
+        return a.sum(1) - b.sum(1)
+
+
+def _split_inputs():
+    g = seeded(10)
+    return [torch.randn(2, 4 + i % 5, generator=g) for i in range(50)]
+
+
+class SqueezeHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        h = self.fc(x).squeeze()  # a batch of one squeezes to 0-d
+        if h.dim() == 0:
+            return h.unsqueeze(0)
+        return h
+
+
+def _squeeze_inputs():
+    g = seeded(11)
+    return [torch.randn((2, 1, 3)[i % 3], 4, generator=g) for i in range(51)]
+
+
 CASES = {
     "maybe_unbatched": Case(MaybeUnbatched, _unbatched_inputs, 2, refused=r"fails on the example.*shapes.py:24"),
     "wide_gets_pooled": Case(WideGetsPooled, _width_inputs, 2, refused=r"\(dimension 2 is static: 8\)"),
@@ -146,6 +210,11 @@ CASES = {
     "per_item_loop": Case(PerItemLoop, _per_item_inputs, 5, refused=r"for loop over a value .*shapes.py:81"),
     "tiny_rnn": Case(TinyRNN, _rnn_inputs, 6, refused=r"for loop over a value .*shapes.py:100"),
     "pad_to_multiple": Case(PadToMultiple, _pad_inputs, 2, refused=r"got \[2, 5\] \(dimension 1 is static: 8\)"),
+    "scaled_self_attention": Case(ScaledSelfAttention, _attention_inputs, 2, dynamic="all",
+                                  refused=r"valid for sizes where \(q_d1 == 2\)"),
+    "learned_positions": Case(LearnedPositions, _position_inputs, 2, dynamic="all"),
+    "half_split": Case(HalfSplit, _split_inputs, 2, dynamic="all"),
+    "squeeze_head": Case(SqueezeHead, _squeeze_inputs, 2, refused=r"shapes.py:\d+ failed .*InvalidArgument"),
     "numel_switch": Case(NumelSwitch, _numel_inputs, 2, refused=r"fails on the example.*shapes.py:132"),
 }
 
