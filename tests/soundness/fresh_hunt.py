@@ -5,6 +5,7 @@ number of distinct eager paths."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -53,6 +54,11 @@ def _check_equivalent(case: Case, tmp_path: Path) -> int:
     report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=case.atol)
     assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
     return paths
+
+
+def at(construct: str, code: str) -> str:
+    """A pattern for an error about ``construct`` (a regex) that shows the user's line holding ``code``."""
+    return rf"{construct}.* at .*\.py:\d+\n.*{re.escape(code)}"
 
 
 def seeded(seed: int) -> torch.Generator:
