@@ -16,6 +16,12 @@ pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN wh
 window holds a NaN and ``-inf`` where it holds nothing else -- both found by running
 torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
 
+Sorting (``sort``, ``argsort``, ``topk``) puts NaN above ``+inf`` in eager; ORT's ``TopK``
+placed it anywhere. Here torch's translation orders a key where NaN is the largest value
+(float64, so that NaN > ``+inf`` > every float32 value stay distinct; a float64 input's
+NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
+the input by the indices.
+
 Each translation here runs torch's own translation (``original``, the one registered
 for the opset before dycl's override), then, for floating inputs only, replaces the
 result where the reduced elements hold a NaN: the value by NaN, an index by the first
@@ -39,6 +45,7 @@ from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
 _ONNX_FLOAT = 1
+_ONNX_DOUBLE = 11
 
 Symbolic = Callable[..., Any]
 
@@ -142,10 +149,43 @@ def pool_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def _sort_key(g, x):
+    """``x`` with NaN above ``+inf`` above every finite value: float64 keys for narrower
+    floats (whose finite values lie far below 1e300); for float64, NaN as ``+inf``."""
+    if scalar_type(x) == "Double":
+        infinity = g.op("Constant", value_t=torch.tensor(float("inf"), dtype=torch.float64))
+        return g.op("Where", g.op("IsNaN", x), infinity, x)
+    wide = g.op("Cast", x, to_i=_ONNX_DOUBLE)
+    above = g.op("Where", g.op("IsInf", x, detect_negative_i=0),
+                 g.op("Constant", value_t=torch.tensor(1e300, dtype=torch.float64)), wide)
+    return g.op("Where", g.op("IsNaN", x), g.op("Constant", value_t=torch.tensor(1e301, dtype=torch.float64)), above)
+
+
+def sort_like(dim_at: int, values: bool) -> Callable[[Symbolic], Symbolic]:
+    """``aten::sort``/``topk`` (``values``: their values gathered back from the input by
+    the indices) and ``aten::argsort``: ordered by a key where NaN is the largest."""
+
+    def wrap(original: Symbolic) -> Symbolic:
+        def symbolic(g, self, *args):
+            dim = constant(args[dim_at]) if len(args) > dim_at else None
+            if not _readable(self) or not isinstance(dim, int):
+                return original(g, self, *args)
+            result = original(g, _sort_key(g, self), *args)
+            if not values:
+                return result
+            return g.op("GatherElements", self, result[1], axis_i=dim), result[1]
+
+        return symbolic
+
+    return wrap
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
+    "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
+    "aten::argsort": sort_like(0, values=False),
     **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
 }
 

@@ -90,6 +90,28 @@ def test_max_pooling_propagates_nan_and_minus_inf(tmp_path):
     assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
 
 
+class RankedScores(nn.Module):  # ranking with NaN scores (a failed metric) beside inf and ties
+    def forward(self, scores):
+        ordered, order = scores.sort(-1)
+        top_values, top_indices = scores[:2].topk(2, dim=-1)  # row 2's ties: torch's topk orders them its own way
+        bottom_values, bottom_indices = torch.topk(scores[:2], 2, largest=False)
+        ranks = scores.argsort(dim=-1, descending=True)
+        if torch.isnan(ordered[:, -1]).any():
+            return ordered, order, top_values, top_indices, bottom_values, ranks
+        return ordered, order, bottom_indices, ranks
+
+
+def test_sorting_puts_nan_above_inf(tmp_path):
+    model = RankedScores().eval()
+    inputs = _inputs()
+    for x in inputs[::4]:
+        x[2] = torch.tensor([1.0, 1.0, INF, 0.5])  # ties and inf, no NaN
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
+    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+
+
 def test_after_dycl_torchs_own_export_of_max_is_torchs():
     model = EveryReduction().eval()
     dycl.compile(model, _inputs()[0])
