@@ -22,6 +22,8 @@ placed it anywhere. Here torch's translation orders a key where NaN is the large
 NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
 the input by the indices.
 
+``sign`` of NaN is 0 in eager and NaN in ONNX; here 0.
+
 Each translation here runs torch's own translation (``original``, the one registered
 for the opset before dycl's override), then, for floating inputs only, replaces the
 result where the reduced elements hold a NaN: the value by NaN, an index by the first
@@ -180,12 +182,25 @@ def sort_like(dim_at: int, values: bool) -> Callable[[Symbolic], Symbolic]:
     return wrap
 
 
+def sign_like(original: Symbolic) -> Symbolic:
+    """``aten::sign``: eager's sign of NaN is 0 (``(0 < x) - (x < 0)``); ONNX ``Sign`` gives NaN."""
+
+    def symbolic(g, self):
+        result = original(g, self)
+        if scalar_type(self) not in _FLOATING:
+            return result
+        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), result)
+        return g.op("Where", g.op("IsNaN", self), zero, result)
+
+    return symbolic
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
-    "aten::argsort": sort_like(0, values=False),
+    "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,
     **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
 }
 

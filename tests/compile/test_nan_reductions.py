@@ -1,4 +1,4 @@
-"""``max``/``min``/``amax``/``amin``/``argmax``/``argmin`` and max pooling propagate NaN
+"""``max``/``min``/``amax``/``amin``/``argmax``/``argmin``, sorting, ``sign`` and max pooling treat NaN
 (and pool a window of ``-inf`` to ``-inf``) as eager does (``dycl.backends.onnx_nan_reductions``):
 each form on inputs with NaN in several positions (first, last, twice, beside inf, none)
 and padded sequences masked with ``-inf``, in process and through the torch-free host;
@@ -25,7 +25,7 @@ class EveryReduction(nn.Module):
         values, indices = x.max(1)
         low, low_at = torch.min(x, dim=0, keepdim=True)
         out = (x.max(), x.min(), values, indices, low, low_at, x.amax((0, 1)), x.amin(-1),
-               x.argmax(), x.argmin(1, keepdim=True), torch.max(x, x.flip(1)))
+               x.argmax(), x.argmin(1, keepdim=True), torch.max(x, x.flip(1)), x.sign())
         if torch.isnan(values).any():
             return out
         return out[:4]
