@@ -22,7 +22,9 @@ placed it anywhere. Here torch's translation orders a key where NaN is the large
 NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
 the input by the indices.
 
-``sign`` of NaN is 0 in eager and NaN in ONNX; here 0.
+``sign`` of NaN is 0 in eager and NaN in ONNX; here 0. ``any``/``all`` of a floating
+tensor: torch's translation cast it to an integer first, so ``[0.3].any()`` was False
+(and ``all`` an invalid model); here they reduce ``x != 0``.
 
 Each translation here runs torch's own translation (``original``, the one registered
 for the opset before dycl's override), then, for floating inputs only, replaces the
@@ -195,12 +197,25 @@ def sign_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def truth_like(original: Symbolic) -> Symbolic:
+    """``aten::any``/``aten::all`` of a floating tensor: of its truth (``x != 0``; NaN is true)."""
+
+    def symbolic(g, self, *args):
+        if scalar_type(self) not in _FLOATING:
+            return original(g, self, *args)
+        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), self)
+        return original(g, g.op("Not", g.op("Equal", self, zero)), *args)
+
+    return symbolic
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
     "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,
+    "aten::any": truth_like, "aten::all": truth_like,
     **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
 }
 

@@ -37,11 +37,8 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   in a row made its diagonal element NaN, and an integer input came back as float. Here:
   the diagonal elements gathered from the input flattened over its last two dims (after
   moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
-- ``aten::floor_divide`` (``ids // 3``, ``x // 2.0``, ``torch.floor_divide``): torch's
-  translation still truncates (its deprecated pre-1.13 meaning), so a negative quotient
-  is one too large, silently (``-7 // 3`` gives -2, eager -3). Here: ``Floor(Div)``
-  for floating operands; for integers the truncated ``Div`` less one where the
-  remainder is nonzero and its sign differs from the divisor's, as eager floors.
+- ``aten::floor_divide`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
+  rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -65,6 +62,8 @@ from typing import Any
 import torch
 
 from dycl.backends.onnx_accumulate import WRAPPERS as ACCUMULATE_WRAPPERS
+from dycl.backends.onnx_division import WRAPPERS as DIVISION_WRAPPERS
+from dycl.backends.onnx_division import floor_divide
 from dycl.backends.onnx_graph_values import (
     SymbolicUnsupported,
     constant,
@@ -208,22 +207,7 @@ def _diagonal(g, self, offset, dim1, dim2):
     return g.op("Gather", flat, where, axis_i=-1)
 
 
-def _floor_divide(g, self, other):
-    kinds = (scalar_type(self), scalar_type(other))
-    if None in kinds or "Bool" in kinds:
-        raise SymbolicUnsupported("floor_divide", "operands of an unknown or bool element type")
-    if kinds[0] in _ONNX_TYPES or kinds[1] in _ONNX_TYPES:
-        return g.op("Floor", g.op("Div", self, other))
-    quotient = g.op("Div", self, other)  # integer Div truncates towards zero
-    remainder = g.op("Sub", self, g.op("Mul", quotient, other))
-    inexact = g.op("Not", g.op("Equal", remainder, g.op("Sub", remainder, remainder)))
-    signs_differ = g.op("Xor", g.op("Less", remainder, g.op("Sub", remainder, remainder)),
-                        g.op("Less", other, g.op("Sub", other, other)))
-    lowered = g.op("Sub", quotient, g.op("Constant", value_t=torch.tensor(1, dtype=torch.int64)))
-    return g.op("Where", g.op("And", inexact, signs_differ), lowered, quotient)
-
-
-_SYMBOLICS = {"aten::diff": _diff, "aten::diagonal": _diagonal, "aten::floor_divide": _floor_divide,
+_SYMBOLICS = {"aten::diff": _diff, "aten::diagonal": _diagonal, "aten::floor_divide": floor_divide,
               "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
 
@@ -247,10 +231,10 @@ def local_symbolics() -> Iterator[None]:
 
 
 def _wrapped(registry: Any) -> dict[str, Any]:
-    """``onnx_nan_reductions``' and ``onnx_accumulate``'s wrappers around torch's own
-    translations for the opset."""
+    """``onnx_nan_reductions``', ``onnx_accumulate``'s and ``onnx_division``'s wrappers
+    around torch's own translations for the opset."""
     found = {}
-    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS}.items():
+    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:

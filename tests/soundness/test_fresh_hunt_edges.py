@@ -202,6 +202,39 @@ def _bin_inputs():
     return [torch.randn(6, generator=g) * (0.5 + i % 4) for i in range(50)]
 
 
+class PriceTicks(nn.Module):  # prices snapped to 0.7-wide ticks; exact multiples and negatives
+    def forward(self, x):
+        ticks = torch.div(x, 0.7, rounding_mode="floor")
+        toward_zero = torch.div(x, 0.7, rounding_mode="trunc")
+        if (ticks != toward_zero).any():
+            return ticks, toward_zero
+        return ticks * 0.7, x // 0.7
+
+
+def _tick_inputs():
+    g = seeded(52)
+    exact = torch.tensor([0.7, 1.4, 2.1, 4.9, 7.0, -1.4])
+    return [exact * (1 if i % 3 else -1) if i % 2 else torch.rand(6, generator=g) * 10 for i in range(50)]
+
+
+class SparseActivity(nn.Module):  # ``any``/``all`` on float activations
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        alive = h.any(dim=-1)
+        if alive.all() and h[:, :2].all():
+            return h, alive
+        return h * alive.unsqueeze(-1), h.any(0)
+
+
+def _activity_inputs():
+    g = seeded(53)
+    return [torch.randn(3, 4, generator=g) * (0.1 + i % 5) + (3.0 if i % 7 == 0 else 0.0) for i in range(50)]
+
+
 CASES = {
     "nan_guard": Case(NanGuard, _nan_inputs, 3),
     "tied_argmax": Case(TiedArgmax, _tie_inputs, 2),
@@ -214,6 +247,8 @@ CASES = {
     "peak_gate": Case(PeakGate, _peak_inputs, 3),
     "row_winners": Case(RowWinners, _winner_inputs, 2),
     "half_step_bins": Case(HalfStepBins, _bin_inputs, 2),
+    "price_ticks": Case(PriceTicks, _tick_inputs, 2),
+    "sparse_activity": Case(SparseActivity, _activity_inputs, 2),
 }
 
 
