@@ -37,6 +37,8 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   in a row made its diagonal element NaN, and an integer input came back as float. Here:
   the diagonal elements gathered from the input flattened over its last two dims (after
   moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
+- ``minimum``/``maximum`` of int64: by comparisons (``onnx_int64_bounds``; ORT's int64
+  ``Clip``/``Min``/``Max`` are wrong beyond 32 bits; ``clamp`` of int64 still is).
 - ``aten::floor_divide`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 
@@ -73,6 +75,7 @@ from dycl.backends.onnx_graph_values import (
     rank,
     scalar_type,
 )
+from dycl.backends.onnx_int64_bounds import WRAPPERS as INT64_WRAPPERS
 from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 
 _OPSET = 17
@@ -231,10 +234,10 @@ def local_symbolics() -> Iterator[None]:
 
 
 def _wrapped(registry: Any) -> dict[str, Any]:
-    """``onnx_nan_reductions``', ``onnx_accumulate``'s and ``onnx_division``'s wrappers
-    around torch's own translations for the opset."""
+    """The wrappers of ``onnx_nan_reductions``, ``onnx_accumulate``, ``onnx_division`` and
+    ``onnx_int64_bounds`` around torch's own translations for the opset."""
     found = {}
-    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS}.items():
+    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:

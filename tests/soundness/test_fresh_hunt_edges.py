@@ -235,6 +235,25 @@ def _activity_inputs():
     return [torch.randn(3, 4, generator=g) * (0.1 + i % 5) + (3.0 if i % 7 == 0 else 0.0) for i in range(50)]
 
 
+class TimestampWindow(nn.Module):  # nanosecond timestamps (int64 beyond 32 bits) cut to a window
+    def forward(self, stamps, start, end):
+        inside = torch.minimum(torch.maximum(stamps, start), end)
+        if (inside == stamps).all():
+            return inside - start
+        return inside, torch.maximum(stamps - end, torch.zeros_like(stamps))
+
+
+def _timestamp_inputs():
+    g = seeded(54)
+    base = 1_700_000_000_000_000_000
+    out = []
+    for i in range(50):
+        stamps = base + torch.randint(0, 10**10, (5,), generator=g)
+        start = torch.tensor(base + (0 if i % 2 else 3 * 10**9))
+        out.append((stamps, start, start + 6 * 10**9))
+    return out
+
+
 CASES = {
     "nan_guard": Case(NanGuard, _nan_inputs, 3),
     "tied_argmax": Case(TiedArgmax, _tie_inputs, 2),
@@ -249,6 +268,7 @@ CASES = {
     "half_step_bins": Case(HalfStepBins, _bin_inputs, 2),
     "price_ticks": Case(PriceTicks, _tick_inputs, 2),
     "sparse_activity": Case(SparseActivity, _activity_inputs, 2),
+    "timestamp_window": Case(TimestampWindow, _timestamp_inputs, 2),
 }
 
 
