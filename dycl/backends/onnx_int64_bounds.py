@@ -1,4 +1,4 @@
-"""``minimum``/``maximum`` of int64 tensors by comparisons.
+"""``minimum``/``maximum`` (and ``max``/``min`` of two tensors) of int64 tensors by comparisons.
 
 ONNX Runtime (1.31) compares int64 in its elementwise ``Clip``, ``Min`` and ``Max`` wrongly
 beyond 32 bits: ``Clip([3600000256], -5, 5)`` is ``3600000256`` and ``Max([2**31], 5)`` is

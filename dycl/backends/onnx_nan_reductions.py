@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
+from dycl.backends.onnx_int64_bounds import pick
 
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
 _ONNX_FLOAT = 1
@@ -78,23 +79,31 @@ def _readable(x) -> bool:
     return scalar_type(x) in _FLOATING and (rank(x) or 0) > 0
 
 
-def max_like(original: Symbolic) -> Symbolic:
-    """``aten::max``/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)`` unchanged."""
+def max_like(elementwise_of: Callable[[Symbolic], Symbolic]) -> Callable[[Symbolic], Symbolic]:
+    """``aten::max``/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)`` by
+    ``elementwise_of`` (``onnx_int64_bounds.pick``: int64 pairs by comparison)."""
 
-    def symbolic(g, self, dim_or_y=None, keepdim=None):
-        result = original(g, self, dim_or_y, keepdim)
-        if not _readable(self) or (not is_none(dim_or_y) and is_none(keepdim)):
-            return result
-        if is_none(dim_or_y):
-            return _nan_where(g, _any_nan(g, self, None, False), result)
-        dim, keep = constant(dim_or_y), constant(keepdim)
-        if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
-            return result
-        values, indices = result
-        has_nan = _any_nan(g, self, [dim], bool(keep))
-        return _nan_where(g, has_nan, values), _first_nan(g, has_nan, self, dim, bool(keep), indices)
+    def wrap(original: Symbolic) -> Symbolic:
+        elementwise = elementwise_of(lambda g, a, b: original(g, a, b))
 
-    return symbolic
+        def symbolic(g, self, dim_or_y=None, keepdim=None):
+            if not is_none(dim_or_y) and is_none(keepdim):
+                return elementwise(g, self, dim_or_y)
+            result = original(g, self, dim_or_y, keepdim)
+            if not _readable(self):
+                return result
+            if is_none(dim_or_y):
+                return _nan_where(g, _any_nan(g, self, None, False), result)
+            dim, keep = constant(dim_or_y), constant(keepdim)
+            if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
+                return result
+            values, indices = result
+            has_nan = _any_nan(g, self, [dim], bool(keep))
+            return _nan_where(g, has_nan, values), _first_nan(g, has_nan, self, dim, bool(keep), indices)
+
+        return symbolic
+
+    return wrap
 
 
 def amax_like(original: Symbolic) -> Symbolic:
@@ -211,7 +220,8 @@ def truth_like(original: Symbolic) -> Symbolic:
 
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
-    "aten::max": max_like, "aten::min": max_like, "aten::amax": amax_like, "aten::amin": amax_like,
+    "aten::max": max_like(pick(smaller=False)), "aten::min": max_like(pick(smaller=True)),
+    "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
     "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,

@@ -240,7 +240,7 @@ class TimestampWindow(nn.Module):  # nanosecond timestamps (int64 beyond 32 bits
         inside = torch.minimum(torch.maximum(stamps, start), end)
         if (inside == stamps).all():
             return inside - start
-        return inside, torch.maximum(stamps - end, torch.zeros_like(stamps))
+        return inside, torch.max(stamps - end, torch.zeros_like(stamps)), torch.min(stamps, end)
 
 
 def _timestamp_inputs():
