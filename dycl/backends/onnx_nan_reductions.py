@@ -79,22 +79,38 @@ def _readable(x) -> bool:
     return scalar_type(x) in _FLOATING and (rank(x) or 0) > 0
 
 
-def max_like(elementwise_of: Callable[[Symbolic], Symbolic]) -> Callable[[Symbolic], Symbolic]:
-    """``aten::max``/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)`` by
-    ``elementwise_of`` (``onnx_int64_bounds.pick``: int64 pairs by comparison)."""
+def _int64_extreme(g, x, larger: bool, dim: int | None, keepdim: bool):
+    """ORT's int64 ``ReduceMax``/``ReduceMin`` are wrong beyond 32 bits (``[900000064,
+    3600000256, 2099999872]`` gave 2099999872) while its ``ArgMax``/``ArgMin`` are right:
+    the element at the arg-extreme, over ``dim`` or all elements (``dim`` None)."""
+    if dim is None:
+        x, dim = g.op("Reshape", x, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64))), 0
+    where = g.op("ArgMax" if larger else "ArgMin", x, axis_i=dim, keepdims_i=1)
+    picked = g.op("GatherElements", x, where, axis_i=dim)
+    return picked if keepdim else g.op("Squeeze", picked, g.op("Constant", value_t=torch.tensor([dim])))
+
+
+def max_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
+    """``aten::max`` (``larger``)/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)``
+    by ``onnx_int64_bounds.pick`` (int64 pairs by comparison)."""
 
     def wrap(original: Symbolic) -> Symbolic:
-        elementwise = elementwise_of(lambda g, a, b: original(g, a, b))
+        elementwise = pick(smaller=not larger)(lambda g, a, b: original(g, a, b))
 
         def symbolic(g, self, dim_or_y=None, keepdim=None):
             if not is_none(dim_or_y) and is_none(keepdim):
                 return elementwise(g, self, dim_or_y)
             result = original(g, self, dim_or_y, keepdim)
+            dim, keep = constant(dim_or_y), constant(keepdim)
+            if scalar_type(self) == "Long" and (rank(self) or 0) > 0:
+                if is_none(dim_or_y):
+                    return _int64_extreme(g, self, larger, None, False)
+                if isinstance(dim, int) and isinstance(keep, (bool, int)):
+                    return _int64_extreme(g, self, larger, dim, bool(keep)), result[1]
             if not _readable(self):
                 return result
             if is_none(dim_or_y):
                 return _nan_where(g, _any_nan(g, self, None, False), result)
-            dim, keep = constant(dim_or_y), constant(keepdim)
             if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
                 return result
             values, indices = result
@@ -220,7 +236,7 @@ def truth_like(original: Symbolic) -> Symbolic:
 
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
-    "aten::max": max_like(pick(smaller=False)), "aten::min": max_like(pick(smaller=True)),
+    "aten::max": max_like(larger=True), "aten::min": max_like(larger=False),
     "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),

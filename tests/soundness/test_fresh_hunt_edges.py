@@ -239,7 +239,7 @@ class TimestampWindow(nn.Module):  # nanosecond timestamps (int64 beyond 32 bits
     def forward(self, stamps, start, end):
         inside = torch.minimum(torch.maximum(stamps, start), end)
         if (inside == stamps).all():
-            return inside - start
+            return inside - start, stamps.max() - stamps.min(), stamps.unsqueeze(0).max(1).values
         return inside, torch.max(stamps - end, torch.zeros_like(stamps)), torch.min(stamps, end)
 
 
