@@ -28,6 +28,19 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
   ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
   then torch's own translation with ``enable_gqa=False``.
+- ``aten::max``/``min``/``amax``/``amin``/``argmax``/``argmin`` and ``max_pool*d`` on
+  floating inputs: torch's translations with NaN (and a window of ``-inf`` only)
+  propagated as eager does (``onnx_nan_reductions``).
+- ``aten::index_put`` with ``accumulate=True``: repeated indices summed (``onnx_accumulate``).
+- ``aten::diagonal`` (``x.diagonal()``, ``torch.diagonal(x, offset, dim1, dim2)``): torch's
+  translation multiplies by an identity mask and sums, so an ``inf`` or ``NaN`` anywhere
+  in a row made its diagonal element NaN, and an integer input came back as float. Here:
+  the diagonal elements gathered from the input flattened over its last two dims (after
+  moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
+- ``minimum``/``maximum`` of int64: by comparisons (``onnx_int64_bounds``; ORT's int64
+  ``Clip``/``Min``/``Max`` are wrong beyond 32 bits; ``clamp`` of int64 still is).
+- ``aten::floor_divide`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
+  rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -50,6 +63,9 @@ from typing import Any
 
 import torch
 
+from dycl.backends.onnx_accumulate import WRAPPERS as ACCUMULATE_WRAPPERS
+from dycl.backends.onnx_division import WRAPPERS as DIVISION_WRAPPERS
+from dycl.backends.onnx_division import floor_divide
 from dycl.backends.onnx_graph_values import (
     SymbolicUnsupported,
     constant,
@@ -59,6 +75,8 @@ from dycl.backends.onnx_graph_values import (
     rank,
     scalar_type,
 )
+from dycl.backends.onnx_int64_bounds import WRAPPERS as INT64_WRAPPERS
+from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 
 _OPSET = 17
 # Element types eager torch sums as int64 (``torch.cumsum`` promotes them).
@@ -172,7 +190,28 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
     return g.op("Squeeze", product, _int64s(g, [1]))
 
 
-_SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
+def _diagonal(g, self, offset, dim1, dim2):
+    dims = rank(self)
+    if dims is None or dims < 2:
+        raise SymbolicUnsupported("diagonal", "an input of unknown rank")
+    offset = int_constant(offset, "diagonal", "offset")
+    dim1, dim2 = int_constant(dim1, "diagonal", "dim1") % dims, int_constant(dim2, "diagonal", "dim2") % dims
+    x = g.op("Transpose", self, perm_i=[a for a in range(dims) if a not in (dim1, dim2)] + [dim1, dim2])
+    shape = g.op("Shape", x)
+    rows = g.op("Slice", shape, _int64s(g, [-2]), _int64s(g, [-1]), _int64s(g, [0]))
+    cols = g.op("Slice", shape, _int64s(g, [-1]), _int64s(g, [sys.maxsize]), _int64s(g, [0]))
+    first_row, first_col = _int64s(g, [max(-offset, 0)]), _int64s(g, [max(offset, 0)])
+    length = g.op("Max", g.op("Min", g.op("Sub", rows, first_row), g.op("Sub", cols, first_col)), _int64s(g, [0]))
+    step = g.op("Range", g.op("Constant", value_t=torch.tensor(0)), g.op("Squeeze", length, _int64s(g, [0])),
+                g.op("Constant", value_t=torch.tensor(1)))
+    where = g.op("Add", g.op("Mul", g.op("Add", step, first_row), cols), g.op("Add", step, first_col))
+    leading = g.op("Slice", shape, _int64s(g, [0]), _int64s(g, [-2]), _int64s(g, [0]))
+    flat = g.op("Reshape", x, g.op("Concat", leading, _int64s(g, [-1]), axis_i=0))
+    return g.op("Gather", flat, where, axis_i=-1)
+
+
+_SYMBOLICS = {"aten::diff": _diff, "aten::diagonal": _diagonal, "aten::floor_divide": floor_divide,
+              "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
 
 
@@ -181,16 +220,29 @@ def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
     from torch.onnx._internal.torchscript_exporter import registration
 
-    added = [name for name in _SYMBOLICS if not _user_overridden(name)]
+    symbolics = {**_SYMBOLICS, **_wrapped(registration.registry)}
+    added = [name for name in symbolics if not _user_overridden(name)]
     unknown = [name for name in added if registration.registry.get_function_group(name) is None]
     for name in added:
-        torch.onnx.register_custom_op_symbolic(name, _SYMBOLICS[name], _OPSET)
+        torch.onnx.register_custom_op_symbolic(name, symbolics[name], _OPSET)
     try:
         yield
     finally:
         for name in added:
             torch.onnx.unregister_custom_op_symbolic(name, _OPSET)
         _forget(registration.registry, unknown)
+
+
+def _wrapped(registry: Any) -> dict[str, Any]:
+    """The wrappers of ``onnx_nan_reductions``, ``onnx_accumulate``, ``onnx_division`` and
+    ``onnx_int64_bounds`` around torch's own translations for the opset."""
+    found = {}
+    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS}.items():
+        group = registry.get_function_group(name)
+        original = group.get(_OPSET) if group is not None else None
+        if original is not None:
+            found[name] = wrap(original)
+    return found
 
 
 def _forget(registry: Any, names: list[str]) -> None:

@@ -1,0 +1,248 @@
+"""NaN-propagating ONNX translations of ``max``/``min`` reductions, ``argmax``/``argmin``
+and max pooling.
+
+Eager torch treats NaN as the extreme of every ``max``/``min`` reduction: ``x.max()``,
+``x.max(dim)``, ``x.amax(dims)`` are NaN where a reduced element is, and ``argmax``/
+``argmin`` (and the indices of ``max(dim)``/``min(dim)``) point at the first NaN. ONNX
+Runtime's ``ReduceMax``/``ReduceMin``/``ArgMax``/``ArgMin`` compare with ``<``, so a NaN
+is kept or skipped by position: ``[inf, nan].max()`` gave ``inf``, ``[nan, 1, -2, 3,
+inf, -inf, 0, nan].max(-1)`` gave ``inf`` for the second row -- and a branch on that
+value (``if x.max() > t``) took another path than eager, silently.
+
+Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, with or without indices) has the
+same NaN problem, and one more without any NaN: ORT starts each window at the lowest
+finite float, so a window of ``-inf`` only (a ``masked_fill(~mask, -inf)`` before
+pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN where the
+window holds a NaN and ``-inf`` where it holds nothing else -- both found by running
+torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
+
+Sorting (``sort``, ``argsort``, ``topk``) puts NaN above ``+inf`` in eager; ORT's ``TopK``
+placed it anywhere. Here torch's translation orders a key where NaN is the largest value
+(float64, so that NaN > ``+inf`` > every float32 value stay distinct; a float64 input's
+NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
+the input by the indices.
+
+``sign`` of NaN is 0 in eager and NaN in ONNX; here 0. ``any``/``all`` of a floating
+tensor: torch's translation cast it to an integer first, so ``[0.3].any()`` was False
+(and ``all`` an invalid model); here they reduce ``x != 0``.
+
+Each translation here runs torch's own translation (``original``, the one registered
+for the opset before dycl's override), then, for floating inputs only, replaces the
+result where the reduced elements hold a NaN: the value by NaN, an index by the first
+NaN's (``ArgMax`` of ``IsNaN``, which picks the first of equal maxima). Integer and bool
+inputs, the elementwise ``max(x, y)``, and calls it cannot read (a dim that is not a
+constant) keep torch's translation unchanged.
+
+Assumes: the arguments are as the TorchScript exporter passes them to a symbolic
+(``onnx_graph_values``); opset 17 (``ReduceMax`` takes ``axes`` as an attribute).
+Guarantees: the result has the type and shape of torch's translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
+from dycl.backends.onnx_int64_bounds import pick
+
+_FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
+_ONNX_FLOAT = 1
+_ONNX_DOUBLE = 11
+
+Symbolic = Callable[..., Any]
+
+
+def _nan_flags(g, x):
+    return g.op("Cast", g.op("IsNaN", x), to_i=_ONNX_FLOAT)
+
+
+def _any_nan(g, x, axes: list[int] | None, keepdims: bool):
+    reduced = (g.op("ReduceMax", _nan_flags(g, x), keepdims_i=int(keepdims)) if axes is None else
+               g.op("ReduceMax", _nan_flags(g, x), axes_i=axes, keepdims_i=int(keepdims)))
+    return g.op("Greater", reduced, g.op("Constant", value_t=torch.tensor(0.0)))
+
+
+def _nan_where(g, has_nan, value):
+    zero = g.op("Sub", value, value)  # 0, or NaN where value is inf or NaN: 0/0 and NaN/NaN are NaN
+    return g.op("Where", has_nan, g.op("Div", zero, zero), value)
+
+
+def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
+    first = g.op("ArgMax", _nan_flags(g, x), axis_i=dim, keepdims_i=int(keepdim))
+    return g.op("Where", has_nan, first, index)
+
+
+def _readable(x) -> bool:
+    return scalar_type(x) in _FLOATING and (rank(x) or 0) > 0
+
+
+def _int64_extreme(g, x, larger: bool, dim: int | None, keepdim: bool):
+    """ORT's int64 ``ReduceMax``/``ReduceMin`` are wrong beyond 32 bits (``[900000064,
+    3600000256, 2099999872]`` gave 2099999872) while its ``ArgMax``/``ArgMin`` are right:
+    the element at the arg-extreme, over ``dim`` or all elements (``dim`` None)."""
+    if dim is None:
+        x, dim = g.op("Reshape", x, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64))), 0
+    where = g.op("ArgMax" if larger else "ArgMin", x, axis_i=dim, keepdims_i=1)
+    picked = g.op("GatherElements", x, where, axis_i=dim)
+    return picked if keepdim else g.op("Squeeze", picked, g.op("Constant", value_t=torch.tensor([dim])))
+
+
+def max_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
+    """``aten::max`` (``larger``)/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)``
+    by ``onnx_int64_bounds.pick`` (int64 pairs by comparison)."""
+
+    def wrap(original: Symbolic) -> Symbolic:
+        elementwise = pick(smaller=not larger)(lambda g, a, b: original(g, a, b))
+
+        def symbolic(g, self, dim_or_y=None, keepdim=None):
+            if not is_none(dim_or_y) and is_none(keepdim):
+                return elementwise(g, self, dim_or_y)
+            result = original(g, self, dim_or_y, keepdim)
+            dim, keep = constant(dim_or_y), constant(keepdim)
+            if scalar_type(self) == "Long" and (rank(self) or 0) > 0:
+                if is_none(dim_or_y):
+                    return _int64_extreme(g, self, larger, None, False)
+                if isinstance(dim, int) and isinstance(keep, (bool, int)):
+                    return _int64_extreme(g, self, larger, dim, bool(keep)), result[1]
+            if not _readable(self):
+                return result
+            if is_none(dim_or_y):
+                return _nan_where(g, _any_nan(g, self, None, False), result)
+            if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
+                return result
+            values, indices = result
+            has_nan = _any_nan(g, self, [dim], bool(keep))
+            return _nan_where(g, has_nan, values), _first_nan(g, has_nan, self, dim, bool(keep), indices)
+
+        return symbolic
+
+    return wrap
+
+
+def amax_like(original: Symbolic) -> Symbolic:
+    """``aten::amax``/``aten::amin`` over the constant ``dim`` list (all dims if empty)."""
+
+    def symbolic(g, self, dim, keepdim):
+        result = original(g, self, dim, keepdim)
+        dims, keep = constant(dim), constant(keepdim)
+        dims = [dims] if isinstance(dims, int) else dims
+        if not _readable(self) or not isinstance(dims, list) or not isinstance(keep, (bool, int)):
+            return result
+        return _nan_where(g, _any_nan(g, self, dims or None, bool(keep)), result)
+
+    return symbolic
+
+
+def argmax_like(original: Symbolic) -> Symbolic:
+    """``aten::argmax``/``aten::argmin``: along a constant ``dim``, or of the flattened input."""
+
+    def symbolic(g, self, dim, keepdim):
+        result = original(g, self, dim, keepdim)
+        axis, keep = constant(dim), constant(keepdim)
+        if not _readable(self) or not isinstance(keep, (bool, int)):
+            return result
+        if axis is None:
+            if keep:
+                return result
+            flat = g.op("Reshape", self, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
+            return _first_nan(g, _any_nan(g, flat, None, False), flat, 0, False, result)
+        if not isinstance(axis, int):
+            return result
+        return _first_nan(g, _any_nan(g, self, [axis], bool(keep)), self, axis, bool(keep), result)
+
+    return symbolic
+
+
+def pool_like(original: Symbolic) -> Symbolic:
+    """``aten::max_pool{1,2,3}d`` and ``..._with_indices``: the pooled values (indices unchanged)."""
+
+    def symbolic(g, self, *args):
+        result = original(g, self, *args)
+        if not _readable(self):
+            return result
+        values = result[0] if isinstance(result, tuple) else result
+
+        def window_has(flags):
+            pooled = original(g, g.op("Cast", flags, to_i=_ONNX_FLOAT), *args)
+            pooled = pooled[0] if isinstance(pooled, tuple) else pooled
+            return g.op("Greater", pooled, g.op("Constant", value_t=torch.tensor(0.0)))
+
+        above_minus_inf = window_has(g.op("Not", g.op("IsInf", self, detect_positive_i=0)))
+        minus_inf = g.op("CastLike", g.op("Constant", value_t=torch.tensor(float("-inf"))), values)
+        values = _nan_where(g, window_has(g.op("IsNaN", self)), g.op("Where", above_minus_inf, values, minus_inf))
+        return (values, *result[1:]) if isinstance(result, tuple) else values
+
+    return symbolic
+
+
+def _sort_key(g, x):
+    """``x`` with NaN above ``+inf`` above every finite value: float64 keys for narrower
+    floats (whose finite values lie far below 1e300); for float64, NaN as ``+inf``."""
+    if scalar_type(x) == "Double":
+        infinity = g.op("Constant", value_t=torch.tensor(float("inf"), dtype=torch.float64))
+        return g.op("Where", g.op("IsNaN", x), infinity, x)
+    wide = g.op("Cast", x, to_i=_ONNX_DOUBLE)
+    above = g.op("Where", g.op("IsInf", x, detect_negative_i=0),
+                 g.op("Constant", value_t=torch.tensor(1e300, dtype=torch.float64)), wide)
+    return g.op("Where", g.op("IsNaN", x), g.op("Constant", value_t=torch.tensor(1e301, dtype=torch.float64)), above)
+
+
+def sort_like(dim_at: int, values: bool) -> Callable[[Symbolic], Symbolic]:
+    """``aten::sort``/``topk`` (``values``: their values gathered back from the input by
+    the indices) and ``aten::argsort``: ordered by a key where NaN is the largest."""
+
+    def wrap(original: Symbolic) -> Symbolic:
+        def symbolic(g, self, *args):
+            dim = constant(args[dim_at]) if len(args) > dim_at else None
+            if not _readable(self) or not isinstance(dim, int):
+                return original(g, self, *args)
+            result = original(g, _sort_key(g, self), *args)
+            if not values:
+                return result
+            return g.op("GatherElements", self, result[1], axis_i=dim), result[1]
+
+        return symbolic
+
+    return wrap
+
+
+def sign_like(original: Symbolic) -> Symbolic:
+    """``aten::sign``: eager's sign of NaN is 0 (``(0 < x) - (x < 0)``); ONNX ``Sign`` gives NaN."""
+
+    def symbolic(g, self):
+        result = original(g, self)
+        if scalar_type(self) not in _FLOATING:
+            return result
+        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), result)
+        return g.op("Where", g.op("IsNaN", self), zero, result)
+
+    return symbolic
+
+
+def truth_like(original: Symbolic) -> Symbolic:
+    """``aten::any``/``aten::all`` of a floating tensor: of its truth (``x != 0``; NaN is true)."""
+
+    def symbolic(g, self, *args):
+        if scalar_type(self) not in _FLOATING:
+            return original(g, self, *args)
+        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), self)
+        return original(g, g.op("Not", g.op("Equal", self, zero)), *args)
+
+    return symbolic
+
+
+#: operator -> how to wrap torch's translation of it
+NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
+    "aten::max": max_like(larger=True), "aten::min": max_like(larger=False),
+    "aten::amax": amax_like, "aten::amin": amax_like,
+    "aten::argmax": argmax_like, "aten::argmin": argmax_like,
+    "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
+    "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,
+    "aten::any": truth_like, "aten::all": truth_like,
+    **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
+}
+
+__all__ = ["NAN_WRAPPERS"]
