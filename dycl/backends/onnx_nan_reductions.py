@@ -66,8 +66,7 @@ def _any_nan(g, x, axes: list[int] | None, keepdims: bool):
 
 
 def _nan_where(g, has_nan, value):
-    zero = g.op("Sub", value, value)  # 0, or NaN where value is inf or NaN: 0/0 and NaN/NaN are NaN
-    return g.op("Where", has_nan, g.op("Div", zero, zero), value)
+    return g.op("Where", has_nan, _constant_like(g, float("nan"), value), value)
 
 
 def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
@@ -77,6 +76,48 @@ def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
 
 def _readable(x) -> bool:
     return scalar_type(x) in _FLOATING and (rank(x) or 0) > 0
+
+
+def _nan_uniform_along(x, dim: int) -> bool:
+    """Whether each row of ``x`` along ``dim`` is NaN-free or all NaN: ``x`` is a ``Softmax`` over
+    ``dim`` (a NaN, or an infinity, anywhere in a row makes the whole row NaN, in eager and in ORT).
+    ORT's ``ReduceMax``/``ArgMax`` over such rows already agree with eager (all NaN: NaN, index 0).
+    Decided by the graph only, never by sizes (a size-dependent graph would be one graph per size)."""
+    node, size = x.node(), rank(x)
+    if node.kind() != "onnx::Softmax" or not size:
+        return False
+    return (node.i("axis") if node.hasAttribute("axis") else -1) % size == dim % size
+
+
+#: producers whose values are finite or NaN (never infinite): a sum of theirs is NaN exactly where a
+#: summed element is
+_FINITE_OR_NAN = frozenset({"onnx::Softmax", "onnx::Sigmoid", "onnx::Tanh"})
+
+
+_TORCH_FLOATS = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
+                 "BFloat16": torch.bfloat16}
+
+
+def _constant_like(g, number: float, value):
+    """``number`` as a constant of ``value``'s element type (a ``Constant`` where the type is known:
+    ORT folds no ``CastLike`` whose second input is computed)."""
+    dtype = _TORCH_FLOATS.get(scalar_type(value))
+    if dtype is not None:
+        return g.op("Constant", value_t=torch.tensor(number, dtype=dtype))
+    return g.op("CastLike", g.op("Constant", value_t=torch.tensor(number)), value)
+
+
+def _nan_added(g, x, value):
+    """``value`` (the max or min of all of ``x``) made NaN where ``x`` holds one, for ``x`` finite or
+    NaN: ``value + 0 * sum(x)`` (3 nodes instead of the flags' 7; ``value + 0`` is ``value`` exactly,
+    the sign of a zero aside)."""
+    return g.op("Add", value, g.op("Mul", g.op("ReduceSum", x, keepdims_i=0), _constant_like(g, 0.0, x)))
+
+
+#: producers whose values are never -inf (NaN passes through them): a max pooling of theirs needs no
+#: "window of -inf only" repair
+_NON_NEGATIVE = frozenset({"onnx::Relu", "onnx::Sigmoid", "onnx::Softmax", "onnx::Exp", "onnx::Abs"})
+_NEVER_MINUS_INF = _NON_NEGATIVE | {"onnx::Tanh"}
 
 
 def _int64_extreme(g, x, larger: bool, dim: int | None, keepdim: bool):
@@ -110,10 +151,14 @@ def max_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
             if not _readable(self):
                 return result
             if is_none(dim_or_y):
+                if self.node().kind() in _FINITE_OR_NAN:
+                    return _nan_added(g, self, result)
                 return _nan_where(g, _any_nan(g, self, None, False), result)
             if not isinstance(dim, int) or not isinstance(keep, (bool, int)):
                 return result
             values, indices = result
+            if _nan_uniform_along(self, dim):
+                return result
             has_nan = _any_nan(g, self, [dim], bool(keep))
             return _nan_where(g, has_nan, values), _first_nan(g, has_nan, self, dim, bool(keep), indices)
 
@@ -149,11 +194,77 @@ def argmax_like(original: Symbolic) -> Symbolic:
                 return result
             flat = g.op("Reshape", self, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
             return _first_nan(g, _any_nan(g, flat, None, False), flat, 0, False, result)
-        if not isinstance(axis, int):
+        if not isinstance(axis, int) or _nan_uniform_along(self, axis):
             return result
         return _first_nan(g, _any_nan(g, self, [axis], bool(keep)), self, axis, bool(keep), result)
 
     return symbolic
+
+
+def _never_minus_inf(x, depth: int = 8) -> bool:
+    """Whether ``x`` provably holds no -inf (NaN may pass): made by an operator in
+    ``_NEVER_MINUS_INF``, by pooling, reshaping or adding such values, or by multiplying such values by
+    non-negative ones (this module's own pooling repair is such a sum)."""
+    node = x.node()
+    kind = node.kind()
+    if kind in _NEVER_MINUS_INF:
+        return True
+    if depth == 0:
+        return False
+    if kind == "onnx::Constant":
+        numbers = _float_constant(x)
+        return numbers is not None and all(number >= 0 for number in numbers)
+    inputs = list(node.inputs())
+    if kind in ("onnx::MaxPool", "onnx::AveragePool", "onnx::Flatten", "onnx::Reshape", "onnx::Identity"):
+        return bool(inputs) and _never_minus_inf(inputs[0], depth - 1)
+    if kind == "onnx::Add":
+        return all(_never_minus_inf(value, depth - 1) for value in inputs)
+    if kind == "onnx::Mul":  # non-negative factors, or zero times a finite value (this module's repairs)
+        kinds = [value.node().kind() for value in inputs]
+        if all(k in _NON_NEGATIVE or (k == "onnx::Constant" and _never_minus_inf(v, 0))
+               for k, v in zip(kinds, inputs)):
+            return True
+        return any(_is_zero(v) for v in inputs) and all(_is_zero(v) or k in _FINITE_OR_NAN
+                                                        for k, v in zip(kinds, inputs))
+    return False
+
+
+def _float_constant(value) -> list[float] | None:
+    """The numbers of a floating ``onnx::Constant`` (flat), None for anything else (read as
+    ``onnx_graph_values.constant`` reads one: unseen by the export's decision recorder)."""
+    node = value.node()
+    if node.kind() != "onnx::Constant" or not node.hasAttribute("value") or scalar_type(value) not in _FLOATING:
+        return None
+    with torch._C.DisableTorchFunction():
+        return node.t("value").reshape(-1).tolist()
+
+
+def _is_zero(value) -> bool:
+    numbers = _float_constant(value)
+    return numbers is not None and all(number == 0 for number in numbers)
+
+
+def _ints(node, name: str) -> list[int]:
+    return getattr(node, "is")(name)  # the ints attribute's getter is named ``is``
+
+
+def _nan_windows_by_average(g, x, values):
+    """``values`` (a ``MaxPool`` of ``x``, which holds no -inf) made NaN where the window holds a NaN:
+    the window's average is NaN exactly there (no -inf to meet a +inf), ``Tanh`` maps it into [-1, 1]
+    keeping NaN, and ``values + 0 * tanh(average)`` is ``values`` elsewhere. None where the pooling is
+    not one plain ``MaxPool`` of ``x`` with its attributes readable, or is dilated."""
+    node = values.node()
+    if node.kind() != "onnx::MaxPool" or next(node.inputs()).unique() != x.unique():
+        return None
+    if node.hasAttribute("dilations") and any(d != 1 for d in _ints(node, "dilations")):
+        return None
+    attributes = {"kernel_shape_i": _ints(node, "kernel_shape"), "ceil_mode_i": node.i("ceil_mode")
+                  if node.hasAttribute("ceil_mode") else 0, "count_include_pad_i": 1}
+    for name in ("strides", "pads"):
+        if node.hasAttribute(name):
+            attributes[f"{name}_i"] = _ints(node, name)
+    average = g.op("AveragePool", x, **attributes)
+    return g.op("Add", values, g.op("Mul", g.op("Tanh", average), _constant_like(g, 0.0, x)))
 
 
 def pool_like(original: Symbolic) -> Symbolic:
@@ -164,15 +275,20 @@ def pool_like(original: Symbolic) -> Symbolic:
         if not _readable(self):
             return result
         values = result[0] if isinstance(result, tuple) else result
+        repaired = _nan_windows_by_average(g, self, values) if _never_minus_inf(self) else None
+        if repaired is not None:
+            return (repaired, *result[1:]) if isinstance(result, tuple) else repaired
 
         def window_has(flags):
             pooled = original(g, g.op("Cast", flags, to_i=_ONNX_FLOAT), *args)
             pooled = pooled[0] if isinstance(pooled, tuple) else pooled
             return g.op("Greater", pooled, g.op("Constant", value_t=torch.tensor(0.0)))
 
-        above_minus_inf = window_has(g.op("Not", g.op("IsInf", self, detect_positive_i=0)))
-        minus_inf = g.op("CastLike", g.op("Constant", value_t=torch.tensor(float("-inf"))), values)
-        values = _nan_where(g, window_has(g.op("IsNaN", self)), g.op("Where", above_minus_inf, values, minus_inf))
+        if not _never_minus_inf(self):
+            above_minus_inf = window_has(g.op("Not", g.op("IsInf", self, detect_positive_i=0)))
+            minus_inf = _constant_like(g, float("-inf"), self)
+            values = g.op("Where", above_minus_inf, values, minus_inf)
+        values = _nan_where(g, window_has(g.op("IsNaN", self)), values)
         return (values, *result[1:]) if isinstance(result, tuple) else values
 
     return symbolic
@@ -216,8 +332,7 @@ def sign_like(original: Symbolic) -> Symbolic:
         result = original(g, self)
         if scalar_type(self) not in _FLOATING:
             return result
-        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), result)
-        return g.op("Where", g.op("IsNaN", self), zero, result)
+        return g.op("Where", g.op("IsNaN", self), _constant_like(g, 0.0, self), result)
 
     return symbolic
 
@@ -228,8 +343,7 @@ def truth_like(original: Symbolic) -> Symbolic:
     def symbolic(g, self, *args):
         if scalar_type(self) not in _FLOATING:
             return original(g, self, *args)
-        zero = g.op("CastLike", g.op("Constant", value_t=torch.tensor(0.0)), self)
-        return original(g, g.op("Not", g.op("Equal", self, zero)), *args)
+        return original(g, g.op("Not", g.op("Equal", self, _constant_like(g, 0.0, self))), *args)
 
     return symbolic
 

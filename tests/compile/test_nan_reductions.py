@@ -119,3 +119,50 @@ def test_after_dycl_torchs_own_export_of_max_is_torchs():
     torch.onnx.export(model, (torch.randn(3, 4),), buffer, dynamo=False, opset_version=17)
     kinds = {node.op_type for node in onnx.load_from_string(buffer.getvalue()).graph.node}
     assert "ReduceMax" in kinds and "IsNaN" not in kinds
+
+
+class GatedVGGStage(nn.Module):  # conv-relu-pool twice, a mixed-pool head and a softmax confidence
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 2 * 2, 5)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv1(x)), 2)  # relu feeds the pool: no -inf (the cheap NaN repair)
+        h = F.max_pool2d(F.relu(self.conv2(h)), 2, ceil_mode=True)
+        head = F.max_pool2d(h, 2)  # fed by the first repair's sum: still no -inf
+        logits = self.head(torch.flatten(head, 1))
+        probabilities = F.softmax(logits, dim=1)
+        confidence = torch.max(probabilities)  # a batch of rows: NaN in one row must reach the test
+        best, label = probabilities.max(1)  # rows along the softmax's axis: ORT's own reduction agrees
+        if confidence >= 0.3:
+            return logits, best, label
+        return -logits, best, label
+
+
+def _stage_inputs() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(62)
+    out = []
+    for i in range(48):
+        x = torch.randn(3, 1, 16, 16, generator=generator) * (1 + i % 5)
+        if i % 4 == 1:
+            x[i % 3, 0, i % 16, 2] = NAN
+        if i % 6 == 2:
+            x[(i + 1) % 3, 0, 4, i % 16] = INF
+        out.append(x)
+    return out
+
+
+def test_nan_repairs_by_average_and_by_sum_agree_with_eager(tmp_path):
+    model = GatedVGGStage().eval()
+    inputs = _stage_inputs()
+    compiled = dycl.compile(model, inputs[0])
+    with torch.no_grad():
+        assert sum(bool(torch.isnan(model(x)[0]).any()) for x in inputs) >= 8  # NaN reaches the outputs
+    assert assert_equivalent(model, compiled, inputs, atol=1e-5) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-5)
+    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+    graph = onnx.load_from_string(next(data for name, data in compiled._result.files.items()
+                                       if name.endswith(".onnx")))
+    kinds = [node.op_type for node in graph.graph.node]
+    assert "IsInf" not in kinds and kinds.count("Tanh") == 3  # every pool repaired by its average
