@@ -28,6 +28,11 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   for its group of query heads (``repeat_interleave`` on dim -3, as eager does, via
   ``Unsqueeze``/``Tile``/``Reshape`` with the head counts read from the shapes),
   then torch's own translation with ``enable_gqa=False``.
+- ``aten::floor_divide`` / ``aten::floordiv`` (``x // 3`` on a tensor): torch's
+  translation truncates (the operator's old meaning), so ``-7 // 2`` gives ``-3`` where
+  eager gives ``-4``, for integer and float tensors alike. Here: for integers torch's own
+  translation of ``torch.div(..., rounding_mode="floor")``; for floats eager's own formula
+  (``floor(a / b)`` differs from it where the quotient rounds up: ``1.4 // 0.7`` is 1).
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -118,6 +123,38 @@ def _sdpa(g, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
                                                          scale, enable_gqa)
 
 
+def _floor_divide(g, self, other):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset9
+
+    kinds = (scalar_type(self), scalar_type(other))
+    if None in kinds:
+        raise SymbolicUnsupported("floor_divide", "operands of unknown element type")
+    if not any(kind in _ONNX_TYPES for kind in kinds):
+        return symbolic_opset9._floor_divide(g, self, other)  # integers: Div, less one where it truncated up
+    # a float scalar (``n // 0.5``) makes an integer tensor's quotient the default float type
+    kind = kinds[0] if kinds[0] in _ONNX_TYPES else ("Float" if rank(other) == 0 else kinds[1])
+    if kinds[1] in _ONNX_TYPES and kinds[1] != kind and rank(other) != 0:
+        raise SymbolicUnsupported("floor_divide", "float operands of two element types")
+    a, b = (g.op("Cast", v, to_i=_ONNX_TYPES[kind]) for v in (self, other))
+    return _floor_divide_floats(g, a, b, _ONNX_TYPES[kind])
+
+
+def _floor_divide_floats(g, a, b, onnx_type: int):
+    """Eager's ``div_floor_floating``: ``(a - fmod(a, b)) / b``, one less where the remainder's
+    sign is not the divisor's, floored, one more where that dropped over a half; ``a / b`` where
+    ``b == 0``. (``floor(a / b)`` differs where ``a / b`` rounds up to a whole number: 1.4 // 0.7.)"""
+    zero, half, one = (g.op("Cast", g.op("Constant", value_t=torch.tensor(v, dtype=torch.float64)), to_i=onnx_type)
+                       for v in (0.0, 0.5, 1.0))
+    mod = g.op("Mod", a, b, fmod_i=1)
+    div = g.op("Div", g.op("Sub", a, mod), b)
+    wrong_sign = g.op("And", g.op("Not", g.op("Equal", mod, zero)),
+                      g.op("Xor", g.op("Less", b, zero), g.op("Less", mod, zero)))
+    div = g.op("Sub", div, g.op("Where", wrong_sign, one, zero))
+    floored = g.op("Floor", div)
+    floored = g.op("Add", floored, g.op("Where", g.op("Greater", g.op("Sub", div, floored), half), one, zero))
+    return g.op("Where", g.op("Equal", b, zero), g.op("Div", a, b), floored)
+
+
 def _repeat_heads(g, kv, query):
     """``kv.repeat_interleave(q_heads // kv_heads, dim=-3)`` for (..., heads, seq, head_dim) tensors,
     the counts read from the shapes at run time."""
@@ -173,7 +210,8 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
 
 
 _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
-              "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
+              "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa,
+              "aten::floor_divide": _floor_divide, "aten::floordiv": _floor_divide}
 
 
 @contextlib.contextmanager
