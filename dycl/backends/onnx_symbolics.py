@@ -33,6 +33,9 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   eager gives ``-4``, for integer and float tensors alike. Here: for integers torch's own
   translation of ``torch.div(..., rounding_mode="floor")``; for floats eager's own formula
   (``floor(a / b)`` differs from it where the quotient rounds up: ``1.4 // 0.7`` is 1).
+- ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
+  translation gives ONNX Runtime an ``Add`` of bool, an invalid model. Here: ``Or``; any
+  other ``add`` is torch's own translation (opset 11's, which also appends to lists).
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -123,6 +126,16 @@ def _sdpa(g, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
                                                          scale, enable_gqa)
 
 
+def _add(g, self, other, alpha=None):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
+
+    if scalar_type(self) == "Bool" and scalar_type(other) == "Bool":
+        if not is_none(alpha) and constant(alpha) not in (1, True):
+            raise SymbolicUnsupported("add", "bool tensors with an alpha other than 1")
+        return g.op("Or", self, other)
+    return symbolic_opset11.add(g, self, other, alpha)
+
+
 def _floor_divide(g, self, other):
     from torch.onnx._internal.torchscript_exporter import symbolic_opset9
 
@@ -211,7 +224,7 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
 
 _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa,
-              "aten::floor_divide": _floor_divide, "aten::floordiv": _floor_divide}
+              "aten::floor_divide": _floor_divide, "aten::floordiv": _floor_divide, "aten::add": _add}
 
 
 @contextlib.contextmanager

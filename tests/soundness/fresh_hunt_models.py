@@ -545,8 +545,8 @@ FAMILIES = {
 }
 
 # Known crashes (any exception other than dycl.UnsupportedError), kept out of the tests:
-# DataclassOutput (a bool field computed from a tensor), BoolArithmetic (bool + bool: ONNX
-# Add of bool), LongOverflowSum (an int64 product that wraps: the self check refuses it).
+# DataclassOutput (a bool field computed from a tensor), LongOverflowSum (an int64 product
+# that wraps: the self check refuses it).
 
 INPUTS = {ToOtherDtype: _masks, FloatOfIntInput: _ints, Int64Sum: _ints, NegativeFloorDivInt: _ints}
 

@@ -24,7 +24,8 @@ COMPILED = {
     M.GeneratorOverLayers: 2, M.SuperForward: 2, M.NamedTupleOutput: 2, M.DictOutput: 2,
     M.DataDefaultKwarg: 2, M.TorchCond: 2, M.TorchAssert: 2, M.SingleArgWhere: 2, M.EmptyThenFill: 2,
     M.IntDivision: 2, M.NegativeFloorDivInt: 2, M.HalfRoundTrip: 2, M.MaskedAssignBranch: 2,
-    M.InferenceModeBlock: 2, M.ToOtherDtype: 2, M.FloatOfIntInput: 2, M.Int64Sum: 2, M.BufferWriteUnderBranch: 2,
+    M.InferenceModeBlock: 2, M.BoolArithmetic: 2,
+    M.ToOtherDtype: 2, M.FloatOfIntInput: 2, M.Int64Sum: 2, M.BufferWriteUnderBranch: 2,
 }
 
 # model -> a fragment of the refused construct's description
