@@ -36,6 +36,10 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
 - ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
   translation gives ONNX Runtime an ``Add`` of bool, an invalid model. Here: ``Or``; any
   other ``add`` is torch's own translation (opset 11's, which also appends to lists).
+- ``aten::sum`` of an int64 tensor (no ``dtype``): ONNX Runtime's ``ReduceSum`` of int64
+  is not exact past 2**53 and saturates where eager wraps (``[2**60 + 1, 1]`` sums to
+  ``2**60``). Here: a ``CumSum`` along each summed dim (exact, wrapping) and its last
+  slice. Any other ``sum`` is torch's own translation.
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -136,6 +140,31 @@ def _add(g, self, other, alpha=None):
     return symbolic_opset11.add(g, self, other, alpha)
 
 
+def _sum(g, self, *args):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset13
+
+    dims = rank(self)
+    if scalar_type(self) != "Long" or not is_none(args[-1]) or dims is None:
+        return symbolic_opset13._reduce_with_dtype("ReduceSum", "sum")(g, self, *args)
+    if len(args) == 1 or constant(args[0]) in (None, []):  # every dim
+        flat = g.op("Reshape", self, _int64s(g, [-1]))
+        return g.op("Reshape", _exact_int_sum(g, flat, [0]), _int64s(g, []))
+    dim, keepdim = constant(args[0]), constant(args[1])
+    if not isinstance(dim, list) or not isinstance(keepdim, bool):
+        raise SymbolicUnsupported("sum", "an int64 sum over dims that are not constant")
+    axes = sorted({d % dims for d in dim}) if dims else [0]
+    total = _exact_int_sum(g, self, axes)
+    return total if keepdim or not dims else g.op("Squeeze", total, _int64s(g, axes))
+
+
+def _exact_int_sum(g, values, axes: list[int]):
+    """The sum along ``axes``, kept as dims of size 1: the last slice of a running sum."""
+    for axis in axes:
+        running = g.op("CumSum", values, g.op("Constant", value_t=torch.tensor(axis, dtype=torch.int64)))
+        values = g.op("Slice", running, _int64s(g, [-1]), _int64s(g, [sys.maxsize]), _int64s(g, [axis]))
+    return values
+
+
 def _floor_divide(g, self, other):
     from torch.onnx._internal.torchscript_exporter import symbolic_opset9
 
@@ -224,7 +253,8 @@ def _grouped_mm(g, mat_a, mat_b, offs, bias=None, out_dtype=None):
 
 _SYMBOLICS = {"aten::diff": _diff, "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
               "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa,
-              "aten::floor_divide": _floor_divide, "aten::floordiv": _floor_divide, "aten::add": _add}
+              "aten::floor_divide": _floor_divide, "aten::floordiv": _floor_divide, "aten::add": _add,
+              "aten::sum": _sum}
 
 
 @contextlib.contextmanager

@@ -545,8 +545,7 @@ FAMILIES = {
 }
 
 # Known crashes (any exception other than dycl.UnsupportedError), kept out of the tests:
-# DataclassOutput (a bool field computed from a tensor), LongOverflowSum (an int64 product
-# that wraps: the self check refuses it).
+# DataclassOutput (a bool field computed from a tensor).
 
 INPUTS = {ToOtherDtype: _masks, FloatOfIntInput: _ints, Int64Sum: _ints, NegativeFloorDivInt: _ints}
 

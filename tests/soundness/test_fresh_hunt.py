@@ -24,7 +24,7 @@ COMPILED = {
     M.GeneratorOverLayers: 2, M.SuperForward: 2, M.NamedTupleOutput: 2, M.DictOutput: 2,
     M.DataDefaultKwarg: 2, M.TorchCond: 2, M.TorchAssert: 2, M.SingleArgWhere: 2, M.EmptyThenFill: 2,
     M.IntDivision: 2, M.NegativeFloorDivInt: 2, M.HalfRoundTrip: 2, M.MaskedAssignBranch: 2,
-    M.InferenceModeBlock: 2, M.BoolArithmetic: 2,
+    M.InferenceModeBlock: 2, M.BoolArithmetic: 2, M.LongOverflowSum: 2,
     M.ToOtherDtype: 2, M.FloatOfIntInput: 2, M.Int64Sum: 2, M.BufferWriteUnderBranch: 2,
 }
 
@@ -82,6 +82,27 @@ def test_floor_division_of_negative_values_floors_in_process_and_host(tmp_path):
     generator = torch.Generator().manual_seed(5)
     inputs = [torch.randint(-9, 9, (3, 4), generator=generator) for _ in range(60)]
     assert any((x // 3 * 3 != x).logical_and(x < 0).any() for x in inputs)  # some round down, not to zero
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, min_paths=2) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, 0.0)
+    assert report["checked"] == len(inputs) and not report["problems"], report
+
+
+class HashBuckets(torch.nn.Module):
+    """An int64 hash of token ids (large products, sums past 2**53 that wrap as eager's do)."""
+
+    def forward(self, ids):
+        mixed = ids * 6364136223846793005 + 1442695040888963407
+        total = mixed.sum(1)
+        if total.sum() % 2 == 0:
+            return total % 1000
+        return mixed.sum() + total
+
+
+def test_int64_sums_are_exact_and_wrap_in_process_and_host(tmp_path):
+    model = HashBuckets().eval()
+    generator = torch.Generator().manual_seed(6)
+    inputs = [torch.randint(0, 50000, (3, 5), generator=generator) for _ in range(60)]
     compiled = dycl.compile(model, inputs[0])
     assert assert_equivalent(model, compiled, inputs, min_paths=2) == 2
     report = run_host_without_torch(compiled.save(tmp_path / "net"), model, inputs, 0.0)
