@@ -39,8 +39,15 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
 - ``minimum``/``maximum`` of int64: by comparisons (``onnx_int64_bounds``; ORT's int64
   ``Clip``/``Min``/``Max`` are wrong beyond 32 bits; ``clamp`` of int64 still is).
-- ``aten::floor_divide`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
+- ``aten::floor_divide``/``floordiv`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
+- ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
+  translation gives ONNX Runtime an ``Add`` of bool, an invalid model. Here: ``Or``; any
+  other ``add`` is torch's own translation (opset 11's, which also appends to lists).
+- ``aten::sum`` of an int64 tensor (no ``dtype``): ONNX Runtime's ``ReduceSum`` of int64
+  is not exact past 2**53 and saturates where eager wraps (``[2**60 + 1, 1]`` sums to
+  ``2**60``). Here: a ``CumSum`` along each summed dim (exact, wrapping) and its last
+  slice. Any other ``sum`` is torch's own translation.
 
 Assumes: the translations read the graph only through the TorchScript graph API
 that every symbolic receives (``g.op``, ``Value.node()``/``.type()``, see
@@ -136,6 +143,41 @@ def _sdpa(g, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, 
                                                          scale, enable_gqa)
 
 
+def _add(g, self, other, alpha=None):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset11
+
+    if scalar_type(self) == "Bool" and scalar_type(other) == "Bool":
+        if not is_none(alpha) and constant(alpha) not in (1, True):
+            raise SymbolicUnsupported("add", "bool tensors with an alpha other than 1")
+        return g.op("Or", self, other)
+    return symbolic_opset11.add(g, self, other, alpha)
+
+
+def _sum(g, self, *args):
+    from torch.onnx._internal.torchscript_exporter import symbolic_opset13
+
+    dims = rank(self)
+    if scalar_type(self) != "Long" or not is_none(args[-1]) or dims is None:
+        return symbolic_opset13._reduce_with_dtype("ReduceSum", "sum")(g, self, *args)
+    if len(args) == 1 or constant(args[0]) in (None, []):  # every dim
+        flat = g.op("Reshape", self, _int64s(g, [-1]))
+        return g.op("Reshape", _exact_int_sum(g, flat, [0]), _int64s(g, []))
+    dim, keepdim = constant(args[0]), constant(args[1])
+    if not isinstance(dim, list) or not isinstance(keepdim, bool):
+        raise SymbolicUnsupported("sum", "an int64 sum over dims that are not constant")
+    axes = sorted({d % dims for d in dim}) if dims else [0]
+    total = _exact_int_sum(g, self, axes)
+    return total if keepdim or not dims else g.op("Squeeze", total, _int64s(g, axes))
+
+
+def _exact_int_sum(g, values, axes: list[int]):
+    """The sum along ``axes``, kept as dims of size 1: the last slice of a running sum."""
+    for axis in axes:
+        running = g.op("CumSum", values, g.op("Constant", value_t=torch.tensor(axis, dtype=torch.int64)))
+        values = g.op("Slice", running, _int64s(g, [-1]), _int64s(g, [sys.maxsize]), _int64s(g, [axis]))
+    return values
+
+
 def _repeat_heads(g, kv, query):
     """``kv.repeat_interleave(q_heads // kv_heads, dim=-3)`` for (..., heads, seq, head_dim) tensors,
     the counts read from the shapes at run time."""
@@ -212,7 +254,8 @@ def _diagonal(g, self, offset, dim1, dim2):
 
 _SYMBOLICS = {"aten::diff": _diff, "aten::diagonal": _diagonal, "aten::floor_divide": floor_divide,
               "aten::index_add": _index_add, "aten::cumsum": _cumsum, "aten::histc": _histc,
-              "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa}
+              "aten::_grouped_mm": _grouped_mm, "aten::scaled_dot_product_attention": _sdpa,
+              "aten::floordiv": floor_divide, "aten::add": _add, "aten::sum": _sum}
 
 
 @contextlib.contextmanager
