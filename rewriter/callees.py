@@ -95,11 +95,15 @@ _BRANCHING = (cst.If, cst.For, cst.While, cst.IfExp, cst.BooleanOperation, cst.T
 def converts(node: cst.CSTNode) -> bool:
     """``t.item()``, ``t.tolist()``, ``t.numpy()``, ``int(t)``, ``float(t)``, ``bool(t)`` (syntactically):
     a Python value that may come from a tensor, which the HCFG builder moves to the host
-    only in code it sees, so a callee containing one is inlined (hcfg.decisions)."""
+    only in code it sees, so a callee containing one is inlined (hcfg.decisions). So is
+    ``max(a, b)``/``min`` of two or more items: it compares them (``bool(b > a)``), a choice
+    ``rewriter.choices`` moves to the host."""
     if not isinstance(node, cst.Call):
         return False
     if isinstance(node.func, cst.Attribute):
         return node.func.attr.value in ("item", "tolist", "numpy") and not node.args
+    if isinstance(node.func, cst.Name) and node.func.value in ("max", "min"):
+        return len(node.args) > 1
     return isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")
 
 

@@ -130,6 +130,19 @@ class Lowering:
             statements.append(self.if_(test, [self.line(best, item(i)), self.line(best_key, cst.Name(score))]))
         return best, statements
 
+    def extreme_of_items(self, values: Sequence[cst.BaseExpression], largest: bool) -> tuple[str, Block]:
+        """``max(a, b, ...)`` as CPython runs it: every argument evaluated once, in order, then
+        ``item > best`` (``<`` for ``min``) per later item; the first of equal items wins."""
+        beats = cst.GreaterThan() if largest else cst.LessThan()
+        items = [self.fresh("item") for _ in values]
+        statements: Block = [self.line(name, value) for name, value in zip(items, values)]
+        best = self.fresh("best")
+        statements.append(self.line(best, cst.Name(items[0])))
+        for name in items[1:]:
+            test = cst.Comparison(cst.Name(name), [cst.ComparisonTarget(beats, cst.Name(best))])
+            statements.append(self.if_(test, [self.line(best, cst.Name(name))]))
+        return best, statements
+
 
 def applied(function: cst.BaseExpression, argument: cst.BaseExpression) -> cst.BaseExpression:
     """``function(argument)``; for a lambda of one plain parameter (``key=lambda t: t.sum()``), its

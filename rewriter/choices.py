@@ -30,6 +30,9 @@ statements before it, and the choice replaced by a fresh name:
   whose names fit ``name`` (the literal parts of an f-string), ``else: raise AttributeError``
 - ``max(seq, key=f)``/``min`` over a sequence of static length → ``best = seq[0]`` and, per later
   item, ``if f(item) > best_key: best = item`` (the first of equal items wins, as in Python)
+- ``max(a, b, ...)``/``min`` (the builtin, two or more items, no keyword) → each item bound once,
+  in order, then ``best = a`` and, per later item, ``if item > best: best = item`` (``<`` for
+  ``min``: the comparison CPython makes, so ``max(t.max() + 1, n)`` chooses on the host)
 - a statement (or an ``if`` test) reading a name that holds one of the literals of a lifted
   conditional expression (``act = "relu" if c else "tanh"`` and copies of ``act``) → one copy
   per literal under ``if act == "relu"``, the literal in place of the name (``getattr(torch,
@@ -218,9 +221,11 @@ class Choices(ScopedFlowWalker):
             return lowering.value(node)
         extreme = self.extreme_of(node, env) if isinstance(node, cst.Call) else None
         if extreme is not None and self.decides(node, env):
-            sequence = next(a.value for a in node.args if a.keyword is None)
+            positional = [a.value for a in node.args if a.keyword is None]
+            if len(positional) > 1:  # ``max(a, b)``: its arguments are the items
+                return lowering.extreme_of_items(positional, extreme == "max")
             key = next(a.value for a in node.args if a.keyword is not None)
-            return lowering.extreme(sequence, key, self.flow.static_length(sequence, env), extreme == "max")
+            return lowering.extreme(positional[0], key, self.flow.static_length(positional[0], env), extreme == "max")
         if isinstance(node, (cst.Call, cst.Subscript)):
             found = members(node.func if isinstance(node, cst.Call) else node, self.flow, env)
             if found is not None and self.decides(found.key, env):
@@ -228,14 +233,16 @@ class Choices(ScopedFlowWalker):
         return None
 
     def extreme_of(self, call: cst.Call, env: Env) -> str | None:
-        """``"max"``/``"min"`` for ``max(seq, key=f)`` over a sequence of static length, else None."""
+        """``"max"``/``"min"`` for the builtin's ``max(seq, key=f)`` over a sequence of static
+        length or ``max(a, b, ...)`` (two or more items, no keyword), else None."""
         function = self.flow.evaluate(call.func, env)
         keys = [a.keyword.value for a in call.args if a.keyword is not None]
         positional = [a for a in call.args if a.keyword is None]
-        if function is None or function.value not in (max, min) or keys != ["key"] or len(positional) != 1 or (
-                positional[0].star or not self.flow.static_length(positional[0].value, env)):
+        if function is None or function.value not in (max, min) or any(a.star for a in positional):
             return None
-        return function.value.__name__
+        over_items = not keys and len(positional) > 1
+        over_sequence = keys == ["key"] and len(positional) == 1 and self.flow.static_length(positional[0].value, env)
+        return function.value.__name__ if over_items or over_sequence else None
 
     def literals(self, node: cst.BaseExpression, env: Env) -> tuple[Any, ...] | None:
         """The literals a (nested) conditional expression of literals may give, else None."""

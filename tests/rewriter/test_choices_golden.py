@@ -275,3 +275,29 @@ def test_and_or_on_data_are_tested_operand_by_operand_where_python_evaluates_the
         keep = operand
         return x * keep
     """)
+
+
+class Extremes(nn.Module):
+    def forward(self, x, limit: float = 4.0):
+        factor = min(1.0, limit / x.norm())
+        return x * factor + max(x.mean(), x.sum(), 0.0)
+
+
+def test_max_and_min_of_items_bind_each_item_once_then_compare_as_cpython_does():
+    assert after(Extremes(), "choices") == golden("""
+        item = 1.0
+        item_1 = limit / x.norm()
+        best = item
+        if item_1 < best:
+            best = item_1
+        factor = best
+        item_2 = x.mean()
+        item_3 = x.sum()
+        item_4 = 0.0
+        best_1 = item_2
+        if item_3 > best_1:
+            best_1 = item_3
+        if item_4 > best_1:
+            best_1 = item_4
+        return x * factor + best_1
+    """)
