@@ -14,18 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 import dycl
-from dycl.harness.testing import assert_equivalent
-from dycl.harness.testing_host import run_host_without_torch
+from dycl.harness.testing_host import assert_agrees_in_process_and_as_host
 
 
 def _check(model: nn.Module, inputs: list, choice, tmp_path) -> int:
     """Compile ``model`` on the first input, compare on all, in process and as a host; the
     number of distinct outcomes ``choice`` (computed eagerly) takes."""
-    model.eval()
-    compiled = dycl.compile(model, inputs[0])
-    assert_equivalent(model, compiled, inputs, min_paths=1, atol=1e-5)
-    report = run_host_without_torch(compiled.save(tmp_path / "artifact"), model, inputs, 1e-5)
-    assert report["checked"] == len(inputs) and not report["problems"], report
+    assert_agrees_in_process_and_as_host(model, inputs, tmp_path, 1e-5)
     with torch.no_grad():
         return len({choice(x) for x in inputs})
 

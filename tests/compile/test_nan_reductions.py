@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import dycl
 from dycl.harness.testing import assert_equivalent
-from dycl.harness.testing_host import run_host_without_torch
+from dycl.harness.testing_host import assert_agrees_in_process_and_as_host, run_host_without_torch
 
 NAN, INF = float("nan"), float("inf")
 
@@ -48,10 +48,7 @@ def _inputs() -> list[torch.Tensor]:
 def test_reductions_propagate_nan_in_process_and_on_the_host(tmp_path):
     model = EveryReduction().eval()
     inputs = _inputs()
-    compiled = dycl.compile(model, inputs[0])
-    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
-    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
-    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+    assert assert_agrees_in_process_and_as_host(model, inputs, tmp_path, 1e-6) == 2
 
 
 class MaskedPooling(nn.Module):  # padded positions masked with -inf, then pooled and cleaned up
@@ -84,10 +81,7 @@ def _pooling_inputs() -> list[tuple[torch.Tensor, torch.Tensor]]:
 def test_max_pooling_propagates_nan_and_minus_inf(tmp_path):
     model = MaskedPooling().eval()
     inputs = _pooling_inputs()
-    compiled = dycl.compile(model, inputs[0])
-    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
-    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
-    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+    assert assert_agrees_in_process_and_as_host(model, inputs, tmp_path, 1e-6) == 2
 
 
 class RankedScores(nn.Module):  # ranking with NaN scores (a failed metric) beside inf and ties
@@ -106,10 +100,7 @@ def test_sorting_puts_nan_above_inf(tmp_path):
     inputs = _inputs()
     for x in inputs[::4]:
         x[2] = torch.tensor([1.0, 1.0, INF, 0.5])  # ties and inf, no NaN
-    compiled = dycl.compile(model, inputs[0])
-    assert assert_equivalent(model, compiled, inputs, atol=1e-6) == 2
-    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-6)
-    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+    assert assert_agrees_in_process_and_as_host(model, inputs, tmp_path, 1e-6) == 2
 
 
 def test_after_dycl_torchs_own_export_of_max_is_torchs():
