@@ -203,7 +203,7 @@ def argmax_like(original: Symbolic) -> Symbolic:
 
 def _never_minus_inf(x, depth: int = 8) -> bool:
     """Whether ``x`` provably holds no -inf (NaN may pass): made by an operator in
-    ``_NEVER_MINUS_INF``, by pooling, reshaping or adding such values, or by multiplying such values by
+    ``_NEVER_MINUS_INF``, by pooling, reshaping, concatenating or adding such values, or by multiplying such values by
     non-negative ones (this module's own pooling repair is such a sum)."""
     node = x.node()
     kind = node.kind()
@@ -217,7 +217,7 @@ def _never_minus_inf(x, depth: int = 8) -> bool:
     inputs = list(node.inputs())
     if kind in ("onnx::MaxPool", "onnx::AveragePool", "onnx::Flatten", "onnx::Reshape", "onnx::Identity"):
         return bool(inputs) and _never_minus_inf(inputs[0], depth - 1)
-    if kind == "onnx::Add":
+    if kind in ("onnx::Add", "onnx::Concat"):
         return all(_never_minus_inf(value, depth - 1) for value in inputs)
     if kind == "onnx::Mul":  # non-negative factors, or zero times a finite value (this module's repairs)
         kinds = [value.node().kind() for value in inputs]
