@@ -127,20 +127,4 @@ def run_host_without_torch(artifact: Path, model: torch.nn.Module, inputs: list[
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def assert_agrees_in_process_and_as_host(model: torch.nn.Module, inputs: list[Any], directory: Path,
-                                         atol: float, min_paths: int = 1, **options: Any) -> int:
-    """Compile ``model`` (``dycl.compile(model, inputs[0], **options)``), assert it agrees with eager on
-    every input in process (``assert_equivalent``, at least ``min_paths`` paths) and as a saved host in a
-    torch-free process (saved under ``directory``); returns the number of eager paths the inputs took."""
-    import dycl
-    from dycl.harness.testing import assert_equivalent
-
-    model.eval()
-    compiled = dycl.compile(model, inputs[0], **options)
-    paths = assert_equivalent(model, compiled, inputs, min_paths=min_paths, atol=atol)
-    report = run_host_without_torch(compiled.save(Path(directory) / "artifact"), model, inputs, atol)
-    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
-    return paths
-
-
-__all__ = ["Call", "assert_agrees_in_process_and_as_host", "run_host_without_torch", "to_numpy"]
+__all__ = ["Call", "run_host_without_torch", "to_numpy"]

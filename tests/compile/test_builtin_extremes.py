@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dycl
-from dycl.harness.testing_host import assert_agrees_in_process_and_as_host
+from dycl.harness.host_agreement import assert_agrees_in_process_and_as_host
 
 
 def _check(model: nn.Module, inputs: list, choice, tmp_path) -> int:

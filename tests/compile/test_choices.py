@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import dycl
+from dycl.harness.host_agreement import assert_agrees_in_process_and_as_host
 from dycl.harness.testing import assert_equivalent
-from dycl.harness.testing_host import assert_agrees_in_process_and_as_host
 
 
 def _inputs(count: int = 18, seed: int = 0, shape=(3, 8)) -> list[torch.Tensor]:

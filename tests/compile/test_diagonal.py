@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from dycl.harness.testing_host import assert_agrees_in_process_and_as_host
+from dycl.harness.host_agreement import assert_agrees_in_process_and_as_host
 
 
 class ContrastiveScores(nn.Module):

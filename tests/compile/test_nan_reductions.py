@@ -14,8 +14,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dycl
+from dycl.harness.host_agreement import assert_agrees_in_process_and_as_host
 from dycl.harness.testing import assert_equivalent
-from dycl.harness.testing_host import assert_agrees_in_process_and_as_host, run_host_without_torch
+from dycl.harness.testing_host import run_host_without_torch
 
 NAN, INF = float("nan"), float("inf")
 
