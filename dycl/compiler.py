@@ -51,6 +51,7 @@ from dycl.backends.base import Backend, CompiledVariant, OnnxStep
 from dycl.backends.example_sizes import example_sizes
 from dycl.backends.onnx_metadata import describe_onnx
 from dycl.backends.single_graph_stage import lower_stage
+from dycl.backends.spin_choice import spinning_pays
 from dycl.backends.thread_choice import on_calling_thread
 from dycl.execution_mode import WHOLE_CALL, WholeCall
 from dycl.export.alternatives import alternative_name, covered, other_size_variants, warn_no_alternative
@@ -353,8 +354,8 @@ def compile_variants(ported: Ported) -> Compiled:
     by_identity = dict(zip(distinct, made))
     job.mode.check_compiled(by_identity)
     settled: dict[str, bool] = {}  # thread choices by graph structure, this compile's (thread_choice)
-    by_identity = {fingerprint: _finished(ported, fingerprint, compiled, step, settled)
-                   for fingerprint, compiled in by_identity.items()}
+    by_identity = _spinning(ported, {fingerprint: _finished(ported, fingerprint, compiled, step, settled)
+                                     for fingerprint, compiled in by_identity.items()})
     return Compiled(ported, {v.name: by_identity[ported.identities[v.name]] for v in ported.variants}, backend_stats)
 
 
@@ -383,6 +384,22 @@ def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant, se
         return False
     return on_calling_thread(compiled.data, dict(zip((port.name for port in variant.inputs), variant.examples[0])),
                              settled=settled)
+
+
+def _spinning(ported: Ported, by_identity: dict[str, CompiledVariant]) -> dict[str, CompiledVariant]:
+    """``by_identity`` with every graph's pool spinning within runs where the mode times it and
+    the chain of graphs ran faster so (``dycl.backends.spin_choice``)."""
+    job = ported.explored.stage.front.job
+    if not (job.mode.times_spinning and job.options.levers.small_graphs_on_caller
+            and job.backend.file_suffix == ".onnx"):
+        return by_identity
+    graphs = [(compiled.data, dict(zip((port.name for port in ported.distinct[fingerprint].inputs),
+                                       ported.distinct[fingerprint].examples[0])))
+              for fingerprint, compiled in by_identity.items()]
+    if not spinning_pays(graphs):
+        return by_identity
+    return {fingerprint: dataclasses.replace(compiled, spins_in_run=True)
+            for fingerprint, compiled in by_identity.items()}
 
 
 def _other_size_graphs(chosen: Backend, module: SubDNNModule, variant: Variant, guards: tuple[ShapeGuard, ...],

@@ -33,6 +33,8 @@ class WholeCall:
     per_sample = False
     #: whether a small ONNX Runtime graph may run on the calling thread (``dycl.backends.onnx_cost``)
     small_graphs_on_caller = True
+    #: whether a graph's pool spinning within runs is timed at a group's size (``dycl.backends.spin_choice``)
+    times_spinning = False
 
     def check_front(self, front: Frontend) -> None:
         """*rewrite*: refuse, before anything is compiled, a model this mode cannot run."""

@@ -295,7 +295,8 @@ class SubDNNEntry:
     a graph too small to pay for a thread pool's hand-off; None: the load's setting).
     ``sizes``: each named symbolic dim of the graph's inputs at the example (``{"batch": 1}``),
     where the host may make a session fixed to them at load (None: it specializes only to what
-    it sees)."""
+    it sees). ``spin``: True where the session's pool spins while a run lasts (and stops when it
+    returns), which the compile timed as faster (``dycl.backends.spin_choice``; None: it sleeps)."""
 
     file: str
     sha256: str
@@ -305,10 +306,12 @@ class SubDNNEntry:
     otherwise: str | None = None
     threads: int | None = None
     sizes: dict | None = None
+    spin: bool | None = None
 
     @classmethod
     def from_json(cls, value, where):
-        _json_object(value, where, ("file", "sha256", "inputs", "outputs"), ("guards", "otherwise", "threads", "sizes"))
+        _json_object(value, where, ("file", "sha256", "inputs", "outputs"),
+                     ("guards", "otherwise", "threads", "sizes", "spin"))
         entry = FileEntry.from_json({"file": value["file"], "sha256": value["sha256"]}, where)
         guards = tuple(ShapeGuard.from_json(guard, f"{where}.guards[{position}]")
                        for position, guard in enumerate(_json_list(value.get("guards", []), f"{where}.guards")))
@@ -318,9 +321,12 @@ class SubDNNEntry:
         threads = value.get("threads")
         if threads is not None and (type(threads) is not int or threads < 1):
             _json_fail(f"{where}.threads", "a positive integer", threads)
+        spin = value.get("spin")
+        if spin is not None and spin is not True:
+            _json_fail(f"{where}.spin", "true", spin)
         return cls(entry.file, entry.sha256, _json_ports(value["inputs"], f"{where}.inputs"),
                    _json_ports(value["outputs"], f"{where}.outputs"), guards, otherwise, threads,
-                   _json_sizes(value.get("sizes"), f"{where}.sizes"))
+                   _json_sizes(value.get("sizes"), f"{where}.sizes"), spin)
 
     def to_json(self):
         value = {"file": self.file, "sha256": self.sha256, "inputs": [p.to_json() for p in self.inputs],
@@ -333,6 +339,8 @@ class SubDNNEntry:
             value["threads"] = self.threads
         if self.sizes is not None:
             value["sizes"] = dict(self.sizes)
+        if self.spin is not None:
+            value["spin"] = self.spin
         return value
 
 

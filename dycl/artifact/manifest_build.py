@@ -114,7 +114,8 @@ def _entries(variants: Sequence[Variant], compiled: Mapping[str, CompiledVariant
         for position, (name, graph) in enumerate(chain):
             otherwise = chain[position + 1][0] if position + 1 < len(chain) else None
             entries[name] = SubDNNEntry(graph.file, sha256(files[graph.file]), *ports, graph.guards, otherwise,
-                                        1 if graph.on_calling_thread else None, dict(graph.example_sizes) or None)
+                                        1 if graph.on_calling_thread else None, dict(graph.example_sizes) or None,
+                                        True if graph.spins_in_run else None)
     return entries
 
 

@@ -42,6 +42,8 @@ class CompiledVariant:
     stats: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     alternatives: tuple[CompiledVariant, ...] = ()
     on_calling_thread: bool = False
+    #: whether its session's pool spins while a run lasts (``dycl.backends.spin_choice``)
+    spins_in_run: bool = False
     #: an ONNX graph's named input dims at its example (``dycl.backends.example_sizes``): the host's
     #: first specialized session
     example_sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)

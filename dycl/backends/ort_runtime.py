@@ -24,8 +24,11 @@ import onnxruntime as ort
 # or DYCL_ORT_POOL=global. DYCL_ORT_CALL=iobinding and DYCL_ORT_LOAD=lazy switch the
 # host's other choices, one by one, for the ablation (benchmarks/ablation.py), and
 # DYCL_ORT_SPECIALIZE=off turns off sessions specialized to sizes (_SpecializingExecutable).
-# DYCL_ORT_SPIN=run lets pool threads spin while a run lasts and stop when it returns
-# (session.force_spinning_stop): measured, not adopted (benchmarks/session_levers.md).
+# A pool's threads spin only while a run lasts, and stop when it returns
+# (session.force_spinning_stop), only for the sub-DNNs whose manifest entry says
+# ``spin`` (a per-sample graph the compile timed as faster so: dycl/backends/spin_choice.py).
+# DYCL_ORT_SPIN=run makes every session do so, DYCL_ORT_SPIN=off none (the ablation's
+# switches; benchmarks/session_levers.md, benchmarks/batch_levers.py).
 
 
 #: shape specialization (_SpecializingExecutable): sightings of a key before it gets its session,
@@ -70,11 +73,13 @@ def runtime_options(threads=None, providers=None, session_options=None, shared_p
             "session_options": session_options, "shared_pool": bool(shared_pool),
             "specialize": specialize and session_options is None,
             "call": os.environ.get("DYCL_ORT_CALL", "run"), "load": os.environ.get("DYCL_ORT_LOAD", "eager"),
-            "spin": os.environ.get("DYCL_ORT_SPIN", "off")}
+            "spin": os.environ.get("DYCL_ORT_SPIN", "chosen")}
 
 
-def session_options_for(options=None):
-    """The SessionOptions every session of a model loaded with ``options`` is created with."""
+def session_options_for(options=None, spin=False):
+    """The SessionOptions every session of a model loaded with ``options`` is created with;
+    ``spin``: the manifest's choice for this sub-DNN (``SubDNNEntry.spin``), which
+    ``DYCL_ORT_SPIN=run`` or ``off`` overrides."""
     options = options or runtime_options()
     if options["session_options"] is not None:
         return options["session_options"]
@@ -85,7 +90,7 @@ def session_options_for(options=None):
     else:
         session_options.intra_op_num_threads = options["threads"]
         session_options.inter_op_num_threads = 1
-    if options.get("spin") == "run":  # the ablation's lever: pool threads spin only while a run lasts
+    if options.get("spin") == "run" or (spin and options.get("spin") != "off"):  # spin only while a run lasts
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "1")
         session_options.add_session_config_entry("session.force_spinning_stop", "1")
     else:
@@ -93,10 +98,10 @@ def session_options_for(options=None):
     return session_options
 
 
-def _session(data, options, threads=None, sizes=None):
+def _session(data, options, threads=None, sizes=None, spin=False):
     """A session of ``data``; ``sizes``: {dim name: size} fixed by free-dimension overrides
-    (only where ``options`` create their own SessionOptions)."""
-    session_options = session_options_for(options)
+    (only where ``options`` create their own SessionOptions); ``spin``: the entry's ``spin``."""
+    session_options = session_options_for(options, spin)
     for name, size in (sizes or {}).items():
         session_options.add_free_dimension_override_by_name(name, size)
     if threads is not None and options["session_options"] is None and not options["shared_pool"]:
@@ -193,7 +198,7 @@ class _SpecializingExecutable(_Executable):
 
     def __init__(self, session, entry, data, options, example=None):
         super().__init__(session, entry)
-        self.data, self.options, self.threads = data, options, entry.threads
+        self.data, self.options, self.threads, self.spin = data, options, entry.threads, bool(entry.spin)
         self.specialized = {}  # key -> [runner, used], oldest first; replaced, never changed in place (no lock to read)
         self.seen, self.refused, self.created = {}, set(), 0
         self.lock = threading.Lock()
@@ -251,7 +256,7 @@ class _SpecializingExecutable(_Executable):
         whichever thread comes first; ``named`` is set before ``symbolic``, which readers test)."""
         with self.lock:
             if self.symbolic is None:
-                session = _session(self.data, self.options, self.threads)
+                session = _session(self.data, self.options, self.threads, spin=self.spin)
                 self.named = _named_dims(session)
                 self.symbolic = [_runner(session, len(self.inputs) == len(self.input_shapes)), False]
 
@@ -264,7 +269,7 @@ class _SpecializingExecutable(_Executable):
             if axis >= len(shape) or sizes.setdefault(dim, shape[axis]) != shape[axis]:
                 return None
         try:
-            return _session(self.data, self.options, self.threads, sizes)
+            return _session(self.data, self.options, self.threads, sizes, self.spin)
         except Exception:  # noqa: BLE001 - the symbolic session still runs it
             return None
 
@@ -362,7 +367,7 @@ def _executable(data, entry, options):
         found = _example_session(data, entry, options)
         if found is not None:
             return _SpecializingExecutable(found[0], entry, data, options, example=found[1])
-    session = _session(data, options, entry.threads)
+    session = _session(data, options, entry.threads, spin=bool(entry.spin))
     if options["call"] == "iobinding":
         return _BoundExecutable(session, entry)
     if specialize and _named_dims(session):
@@ -376,7 +381,7 @@ def _example_session(data, entry, options):
     shape as the session declares it, concatenated. None where a declared dim is still not a number
     (a dim without a name, an expression) or the session cannot be created."""
     try:
-        session = _session(data, options, entry.threads, dict(entry.sizes))
+        session = _session(data, options, entry.threads, dict(entry.sizes), bool(entry.spin))
     except Exception:  # noqa: BLE001 - the symbolic session still runs it
         return None
     declared = {port.name: port.shape for port in session.get_inputs()}

@@ -56,6 +56,7 @@ class PerSampleMode(WholeCall):
 
     per_sample = True
     small_graphs_on_caller = False  # a group's size is not the example's: the cost model does not apply
+    times_spinning = True  # a group of tens of samples may keep a pool busy enough to spin (spin_choice)
 
     def check_front(self, front: Frontend) -> None:
         rewritten = front.rewritten

@@ -18,3 +18,16 @@ def test_spinning_within_a_run_is_an_opt_in(monkeypatch):
     options = ort_runtime.session_options_for(ort_runtime.runtime_options(threads=2))
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
     assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+
+
+def test_a_sub_dnn_the_compile_chose_spinning_for_spins_within_runs(monkeypatch):
+    monkeypatch.delenv("DYCL_ORT_SPIN", raising=False)
+    options = ort_runtime.session_options_for(ort_runtime.runtime_options(threads=2), spin=True)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+
+
+def test_spinning_off_overrides_the_compiles_choice(monkeypatch):
+    monkeypatch.setenv("DYCL_ORT_SPIN", "off")
+    options = ort_runtime.session_options_for(ort_runtime.runtime_options(threads=2), spin=True)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
