@@ -18,7 +18,10 @@ long as with no spinning (``batch_levers.py --env DYCL_ORT_SPIN=off``, shared ma
 choice times what a batch does: every graph once, in order, each with its pool, one chain with
 sleeping pools and one with spinning pools in turns, and takes the spinning one for the whole
 model only where its median beats the other's by more than ``SPIN_MARGIN`` (a near tie goes to
-sleeping, which leaves the core to the rest of the process).
+sleeping, which leaves the core to the rest of the process). Graphs of one structure
+(``graph_structure``: BlockDrop's residual blocks of one stage) cost the same, so the chains make
+one session per structure and run it once for each of its graphs (blockdrop: the choice took 7.5 s
+of a 19 s compile with a session per graph).
 
 Spinning stops when a run returns (``session.force_spinning_stop=1``): no one else in the process
 pays after a run. Assumes: each graph is a grouped per-sample graph (an input that carries the
@@ -39,13 +42,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from dycl.backends.graph_structure import structure_key
 from dycl.backends.thread_choice import _array, _fed, pool_threads
 
 #: the group size the chain is timed at: a batch of 32 samples, before any leaves
 GROUP_ROWS = 32
-#: timed turns per setting at most, and the seconds the timing may take (past 3 turns)
+#: timed turns per setting at most, the seconds the timing may take (past ``SEPARATED_TURNS``
+#: turns), and the turns after which two settings whose times do not overlap are settled
 TIMED_RUNS = 7
 TIMING_BUDGET_S = 0.5
+SEPARATED_TURNS = 2
 #: spinning is chosen only where its median beats sleeping's by more than this share
 SPIN_MARGIN = 0.15
 
@@ -58,8 +64,20 @@ def spinning_pays(graphs: Sequence[tuple[bytes, Mapping[str, Any]]], threads: in
         return False
     fed = [(data, feeds) for data, feeds in ((data, group_feeds(data, example)) for data, example in graphs)
            if feeds is not None]
-    timed = _time_chains(fed, threads) if fed else None
+    timed = _time_chains(_by_structure(fed), threads) if fed else None
     return timed is not None and timed[1] * (1 + SPIN_MARGIN) < timed[0]
+
+
+def _by_structure(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]]) -> list[tuple[bytes, dict[str, np.ndarray]]]:
+    """``fed`` with each graph replaced by the first of its structure (the same bytes object, so
+    ``_time_chains`` makes one session for them), feeds kept."""
+    first: dict[str, bytes] = {}
+    chain = []
+    for data, feeds in fed:
+        shapes = {name: array.shape for name, array in feeds.items()}
+        key = structure_key(onnx.load_model_from_string(data), shapes)
+        chain.append((first.setdefault(key, data), feeds))
+    return chain
 
 
 def group_feeds(data: bytes, example: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
@@ -91,7 +109,7 @@ def _time_chains(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]], threads: in
     """Median seconds of the chain (every graph run once, in order) on sleeping pools and on
     spinning ones, the two chains taking turns; None where a session or run fails."""
     try:
-        chains = [[(_session(data, threads, spin), feeds) for data, feeds in fed] for spin in (False, True)]
+        chains = [_chain(fed, threads, spin) for spin in (False, True)]
         for chain in chains:
             _run(chain)  # the first runs allocate
     except Exception:  # noqa: BLE001 - an untimeable chain does not spin (the sound default)
@@ -101,9 +119,25 @@ def _time_chains(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]], threads: in
     for turn in range(TIMED_RUNS):
         for index in (0, 1) if turn % 2 == 0 else (1, 0):
             times[index].append(_run(chains[index]))
-        if turn >= 2 and time.perf_counter() > deadline:
+        if turn + 1 >= SEPARATED_TURNS and (time.perf_counter() > deadline or _separated(times)):
             break
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def _separated(times: tuple[list[float], list[float]]) -> bool:
+    """Whether every time of one setting is below every time of the other (more turns would not
+    change which median is lower)."""
+    return max(times[0]) < min(times[1]) or max(times[1]) < min(times[0])
+
+
+def _chain(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]], threads: int,
+           spin: bool) -> list[tuple[ort.InferenceSession, dict[str, np.ndarray]]]:
+    """A session for each graph of ``fed``, one per bytes object (``_by_structure``), with its feeds."""
+    made: dict[int, ort.InferenceSession] = {}
+    for data, _ in fed:
+        if id(data) not in made:
+            made[id(data)] = _session(data, threads, spin)
+    return [(made[id(data)], feeds) for data, feeds in fed]
 
 
 def _run(chain: Sequence[tuple[ort.InferenceSession, dict[str, np.ndarray]]]) -> float:
