@@ -1,11 +1,12 @@
 """Per-sample batched serving levers, A/B in one process (issue 29).
 
     python benchmarks/batch_levers.py --models sdn_vgg19,blockdrop [--size 32] [--rounds 9] [--env DYCL_ORT_SPIN=run]
+    python benchmarks/batch_levers.py --models sdn_vgg19 --off small_graphs_on_caller
 
-Each model is compiled once with ``per_sample=True`` and saved; the artifact is then loaded
-twice, once as the environment stands (*base*) and once with the ``--env`` settings applied
-during its load (*lever*: the host reads ``DYCL_ORT_*`` when it loads), beside the static whole
-network (``batch.py``'s ``static_network``). The three take turns on the same batches of
+Each model is compiled with ``per_sample=True`` and saved (*base*); *lever* is that artifact
+loaded with the ``--env`` settings applied during its load (the host reads ``DYCL_ORT_*`` when it
+loads), or, with ``--off``, the model compiled again with that ``Levers`` field off. Both run
+beside the static whole network (``batch.py``'s ``static_network``). The three take turns on the same batches of
 ``--size`` samples for ``--rounds`` rounds (the order rotating per round); reported: the median
 ms of each, the spread (min-max) and lever / static and base / static. Every lever batch's
 outputs must equal the base's bit for bit (a lever changes how, never what, is computed).
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from batch import static_network  # noqa: E402
+from dycl.hcfg.levers import Levers  # noqa: E402
 
 import dycl  # noqa: E402
 from dycl.per_sample.testing import batch_of, paths_of  # noqa: E402
@@ -51,12 +53,15 @@ def _flat(value) -> list[np.ndarray]:
     return [np.asarray(value.detach() if isinstance(value, torch.Tensor) else value)]
 
 
-def bench(name: str, size: int, rounds: int, env: dict[str, str], workdir: Path) -> dict:
+def bench(name: str, size: int, rounds: int, env: dict[str, str], off: str, workdir: Path) -> dict:
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     directory = workdir / name
     dycl.compile(model, example, per_sample=True, progress=False).save(directory)
-    base, lever = _loaded(directory, {}), _loaded(directory, env)
+    if off:
+        dycl.compile(model, example, per_sample=True, progress=False,
+                     optimize=Levers(**{off: False})).save(workdir / f"{name}_off")
+    base, lever = _loaded(directory, {}), _loaded(workdir / f"{name}_off" if off else directory, env)
     candidates = [zoo.sample(seed) for seed in range(64)]
     paths = paths_of(model, candidates)
     static, names = static_network(model, candidates[max(range(len(candidates)), key=lambda i: len(paths[i]))])
@@ -88,14 +93,16 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE applied while the lever loads")
+    parser.add_argument("--off", default="", help="a Levers field the lever's compile turns off")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     env = dict(item.split("=", 1) for item in args.env)
-    print(f"lever {env}, B={args.size}, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
+    lever = env or f"{args.off}=False"
+    print(f"lever {lever}, B={args.size}, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
     print("| model | base ms | lever ms | static ms | base/static | lever/static | differ |")
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.models.split(","):
-            row = bench(name, args.size, args.rounds, env, Path(workdir))
+            row = bench(name, args.size, args.rounds, env, args.off, Path(workdir))
             m, s = row["median_ms"], row["spread"]
             print(f"| {name} | {m['base']:.2f} ({s['base'][0]:.1f}-{s['base'][1]:.1f}) | {m['lever']:.2f} "
                   f"({s['lever'][0]:.1f}-{s['lever'][1]:.1f}) | {m['static']:.2f} | {m['static'] / m['base']:.2f} "

@@ -382,23 +382,23 @@ def _on_calling_thread(job: Job, variant: Variant, compiled: CompiledVariant, se
     if not (job.options.levers.small_graphs_on_caller and job.mode.small_graphs_on_caller
             and job.backend.file_suffix == ".onnx"):
         return False
-    return on_calling_thread(compiled.data, dict(zip((port.name for port in variant.inputs), variant.examples[0])),
-                             settled=settled)
+    feeds = job.mode.serving_feeds(compiled.data, dict(zip((port.name for port in variant.inputs),
+                                                           variant.examples[0])))
+    return feeds is not None and on_calling_thread(compiled.data, feeds, settled=settled)
 
 
 def _spinning(ported: Ported, by_identity: dict[str, CompiledVariant]) -> dict[str, CompiledVariant]:
     """``by_identity`` with every graph's pool spinning within runs where the mode times it and
     the chain of graphs ran faster so (``dycl.backends.spin_choice``)."""
     job = ported.explored.stage.front.job
-    if not (job.mode.times_spinning and job.options.levers.small_graphs_on_caller
-            and job.backend.file_suffix == ".onnx"):
+    if not (job.mode.times_spinning and job.backend.file_suffix == ".onnx"):
         return by_identity
     graphs = [(compiled.data, dict(zip((port.name for port in ported.distinct[fingerprint].inputs),
-                                       ported.distinct[fingerprint].examples[0])))
+                                       ported.distinct[fingerprint].examples[0])), compiled.on_calling_thread)
               for fingerprint, compiled in by_identity.items()]
     if not spinning_pays(graphs):
         return by_identity
-    return {fingerprint: dataclasses.replace(compiled, spins_in_run=True)
+    return {fingerprint: dataclasses.replace(compiled, spins_in_run=not compiled.on_calling_thread)
             for fingerprint, compiled in by_identity.items()}
 
 

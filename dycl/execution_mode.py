@@ -36,6 +36,11 @@ class WholeCall:
     #: whether a graph's pool spinning within runs is timed at a group's size (``dycl.backends.spin_choice``)
     times_spinning = False
 
+    def serving_feeds(self, data: bytes, example: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The inputs by name that a call of the ONNX graph ``data`` typically gets, given its
+        example's: what its thread choice is decided on (``dycl.backends.thread_choice``)."""
+        return example
+
     def check_front(self, front: Frontend) -> None:
         """*rewrite*: refuse, before anything is compiled, a model this mode cannot run."""
 

@@ -56,27 +56,27 @@ SEPARATED_TURNS = 2
 SPIN_MARGIN = 0.15
 
 
-def spinning_pays(graphs: Sequence[tuple[bytes, Mapping[str, Any]]], threads: int | None = None) -> bool:
-    """Whether the sessions of ``graphs`` (each an ONNX graph and one sample's inputs by name, in
-    program order) should spin while a run lasts (module docstring)."""
+def spinning_pays(graphs: Sequence[tuple[bytes, Mapping[str, Any], bool]], threads: int | None = None) -> bool:
+    """Whether the pools of ``graphs`` (each an ONNX graph, one sample's inputs by name and whether it
+    runs on the calling thread, in program order) should spin while a run lasts (module docstring)."""
     threads = pool_threads() if threads is None else threads
-    if threads <= 1:  # no pool: nothing to spin
+    if threads <= 1 or all(on_caller for *_, on_caller in graphs):  # no pool: nothing to spin
         return False
-    fed = [(data, feeds) for data, feeds in ((data, group_feeds(data, example)) for data, example in graphs)
-           if feeds is not None]
-    timed = _time_chains(_by_structure(fed), threads) if fed else None
+    fed = [(data, feeds, 1 if on_caller else threads) for data, feeds, on_caller in
+           ((data, group_feeds(data, example), on_caller) for data, example, on_caller in graphs) if feeds is not None]
+    timed = _time_chains(_by_structure(fed)) if fed else None
     return timed is not None and timed[1] * (1 + SPIN_MARGIN) < timed[0]
 
 
-def _by_structure(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]]) -> list[tuple[bytes, dict[str, np.ndarray]]]:
-    """``fed`` with each graph replaced by the first of its structure (the same bytes object, so
-    ``_time_chains`` makes one session for them), feeds kept."""
+def _by_structure(fed: Sequence[_Fed]) -> list[_Fed]:
+    """``fed`` with each graph replaced by the first of its structure and threads (the same bytes
+    object, so ``_chain`` makes one session for them), feeds kept."""
     first: dict[str, bytes] = {}
     chain = []
-    for data, feeds in fed:
+    for data, feeds, threads in fed:
         shapes = {name: array.shape for name, array in feeds.items()}
-        key = structure_key(onnx.load_model_from_string(data), shapes)
-        chain.append((first.setdefault(key, data), feeds))
+        key = f"{threads}:{structure_key(onnx.load_model_from_string(data), shapes)}"
+        chain.append((first.setdefault(key, data), feeds, threads))
     return chain
 
 
@@ -100,16 +100,19 @@ def group_feeds(data: bytes, example: Mapping[str, Any]) -> dict[str, np.ndarray
     return feeds
 
 
+#: a graph, its feeds at a group's size and the intra-op threads its session gets
+_Fed = tuple[bytes, dict[str, np.ndarray], int]
+
 _TYPE_NAMES = {onnx.TensorProto.FLOAT: "float", onnx.TensorProto.DOUBLE: "double", onnx.TensorProto.FLOAT16: "float16",
                onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32", onnx.TensorProto.BOOL: "bool",
                onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.INT8: "int8"}
 
 
-def _time_chains(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]], threads: int) -> tuple[float, float] | None:
+def _time_chains(fed: Sequence[_Fed]) -> tuple[float, float] | None:
     """Median seconds of the chain (every graph run once, in order) on sleeping pools and on
     spinning ones, the two chains taking turns; None where a session or run fails."""
     try:
-        chains = [_chain(fed, threads, spin) for spin in (False, True)]
+        chains = [_chain(fed, spin) for spin in (False, True)]
         for chain in chains:
             _run(chain)  # the first runs allocate
     except Exception:  # noqa: BLE001 - an untimeable chain does not spin (the sound default)
@@ -130,14 +133,13 @@ def _separated(times: tuple[list[float], list[float]]) -> bool:
     return max(times[0]) < min(times[1]) or max(times[1]) < min(times[0])
 
 
-def _chain(fed: Sequence[tuple[bytes, dict[str, np.ndarray]]], threads: int,
-           spin: bool) -> list[tuple[ort.InferenceSession, dict[str, np.ndarray]]]:
+def _chain(fed: Sequence[_Fed], spin: bool) -> list[tuple[ort.InferenceSession, dict[str, np.ndarray]]]:
     """A session for each graph of ``fed``, one per bytes object (``_by_structure``), with its feeds."""
     made: dict[int, ort.InferenceSession] = {}
-    for data, _ in fed:
+    for data, _, threads in fed:
         if id(data) not in made:
             made[id(data)] = _session(data, threads, spin)
-    return [(made[id(data)], feeds) for data, feeds in fed]
+    return [(made[id(data)], feeds) for data, feeds, _ in fed]
 
 
 def _run(chain: Sequence[tuple[ort.InferenceSession, dict[str, np.ndarray]]]) -> float:
@@ -153,6 +155,7 @@ def _session(data: bytes, threads: int, spin: bool) -> ort.InferenceSession:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    spin = spin and threads > 1  # a session on the calling thread has no pool to spin
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     if spin:
         options.add_session_config_entry("session.force_spinning_stop", "1")

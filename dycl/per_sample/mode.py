@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
+from dycl.backends.spin_choice import group_feeds
 from dycl.execution_mode import WholeCall
 from dycl.export.static_fold import fold_static_shapes
 from dycl.hcfg.graph import source_of, where
@@ -55,8 +56,13 @@ class PerSampleMode(WholeCall):
     """A batch of single samples, each on its own path (``dycl.per_sample.semantics``)."""
 
     per_sample = True
-    small_graphs_on_caller = False  # a group's size is not the example's: the cost model does not apply
     times_spinning = True  # a group of tens of samples may keep a pool busy enough to spin (spin_choice)
+
+    def serving_feeds(self, data: bytes, example: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A group of 32 copies of the example's sample (``spin_choice.group_feeds``): a batch of 32
+        before any sample leaves, so a graph goes to the calling thread only where a full group pays
+        no pool (a smaller group, later on a path, costs less still)."""
+        return group_feeds(data, example)
 
     def check_front(self, front: Frontend) -> None:
         rewritten = front.rewritten

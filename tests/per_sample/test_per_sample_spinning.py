@@ -52,8 +52,8 @@ def _images(count: int) -> list[torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def chosen(tmp_path_factory):
-    """The model compiled routed (a chain of graphs) with the timing's answer forced to spin; the
-    graphs the compile asked about."""
+    """The model compiled routed (a chain of graphs), every graph on a pool, with the timing's answer
+    forced to spin; the graphs the compile asked about."""
     asked = []
 
     def spinning(graphs, threads=None):
@@ -65,7 +65,8 @@ def chosen(tmp_path_factory):
     try:
         model = ConfidentCNN().eval()
         images = _images(40)
-        compiled = dycl.compile(model, images[0], per_sample=True, progress=False, optimize=Levers(predicate=False))
+        compiled = dycl.compile(model, images[0], per_sample=True, progress=False,
+                                optimize=Levers(predicate=False, small_graphs_on_caller=False))
     finally:
         patch.undo()
     return model, compiled, images, compiled.save(tmp_path_factory.mktemp("spin") / "net"), asked
@@ -75,7 +76,7 @@ def test_every_graph_is_timed_at_a_group_of_32_and_the_answer_is_in_the_manifest
     *_, artifact, asked = chosen
     entries = json.loads((artifact / "manifest.json").read_text())["sub_dnns"]
     assert len(asked) == len({entry["file"] for entry in entries.values()}) >= 2
-    for data, example in asked:
+    for data, example, _ in asked:
         feeds = spin_choice.group_feeds(data, example)
         assert feeds and all(array.shape[0] == spin_choice.GROUP_ROWS for array in feeds.values())
     assert all(entry.get("spin") is True for entry in entries.values())
@@ -98,10 +99,11 @@ def test_a_spinning_batch_equals_eager_per_sample_in_process_and_as_host(chosen)
 def test_spinning_is_chosen_only_past_the_margin(monkeypatch):
     graph = _graph()
     for sleeping, spinning, expected in [(1.0, 0.5, True), (1.0, 0.9, False), (1.0, 1.5, False)]:
-        monkeypatch.setattr(spin_choice, "_time_chains", lambda fed, threads, times=(sleeping, spinning): times)
+        monkeypatch.setattr(spin_choice, "_time_chains", lambda fed, times=(sleeping, spinning): times)
         assert spin_choice.spinning_pays([graph], threads=2) is expected
     assert spin_choice.spinning_pays([graph], threads=1) is False  # no pool to spin
-    assert spin_choice.spinning_pays([(graph[0], {})], threads=2) is False  # no graph it can feed
+    assert spin_choice.spinning_pays([(graph[0], {}, False)], threads=2) is False  # no graph it can feed
+    assert spin_choice.spinning_pays([(*graph[:2], True)], threads=2) is False  # on the calling thread: no pool
 
 
 def test_the_real_timing_gives_an_answer_and_whole_call_models_are_not_timed(monkeypatch):
@@ -116,7 +118,7 @@ def test_the_real_timing_gives_an_answer_and_whole_call_models_are_not_timed(mon
 
 
 def test_spinning_stops_when_a_run_returns():
-    data, example = _graph()
+    data, example, _ = _graph()
     options = ort_runtime.session_options_for(ort_runtime.runtime_options(threads=2), spin=True)
     session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     feeds = spin_choice.group_feeds(data, example)
@@ -134,7 +136,7 @@ def _refused(graphs, threads=None):
     raise AssertionError("a whole-call model's pools are not timed for spinning")
 
 
-def _graph() -> tuple[bytes, dict[str, np.ndarray]]:
+def _graph() -> tuple[bytes, dict[str, np.ndarray], bool]:
     """A grouped-looking graph: a convolution over ``[samples, 1, 8, 16, 16]``, one sample's example."""
     import io
 
@@ -149,4 +151,24 @@ def _graph() -> tuple[bytes, dict[str, np.ndarray]]:
     buffer = io.BytesIO()
     torch.onnx.export(Grouped(), torch.randn(2, 1, 8, 16, 16), buffer, dynamo=False, input_names=["x"],
                       dynamic_axes={"x": {0: "samples"}})
-    return buffer.getvalue(), {"x": np.random.default_rng(0).standard_normal((1, 8, 16, 16), dtype=np.float32)}
+    return buffer.getvalue(), {"x": np.random.default_rng(0).standard_normal((1, 8, 16, 16), dtype=np.float32)}, False
+
+
+def test_the_thread_choice_is_made_at_a_group_of_32(monkeypatch, tmp_path):
+    real, seen = dycl.compiler.on_calling_thread, []
+
+    def recorded(data, example, threads=None, settled=None):
+        answer = real(data, example, threads, settled)
+        seen.append(({name: np.shape(value) for name, value in example.items()}, answer))
+        return answer
+
+    monkeypatch.setattr(dycl.compiler, "on_calling_thread", recorded)
+    model = ConfidentCNN().eval()
+    images = _images(40)
+    compiled = dycl.compile(model, images[0], per_sample=True, progress=False, optimize=Levers(predicate=False))
+    assert len(seen) >= 2 and all(shape[0] == spin_choice.GROUP_ROWS for shapes, _ in seen for shape in shapes.values())
+    entries = json.loads((compiled.save(tmp_path / "net") / "manifest.json").read_text())["sub_dnns"]
+    assert sorted(entry.get("threads") == 1 for entry in entries.values()) == sorted(answer for _, answer in seen)
+    assert assert_per_sample(model, compiled, images, min_paths=2, atol=ATOL) == 2
+    report = saved_host_report(tmp_path / "net", model, images, images[3], atol=ATOL)
+    assert report == {"checked": 2, "problems": [], "torch_loaded": False}
