@@ -227,7 +227,8 @@ def test_the_default_mode_changes_nothing_and_the_per_sample_mode_groups_every_g
         graph = onnx.load_model_from_string(stage.variants[variant.name].data).graph
         dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in graph.input]
         assert dims == [[dims[0][0], *p.shape] for p in variant.inputs] and isinstance(dims[0][0], str)
-        assert not stage.variants[variant.name].on_calling_thread
+        # its thread choice is made at a group of 32 samples, where this MLP still costs too little for a pool
+        assert stage.variants[variant.name].on_calling_thread
     compiled = dycl.compile(model, torch.randn(1, 10), per_sample=True)
     samples = [x[:1] for x in _samples(16, seed=2)]
     batch = torch.cat(samples)
