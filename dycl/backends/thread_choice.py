@@ -25,7 +25,8 @@ shapes, other weights: BlockDrop's residual blocks of one stage) cost the same, 
 caller passes one ``settled`` dict for a compile, a structure is timed once and its answer
 reused for the others.
 
-Assumes the example is representative of the calls' sizes and that compile runs on the
+Assumes the example is representative of the calls' sizes (a per-sample model's graphs are
+given a group of 32 samples, ``PerSampleMode.serving_feeds``) and that compile runs on the
 machine (and under the load) the model will serve on. Guarantees: the choice only changes
 how many threads a session uses, never what it computes; a graph that cannot be timed
 (its session or run fails, an input the example does not give) keeps the pool, as an

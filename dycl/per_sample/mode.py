@@ -11,7 +11,9 @@ overridden so that every stage of the compiler does its part of per-sample execu
   in the one post-export step every ONNX backend applies (``dycl.backends.base.OnnxStep``),
   after an if-converted graph is checked to run on any sample's data (``predicable_onnx``),
   refused where the backend cannot run a ``Scan`` the group model needs; shape guards are
-  refused (they would read a group's axes); nothing runs on the calling thread;
+  refused (they would read a group's axes); each graph's thread choice is made on a group of
+  32 samples (``serving_feeds``), and whether its pool spins within runs is timed on the chain
+  of all graphs (``dycl.backends.spin_choice``);
 - *emit*: the router host (``hostgen.emit_batched``), and the manifest's inputs with the
   batch of samples as their leading dim.
 
