@@ -1,5 +1,6 @@
-"""The ONNX Runtime host's session options: pool threads never spin unless the ablation's
-``DYCL_ORT_SPIN=run`` lets them spin while a run lasts (``session.force_spinning_stop``)."""
+"""The ONNX Runtime host's session options: pool threads spin only while a run lasts
+(``session.force_spinning_stop``), and only where the manifest says so for the sub-DNN
+(``SubDNNEntry.spin``) or the ablation's ``DYCL_ORT_SPIN=run`` asks; ``DYCL_ORT_SPIN=off`` never."""
 
 from __future__ import annotations
 
