@@ -117,7 +117,7 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
     passed them: a decorator's wrapper may read its ``kwargs``)."""
     _, leaves, spec = _example_output(model, passed, run, positional)
     output = pytree.tree_unflatten(leaves, spec)
-    structure = records.structure_of(output)
+    structure = records.structure_of(output, returned=True)
     if structure is not None:  # a KV cache among the outputs: returned in its plain form (dycl.model.records)
         structure = records.returned_arguments(output, structure, passed)
         return _ReturnForm(structure.port_leaves, structure.count, structure.plain_expression, structure)
