@@ -78,6 +78,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_squeeze import pin_squeezes
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
 from dycl.backends.size_pins import pin_guards, warn_specialised
@@ -155,6 +156,14 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
     data = buffer.getvalue()
+    if not dynamo and dynamic_axes:  # x.squeeze() drops the dims that are 1 at run time (dycl.backends.onnx_squeeze)
+        data, squeezed = pin_squeezes(data, module, variant, dynamic_axes)
+        if squeezed and guards is None:
+            raise UnsupportedError("squeeze() without a dim on a tensor with a symbolic size",
+                                   module.location_of(module.variant.sub.statements[0]),
+                                   "name the dims to drop (x.squeeze(-1)), or compile with dynamic=False")
+        if squeezed:
+            guards.extend(squeezed)
     # a size computed from values (NonZero: boolean indexing, torch.where(mask)) is never static
     data_sizes = sizes_from_data(data)
     symbolic = bool(dynamic_axes) or data_sizes
