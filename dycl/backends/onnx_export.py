@@ -156,14 +156,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
     data = buffer.getvalue()
-    if not dynamo and dynamic_axes:  # x.squeeze() drops the dims that are 1 at run time (dycl.backends.onnx_squeeze)
+    if not dynamo and dynamic_axes and guards is not None:  # x.squeeze(): dycl.backends.onnx_squeeze
         data, squeezed = pin_squeezes(data, module, variant, dynamic_axes)
-        if squeezed and guards is None:
-            raise UnsupportedError("squeeze() without a dim on a tensor with a symbolic size",
-                                   module.location_of(module.variant.sub.statements[0]),
-                                   "name the dims to drop (x.squeeze(-1)), or compile with dynamic=False")
-        if squeezed:
-            guards.extend(squeezed)
+        guards.extend(squeezed)
     # a size computed from values (NonZero: boolean indexing, torch.where(mask)) is never static
     data_sizes = sizes_from_data(data)
     symbolic = bool(dynamic_axes) or data_sizes

@@ -15,7 +15,10 @@ Assumes: ONNX shape inference names a symbolic dim of the squeezed tensor by the
 comes from (``dynamic_axes``' names), as it does through elementwise ops, MatMul/Gemm and
 reshapes that keep the dim. Guarantees: where every symbolic dim reaching an axis-less
 ``Squeeze`` is such a name, the graph squeezes exactly the example's axes and the guards hold
-exactly where eager squeezes the same axes; otherwise ``UnsupportedError`` naming the statement.
+exactly where eager squeezes the same axes. Where shape inference lost a dim, the ``Squeeze``
+is left as it was (it squeezes as eager does; a rank the next sub-DNN was not compiled for is
+then an ONNX Runtime error at that call, never a wrong answer). A graph traced at other sizes
+(an alternative) whose outputs lose a rank its ports have raises ``UnsupportedError``.
 """
 
 from __future__ import annotations
@@ -51,12 +54,9 @@ def pin_squeezes(data: bytes, module: SubDNNModule, variant: Variant,
     for node in loose:
         dims = shapes.get(node.input[0])
         if dims is None or all(isinstance(size, int) for size in dims):
-            if dims is None:
-                raise _unknown(where, node.input[0])
             continue
-        unknown = [size for size in dims if not isinstance(size, int) and size not in bound]
-        if unknown:
-            raise _unknown(where, node.input[0])
+        if any(not isinstance(size, int) and size not in bound for size in dims):
+            continue  # a dim shape inference lost: the Squeeze stays as the exporter wrote it (the note)
         example = {size: _example_size(variant, *bound[size]) for size in dims if isinstance(size, str)}
         for size, at in example.items():  # the example's side of 1: a squeezed dim stays 1, a kept one stays not
             text = f"({size} == 1)" if at == 1 else f"({size} != 1)"
@@ -120,12 +120,6 @@ def _squeeze_location(module: SubDNNModule) -> SourceLocation | None:
 def _receiver_args(func: cst.Attribute) -> int:
     """How many arguments a dim-less ``squeeze`` call has: ``torch.squeeze(x)`` one, ``x.squeeze()`` none."""
     return 1 if isinstance(func.value, cst.Name) and func.value.value == "torch" else 0
-
-
-def _unknown(where: SourceLocation | None, value: str) -> UnsupportedError:
-    return UnsupportedError(f"squeeze() without a dim on a tensor ({value}) whose sizes dycl cannot follow: "
-                            "its rank would depend on which sizes are 1 at run time", where,
-                            "name the dims to drop (x.squeeze(-1), x.squeeze(0)), or compile with dynamic=False")
 
 
 __all__ = ["pin_squeezes"]

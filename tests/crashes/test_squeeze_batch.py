@@ -24,14 +24,14 @@ class ScalarScore(nn.Module):
 
     def forward(self, x):
         score = self.score(self.body(x)).squeeze()
-        if score.mean() > 0:
+        if score.mean() > 0.5:
             return torch.sigmoid(score)
         return score * 0.5
 
 
 def _inputs(batch: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(batch)
-    return [torch.randn(batch, 5, generator=generator) * 2 + shift for shift in (-1.0, 1.0) for _ in range(5)]
+    return [torch.randn(batch, 5, generator=generator) * 2 + shift for shift in (-3.0, 3.0) for _ in range(5)]
 
 
 def test_squeeze_keeps_the_compiled_rank_and_refuses_a_batch_of_one(tmp_path):
