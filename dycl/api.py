@@ -132,6 +132,12 @@ class CompiledModel:
         memo[id(self)] = copied
         return copied
 
+    def __copy__(self) -> CompiledModel:
+        """The same compiled model (same code, guards and model)."""
+        copied = object.__new__(CompiledModel)
+        copied.__dict__.update(self.__dict__)
+        return copied
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a CompiledModel holds runtime sessions and cannot be pickled: save() it and "
                         "dycl.load() the directory, or pickle the model and compile it again")

@@ -80,8 +80,10 @@ def test_a_stale_compiled_model_is_not_copied():
         copy.deepcopy(compiled)
 
 
-def test_pickling_says_what_to_do_instead():
+def test_pickling_says_what_to_do_instead_and_a_shallow_copy_is_the_same_model():
     model = EarlyExit().eval()
-    compiled = dycl.compile(model, _inputs()[0])
+    inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0])
     with pytest.raises(TypeError, match="save"):
         pickle.dumps(compiled)
+    assert assert_equivalent(model, copy.copy(compiled), inputs, min_paths=2, atol=1e-5) == 2
