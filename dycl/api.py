@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import warnings
@@ -110,6 +111,36 @@ class CompiledModel:
         self._eval_model: torch.nn.Module | None = None  # live modules the backend runs, put in eval per call
         self._state: ModuleState | None = None  # set by compile() for a forward that writes module state
         self._record_updates: RecordUpdates | None = None  # set by compile(): records passed in, updated, returned
+        self._model: torch.nn.Module | None = None  # set by compile(): the model the guards watch
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CompiledModel:
+        """A compiled model of a deep copy of the model (the same copy where the model is copied in
+        the same ``deepcopy``), sharing the compiled code, with guards of its own on the copy's
+        weights and attributes (``_guarded``). ``TypeError`` where the compiled code itself reads the
+        model: a forward that writes module state, or the in-process ``torch`` backend."""
+        if self._model is None:  # loaded from an artifact: nothing of the caller's to watch
+            copied = CompiledModel(self._host, self.host_source, None)
+        elif self._state is not None or self._eval_model is not None:
+            raise TypeError("this compiled model reads and writes its model's modules on every call (module "
+                            "state or backend='torch'), so a copy cannot run on the copied model: compile "
+                            "copy.deepcopy(model) instead")
+        else:  # the copy's guards start from the copied model as it is: first, that it is still the compiled one
+            self._call_guard.check()
+            copied = _guarded(CompiledModel(self._host, self.host_source, self._result),
+                              copy.deepcopy(self._model, memo), memo)
+        copied._record_updates = self._record_updates
+        memo[id(self)] = copied
+        return copied
+
+    def __copy__(self) -> CompiledModel:
+        """The same compiled model (same code, guards and model)."""
+        copied = object.__new__(CompiledModel)
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a CompiledModel holds runtime sessions and cannot be pickled: save() it and "
+                        "dycl.load() the directory, or pickle the model and compile it again")
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -312,15 +343,25 @@ def _compiled_model(model: torch.nn.Module, result: CompileResult, threads: int 
     compiled = from_result(result, **({} if threads is None else {"threads": threads}))
     if result.rewritten.state:  # read from the model before each call, written back after (dycl.in_process.state_sync)
         compiled._state = ModuleState(result.rewritten.state)
+    if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
+        compiled._eval_model = model
+    return _guarded(compiled, model)
+
+
+def _guarded(compiled: CompiledModel, model: torch.nn.Module, memo: dict[int, Any] | None = None) -> CompiledModel:
+    """``compiled`` watching ``model``: its weights, the globals and the folded attributes. ``memo``: a
+    ``deepcopy`` of the compiled model is under way, ``model`` is the copy (the folded reads' modules
+    are taken through it)."""
+    result = compiled._result
     state = compiled._state.keys if compiled._state is not None else frozenset()
     # a backend running the live modules reads their weights' contents as eager does: no content guard
     compiled._guard = WeightGuard(model, state, contents=result.backend.standalone)
     compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
-    if result.rewritten.config_reads:  # thresholds and other Python values folded into the code
-        compiled._config_guard = ConfigGuard(model, result.rewritten.config_reads)
+    reads = result.rewritten.config_reads
+    if reads:  # thresholds and other Python values folded into the code
+        compiled._config_guard = ConfigGuard(model, reads if memo is None else copy.deepcopy(reads, memo))
     compiled._call_guard = CallGuard(compiled._guard, compiled._globals_guard, compiled._config_guard)
-    if not result.backend.standalone:  # it runs the live modules: in eval mode, whatever the model's flags
-        compiled._eval_model = model
+    compiled._model = model
     return compiled
 
 

@@ -6,7 +6,11 @@
 - *Constant outputs* — values that do not depend on any input of their
   sub-DNN (``h = torch.zeros(1, 16)``) — are computed once at compile time and
   become host assignments of stored arrays; a sub-DNN left without
-  computation disappears (liveness drops it).
+  computation disappears (liveness drops it). A stored array would be shared by
+  every call, and the example's value is the one the build walk left (which ran
+  the host's writes on it), so a variable the host writes into in place
+  (``buf[:, i] = v``, ``buf += v``, also through an alias) stays a sub-DNN output,
+  computed afresh on every call.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
     if CONSTANTS in graph.locals:
         raise _reserved_name(graph)
     constants: dict[str, Any] = {}
+    written = _written_in_place(graph)
 
     def block(nodes: Block) -> Block:
         out: list[Node] = []
@@ -63,7 +68,7 @@ def hoist_constants(graph: HCFG, examples: dict[int, Examples]) -> tuple[HCFG, d
             fixed = constant_outputs(node, graph.locals, graph.effects)
             values = examples[node.index].outputs[0]
             for name, value in zip(node.outputs, values):
-                if name in fixed and isinstance(value, torch.Tensor):
+                if name in fixed and name not in written and isinstance(value, torch.Tensor):
                     key = f"{name}@{node.index}"
                     constants[key] = value.detach().clone()
                     out.append(HostOp(_constant_assignment(name, key, node.statements[0])))
@@ -79,6 +84,27 @@ def _reserved_name(graph: HCFG) -> UnsupportedError:
     where = next((s for s in statements if CONSTANTS in bound_names(s)), None)
     return UnsupportedError(f"a variable named {CONSTANTS!r}, a name the generated host uses for itself",
                             LocationTable().resolve(where), f"rename the variable {CONSTANTS!r}")
+
+
+def _written_in_place(graph: HCFG) -> set[str]:
+    """Locals whose array a host operation writes into in place: the base of a subscript
+    or attribute target, an augmented assignment's name; with every alias of each."""
+    bases: set[str] = set()
+    for node in walk(graph.body):
+        if not isinstance(node, HostOp):
+            continue
+        for small in node.statement.body:
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+                [small.target] if isinstance(small, cst.AugAssign) else [])
+            for target in targets:
+                while isinstance(target, cst.Subscript | cst.Attribute):
+                    target = target.value
+                    if isinstance(target, cst.Name):
+                        bases.add(target.value)
+                if isinstance(small, cst.AugAssign) and isinstance(target, cst.Name):
+                    bases.add(target.value)
+    classes = alias_classes(graph.body, graph.locals)
+    return bases | {alias for name in bases for alias in classes.get(name, ())}
 
 
 def _constant_assignment(name: str, key: str, like: cst.CSTNode) -> cst.SimpleStatementLine:

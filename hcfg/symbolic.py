@@ -131,6 +131,17 @@ class SymbolicShapes:
             return rebuilt(value, {k: self.lift(v, symbolic_dims, prefix) for k, v in children(value).items()})
         return value
 
+    def lift_data_numbers(self, value: Any, prefix: str) -> Any:
+        """The mirror of a value the host read off tensors (``int(t)``, ``t.item()``, ``t.tolist()``):
+        each int a fresh symbol (hinted with the example's number), so a size made from it is
+        symbolic downstream and never the example's; anything else as ``lift`` mirrors it."""
+        if type(value) is int:
+            self._fresh += 1
+            return SymbolicScalar(self.symbol(f"{_identifier(prefix)}_{self._fresh}", value))
+        if type(value) in (list, tuple):
+            return type(value)(self.lift_data_numbers(v, prefix) for v in value)
+        return self.lift(value)
+
     # -- running statements -----------------------------------------------------------------------
 
     def run_host(self, code: Any, mirror: dict[str, Any]) -> bool:

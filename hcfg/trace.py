@@ -9,7 +9,9 @@ dimension that differs between two of them becomes symbolic.
 Given a ``SymbolicShapes`` and the symbolic mirror of the initial state, the
 same walk also runs every statement symbolically (``hcfg.symbolic``), and each
 example records the symbolic shapes of its inputs and outputs: each path is one
-``hcfg.state.PathState`` carrying both layers. Where the build walk already ran a
+``hcfg.state.PathState`` carrying both layers. A number a host operation reads off a tensor
+(``k = int(t)``) is mirrored as a fresh symbol, so a size made from it downstream
+(``torch.topk(x, k)``) is symbolic, never the example's number. Where the build walk already ran a
 sub-DNN's statements on exactly these objects (``hcfg.observations``), their
 results are taken from it instead of running the tensor code again.
 
@@ -44,7 +46,7 @@ from dycl.hcfg.shared_runs import run_key
 from dycl.hcfg.size_tests import pinned_sizes, resized
 from dycl.hcfg.state import PathFlags, PathState, State, signature, symbolic_signature
 from dycl.hcfg.state_mutation import Watched, stale, watch
-from dycl.hcfg.symbolic import SizeDependentStructure
+from dycl.hcfg.symbolic import SizeDependentStructure, SymbolicTensor
 from dycl.hcfg.tracing_guards import skipped_when_tracing
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
 from dycl.rewriter.locations import LocationTable
@@ -378,8 +380,12 @@ class Explorer(PathInterpreter):
         symbolic_inputs = any(self.shapes.has_symbols(v) for v in inputs or ())
         if not symbolic_inputs and isinstance(node, SubDNN):  # a size from data is symbolic whatever dynamic= says
             symbolic_inputs = self.shapes.sizes_from_data(code, mirror, reads, writes)
+        # a number the host reads off a tensor (int(t), t.item()) is data: a symbol, never the example's number
+        from_data = isinstance(node, HostOp) and any(isinstance(mirror.get(name), SymbolicTensor) for name in reads)
         for name in writes:
-            if name in state:
+            if name in state and from_data:
+                mirror[name] = self.shapes.lift_data_numbers(state[name], prefix=name)
+            elif name in state:
                 prefix = f"{node.name}_{name}" if isinstance(node, SubDNN) else name
                 mirror[name] = self.shapes.lift(state[name], symbolic_dims=symbolic_inputs, prefix=prefix)
 

@@ -1,6 +1,8 @@
 """Type tests that the explored states decide: ``isinstance(out, tuple)``, ``type(h) is
 torch.Tensor``, ``state is None``, ``hasattr(out, "logits")``, the keys of a local dict
-(``kwargs.get("mask") is None``, ``"mask" in kwargs``), and ``and``/``or``/``not`` of them.
+(``kwargs.get("mask") is None``, ``"mask" in kwargs``), a tensor's dtype (``x.dtype ==
+torch.float16``, ``x.dtype in (...)``, ``x.is_floating_point()``, ``torch.is_complex(x)``,
+``x.dtype.is_floating_point``), and ``and``/``or``/``not`` of them.
 
 Note: why a type test on explored values is static. Exploration (``hcfg.build``) reaches
 a statement in one state per structurally different way to get there (``hcfg.state``:
@@ -23,7 +25,9 @@ flags): the other branch is not a way that state's calls can go.
 Guarantees: ``type_test_outcomes`` gives outcomes only for a test made solely of the type
 tests above (and what constant propagation left of it: ``True``/``False``), whose subjects
 are local names holding, in every state, None, a tensor or a tuple/list/dict of those
-(values whose type is one of the facts above), whose other operands read no local name,
+(values whose type is one of the facts above; a tensor's dtype is one too: states merge only
+where dtypes agree, an input's dtype is checked by the host and a sub-DNN output's is its
+export's), whose other operands read no local name,
 and which evaluates to a bool in every state; otherwise None.
 """
 
@@ -40,6 +44,11 @@ from dycl.rewriter.walk import descendants
 
 _TYPE_FUNCTIONS = {"isinstance": builtins.isinstance, "hasattr": builtins.hasattr}
 _IDENTITY = (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)
+_MEMBERSHIP = (cst.In, cst.NotIn)
+#: a tensor's methods and torch's functions of one tensor that read its dtype only
+_DTYPE_PREDICATES = frozenset({"is_floating_point", "is_complex", "is_signed"})
+#: a dtype's attributes
+_DTYPE_ATTRIBUTES = frozenset({"is_floating_point", "is_complex", "is_signed", "itemsize"})
 
 
 def _structure(value: Any) -> bool:
@@ -69,7 +78,9 @@ class _Subjects:
         if isinstance(test, cst.Name) and test.value in ("True", "False"):
             return set()  # what constant propagation left of a folded part (``isinstance(x, T) and True``)
         if isinstance(test, cst.Call):
-            return self._call(test)
+            return self._call(test) if self._dtype_call(test) is None else self._dtype_call(test)
+        if isinstance(test, cst.Attribute) and test.attr.value in _DTYPE_ATTRIBUTES:
+            return self._dtype_of(test.value)  # x.dtype.is_floating_point
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             return self._comparison(test.left, test.comparisons[0])
         return None
@@ -92,6 +103,24 @@ class _Subjects:
             return None
         return self._subject(call.args[0].value)
 
+    def _dtype_of(self, node: cst.BaseExpression) -> set[str] | None:
+        """``x.dtype`` of a local tensor ``x``: the subject."""
+        if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
+            return self._subject(node.value)
+        return None
+
+    def _dtype_call(self, call: cst.Call) -> set[str] | None:
+        """``x.is_floating_point()`` or ``torch.is_floating_point(x)`` (and the other predicates)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _DTYPE_PREDICATES:
+            return None
+        if not call.args:
+            return self._subject(func.value)
+        torch_module = isinstance(func.value, cst.Name) and self.state.get(func.value.value) is torch
+        if torch_module and len(call.args) == 1 and not call.args[0].star and not call.args[0].keyword:
+            return self._subject(call.args[0].value)
+        return None
+
     def _keyed(self, node: cst.BaseExpression) -> set[str] | None:
         """``d.get("k")`` or ``d["k"]`` on a local dict (``**kwargs``): a subject whose presence
         and type the dict's keys and values fix."""
@@ -107,6 +136,10 @@ class _Subjects:
         return subject if subject and isinstance(self.state.get(base.value), dict) else None
 
     def _comparison(self, left: cst.BaseExpression, target: cst.ComparisonTarget) -> set[str] | None:
+        dtype = self._dtype_of(left) or self._dtype_of(target.comparator)
+        if dtype and isinstance(target.operator, _IDENTITY + _MEMBERSHIP):  # x.dtype == torch.float16
+            other = target.comparator if self._dtype_of(left) else left
+            return dtype if self._static(other) else None
         if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(left, cst.SimpleString):
             subject = self._subject(target.comparator)  # "k" in kwargs
             return subject if subject and isinstance(self.state.get(target.comparator.value), dict) else None

@@ -20,6 +20,7 @@ import libcst as cst
 import torch
 from dycl.rewriter.config_reads import ConfigReads
 from dycl.rewriter.library_calls import call_on_literals, is_library_function
+from dycl.rewriter.mode_predicates import mode_predicate_value
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.registry_lookups import chose_a_function, is_registry_lookup, lookup_arguments_static
 from dycl.rewriter.state_table import StateTable
@@ -272,6 +273,8 @@ class StaticEvaluator:
             keys = self._dict_keys(node.args[0].value)
             if length is not None or keys is not None:
                 return length if length is not None else len(keys)
+        if not node.args and (mode := mode_predicate_value(func, [], {})) is not None:
+            return mode  # torch.jit.is_scripting(), torch.is_grad_enabled(): rewriter.mode_predicates
         lookup = is_registry_lookup(func)
         library = not lookup and is_library_function(func)
         if not (lookup or library or _allowed_call(func)):

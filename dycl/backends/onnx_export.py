@@ -78,6 +78,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_squeeze import pin_squeezes
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
 from dycl.backends.size_pins import pin_guards, warn_specialised
@@ -155,6 +156,9 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
     data = buffer.getvalue()
+    if not dynamo and dynamic_axes and guards is not None:  # x.squeeze(): dycl.backends.onnx_squeeze
+        data, squeezed = pin_squeezes(data, module, variant, dynamic_axes)
+        guards.extend(squeezed)
     # a size computed from values (NonZero: boolean indexing, torch.where(mask)) is never static
     data_sizes = sizes_from_data(data)
     symbolic = bool(dynamic_axes) or data_sizes

@@ -117,13 +117,15 @@ def object_output(model: torch.nn.Module, passed: dict[str, Any],
     passed them: a decorator's wrapper may read its ``kwargs``)."""
     _, leaves, spec = _example_output(model, passed, run, positional)
     output = pytree.tree_unflatten(leaves, spec)
-    structure = records.structure_of(output)
+    structure = records.structure_of(output, returned=True)
     if structure is not None:  # a KV cache among the outputs: returned in its plain form (dycl.model.records)
         structure = records.returned_arguments(output, structure, passed)
         return _ReturnForm(structure.port_leaves, structure.count, structure.plain_expression, structure)
-    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+    if outputs.is_plain(spec) or not all(isinstance(leaf, torch.Tensor | bool) for leaf in leaves):
         return None  # a Python number in the output is left to the host, which computes it per call
-    return _ReturnForm(_tensor_leaves, sum(isinstance(leaf, torch.Tensor) for leaf in leaves),
+    # a bool among the leaves (a namedtuple's ``confident`` flag) may be computed from data: carried as a value
+    flags = frozenset(i for i, leaf in enumerate(leaves) if isinstance(leaf, bool))
+    return _ReturnForm(functools.partial(_flagged_leaves, flags), len(leaves),
                        functools.partial(_plain, spec, leaves), spec)
 
 
@@ -152,9 +154,24 @@ class _ReturnForm(ReturnForm):
 
 
 def _plain(spec: pytree.TreeSpec, leaves: list[Any], names: list[str]) -> str:
-    position = iter(names)
-    return outputs.plain_expression(spec, [next(position) if isinstance(leaf, torch.Tensor) else repr(leaf)
-                                           for leaf in leaves])
+    """The plain form's source: a tensor leaf its name, a bool leaf ``bool(name)``."""
+    return outputs.plain_expression(spec, [name if isinstance(leaf, torch.Tensor) else f"bool({name})"
+                                           for leaf, name in zip(leaves, names)])
+
+
+def _flagged_leaves(flags: frozenset[int], value: Any) -> tuple[torch.Tensor, ...]:
+    """Every leaf of ``value`` as a tensor: a bool at a position in ``flags`` (a Python bool, or a
+    one-element tensor where the model computed it) as a 0-d bool tensor."""
+    leaves = pytree.tree_leaves(value)
+    return tuple(_flag(leaf) if i in flags else leaf for i, leaf in enumerate(leaves))
+
+
+def _flag(leaf: Any) -> torch.Tensor:
+    if isinstance(leaf, torch.Tensor) and leaf.numel() == 1:
+        return leaf.reshape(()).to(torch.bool)
+    if isinstance(leaf, bool):
+        return torch.tensor(leaf)
+    raise ValueError(f"{leaf!r} where the model was compiled for a bool")
 
 
 def _tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:

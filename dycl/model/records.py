@@ -15,6 +15,9 @@ skeleton                               the value
 ``["static", v]``                      compiled in (a record's bool flag, ``None``, a string, a device
                                        as ``"cpu"``, a dtype as ``"float32"``, a class as its
                                        qualified name): must equal ``v``
+``["bool"]``                           a bool field of a dataclass the model *returns*, which it may
+                                       compute from data: a 0-d bool array in the compiled code,
+                                       a Python bool in the plain form (``bool(array)``)
 ``["record", "Name", [[field, s]]]``   a record of class ``Name``, its fields in order
 ``["dict", [[key, s]]]``               a dict, or a dict-like node (a ``ModelOutput``)
 ``["list", [s]]``, ``["tuple", [s]]``  a list; a tuple or namedtuple
@@ -35,7 +38,9 @@ its leaves (the callers then keep their own handling and refusals). Guaranteed: 
 in one order everywhere (pytree order, a record's fields in attribute order), and
 ``port_leaves`` raises ``ValueError`` where a static differs from the compiled one, so a
 path that computes another flag fails at compile time instead of being answered with the
-example's.
+example's. An output's dataclass bool fields are never compiled in (``structure_of(...,
+returned=True)``): a flag such as ``confident=bool(p.max() > t)`` differs from call to call, so
+it is carried as a value on every path (a literal flag is a constant of the compiled code).
 """
 
 from __future__ import annotations
@@ -87,7 +92,7 @@ class Structure:
     @property
     def count(self) -> int:
         """How many arrays the value has."""
-        return sum(1 for _ in _tensor_paths(self.skeleton, ()))
+        return sum(1 for _ in _tensor_paths(self.skeleton, ()))  # a computed bool is one 0-d array
 
     def leaf_names(self, prefix: str) -> list[str]:
         """A readable name per array: ``past_layers_0_keys``."""
@@ -116,12 +121,14 @@ class Structure:
         return _describe(self.template, self.skeleton)
 
 
-def structure_of(value: Any) -> Structure | None:
-    """The structure of ``value`` when it holds a record and only tensors and statics; else None."""
+def structure_of(value: Any, returned: bool = False) -> Structure | None:
+    """The structure of ``value`` when it holds a record and only tensors and statics; else None.
+    ``returned``: ``value`` is the model's output, whose dataclass bool fields are computed
+    (``["bool"]``, the module note)."""
     if not holds_record(value):
         return None
     try:
-        skeleton = _skeleton(value)
+        skeleton = _skeleton(value, returned)
     except _NoForm:
         return None
     # the template keeps classes and statics, not the example's arrays (a prompt's whole cache)
@@ -133,11 +140,14 @@ class _NoForm(Exception):
     """A leaf or node the plain form has no place for (a Python number, a dict with non-string keys)."""
 
 
-def _skeleton(value: Any) -> Any:
+def _skeleton(value: Any, returned: bool = False) -> Any:
     if isinstance(value, torch.Tensor):
         return "tensor"
     if is_record(value):
-        return ["record", type(value).__name__, [[name, _skeleton(getattr(value, name))] for name in fields_of(value)]]
+        computed = returned and dataclasses.is_dataclass(value)
+        return ["record", type(value).__name__, [
+            [name, ["bool"] if computed and isinstance(field, bool) else _skeleton(field, returned)]
+            for name, field in ((name, getattr(value, name)) for name in fields_of(value))]]
     if isinstance(value, _STATIC_TYPES):
         return ["static", _static(value)]
     leaves, spec = pytree.tree_flatten(value)
@@ -147,8 +157,8 @@ def _skeleton(value: Any) -> Any:
     if isinstance(children, dict):
         if not all(isinstance(key, str) for key in children):
             raise _NoForm("dict keys")
-        return ["dict", [[key, _skeleton(child)] for key, child in children.items()]]
-    return ["list" if isinstance(value, list) else "tuple", [_skeleton(child) for child in children]]
+        return ["dict", [[key, _skeleton(child, returned)] for key, child in children.items()]]
+    return ["list" if isinstance(value, list) else "tuple", [_skeleton(child, returned) for child in children]]
 
 
 def _children(value: Any, spec: pytree.TreeSpec) -> dict | list:
@@ -173,7 +183,7 @@ def _static(value: Any) -> Any:
 
 
 def _tensor_paths(skeleton: Any, path: tuple) -> Any:
-    if skeleton == "tensor":
+    if skeleton in ("tensor", ["bool"]):
         yield path
         return
     kind = skeleton[0]
@@ -200,6 +210,9 @@ def _object_leaves(value: Any, skeleton: Any, where: str) -> Any:
         yield value
         return
     kind = skeleton[0]
+    if kind == "bool":
+        yield _flag(value, where)
+        return
     if kind == "static":
         same = isinstance(value, _STATIC_TYPES) and type(_static(value)) is type(skeleton[1])
         if not (same and _static(value) == skeleton[1]):
@@ -221,9 +234,18 @@ def _object_leaves(value: Any, skeleton: Any, where: str) -> Any:
         yield from _object_leaves(children[key], child, f"{where}[{key!r}]")
 
 
+def _flag(value: Any, where: str) -> torch.Tensor:
+    """A computed bool field as the compiled code returns it: a 0-d bool tensor."""
+    if isinstance(value, bool):
+        return torch.tensor(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.reshape(()).to(torch.bool)
+    raise ValueError(f"{where}: {value!r} where the model was compiled for a bool")
+
+
 def plain_leaves(plain: Any, skeleton: Any) -> list[Any]:
-    """The arrays of a plain form (the host's output), in order."""
-    if skeleton == "tensor":
+    """The arrays of a plain form (the host's output), in order (a computed bool as itself)."""
+    if skeleton in ("tensor", ["bool"]):
         return [plain]
     kind = skeleton[0]
     if kind == "static":
@@ -237,6 +259,8 @@ def _build(template: Any, skeleton: Any, leaves: Any) -> Any:
     if skeleton == "tensor":
         return next(leaves)
     kind = skeleton[0]
+    if kind == "bool":
+        return bool(next(leaves))
     if kind == "static":
         return template
     if kind == "record":
@@ -260,6 +284,8 @@ def _expression(skeleton: Any, names: Any) -> str:
     if skeleton == "tensor":
         return next(names)
     kind = skeleton[0]
+    if kind == "bool":
+        return f"bool({next(names)})"
     if kind == "static":
         return repr(skeleton[1])
     if kind == "record":
@@ -277,6 +303,8 @@ def _describe(template: Any, skeleton: Any) -> Any:
     if skeleton == "tensor":
         return "leaf"
     kind = skeleton[0]
+    if kind == "bool":
+        return "bool"
     if kind == "static":
         return {"static": skeleton[1]}
     cls = type(template)
@@ -322,7 +350,7 @@ def returned_arguments(output: Any, structure: Structure, passed: dict[str, Any]
 
 def _record_paths(value: Any, skeleton: Any, path: tuple) -> Any:
     """``(id(record), its path in the plain form)`` of every record in ``value``."""
-    if skeleton == "tensor" or skeleton[0] == "static":
+    if skeleton == "tensor" or skeleton[0] in ("static", "bool"):
         return
     if skeleton[0] == "record":
         yield id(value), path

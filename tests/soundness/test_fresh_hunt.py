@@ -26,14 +26,14 @@ COMPILED = {
     M.IntDivision: 2, M.NegativeFloorDivInt: 2, M.HalfRoundTrip: 2, M.MaskedAssignBranch: 2,
     M.InferenceModeBlock: 2, M.BoolArithmetic: 2, M.LongOverflowSum: 2,
     M.ToOtherDtype: 2, M.FloatOfIntInput: 2, M.Int64Sum: 2, M.BufferWriteUnderBranch: 2,
-}
+    M.ScriptingCompilingChecks: 2, M.GradEnabledBranch: 2, M.DtypeBranch: 2,  # folded: rewriter.mode_predicates,
+}  # hcfg.type_tests
 
 # model -> a fragment of the refused construct's description
 REFUSED = {
     M.SliceAddInplace: "in-place update", M.InputViewWrite: "in-place update",
-    M.KwargsForward: "different structure", M.ScriptingCompilingChecks: "needs 'torch'",
-    M.GradEnabledBranch: "needs 'torch'", M.NoGradAndAutocast: "with statement",
-    M.ManualSeedInForward: "random sampling", M.DtypeBranch: "needs 'torch'",
+    M.KwargsForward: "different structure", M.NoGradAndAutocast: "with statement",
+    M.ManualSeedInForward: "random sampling",
     M.ClassAttributeCounter: "host operation", M.ModuleLevelCache: "outlives the call",
     M.make_closure_model: "outlives the call", M.RegisterBufferInForward: "module state",
 }
