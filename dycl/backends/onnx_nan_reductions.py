@@ -9,7 +9,8 @@ is kept or skipped by position: ``[inf, nan].max()`` gave ``inf``, ``[nan, 1, -2
 inf, -inf, 0, nan].max(-1)`` gave ``inf`` for the second row -- and a branch on that
 value (``if x.max() > t``) took another path than eager, silently.
 
-Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, with or without indices) has the
+Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, adaptive or not, with or without indices;
+the indices of windows with NaN are ``onnx_pool_indices``') has the
 same NaN problem, and one more without any NaN: ORT starts each window at the lowest
 finite float, so a window of ``-inf`` only (a ``masked_fill(~mask, -inf)`` before
 pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN where the
@@ -22,7 +23,8 @@ placed it anywhere. Here torch's translation orders a key where NaN is the large
 NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
 the input by the indices.
 
-``sign`` of NaN is 0 in eager and NaN in ONNX; here 0. ``any``/``all`` of a floating
+``sign`` of NaN is 0 in eager and NaN in ONNX; here 0 (and int64 ``sign`` by comparisons,
+``onnx_edge_arithmetic``). ``any``/``all`` of a floating
 tensor: torch's translation cast it to an integer first, so ``[0.3].any()`` was False
 (and ``all`` an invalid model); here they reduce ``x != 0``.
 
@@ -45,8 +47,10 @@ from typing import Any
 
 import torch
 
+from dycl.backends.onnx_edge_arithmetic import SIGN_WRAPPER as int_sign_like
 from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 from dycl.backends.onnx_int64_bounds import pick
+from dycl.backends.onnx_pool_indices import indices_like
 
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
 _ONNX_FLOAT = 1
@@ -67,6 +71,11 @@ def _any_nan(g, x, axes: list[int] | None, keepdims: bool):
 
 def _nan_where(g, has_nan, value):
     return g.op("Where", has_nan, _constant_like(g, float("nan"), value), value)
+
+
+#: for other translations' repairs (``onnx_norms``): whether the reduced elements hold a NaN, and
+#: a value made NaN there
+any_nan, nan_where = _any_nan, _nan_where
 
 
 def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
@@ -348,15 +357,23 @@ def truth_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def _pool_with_indices(original: Symbolic) -> Symbolic:
+    """Max pooling that returns indices: values by ``pool_like``, indices by ``onnx_pool_indices``."""
+    return pool_like(indices_like(original))
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like(larger=True), "aten::min": max_like(larger=False),
     "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
-    "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,
+    "aten::argsort": sort_like(0, values=False), "aten::sign": lambda original: sign_like(int_sign_like(original)),
+    "aten::sgn": lambda original: sign_like(int_sign_like(original)),
     "aten::any": truth_like, "aten::all": truth_like,
-    **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
+    **{f"aten::max_pool{n}d": pool_like for n in (1, 2, 3)},
+    **{f"aten::max_pool{n}d_with_indices": _pool_with_indices for n in (1, 2, 3)},
+    **{f"aten::adaptive_max_pool{n}d": _pool_with_indices for n in (1, 2, 3)},
 }
 
 __all__ = ["NAN_WRAPPERS"]
