@@ -14,8 +14,9 @@ the indices of windows with NaN are ``onnx_pool_indices``') has the
 same NaN problem, and one more without any NaN: ORT starts each window at the lowest
 finite float, so a window of ``-inf`` only (a ``masked_fill(~mask, -inf)`` before
 pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN where the
-window holds a NaN and ``-inf`` where it holds nothing else -- both found by running
-torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
+window holds a NaN and ``-inf`` where it holds nothing else -- both found by one average
+pooling of a bounded copy of the input (``onnx_pool_average``) for a plain ``MaxPool``, else
+by running torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
 
 Sorting (``sort``, ``argsort``, ``topk``) puts NaN above ``+inf`` in eager; ORT's ``TopK``
 placed it anywhere. Here torch's translation orders a key where NaN is the largest value
@@ -50,6 +51,7 @@ import torch
 from dycl.backends.onnx_edge_arithmetic import SIGN_WRAPPER as int_sign_like
 from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 from dycl.backends.onnx_int64_bounds import pick
+from dycl.backends.onnx_pool_average import average_attributes, minus_inf_and_nan_by_average
 from dycl.backends.onnx_pool_indices import indices_like
 
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
@@ -253,25 +255,14 @@ def _is_zero(value) -> bool:
     return numbers is not None and all(number == 0 for number in numbers)
 
 
-def _ints(node, name: str) -> list[int]:
-    return getattr(node, "is")(name)  # the ints attribute's getter is named ``is``
-
-
 def _nan_windows_by_average(g, x, values):
     """``values`` (a ``MaxPool`` of ``x``, which holds no -inf) made NaN where the window holds a NaN:
     the window's average is NaN exactly there (no -inf to meet a +inf), ``Tanh`` maps it into [-1, 1]
     keeping NaN, and ``values + 0 * tanh(average)`` is ``values`` elsewhere. None where the pooling is
     not one plain ``MaxPool`` of ``x`` with its attributes readable, or is dilated."""
-    node = values.node()
-    if node.kind() != "onnx::MaxPool" or next(node.inputs()).unique() != x.unique():
+    attributes = average_attributes(x, values, count_include_pad=1)
+    if attributes is None:
         return None
-    if node.hasAttribute("dilations") and any(d != 1 for d in _ints(node, "dilations")):
-        return None
-    attributes = {"kernel_shape_i": _ints(node, "kernel_shape"), "ceil_mode_i": node.i("ceil_mode")
-                  if node.hasAttribute("ceil_mode") else 0, "count_include_pad_i": 1}
-    for name in ("strides", "pads"):
-        if node.hasAttribute(name):
-            attributes[f"{name}_i"] = _ints(node, name)
     average = g.op("AveragePool", x, **attributes)
     return g.op("Add", values, g.op("Mul", g.op("Tanh", average), _constant_like(g, 0.0, x)))
 
@@ -284,7 +275,10 @@ def pool_like(original: Symbolic) -> Symbolic:
         if not _readable(self):
             return result
         values = result[0] if isinstance(result, tuple) else result
-        repaired = _nan_windows_by_average(g, self, values) if _never_minus_inf(self) else None
+        if _never_minus_inf(self):
+            repaired = _nan_windows_by_average(g, self, values)
+        else:
+            repaired = minus_inf_and_nan_by_average(g, self, values, _TORCH_FLOATS.get(scalar_type(self)))
         if repaired is not None:
             return (repaired, *result[1:]) if isinstance(result, tuple) else repaired
 
