@@ -2,8 +2,10 @@
 
 - ``gelu`` (exact): eager's vectorised kernel (every tensor of two elements or more) gives NaN at
   ``±inf`` and ``inf`` above ``FLT_MAX / 2`` (``x * (1 + erf)`` overflows before the halving);
-  torch's translation gave ``inf``/``0`` and ``FLT_MAX``. (A one-element tensor takes eager's
-  scalar path, which gives ``inf`` at ``inf``; dycl follows the vectorised one.)
+  torch's translation gave ``inf``/``0`` and ``FLT_MAX``. (Eager's scalar path -- a one-element
+  tensor, or a strided one such as ``x[:, ::2]`` or ``x.t()`` -- gives ``inf`` at ``inf`` and
+  ``FLT_MAX`` at ``FLT_MAX``: eager's own answer there depends on the memory layout. dycl follows the
+  vectorised kernel, which contiguous tensors take.)
 - ``gelu(approximate="tanh")``: eager is ``x`` itself above 10 (``tanh`` is 1 there) and NaN at
   ``-inf``; the translation's ``x**3`` overflowed (``FLT_MAX`` gave ``inf``).
 - ``hardshrink``: NaN in, NaN out in eager; the translation's ``Where(|x| > l, x, 0)`` gave 0.
