@@ -261,7 +261,7 @@ def _nan_windows_by_average(g, x, values):
     keeping NaN, and ``values + 0 * tanh(average)`` is ``values`` elsewhere. None where the pooling is
     not one plain ``MaxPool`` of ``x`` with its attributes readable, or is dilated."""
     attributes = average_attributes(x, values, count_include_pad=1)
-    if attributes is None:
+    if attributes is None or scalar_type(x) != "Float":  # ORT's CPU AveragePool: no float64 kernel
         return None
     average = g.op("AveragePool", x, **attributes)
     return g.op("Add", values, g.op("Mul", g.op("Tanh", average), _constant_like(g, 0.0, x)))

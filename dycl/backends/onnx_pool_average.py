@@ -18,8 +18,8 @@ Runtime 1.31 for 1-, 2- and 3-d pooling with padding, strides and ``ceil_mode``
 
 Assumes: ``values`` is the output of torch's translation (``onnx::MaxPool`` of ``x`` with its
 attributes). Guarantees: returns a value of ``values``' type and shape, or None where the pooling is
-not such a node (dilated, another producer, a window too large) or not float32/float64 (ONNX
-Runtime's CPU ``AveragePool`` types): the caller keeps its other repair.
+not such a node (dilated, another producer, a window too large) or not float32 (ONNX Runtime's
+CPU ``AveragePool`` has no float64 kernel): the caller keeps its other repair.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _constant(g, number: float, dtype: torch.dtype):
 def minus_inf_and_nan_by_average(g, x, values, dtype: torch.dtype | None):
     """``values`` repaired as the module's docstring says; None where that form does not apply."""
     attributes = average_attributes(x, values, count_include_pad=0)
-    if attributes is None or dtype not in (torch.float32, torch.float64):
+    if attributes is None or dtype != torch.float32:
         return None
     if math.prod(attributes["kernel_shape_i"]) >= _LARGEST_WINDOW:
         return None

@@ -5,7 +5,8 @@ Each entry is one operator applied to a ``(4, 6)`` tensor ``x`` (pooling and mat
 use weights of their own), with the kind of ``x`` it takes: ``float`` (float32), ``int`` (int64),
 ``bool``, ``thin`` (float32 of shape ``(4, 1)``: a one-element reduction dim), or ``sums`` (float32
 without ±FLT_MAX, for sums, means and products of matrices: where a sum overflows or cancels, its
-value depends on the order of summation, which neither eager nor ONNX Runtime defines). The inputs of
+value depends on the order of summation, which neither eager nor ONNX Runtime defines), or ``pair``
+(float32 of shape ``(1, 2)``: two edge values side by side). The inputs of
 each kind hold what a model meets at its edges: NaN, ±inf, -0.0, ±FLT_MAX, subnormals, int64
 beyond 2**31 and 2**53, ties, rows that are all equal, all NaN or all -inf.
 
@@ -267,6 +268,25 @@ _add("linear", "sums", lambda x: F.linear(x, W6x3.t(), B3))
 _add("bmm_self", "sums", lambda x: torch.matmul(x, x.t()))
 _add("einsum", "sums", lambda x: torch.einsum("ij,jk->ik", x, W6x3))
 _add("matmul_int", "int", lambda x: x @ x.t())
+# pairs: the smallest rows, each pair of edge values side by side
+_add("pair_max", "pair", lambda x: x.max(dim=1).values)
+_add("pair_argmin", "pair", lambda x: x.argmin(1))
+_add("pair_softmax", "pair", lambda x: x.softmax(-1))
+_add("pair_sort", "pair", lambda x: x.sort(-1).values)
+_add("pair_unique", "pair", lambda x: x.unique())
+_add("pair_clamp", "pair", lambda x: x.clamp(-1.0, 1.0))
+_add("pair_gelu", "pair", lambda x: F.gelu(x))
+_add("pair_norm_inf", "pair", lambda x: x.norm(p=float("inf"), dim=-1))
+_add("pair_cumsum", "pair", lambda x: x.cumsum(1))
+_add("pair_max_pool", "pair", lambda x: F.max_pool1d(x.unsqueeze(1), 2, return_indices=True)[1])
+_add("pair_sum", "pair", lambda x: x.sum(1))
+_add("pair_remainder", "pair", lambda x: torch.remainder(x, x.flip(1)))
+
+
+def _pair_inputs() -> list[torch.Tensor]:
+    pairs = [[NAN, 1.0], [INF, -INF], [-0.0, 0.0], [FLT_MAX, -FLT_MAX], [NAN, NAN], [-INF, -INF], [2.0, 2.0],
+             [-1.0, 3.0], [3.0, -1.0], [NAN, INF], [-INF, NAN], [TINY, -TINY]]
+    return [torch.tensor([pair]) for pair in pairs]
 
 
 def _float_inputs(rows: int, cols: int) -> list[torch.Tensor]:
@@ -331,6 +351,8 @@ def inputs_of(kind: str) -> list[torch.Tensor]:
         return [x.where(x.abs() != FLT_MAX, 7.0) for x in _float_inputs(4, 6)]
     if kind == "int":
         return _int_inputs()
+    if kind == "pair":
+        return _pair_inputs()
     return _bool_inputs()
 
 
