@@ -9,12 +9,13 @@ gave ``3.4e38``), and a NaN bound is ignored where eager's result is NaN
     r = Where(x < lo or isnan(lo), lo, x);  r = Where(r > hi or isnan(hi), hi, r)
 
 which is ``min(max(x, lo), hi)`` with NaN propagated as eager does: a NaN ``x`` fails both
-comparisons and stays NaN, a NaN bound wins, and ``lo > hi`` gives ``hi``. Bounds (scalars or
-tensors, broadcast) are cast to ``x``'s type; an integer ``x`` with a floating bound (eager
-promotes to float) keeps torch's translation.
+comparisons and stays NaN, a NaN bound wins, and ``lo > hi`` gives ``hi``. The result type is
+eager's: ``x``'s, promoted with bounds that are tensors of rank >= 1 (``clamp(int32, int64_t)`` is
+int64); ``x`` and the bounds are cast to it. An integer ``x`` with a floating scalar bound (eager
+promotes to the default float) keeps torch's translation.
 
 Assumes: arguments as the TorchScript exporter passes them (``onnx_graph_values``).
-Guarantees: the result has ``x``'s element type and the broadcast shape, as eager's.
+Guarantees: the result has eager's element type and the broadcast shape.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dycl.backends.onnx_graph_values import is_none, scalar_type
+import torch
+
+from dycl.backends.onnx_graph_values import is_none, rank, scalar_type
 
 Symbolic = Callable[..., Any]
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
@@ -30,20 +33,37 @@ _ONNX_TYPES = {"Float": 1, "Byte": 2, "Char": 3, "Short": 5, "Int": 6, "Long": 7
                "Double": 11, "BFloat16": 16}
 
 
-def _bound(g, x, bound, below: bool, result):
+_TORCH_TYPES = {"Float": torch.float32, "Byte": torch.uint8, "Char": torch.int8, "Short": torch.int16,
+                "Int": torch.int32, "Long": torch.int64, "Half": torch.float16, "Double": torch.float64,
+                "BFloat16": torch.bfloat16}
+
+
+def _result_kind(x, bounds: list[Any]) -> str | None:
+    """The result's element type as eager promotes it: ``x``'s, or promoted with a bound that is a
+    tensor of rank >= 1 (scalars and 0-d bounds of ``x``'s kind do not promote); None where eager
+    would promote an integer ``x`` by a floating scalar (left to torch's translation)."""
+    kind = scalar_type(x)
+    for bound in bounds:
+        other = None if is_none(bound) else scalar_type(bound)
+        if other is None or other == kind:
+            continue
+        if other not in _TORCH_TYPES:
+            return None
+        if (rank(bound) or 0) >= 1:
+            promoted = torch.promote_types(_TORCH_TYPES[kind], _TORCH_TYPES[other])
+            kind = next(name for name, dtype in _TORCH_TYPES.items() if dtype == promoted)
+        elif other in _FLOATING and kind not in _FLOATING:
+            return None
+    return kind
+
+
+def _bound(g, kind: str, bound, below: bool, result):
     """``result`` limited by ``bound`` from below (``below``) or above; NaN bounds win for floats."""
-    bound = g.op("Cast", bound, to_i=_ONNX_TYPES[scalar_type(x)])
+    bound = g.op("Cast", bound, to_i=_ONNX_TYPES[kind])
     beyond = g.op("Less" if below else "Greater", result, bound)
-    if scalar_type(x) in _FLOATING:
+    if kind in _FLOATING:
         beyond = g.op("Or", beyond, g.op("IsNaN", bound))
     return g.op("Where", beyond, bound, result)
-
-
-def _readable(x, bounds: list[Any]) -> bool:
-    kind = scalar_type(x)
-    if kind not in _ONNX_TYPES or kind == "Bool":
-        return False
-    return kind in _FLOATING or all(is_none(b) or scalar_type(b) not in _FLOATING for b in bounds)
 
 
 def clamp_like(lower: bool, upper: bool) -> Callable[[Symbolic], Symbolic]:
@@ -52,16 +72,17 @@ def clamp_like(lower: bool, upper: bool) -> Callable[[Symbolic], Symbolic]:
 
     def wrap(original: Symbolic) -> Symbolic:
         def symbolic(g, self, *bounds):
-            if not _readable(self, list(bounds)):
+            kind = _result_kind(self, list(bounds)) if scalar_type(self) in _TORCH_TYPES else None
+            if kind is None:
                 return original(g, self, *bounds)
             low = bounds[0] if lower else None
             high = bounds[-1] if upper else None
-            result = self
+            result = g.op("Cast", self, to_i=_ONNX_TYPES[kind])
             if low is not None and not is_none(low):
-                result = _bound(g, self, low, True, result)
+                result = _bound(g, kind, low, True, result)
             if high is not None and not is_none(high):
-                result = _bound(g, self, high, False, result)
-            return result if result is not self else g.op("Identity", self)
+                result = _bound(g, kind, high, False, result)
+            return result
 
         return symbolic
 

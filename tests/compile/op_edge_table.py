@@ -149,6 +149,8 @@ _add("clip_int", "int", lambda x: x.clip(max=100))
 _add("clamp_nan_bound", "float", lambda x: torch.clamp(x, min=float("nan")))
 _add("clamp_tensor_bounds", "float", lambda x: torch.clamp(x, x.flip(1), x.flip(1) + 1))
 _add("clamp_tensor_bounds_int", "int", lambda x: torch.clamp(x, x.flip(1)))
+_add("clamp_int32_by_int64", "int", lambda x: (x % 1000).int().clamp(x.flip(1) % 700 - 300, x.flip(0) % 900))
+_add("clamp_by_double", "float", lambda x: x.clamp(max=x.flip(1).double()))
 _add("relu6", "float", lambda x: F.relu6(x))
 _add("hardtanh", "float", lambda x: F.hardtanh(x, -2.0, 2.0))
 # activations
