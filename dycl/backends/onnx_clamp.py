@@ -49,7 +49,7 @@ def _result_kind(x, bounds: list[Any]) -> str | None:
             continue
         if other not in _TORCH_TYPES:
             return None
-        if (rank(bound) or 0) >= 1:
+        if rank(bound) != 0:  # an unknown rank: as a tensor
             promoted = torch.promote_types(_TORCH_TYPES[kind], _TORCH_TYPES[other])
             kind = next(name for name, dtype in _TORCH_TYPES.items() if dtype == promoted)
         elif other in _FLOATING and kind not in _FLOATING:

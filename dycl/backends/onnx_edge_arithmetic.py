@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from dycl.backends.onnx_graph_values import SymbolicUnsupported, constant, is_none, scalar_type
+from dycl.backends.onnx_graph_values import SymbolicUnsupported, constant, is_none, rank, scalar_type
 
 Symbolic = Callable[..., Any]
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
@@ -61,13 +61,31 @@ def _float_fmod(g, x, y):
     return g.op("Where", undefined, _like(g, float("nan"), x), g.op("Mod", x, y, fmod_i=1))
 
 
+_WIDTH = {"Half": 0, "BFloat16": 0, "Float": 1, "Double": 2}
+_ONNX_FLOATS = {"Half": 10, "BFloat16": 16, "Float": 1, "Double": 11}
+
+
+def _float_operands(g, x, y):
+    """``(x, y)`` cast to eager's result type where that is floating and ``x`` is floating: ``x``'s,
+    or a floating tensor ``y``'s of rank >= 1 where wider; None otherwise (half with bfloat16 too)."""
+    kind, other = scalar_type(x), scalar_type(y)
+    if kind not in _FLOATING or other not in _FLOATING | _INTEGERS:
+        return None
+    if other in _FLOATING and other != kind and rank(y) != 0:  # an unknown rank: as a tensor
+        if _WIDTH[other] == _WIDTH[kind]:
+            return None
+        kind = max(kind, other, key=_WIDTH.__getitem__)
+    return g.op("Cast", x, to_i=_ONNX_FLOATS[kind]), g.op("Cast", y, to_i=_ONNX_FLOATS[kind])
+
+
 def remainder_like(original: Symbolic) -> Symbolic:
-    """``aten::remainder`` of a floating ``x`` (``y`` cast to its type)."""
+    """``aten::remainder`` of a floating ``x`` (both in eager's result type)."""
 
     def symbolic(g, self, other):
-        if scalar_type(self) not in _FLOATING or scalar_type(other) not in _FLOATING | _INTEGERS:
+        operands = _float_operands(g, self, other)
+        if operands is None:
             return original(g, self, other)
-        other = g.op("CastLike", other, self)
+        self, other = operands
         rest = _float_fmod(g, self, other)
         zero = _like(g, 0.0, self)
         differ = g.op("Xor", g.op("Less", rest, zero), g.op("Less", other, zero))
@@ -81,8 +99,9 @@ def fmod_like(original: Symbolic) -> Symbolic:
     """``aten::fmod`` of two int64 values, or of a floating ``x``."""
 
     def symbolic(g, self, other):
-        if scalar_type(self) in _FLOATING and scalar_type(other) in _FLOATING | _INTEGERS:
-            return _float_fmod(g, self, g.op("CastLike", other, self))
+        operands = _float_operands(g, self, other)
+        if operands is not None:
+            return _float_fmod(g, *operands)
         if scalar_type(self) != "Long" or scalar_type(other) not in _INTEGERS:
             return original(g, self, other)
         other = g.op("CastLike", other, self)

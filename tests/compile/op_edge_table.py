@@ -102,6 +102,8 @@ _add("truediv_int", "int", lambda x: x / 7)
 _add("remainder", "float", lambda x: torch.remainder(x, 2.5))
 # eager's fmod by a subnormal is 0 or NaN by the element's place in its vectorised kernel: none here
 _add("remainder_tensor", "float", lambda x: x % x.flip(1).where(x.flip(1).abs() > 1e-30, 0.0))
+_add("remainder_by_double", "float", lambda x: x % x.flip(0).double().where(x.flip(0).abs() > 1e-30, 0.0))
+_add("fmod_by_int", "float", lambda x: torch.fmod(x, torch.arange(-3, 3).clamp(min=1)))
 _add("remainder_int", "int", lambda x: x % 7)
 _add("remainder_int_neg", "int", lambda x: torch.remainder(x, -5))
 _add("fmod", "float", lambda x: torch.fmod(x, 2.5))
