@@ -20,6 +20,9 @@
 - ``logsigmoid``: eager's ``min(x, 0) - log1p(exp(-|x|))`` is ``x`` below -20 (in float32);
   the translation's ``log(sigmoid(x))`` gave ``-inf`` below -104.
 
+- ``atan2(y, x)``: the translation's ``atan(y / x)`` with quadrant fixes gave NaN at ``inf / inf``
+  and lost the sign of zeros; here C's values where ``x`` or ``y`` is infinite or zero
+  (``±pi/4``, ``±3pi/4``, ``±pi/2``, ``±0``, ``±pi``, with ``-0.0`` as negative).
 - ``prod`` of int64: ORT's ``ReduceProd`` goes through float64 (wrong beyond 2**53, saturating
   where eager wraps): refused as an exporter error naming the operator.
 
@@ -31,6 +34,7 @@ Guarantees: the result's type and shape are torch's translation's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -185,6 +189,40 @@ def logsigmoid_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def _negative(g, v):
+    """``v < 0``, counting -0.0 (whose reciprocal is -inf) as negative."""
+    zero = _like(g, 0.0, v)
+    minus_zero = g.op("And", g.op("Equal", v, zero), g.op("Less", g.op("Reciprocal", v), zero))
+    return g.op("Or", g.op("Less", v, zero), minus_zero)
+
+
+def atan2_like(original: Symbolic) -> Symbolic:
+    """``aten::atan2(y, x)`` of floats of one type: C's values where ``x`` or ``y`` is infinite or zero."""
+
+    def symbolic(g, self, other):
+        result = original(g, self, other)
+        if scalar_type(self) not in _FLOATING or scalar_type(other) != scalar_type(self):
+            return result
+        y, x, zero, pi = self, other, _like(g, 0.0, self), math.pi
+        y_inf, x_inf = g.op("IsInf", y), g.op("IsInf", x)
+        x_negative = _negative(g, x)
+
+        def pick(condition, when_negative_x: float, otherwise: float):
+            return condition, g.op("Where", x_negative, _like(g, when_negative_x, x), _like(g, otherwise, x))
+
+        cases = [pick(g.op("And", y_inf, x_inf), 3 * pi / 4, pi / 4), pick(y_inf, pi / 2, pi / 2),
+                 pick(x_inf, pi, 0.0), pick(g.op("Equal", y, zero), pi, 0.0),
+                 pick(g.op("Equal", x, zero), pi / 2, pi / 2)]  # the first that holds decides
+        base, special = cases[-1][1], cases[-1][0]
+        for condition, value in reversed(cases[:-1]):
+            base, special = g.op("Where", condition, value, base), g.op("Or", special, condition)
+        signed = g.op("Where", _negative(g, y), g.op("Neg", base), base)
+        special = g.op("And", special, g.op("Not", g.op("Or", g.op("IsNaN", x), g.op("IsNaN", y))))
+        return g.op("Where", special, signed, result)
+
+    return symbolic
+
+
 def prod_like(original: Symbolic) -> Symbolic:
     """``aten::prod`` of int64 (without a ``dtype``): refused (ORT's ``ReduceProd`` of int64 goes through
     float64: ``prod([2**53 + 1, 1])`` was ``2**53``, and it saturates where eager wraps)."""
@@ -201,7 +239,7 @@ def prod_like(original: Symbolic) -> Symbolic:
 WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::remainder": remainder_like, "aten::fmod": fmod_like, "aten::relu": relu_like, "aten::pow": pow_like,
     "aten::softplus": softplus_like, "aten::hardswish": hardswish_like, "aten::log_sigmoid": logsigmoid_like,
-    "aten::prod": prod_like,
+    "aten::prod": prod_like, "aten::atan2": atan2_like,
 }
 #: composed with ``onnx_nan_reductions``' wrapper of the same operator
 SIGN_WRAPPER = int_sign_like

@@ -142,6 +142,10 @@ def _int64_extreme(g, x, larger: bool, dim: int | None, keepdim: bool):
     return picked if keepdim else g.op("Squeeze", picked, g.op("Constant", value_t=torch.tensor([dim])))
 
 
+#: for ``onnx_edge_selection``'s ``aminmax``
+int64_extreme = _int64_extreme
+
+
 def max_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
     """``aten::max`` (``larger``)/``aten::min``: ``(x)``, ``(x, dim, keepdim)``; ``(x, y)``
     by ``onnx_int64_bounds.pick`` (int64 pairs by comparison)."""
