@@ -9,7 +9,8 @@ gave ``3.4e38``), and a NaN bound is ignored where eager's result is NaN
     r = Where(x < lo or isnan(lo), lo, x);  r = Where(r > hi or isnan(hi), hi, r)
 
 which is ``min(max(x, lo), hi)`` with NaN propagated as eager does: a NaN ``x`` fails both
-comparisons and stays NaN, a NaN bound wins, and ``lo > hi`` gives ``hi``. The result type is
+comparisons and stays NaN, a NaN bound wins, and ``lo > hi`` gives ``hi``. (A floating ``x``
+between two finite constant bounds ``lo <= hi`` keeps one ``Clip``: ORT's is exact there.) The result type is
 eager's: ``x``'s, promoted with bounds that are tensors of rank >= 1 (``clamp(int32, int64_t)`` is
 int64); ``x`` and the bounds are cast to it. An integer ``x`` with a floating scalar bound (eager
 promotes to the default float) keeps torch's translation.
@@ -20,12 +21,13 @@ Guarantees: the result has eager's element type and the broadcast shape.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from dycl.backends.onnx_graph_values import is_none, rank, scalar_type
+from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 
 Symbolic = Callable[..., Any]
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
@@ -57,13 +59,34 @@ def _result_kind(x, bounds: list[Any]) -> str | None:
     return kind
 
 
+def _number(bound) -> float | None:
+    """A bound that is a constant number (None for a tensor or a missing bound)."""
+    if bound is None or is_none(bound):
+        return None
+    value = constant(bound)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _bound(g, kind: str, bound, below: bool, result):
     """``result`` limited by ``bound`` from below (``below``) or above; NaN bounds win for floats."""
-    bound = g.op("Cast", bound, to_i=_ONNX_TYPES[kind])
+    number = _number(bound)
+    if scalar_type(bound) != kind:
+        bound = g.op("Cast", bound, to_i=_ONNX_TYPES[kind])
     beyond = g.op("Less" if below else "Greater", result, bound)
-    if kind in _FLOATING:
+    if kind in _FLOATING and (number is None or math.isnan(number)):
         beyond = g.op("Or", beyond, g.op("IsNaN", bound))
     return g.op("Where", beyond, bound, result)
+
+
+def _clip(g, kind: str, x, low, high):
+    """``Clip`` for a floating ``x`` between two finite constant bounds ``low <= high``, where ONNX
+    Runtime's ``Clip`` is exact (NaN stays NaN, infinities are clipped); None otherwise."""
+    numbers = (_number(low), _number(high))
+    if kind not in _FLOATING or kind != scalar_type(x) or None in numbers or not all(map(math.isfinite, numbers)) \
+            or numbers[0] > numbers[1]:
+        return None
+    dtype = _TORCH_TYPES[kind]
+    return g.op("Clip", x, *(g.op("Constant", value_t=torch.tensor(n, dtype=dtype)) for n in numbers))
 
 
 def clamp_like(lower: bool, upper: bool) -> Callable[[Symbolic], Symbolic]:
@@ -77,12 +100,15 @@ def clamp_like(lower: bool, upper: bool) -> Callable[[Symbolic], Symbolic]:
                 return original(g, self, *bounds)
             low = bounds[0] if lower else None
             high = bounds[-1] if upper else None
-            result = g.op("Cast", self, to_i=_ONNX_TYPES[kind])
+            clipped = _clip(g, kind, self, low, high)
+            if clipped is not None:
+                return clipped
+            result = self if scalar_type(self) == kind else g.op("Cast", self, to_i=_ONNX_TYPES[kind])
             if low is not None and not is_none(low):
                 result = _bound(g, kind, low, True, result)
             if high is not None and not is_none(high):
                 result = _bound(g, kind, high, False, result)
-            return result
+            return result if result is not self else g.op("Identity", self)
 
         return symbolic
 
