@@ -5,7 +5,7 @@ beyond 32 bits: ``Clip([3600000256], -5, 5)`` is ``3600000256`` and ``Max([2**31
 ``5`` -- so ``(x * 1e9).long().clamp(-5, 5)`` (timestamps, hashed ids, counts) came back
 unclamped, silently. Its ``Less`` is right, so here ``torch.minimum``/``maximum`` of two
 integer tensors, one of them int64 (the result type), are a ``Where`` on ``Less``. Other
-element types and ``clamp`` (see ``WRAPPERS``) keep torch's translation.
+element types keep torch's translation; ``clamp`` is ``onnx_clamp``'s.
 
 Assumes: arguments as the TorchScript exporter passes them (``onnx_graph_values``).
 Guarantees: the result's type and shape are torch's translation's (the broadcast shape).
@@ -40,9 +40,9 @@ def pick(smaller: bool) -> Callable[[Symbolic], Symbolic]:
     return wrap
 
 
-# Not ``clamp``/``clamp_min``/``clamp_max``: torch's translation of a float clamp, run from a
-# custom symbolic, comes out as a ``Clip`` with ``min``/``max`` attributes, which opset 17
-# does not have (an invalid model); their int64 form stays ORT's, wrong beyond 32 bits.
+# Not ``clamp``/``clamp_min``/``clamp_max`` (``onnx_clamp`` builds them without torch's translation:
+# run from a custom symbolic, its float clamp comes out as a ``Clip`` with ``min``/``max``
+# attributes, which opset 17 does not have).
 WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::minimum": pick(True), "aten::maximum": pick(False)}
 
 __all__ = ["WRAPPERS"]

@@ -9,12 +9,14 @@ is kept or skipped by position: ``[inf, nan].max()`` gave ``inf``, ``[nan, 1, -2
 inf, -inf, 0, nan].max(-1)`` gave ``inf`` for the second row -- and a branch on that
 value (``if x.max() > t``) took another path than eager, silently.
 
-Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, with or without indices) has the
+Max pooling (``F.max_pool1d/2d/3d``, ``nn.MaxPool*``, adaptive or not, with or without indices;
+the indices of windows with NaN are ``onnx_pool_indices``') has the
 same NaN problem, and one more without any NaN: ORT starts each window at the lowest
 finite float, so a window of ``-inf`` only (a ``masked_fill(~mask, -inf)`` before
 pooling) gave ``-3.4e38`` instead of ``-inf``. The pooled values here are NaN where the
-window holds a NaN and ``-inf`` where it holds nothing else -- both found by running
-torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
+window holds a NaN and ``-inf`` where it holds nothing else -- both found by one average
+pooling of a bounded copy of the input (``onnx_pool_average``) for a plain ``MaxPool``, else
+by running torch's own pooling translation, with the same attributes, on 0/1 flags of the input.
 
 Sorting (``sort``, ``argsort``, ``topk``) puts NaN above ``+inf`` in eager; ORT's ``TopK``
 placed it anywhere. Here torch's translation orders a key where NaN is the largest value
@@ -22,7 +24,8 @@ placed it anywhere. Here torch's translation orders a key where NaN is the large
 NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
 the input by the indices.
 
-``sign`` of NaN is 0 in eager and NaN in ONNX; here 0. ``any``/``all`` of a floating
+``sign`` of NaN is 0 in eager and NaN in ONNX; here 0 (and int64 ``sign`` by comparisons,
+``onnx_edge_arithmetic``). ``any``/``all`` of a floating
 tensor: torch's translation cast it to an integer first, so ``[0.3].any()`` was False
 (and ``all`` an invalid model); here they reduce ``x != 0``.
 
@@ -45,8 +48,11 @@ from typing import Any
 
 import torch
 
+from dycl.backends.onnx_edge_arithmetic import SIGN_WRAPPER as int_sign_like
 from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 from dycl.backends.onnx_int64_bounds import pick
+from dycl.backends.onnx_pool_average import average_attributes, minus_inf_and_nan_by_average
+from dycl.backends.onnx_pool_indices import indices_like
 
 _FLOATING = frozenset({"Float", "Double", "Half", "BFloat16"})
 _ONNX_FLOAT = 1
@@ -67,6 +73,11 @@ def _any_nan(g, x, axes: list[int] | None, keepdims: bool):
 
 def _nan_where(g, has_nan, value):
     return g.op("Where", has_nan, _constant_like(g, float("nan"), value), value)
+
+
+#: for other translations' repairs (``onnx_norms``): whether the reduced elements hold a NaN, and
+#: a value made NaN there
+any_nan, nan_where = _any_nan, _nan_where
 
 
 def _first_nan(g, has_nan, x, dim: int, keepdim: bool, index):
@@ -129,6 +140,10 @@ def _int64_extreme(g, x, larger: bool, dim: int | None, keepdim: bool):
     where = g.op("ArgMax" if larger else "ArgMin", x, axis_i=dim, keepdims_i=1)
     picked = g.op("GatherElements", x, where, axis_i=dim)
     return picked if keepdim else g.op("Squeeze", picked, g.op("Constant", value_t=torch.tensor([dim])))
+
+
+#: for ``onnx_edge_selection``'s ``aminmax``
+int64_extreme = _int64_extreme
 
 
 def max_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
@@ -244,25 +259,14 @@ def _is_zero(value) -> bool:
     return numbers is not None and all(number == 0 for number in numbers)
 
 
-def _ints(node, name: str) -> list[int]:
-    return getattr(node, "is")(name)  # the ints attribute's getter is named ``is``
-
-
 def _nan_windows_by_average(g, x, values):
     """``values`` (a ``MaxPool`` of ``x``, which holds no -inf) made NaN where the window holds a NaN:
     the window's average is NaN exactly there (no -inf to meet a +inf), ``Tanh`` maps it into [-1, 1]
     keeping NaN, and ``values + 0 * tanh(average)`` is ``values`` elsewhere. None where the pooling is
     not one plain ``MaxPool`` of ``x`` with its attributes readable, or is dilated."""
-    node = values.node()
-    if node.kind() != "onnx::MaxPool" or next(node.inputs()).unique() != x.unique():
+    attributes = average_attributes(x, values, count_include_pad=1)
+    if attributes is None or scalar_type(x) != "Float":  # ORT's CPU AveragePool: no float64 kernel
         return None
-    if node.hasAttribute("dilations") and any(d != 1 for d in _ints(node, "dilations")):
-        return None
-    attributes = {"kernel_shape_i": _ints(node, "kernel_shape"), "ceil_mode_i": node.i("ceil_mode")
-                  if node.hasAttribute("ceil_mode") else 0, "count_include_pad_i": 1}
-    for name in ("strides", "pads"):
-        if node.hasAttribute(name):
-            attributes[f"{name}_i"] = _ints(node, name)
     average = g.op("AveragePool", x, **attributes)
     return g.op("Add", values, g.op("Mul", g.op("Tanh", average), _constant_like(g, 0.0, x)))
 
@@ -275,7 +279,10 @@ def pool_like(original: Symbolic) -> Symbolic:
         if not _readable(self):
             return result
         values = result[0] if isinstance(result, tuple) else result
-        repaired = _nan_windows_by_average(g, self, values) if _never_minus_inf(self) else None
+        if _never_minus_inf(self):
+            repaired = _nan_windows_by_average(g, self, values)
+        else:
+            repaired = minus_inf_and_nan_by_average(g, self, values, _TORCH_FLOATS.get(scalar_type(self)))
         if repaired is not None:
             return (repaired, *result[1:]) if isinstance(result, tuple) else repaired
 
@@ -348,15 +355,23 @@ def truth_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def _pool_with_indices(original: Symbolic) -> Symbolic:
+    """Max pooling that returns indices: values by ``pool_like``, indices by ``onnx_pool_indices``."""
+    return pool_like(indices_like(original))
+
+
 #: operator -> how to wrap torch's translation of it
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like(larger=True), "aten::min": max_like(larger=False),
     "aten::amax": amax_like, "aten::amin": amax_like,
     "aten::argmax": argmax_like, "aten::argmin": argmax_like,
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
-    "aten::argsort": sort_like(0, values=False), "aten::sign": sign_like, "aten::sgn": sign_like,
+    "aten::argsort": sort_like(0, values=False), "aten::sign": lambda original: sign_like(int_sign_like(original)),
+    "aten::sgn": lambda original: sign_like(int_sign_like(original)),
     "aten::any": truth_like, "aten::all": truth_like,
-    **{f"aten::max_pool{n}d{tail}": pool_like for n in (1, 2, 3) for tail in ("", "_with_indices")},
+    **{f"aten::max_pool{n}d": pool_like for n in (1, 2, 3)},
+    **{f"aten::max_pool{n}d_with_indices": _pool_with_indices for n in (1, 2, 3)},
+    **{f"aten::adaptive_max_pool{n}d": _pool_with_indices for n in (1, 2, 3)},
 }
 
 __all__ = ["NAN_WRAPPERS"]

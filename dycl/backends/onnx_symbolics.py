@@ -38,7 +38,17 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   the diagonal elements gathered from the input flattened over its last two dims (after
   moving ``dim1``/``dim2`` there), at ``(i + max(-offset, 0)) * n2 + i + max(offset, 0)``.
 - ``minimum``/``maximum`` of int64: by comparisons (``onnx_int64_bounds``; ORT's int64
-  ``Clip``/``Min``/``Max`` are wrong beyond 32 bits; ``clamp`` of int64 still is).
+  ``Clip``/``Min``/``Max`` are wrong beyond 32 bits).
+- ``clamp``/``clip``/``clamp_min``/``clamp_max``: by comparisons, for every type, with eager's NaN
+  and infinities (``onnx_clamp``).
+- Edge values found by the operator sweep (``tests/compile/test_op_edge_sweep.py``): ``gelu`` and
+  ``hardshrink`` (``onnx_edge_activations``); ``remainder``, ``fmod``, int64 ``sign``, integer
+  ``relu``, ``pow(x, 0.5)``, ``softplus``, ``hardswish``, ``logsigmoid``, int64 ``prod`` refused
+  (``onnx_edge_arithmetic``); ``vector_norm(ord=±inf)`` with NaN (``onnx_norms``); max-pool
+  indices of windows with NaN (``onnx_pool_indices``); ``unique`` with NaN (``onnx_unique``);
+  ``aminmax``, ``bucketize`` with NaN, integer ``>>`` and rounding, ``scatter_reduce`` amax/amin
+  with NaN (``onnx_edge_selection``); ``binary_cross_entropy_with_logits`` by eager's formula
+  (``onnx_losses``: the translation's ``log(1 - sigmoid(20))`` was ``-inf``).
 - ``aten::floor_divide``/``floordiv`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 - ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
@@ -64,6 +74,7 @@ on exit, so torch's own translations are back and nothing outlives the export.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -71,8 +82,12 @@ from typing import Any
 import torch
 
 from dycl.backends.onnx_accumulate import WRAPPERS as ACCUMULATE_WRAPPERS
+from dycl.backends.onnx_clamp import WRAPPERS as CLAMP_WRAPPERS
 from dycl.backends.onnx_division import WRAPPERS as DIVISION_WRAPPERS
 from dycl.backends.onnx_division import floor_divide
+from dycl.backends.onnx_edge_activations import WRAPPERS as ACTIVATION_WRAPPERS
+from dycl.backends.onnx_edge_arithmetic import WRAPPERS as ARITHMETIC_WRAPPERS
+from dycl.backends.onnx_edge_selection import WRAPPERS as SELECTION_WRAPPERS
 from dycl.backends.onnx_graph_values import (
     SymbolicUnsupported,
     constant,
@@ -83,7 +98,10 @@ from dycl.backends.onnx_graph_values import (
     scalar_type,
 )
 from dycl.backends.onnx_int64_bounds import WRAPPERS as INT64_WRAPPERS
+from dycl.backends.onnx_losses import WRAPPERS as LOSS_WRAPPERS
 from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
+from dycl.backends.onnx_norms import WRAPPERS as NORM_WRAPPERS
+from dycl.backends.onnx_unique import WRAPPERS as UNIQUE_WRAPPERS
 
 _OPSET = 17
 # Element types eager torch sums as int64 (``torch.cumsum`` promotes them).
@@ -263,6 +281,7 @@ def local_symbolics() -> Iterator[None]:
     """Register dycl's translations that are missing, for the ``with`` block only."""
     from torch.onnx._internal.torchscript_exporter import registration
 
+    _load_translations()
     symbolics = {**_SYMBOLICS, **_wrapped(registration.registry)}
     added = [name for name in symbolics if not _user_overridden(name)]
     unknown = [name for name in added if registration.registry.get_function_group(name) is None]
@@ -276,11 +295,25 @@ def local_symbolics() -> Iterator[None]:
         _forget(registration.registry, unknown)
 
 
+def _load_translations() -> None:
+    """Import torch's translation modules for every opset up to ``_OPSET``.
+
+    They register themselves on import, and torch imports them only inside its first export: before
+    that, the registry holds only what other imports pulled in, so the first export of a process
+    wrapped no ``binary_cross_entropy_with_logits`` (opset 12) and an older ``max_pool`` translation.
+    """
+    for version in range(7, _OPSET + 1):
+        importlib.import_module(f"torch.onnx._internal.torchscript_exporter.symbolic_opset{version}")
+
+
 def _wrapped(registry: Any) -> dict[str, Any]:
-    """The wrappers of ``onnx_nan_reductions``, ``onnx_accumulate``, ``onnx_division`` and
-    ``onnx_int64_bounds`` around torch's own translations for the opset."""
+    """The wrappers of ``onnx_nan_reductions``, ``onnx_accumulate``, ``onnx_division``,
+    ``onnx_int64_bounds`` and the edge-value modules around torch's own translations for the opset."""
     found = {}
-    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS}.items():
+    for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS,
+                        **CLAMP_WRAPPERS, **ACTIVATION_WRAPPERS, **NORM_WRAPPERS, **UNIQUE_WRAPPERS,
+                        **ARITHMETIC_WRAPPERS, **SELECTION_WRAPPERS,
+                        **LOSS_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:
