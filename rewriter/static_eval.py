@@ -22,6 +22,7 @@ from dycl.rewriter.config_reads import ConfigReads
 from dycl.rewriter.library_calls import call_on_literals, is_library_function
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.registry_lookups import chose_a_function, is_registry_lookup, lookup_arguments_static
+from dycl.rewriter.state_properties import property_may_read_state
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -226,7 +227,7 @@ class StaticEvaluator:
         name = node.attr.value
         if _is_tensor(base) and name not in TENSOR_METADATA_ATTRIBUTES:
             raise _Dynamic
-        if self.state is not None and self.state.holds(base, name):
+        if self.state is not None and (self.state.holds(base, name) or property_may_read_state(self.state, base, name)):
             raise _Dynamic
         value = getattr(base, name)
         if self.reads is not None and isinstance(base, torch.nn.Module):
@@ -298,6 +299,9 @@ class StaticEvaluator:
             if not folded:
                 raise _Dynamic
             return result
+        if self.state is not None and is_pure_method(func) and any(
+                self.state.holds(func.__self__, name) for name in receiver_reads(func)):
+            raise _Dynamic  # it reads module state forward() writes (rewriter.state_properties)
         result = func(*args, **kwargs)
         if is_pure_method(func):
             if _is_tensor(result):  # a method returning a weight or a buffer: not folded

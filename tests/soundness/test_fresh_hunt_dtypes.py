@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from tests.soundness.fresh_hunt import Case, check_case, seeded
+from tests.soundness.fresh_hunt import Case, at, check_case, seeded
 
 
 def _randn(seed, shape, spread=4):
@@ -125,6 +125,64 @@ def _count_inputs():
     return [torch.randint(-5, 6, (3,), generator=g) * (1 + (i % 2)) for i in range(50)]
 
 
+class BucketizeBins(nn.Module):  # histogram-style binning, both edge conventions
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("edges", torch.tensor([-1.0, 0.0, 1.0]))
+
+    def forward(self, x):
+        b = torch.bucketize(x, self.edges, right=True)
+        if (b == 3).any():
+            return b * 10
+        return torch.bucketize(x, self.edges)
+
+
+class HalfOverflow(nn.Module):  # float16 overflows to inf where float32 does not
+    def forward(self, x):
+        h = (x * 3e4).half()
+        if torch.isinf(h).any():
+            return h.float().clamp(-1e5, 1e5)
+        return h.float()
+
+
+class Int32Sum(nn.Module):  # int32 accumulation wraps around
+    def forward(self, x):  # int32 (4,)
+        s = x.sum(dtype=torch.int32)
+        if s > 0:
+            return s, x.cumsum(0, dtype=torch.int32)
+        return s, x
+
+
+def _int32_inputs():
+    g = seeded(411)
+    return [torch.randint(-2**30, 2**30, (4,), generator=g, dtype=torch.int32) for _ in range(50)]
+
+
+class IntPowAndNegativeDivisor(nn.Module):
+    def forward(self, x):
+        k = (x * 2).long()
+        if k.abs().max() > 3:
+            return k ** 2, k // -2
+        return k * 3, k % -3
+
+
+class WhereIntFloat(nn.Module):  # torch.where of an int tensor and a float scalar promotes
+    def forward(self, x):
+        k = (x * 3).long()
+        if k.sum() > 0:
+            return torch.where(k > 1, k, 0.5)
+        return k.clamp(min=-1) * 1.5
+
+
+class Uint8BitwiseNot(nn.Module):  # ~ on uint8 is a bitwise not (254/255), not a logical one
+    def forward(self, x):
+        m = (x > 0).to(torch.uint8)
+        inv = ~m
+        if inv.max() == 255:
+            return inv.float()
+        return m.float()
+
+
 CASES = {
     "finfo_masked_softmax": Case(FinfoMaskedSoftmax, _mask_inputs, 2),
     "new_tensor_bias": Case(NewTensorBias, _randn(405, (2, 3)), 2),
@@ -136,6 +194,13 @@ CASES = {
     "int32_ids": Case(Int32Ids, _id_inputs, 2),
     "uint8_wrap": Case(Uint8Wrap, _uint8_inputs, 2),
     "int_true_division": Case(IntTrueDivision, _count_inputs, 2),
+    "bucketize_bins": Case(BucketizeBins, _randn(412, (4,)), 2),
+    "half_overflow": Case(HalfOverflow, _randn(413, (4,)), 2),
+    "int32_sum": Case(Int32Sum, _int32_inputs, 2),
+    "int_pow_negative_divisor": Case(IntPowAndNegativeDivisor, _randn(414, (4,)), 2),
+    "where_int_float": Case(WhereIntFloat, _randn(415, (4,)), 2),
+    "uint8_bitwise_not": Case(Uint8BitwiseNot, _randn(416, (4,)), 2,
+                              refused=at("ONNX exporter cannot translate", "m = (x > 0).to(torch.uint8)")),
 }
 
 

@@ -153,6 +153,39 @@ def _suppress_inputs():
     return [torch.randn(5, generator=g) for _ in range(50)]
 
 
+class SafeIntDivision(nn.Module):  # integer division guarded by try/except (torch raises on / 0)
+    def forward(self, a, b):
+        try:
+            q = a // b
+        except RuntimeError:
+            q = torch.zeros_like(a)
+        if q.sum() > 0:
+            return q + 1
+        return q
+
+
+def _division_inputs():
+    g = seeded(110)
+    return [(torch.randint(-9, 10, (3,), generator=g), torch.randint(0 if i % 4 == 0 else 1, 4, (3,), generator=g))
+            for i in range(50)]
+
+
+class SafeGather(nn.Module):  # out-of-range indices fall back to zeros
+    def forward(self, x, idx):
+        try:
+            out = x.gather(0, idx)
+        except RuntimeError:
+            out = x.new_zeros(idx.shape)
+        if out.sum() > 0:
+            return out * 2
+        return out
+
+
+def _gather_inputs():
+    g = seeded(111)
+    return [(torch.randn(4, generator=g), torch.randint(0, 4 + (i % 3 == 1), (3,), generator=g)) for i in range(50)]
+
+
 def _randn(seed, shape=(3,)):
     def make():
         g = seeded(seed)
@@ -172,6 +205,12 @@ CASES = {
                           refused=at("with statement", 'with torch.autocast("cpu", dtype=torch.bfloat16):')),
     "contextlib_helper": Case(ContextlibHelper, _randn(109), 2,
                               refused=at("with statement", 'with _noop_scope("block"):')),
+    # the handler's recovery is not compiled (rewriter/try_blocks.py): the compiled model raises
+    # at the user's line where eager recovers, never answers differently
+    "safe_int_division": Case(SafeIntDivision, _division_inputs, 2,
+                              refused=r"compiled code of test_fresh_hunt_exceptions.py:\d+.*Integer division by zero"),
+    "safe_gather": Case(SafeGather, _gather_inputs, 2,
+                        refused=r"compiled code of test_fresh_hunt_exceptions.py:\d+.*GatherElements"),
     "suppress_index_error": Case(SuppressIndexError, _suppress_inputs, 2,
                                  refused=at("with statement", "with contextlib.suppress(IndexError):")),
 }

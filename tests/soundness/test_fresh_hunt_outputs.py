@@ -128,12 +128,36 @@ class RunningStats(nn.Module):  # an EMA tracked on a plain attribute during inf
         return x
 
 
+class RepeatedOutputs(nn.Module):  # a list whose length is a count from the data
+    def forward(self, x):
+        n = int((x > 0).sum())
+        return [x * i for i in range(n)]
+
+
+class LabelsAsList(nn.Module):  # predictions handed back as Python ints and a float
+    def forward(self, x):  # (b, 3)
+        labels = x.argmax(-1).tolist()
+        if x.max() > 1:
+            return labels, x.max().item()
+        return labels, 0.0
+
+
+class KeysFromData(nn.Module):  # a dict key formatted from a predicted index
+    def forward(self, x):
+        i = int(x.argmax())
+        return {f"exit{i}": x * 2, "all": x}
+
+
 CASES = {
     "optional_aux_dict": Case(OptionalAuxDict, _randn(503, (1, 4)), 2),
     "varying_list": Case(VaryingList, _randn(504, (1, 3)), 4),
     "maybe_attention": Case(MaybeAttention, _qk_inputs, 2),
     "tuple_or_tensor": Case(TupleOrTensor, _randn(505, (3,)), 2),
     "count_from_data": Case(CountFromData, _randn(506, (4,)), 2),
+    "repeated_outputs": Case(RepeatedOutputs, _randn(509, (4,)), 5),
+    "labels_as_list": Case(LabelsAsList, _randn(510, (2, 3)), 2),
+    "keys_from_data": Case(KeysFromData, _randn(511, (4,)), 2,
+                           refused=at("an f-string", "return {f\"exit{i}\": x * 2, \"all\": x}")),
     "position_cache": Case(PositionCache, _lengths_inputs, 2,
                            refused=at("fails on the example input", "h = x + self.emb(self._cache[n])")),
     "running_stats": Case(RunningStats, _randn(507, (3,)), 2,

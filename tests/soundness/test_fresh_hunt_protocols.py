@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tests.soundness.fresh_hunt import Case, check_case, seeded
+from tests.soundness.fresh_hunt import Case, at, check_case, seeded
 
 
 def _randn(seed, shape=(1, 4), spread=4):
@@ -170,6 +170,73 @@ def _maybe_zero_inputs():
     return [torch.randn(2, 4, generator=g) * (i % 3) for i in range(50)]
 
 
+class ConfidentProperty(nn.Module):  # a property over a value forward() stores on self
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.last_conf = 0.0
+
+    @property
+    def confident(self):
+        return self.last_conf > 0.5
+
+    def forward(self, x):
+        probs = self.fc(x).softmax(-1)
+        self.last_conf = probs.max().item()
+        if self.confident:
+            return probs
+        return probs * 0
+
+
+class ConfidentMethod(nn.Module):  # the same test as a method
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.last_conf = 0.0
+
+    def is_confident(self):
+        return self.last_conf > 0.5
+
+    def forward(self, x):
+        probs = self.fc(x).softmax(-1)
+        self.last_conf = probs.max().item()
+        if self.is_confident():
+            return probs
+        return probs * 0
+
+
+class ModeBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = "slow"
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.mode == "fast":
+            return x
+        return self.fc(x)
+
+
+class CrossModuleMode(nn.Module):  # the parent sets a string flag on a child from the data
+    def __init__(self):
+        super().__init__()
+        self.block = ModeBlock()
+
+    def forward(self, x):
+        self.block.mode = "fast" if x.mean() > 0 else "slow"
+        return self.block(x)
+
+
+class DictOfCallables(nn.Module):  # activations by name in a plain dict on the module
+    def __init__(self):
+        super().__init__()
+        self.acts = {"relu": torch.relu, "tanh": torch.tanh, "neg": lambda t: -t}
+
+    def forward(self, x):
+        name = "relu" if x.mean() > 0.5 else ("tanh" if x.mean() > -0.5 else "neg")
+        return self.acts[name](x)
+
+
 CASES = {
     "temperature_property": Case(TemperatureProperty, _randn(202), 2),
     "indexable_stack": Case(IndexableStack, _randn(203), 3,
@@ -181,6 +248,13 @@ CASES = {
     "task_head_by_name": Case(TaskHeadByName, _randn(208), 2),  # all 3 heads picked
     "recursive_refine": Case(RecursiveRefine, _randn(209), 4),
     "static_helper": Case(StaticHelper, _maybe_zero_inputs, 2),
+    "confident_property": Case(ConfidentProperty, _randn(210), 2,
+                               refused=at("property ConfidentProperty.confident, whose getter reads module state",
+                                          "if self.confident:")),
+    "confident_method": Case(ConfidentMethod, _randn(211), 2),
+    "cross_module_mode": Case(CrossModuleMode, _randn(212), 2,
+                              refused=at("write to module state", 'self.block.mode = "fast" if x.mean() > 0')),
+    "dict_of_callables": Case(DictOfCallables, _randn(213, (4,)), 2),
 }
 
 
