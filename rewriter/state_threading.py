@@ -35,7 +35,7 @@ from dycl.rewriter.names import Namespace
 from dycl.rewriter.opaque_reads import graph_may_read
 from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
-from dycl.rewriter.state_properties import property_may_read_state
+from dycl.rewriter.state_properties import LiteralGetattr, attribute_may_read_state
 from dycl.rewriter.state_table import StateSlot, StateTable
 
 MISSING = object()
@@ -167,6 +167,7 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     model, table = ctx.model, ctx.state
     if not table.slots:
         return body, ()
+    body = [statement.visit(LiteralGetattr()) for statement in body]  # getattr(self, "n") reads self.n
     _refuse_state_properties(ctx, body, receiver)
     replacer = _ReplaceSlots(receiver, model, table, ctx.namespace)
     body = [statement.visit(replacer) for statement in body]
@@ -222,16 +223,17 @@ def _refuse_assigned_reads(ctx: RewriteContext, body: list[cst.BaseStatement],
 
 
 def _refuse_state_properties(ctx: RewriteContext, body: list[cst.BaseStatement], receiver: str) -> None:
-    """A property of the model whose getter may read a slot (``rewriter.state_properties``) is
-    refused: its getter runs nowhere in the compiled model, and folding it froze the slot's value."""
+    """A read that may reach a slot other than by its chain (a property's getter, ``__dict__``,
+    ``getattr`` with a computed name or a default: ``rewriter.state_properties``) is refused: it
+    runs nowhere in the compiled model, and folding it froze the slot's value."""
     finder = _StateProperties(receiver, ctx.model, ctx.state)
     for statement in body:
         statement.visit(finder)
     if finder.found is not None:
         statement, owner, name = finder.found
-        raise ctx.error(f"a read of the property {type(owner).__name__}.{name}, whose getter reads module "
-                        "state that forward() writes", statement,
-                        f"make it a method (def {name}(self): ...) and call it, or read the state in forward()")
+        raise ctx.error(f"a read of {type(owner).__name__}.{name} (a property, __dict__ or getattr), which may "
+                        "read module state that forward() writes", statement,
+                        "read the state as self.<name> in forward(), or make a property a method and call it")
 
 
 class _StateProperties(cst.CSTVisitor):
@@ -250,9 +252,16 @@ class _StateProperties(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.found is not None:
             return
-        owner = object_at(node.value, self.receiver, self.model)
-        if owner is not MISSING and property_may_read_state(self.table, owner, node.attr.value):
-            self.found = (self.statement, owner, node.attr.value)
+        owner, name = object_at(node.value, self.receiver, self.model), node.attr.value
+        if owner is not MISSING and not self.table.holds(owner, name) and \
+                attribute_may_read_state(self.table, owner, name):  # a slot read by name is threaded
+            self.found = (self.statement, owner, name)
+
+    def visit_Call(self, node: cst.Call) -> None:  # getattr(self, "slot", default)
+        if self.found is None and isinstance(node.func, cst.Name) and node.func.value == "getattr" and node.args:
+            owner = object_at(node.args[0].value, self.receiver, self.model)
+            if owner is not MISSING and any(slot.module_id == id(owner) for slot in self.table.slots.values()):
+                self.found = (self.statement, owner, "getattr")
 
 
 class _AssignedUses(cst.CSTVisitor):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 
+import libcst as cst
 import torch
-from dycl.rewriter.state_properties import property_may_read_state
+from dycl.rewriter.state_properties import LiteralGetattr, attribute_may_read_state, property_may_read_state
 from dycl.rewriter.state_table import StateTable
 from torch import nn
 
@@ -65,3 +66,22 @@ def test_plain_attributes_methods_and_stateless_properties_do_not():
     table.add(model, "last_conf", "float")
     for name in ("temperature", "threshold", "LIMIT", "method", "last_conf", "missing"):
         assert not property_may_read_state(table, model, name), name
+
+
+def test_the_other_ways_to_read_a_slot():
+    model, other = Holder(), Holder()
+    table = StateTable()
+    table.add(model, "last_conf", "float")
+    assert attribute_may_read_state(table, model, "last_conf")
+    assert attribute_may_read_state(table, model, "__dict__")
+    assert attribute_may_read_state(table, model, "confident")
+    assert not attribute_may_read_state(table, other, "__dict__")  # holds no slot
+    assert not attribute_may_read_state(table, model, "threshold")
+
+
+def test_a_getattr_by_literal_name_reads_the_attribute():
+    before = 'a = getattr(self, "last_conf")\nb = getattr(self.inner, "n", 0)\nc = getattr(self, name)\n' \
+             'd = getattr(self, "__private")\n'
+    after = 'a = self.last_conf\nb = getattr(self.inner, "n", 0)\nc = getattr(self, name)\n' \
+            'd = getattr(self, "__private")\n'
+    assert cst.parse_module(before).visit(LiteralGetattr()).code == after

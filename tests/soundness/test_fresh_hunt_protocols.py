@@ -205,6 +205,34 @@ class ConfidentMethod(nn.Module):  # the same test as a method
         return probs * 0
 
 
+class GetattrState(nn.Module):  # the same value read back with getattr by name
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.last_conf = 0.0
+
+    def forward(self, x):
+        probs = self.fc(x).softmax(-1)
+        self.last_conf = probs.max().item()
+        if self.last_conf > 0.5:
+            return probs
+        return probs * 0
+
+
+class DictState(nn.Module):  # ... and through the instance __dict__
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.last_conf = 0.0
+
+    def forward(self, x):
+        probs = self.fc(x).softmax(-1)
+        self.last_conf = probs.max().item()
+        if self.__dict__["last_conf"] > 0.5:
+            return probs
+        return probs * 0
+
+
 class ModeBlock(nn.Module):
     def __init__(self):
         super().__init__()
@@ -249,9 +277,12 @@ CASES = {
     "recursive_refine": Case(RecursiveRefine, _randn(209), 4),
     "static_helper": Case(StaticHelper, _maybe_zero_inputs, 2),
     "confident_property": Case(ConfidentProperty, _randn(210), 2,
-                               refused=at("property ConfidentProperty.confident, whose getter reads module state",
+                               refused=at(r"ConfidentProperty.confident \(a property.*may read module state",
                                           "if self.confident:")),
     "confident_method": Case(ConfidentMethod, _randn(211), 2),
+    "getattr_state": Case(GetattrState, _randn(214), 2),
+    "dict_state": Case(DictState, _randn(215), 2,
+                       refused=at(r"DictState.__dict__ \(a property", 'if self.__dict__["last_conf"] > 0.5:')),
     "cross_module_mode": Case(CrossModuleMode, _randn(212), 2,
                               refused=at("write to module state", 'self.block.mode = "fast" if x.mean() > 0')),
     "dict_of_callables": Case(DictOfCallables, _randn(213, (4,)), 2),
