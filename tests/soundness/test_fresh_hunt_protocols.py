@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import dycl
 from tests.soundness.fresh_hunt import Case, at, check_case, seeded
 
 
@@ -293,3 +294,26 @@ CASES = {
 def test_object_protocols(name, tmp_path):
     case = CASES[name]
     assert check_case(case, tmp_path) == case.paths
+
+
+class GetattrThreshold(nn.Module):  # a config value read by name
+    def __init__(self):
+        super().__init__()
+        self.thr = 0.1
+
+    def forward(self, x):
+        if x.mean() > self.thr:
+            return x * 2
+        return x
+
+
+def test_a_config_value_read_by_getattr_is_guarded_like_an_attribute(tmp_path):
+    """``getattr(self, "thr")`` is folded like ``self.thr``; changing it after compiling must raise
+    ``StaleConfigError``, not answer with the old threshold (it did, silently)."""
+    case = Case(GetattrThreshold, _randn(216), 2)
+    assert check_case(case, tmp_path) == 2
+    model = GetattrThreshold().eval()
+    compiled = dycl.compile(model, torch.randn(1, 4))
+    model.thr = 5.0
+    with pytest.raises(dycl.StaleConfigError, match="model.thr"):
+        compiled(torch.ones(1, 4))
