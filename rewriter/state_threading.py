@@ -18,7 +18,9 @@ starts a fresh local list and returns the items it appended; where it reads the 
 others: ``rewriter.state_lists``), counted up at each append, and where it reads items,
 the items at the call's start are one (a ``prior`` slot); any other use
 of it is refused, as is a call kept as one graph of a module that holds a threaded slot (the graph would read
-the slot's value at compile time). The function no longer reads or writes those slots on the model.
+the slot's value at compile time), and a read of a property whose getter may read a slot
+(``rewriter.state_properties``: the getter runs nowhere in the compiled model). The function no
+longer reads or writes those slots on the model.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dycl.rewriter.names import Namespace
 from dycl.rewriter.opaque_reads import graph_may_read
 from dycl.rewriter.state_lists import thread_lists
 from dycl.rewriter.state_locals import local_writes
+from dycl.rewriter.state_properties import LiteralGetattr, attribute_may_read_state
 from dycl.rewriter.state_table import StateSlot, StateTable
 
 MISSING = object()
@@ -164,6 +167,8 @@ def thread_state(ctx: RewriteContext, body: list[cst.BaseStatement],
     model, table = ctx.model, ctx.state
     if not table.slots:
         return body, ()
+    body = [statement.visit(LiteralGetattr()) for statement in body]  # getattr(self, "n") reads self.n
+    _refuse_state_properties(ctx, body, receiver)
     replacer = _ReplaceSlots(receiver, model, table, ctx.namespace)
     body = [statement.visit(replacer) for statement in body]
     if not replacer.names:
@@ -215,6 +220,48 @@ def _refuse_assigned_reads(ctx: RewriteContext, body: list[cst.BaseStatement],
         raise ctx.error(f"a read of {assigned[name].path}, an attribute that forward() or a hook creates",
                         statement, "create the attribute in __init__ (a tensor or a number), so that its value "
                         "before the call is known")
+
+
+def _refuse_state_properties(ctx: RewriteContext, body: list[cst.BaseStatement], receiver: str) -> None:
+    """A read that may reach a slot other than by its chain (a property's getter, ``__dict__``,
+    ``getattr`` with a computed name or a default: ``rewriter.state_properties``) is refused: it
+    runs nowhere in the compiled model, and folding it froze the slot's value."""
+    finder = _StateProperties(receiver, ctx.model, ctx.state)
+    for statement in body:
+        statement.visit(finder)
+    if finder.found is not None:
+        statement, owner, name = finder.found
+        raise ctx.error(f"a read of {type(owner).__name__}.{name} (a property, __dict__ or getattr), which may "
+                        "read module state that forward() writes", statement,
+                        "read the state as self.<name> in forward(), or make a property a method and call it")
+
+
+class _StateProperties(cst.CSTVisitor):
+    def __init__(self, receiver: str, model: torch.nn.Module, table: StateTable) -> None:
+        super().__init__()
+        self.receiver, self.model, self.table = receiver, model, table
+        self.statement: cst.CSTNode | None = None
+        self.found: tuple[cst.CSTNode, Any, str] | None = None
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.statement = node
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statement = node
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.found is not None:
+            return
+        owner, name = object_at(node.value, self.receiver, self.model), node.attr.value
+        if owner is not MISSING and not self.table.holds(owner, name) and \
+                attribute_may_read_state(self.table, owner, name):  # a slot read by name is threaded
+            self.found = (self.statement, owner, name)
+
+    def visit_Call(self, node: cst.Call) -> None:  # getattr(self, "slot", default)
+        if self.found is None and isinstance(node.func, cst.Name) and node.func.value == "getattr" and node.args:
+            owner = object_at(node.args[0].value, self.receiver, self.model)
+            if owner is not MISSING and any(slot.module_id == id(owner) for slot in self.table.slots.values()):
+                self.found = (self.statement, owner, "getattr")
 
 
 class _AssignedUses(cst.CSTVisitor):

@@ -23,6 +23,7 @@ from dycl.rewriter.library_calls import call_on_literals, is_library_function
 from dycl.rewriter.mode_predicates import mode_predicate_value
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
 from dycl.rewriter.registry_lookups import chose_a_function, is_registry_lookup, lookup_arguments_static
+from dycl.rewriter.state_properties import attribute_may_read_state
 from dycl.rewriter.state_table import StateTable
 from dycl.rewriter.substitute import replace_names
 from dycl.rewriter.values import (
@@ -227,7 +228,7 @@ class StaticEvaluator:
         name = node.attr.value
         if _is_tensor(base) and name not in TENSOR_METADATA_ATTRIBUTES:
             raise _Dynamic
-        if self.state is not None and self.state.holds(base, name):
+        if self.state is not None and attribute_may_read_state(self.state, base, name):
             raise _Dynamic
         value = getattr(base, name)
         if self.reads is not None and isinstance(base, torch.nn.Module):
@@ -294,6 +295,8 @@ class StaticEvaluator:
             _is_tensor(a) for a in [*args, *kwargs.values()]
         ):
             raise _Dynamic
+        if func is getattr and len(args) >= 2 and isinstance(args[1], str):
+            return self._getattr(args)
         if lookup:
             return self._lookup(func, args, kwargs)
         if library:
@@ -301,6 +304,9 @@ class StaticEvaluator:
             if not folded:
                 raise _Dynamic
             return result
+        if self.state is not None and is_pure_method(func) and any(
+                self.state.holds(func.__self__, name) for name in receiver_reads(func)):
+            raise _Dynamic  # it reads module state forward() writes (rewriter.state_properties)
         result = func(*args, **kwargs)
         if is_pure_method(func):
             if _is_tensor(result):  # a method returning a weight or a buffer: not folded
@@ -311,6 +317,16 @@ class StaticEvaluator:
                                      and isinstance(getattr(func, "__self__", None), CONTAINERS)):
             self.fresh.add(result)
         return result
+
+    def _getattr(self, args: list[Any]) -> Any:
+        """``getattr(owner, "name"[, default])``: never a slot's value; a module's value is a config read."""
+        owner, name = args[0], args[1]
+        if self.state is not None and attribute_may_read_state(self.state, owner, name):
+            raise _Dynamic
+        value = getattr(*args)
+        if self.reads is not None and isinstance(owner, torch.nn.Module) and hasattr(owner, name):
+            self.reads.record(owner, name, value)
+        return value
 
     def _lookup(self, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """A library registry's lookup of an implementation (``rewriter.registry_lookups``)."""

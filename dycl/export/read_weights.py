@@ -19,7 +19,9 @@ module object kept outside the registry) was not in the model's ``state_dict`` b
 Guarantees: every registered tensor of the model the statements can reach through the receiver
 is in the tree. Where that cannot be told — the receiver used as a plain value
 (``helper(self, x)``), a chain that stops on the model itself at something that is not a plain
-Python value (a method, a property) — the answer is the whole model (``None``), as before.
+Python value (a method, a property, a name only a ``__getattr__`` of the model's class resolves)
+— the answer is the whole model (``None``), as before; below a submodule whose class has its own
+``__getattr__``, that whole submodule.
 A tensor missed all the same would only be traced as a constant of its compile-time value.
 """
 
@@ -32,6 +34,7 @@ import torch
 
 #: attribute values of the model that read no state (what constant propagation may leave unfolded)
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.Size)
+_MISSING = object()
 
 
 def read_roots(statements: list[cst.SimpleStatementLine], receiver: str, model: torch.nn.Module
@@ -103,6 +106,8 @@ def _resolve(model: torch.nn.Module, steps: list[str | int]) -> str | None:
     current: torch.nn.Module = model
     path: list[str] = []
     for step in steps:
+        if type(current).__getattr__ is not torch.nn.Module.__getattr__:  # its own lookup: any step may go anywhere
+            return ".".join(path) or None
         key = _child_key(current, step)
         if key is not None and key in current._modules and current._modules[key] is not None:
             current = current._modules[key]
@@ -113,8 +118,8 @@ def _resolve(model: torch.nn.Module, steps: list[str | int]) -> str | None:
                 is not None else ".".join(path)
         if path:
             return ".".join(path)
-        plain = isinstance(step, str) and isinstance(inspect.getattr_static(model, step, None), _PLAIN)
-        return "" if plain else None
+        plain = isinstance(step, str) and isinstance(inspect.getattr_static(model, step, _MISSING), _PLAIN)
+        return "" if plain else None  # not found statically (a __getattr__ of its own): the whole model
     return ".".join(path) or None
 
 

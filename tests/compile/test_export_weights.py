@@ -101,6 +101,40 @@ def test_the_read_parts_of_the_model_by_chain():
     assert _roots("y = self(x)\n", model) is None
 
 
+
+class _Aliased(nn.Module):
+    """Old attribute names kept working by a ``__getattr__`` of the class's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(4, 4)
+        self.inner = _AliasedInner()
+
+    def __getattr__(self, name):
+        return super().__getattr__({"enc": "encoder"}.get(name, name))
+
+
+class _AliasedInner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def __getattr__(self, name):
+        return super().__getattr__({"p": "proj"}.get(name, name))
+
+
+def test_a_name_only_a_getattr_of_its_own_resolves_reads_the_whole_module():
+    """``self.enc`` is no registry entry and no plain attribute: it was once read as a plain
+    value, so the exporter never saw the encoder's weights (a crash, or a frozen constant)."""
+    model = _Aliased()
+    assert _roots("h = self.enc(x)\n", model) is None
+    assert _roots("h = self.encoder(x)\n", model) is None  # the class's own lookup runs first
+    plain = TwoExperts()
+    assert _roots("h = self.missing(x)\n", plain) is None
+    outer = nn.Module()
+    outer.block = _AliasedInner()
+    assert _roots("h = self.block.p(x)\n", outer) == {"block"}  # the whole submodule below its own lookup
+
 def test_the_tree_registers_the_models_own_objects_under_their_paths():
     model = TwoExperts()
     tree = weights_tree(model, {"experts.1", "experts", "temperature", "encoder.0", "bias"})
