@@ -8,13 +8,12 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import dycl
 from dycl.fuzz.features import program_features
 from dycl.fuzz.generator import FEATURES, generate
-from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.program import Program, count_lines, render_classes
 from dycl.fuzz.regression import write_regression
 from dycl.fuzz.runner import STATUS_ORDER, TRAINING_REASON, Checked, CompileFn, Discarded, Outcome, check_program
@@ -116,7 +115,7 @@ class Summary:
 
 
 def _still_fails(outcome: Outcome, directory: Path, compile_fn: CompileFn, timeout: float | None,
-                 found: list[Outcome]) -> Callable[[Program], bool]:
+                 found: list[Checked]) -> Callable[[Program], bool]:
     """The shrinker's test: the candidate fails on ``outcome.backend`` with the same signature."""
     counter = itertools.count()
 
@@ -129,7 +128,7 @@ def _still_fails(outcome: Outcome, directory: Path, compile_fn: CompileFn, timeo
         finally:
             (directory / f"{stem}.py").unlink(missing_ok=True)
         if checked.outcomes[0].signature() == outcome.signature():
-            found.append(checked.outcomes[0])
+            found.append(checked)
             return True
         return False
 
@@ -138,13 +137,14 @@ def _still_fails(outcome: Outcome, directory: Path, compile_fn: CompileFn, timeo
 
 def shrink_failure(checked: Checked, outcome: Outcome, directory: Path, compile_fn: CompileFn = dycl.compile,
                    timeout: float | None = None, log: Callable[[str], None] | None = None,
-                   max_seconds: float = 600.0) -> tuple[Program, Outcome]:
-    """Shrink ``checked.program`` keeping the failure ``outcome``; returns the program and its outcome."""
-    found: list[Outcome] = [outcome]
+                   max_seconds: float = 600.0) -> tuple[Program, Outcome, Checked]:
+    """Shrink ``checked.program`` keeping the failure ``outcome``; returns the program, its outcome
+    and its check (whose inputs reproduce it)."""
+    found: list[Checked] = [replace(checked, outcomes=[outcome])]
     still_fails = _still_fails(outcome, directory / "shrink", compile_fn, timeout, found)
     program = shrink(checked.program, still_fails, log=log, max_seconds=max_seconds)
-    # the result is the last accepted candidate, whose outcome was recorded when it was accepted
-    return program, found[-1]
+    # the result is the last accepted candidate, whose check was recorded when it was accepted
+    return program, found[-1].outcomes[0], found[-1]
 
 
 def failure_kind(outcome: Outcome) -> tuple[str, ...]:
@@ -168,10 +168,13 @@ def _reason(checked: Checked) -> str:
     return next(o.reason for o in checked.outcomes if o.status == "unsupported")
 
 
-def _failing_inputs(program: Program, outcome: Outcome, limit: int = 3) -> list:
-    inputs = make_inputs(program, max([0, *outcome.failing]) + 1)
+def _failing_inputs(checked: Checked, outcome: Outcome, limit: int = 3) -> tuple[list, int | None]:
+    """The example and up to ``limit`` failing inputs of ``checked``, and the index among them of the
+    first special-valued one (None if none is)."""
     chosen = [0] + [i for i in outcome.failing if i != 0][:limit]
-    return [inputs[i] for i in chosen]
+    start = checked.special_from
+    special = [j for j, i in enumerate(chosen) if start is not None and i >= start]
+    return [checked.inputs[i] for i in chosen], (special[0] if special else None)
 
 
 def run_campaign(n: int, seed: int, backends: Sequence[str], out_dir: Path, regressions: Path | None,
@@ -258,8 +261,8 @@ class _Campaign:
     def shrink(self, failure: Failure) -> None:
         """Shrink ``failure`` and write its regression test, unless an earlier failure shrank to the same program."""
         shrink_start = time.perf_counter()
-        shrunk, outcome = shrink_failure(failure.checked, failure.outcome, self.out_dir, self.compile_fn,
-                                         self.timeout)
+        shrunk, outcome, checked = shrink_failure(failure.checked, failure.outcome, self.out_dir, self.compile_fn,
+                                                  self.timeout)
         self.summary.shrink_seconds += time.perf_counter() - shrink_start
         failure.shrunk, failure.shrunk_outcome = shrunk, outcome
         original_lines = count_lines(failure.checked.program)
@@ -272,7 +275,8 @@ class _Campaign:
             failure.regression = self.reproducers[key]
             self.echo(f"    same reproducer as {failure.regression}")
         elif self.regressions is not None:
-            failure.regression = write_regression(self.regressions, shrunk, outcome, _failing_inputs(shrunk, outcome),
-                                                  original_lines, self.xfail, self.levers)
+            inputs, special_from = _failing_inputs(checked, outcome)
+            failure.regression = write_regression(self.regressions, shrunk, outcome, inputs, original_lines,
+                                                  self.xfail, self.levers, special_from)
             self.reproducers[key] = failure.regression
             self.echo(f"    regression test: {failure.regression}")

@@ -15,6 +15,7 @@ from dycl.fuzz.patterns import DELETE, ITEM_WRITE
 from dycl.fuzz.patterns26 import PROBABILITY as _ISSUE_26
 from dycl.fuzz.patterns27 import PROBABILITY as _ISSUE_27
 from dycl.fuzz.patterns_fresh import PROBABILITY as _FRESH
+from dycl.fuzz.patterns_idioms import PROBABILITY as _IDIOMS
 from dycl.fuzz.program import Program, render_classes
 
 #: the features of issue 26 (their own random stream: leaving them out gives the programs of before)
@@ -23,6 +24,8 @@ ISSUE_26 = tuple(_ISSUE_26)
 ISSUE_27 = tuple(_ISSUE_27)
 #: the fresh patterns: constructs dycl learned after issue 27 (a fifth stream, likewise)
 FRESH = tuple(_FRESH)
+#: the idioms of dynamic code (dycl.fuzz.patterns_idioms; a sixth stream, likewise)
+IDIOMS = tuple(_IDIOMS)
 
 FEATURES = {
     "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
@@ -81,6 +84,14 @@ FEATURES = {
     "input-mutation-read": "the argument changed in place, then read: under another name later in forward "
                            "(inp.add_(0.25) under a data test), or under its own name first, on either branch",
     "module-container-loop": "a ModuleDict / ModuleList iterated with a data-dependent continue or break",
+    "host-loop-bound": ".item() / float() / int() host values in arithmetic and as loop bounds",
+    "tolist-builtins": "x[0].tolist() then Python sorted / sum / max / a comprehension",
+    "where-host": "torch.where with a host scalar or a tensor on either side",
+    "dim-reduction": "reductions with dim / keepdim (mean, amax, max().values, norm, sum)",
+    "topk-sort": "topk, sort, argmax, argsort, values and indices both used",
+    "inplace-update": "in-place updates of a copy of x: x[mask] = v, x.add_, x.clamp_, x[:, 0] += ...",
+    "loop-list-stack": "a list built in a loop with break / continue, then torch.stack / torch.cat",
+    "int-tensor": "integer tensors (.long(), counts of a mask) with // and %, mixed into float arithmetic",
 }
 
 # features the zero-refusal campaign leaves out (`python -m dycl.fuzz --exclude known`, the first test of
@@ -103,6 +114,8 @@ KNOWN_BUGS.update({name: "issue 26" for name in ISSUE_26})
 KNOWN_BUGS.update({name: "issue 27" for name in ISSUE_27})
 # the fresh patterns (dycl.fuzz.patterns_fresh): left out of the zero-refusal campaign like issue 27's
 KNOWN_BUGS.update({name: "fresh" for name in FRESH})
+# the idioms of dynamic code (dycl.fuzz.patterns_idioms): left out of the zero-refusal campaign likewise
+KNOWN_BUGS.update({name: "idioms" for name in IDIOMS})
 
 _WRITE = r"\[[^\]\n]*\]\s*(?:[-+*]?=)(?!=)"
 _SOURCE_PATTERNS = {
@@ -148,6 +161,14 @@ _SOURCE_PATTERNS = {
     "host-int-conditional": r"^\s*k = \d if .+ else \d$",
     "input-mutation-read": r"\binp\.\w+_\(|^\s*if x\.mean\(\) > 0:\n\s*x\.add_\(0\.25\)",
     "module-container-loop": r"for .+ in (?:self\.stages|enumerate\(self\.stack\))",
+    "host-loop-bound": r"^\s*(?:t|bound|scale|shift) = (?:int|min|float|x\.sum\(\)\.item)\(",
+    "tolist-builtins": r"x\[0\]\.tolist\(\)",
+    "where-host": r"torch\.where\(",
+    "dim-reduction": r"\((?:dim=1|dim=-1), keepdim=True\)|x\.sum\(dim=1\)\.max\(\)",
+    "topk-sort": r"\.topk\(|\.sort\(dim=|\.argmax\(dim=1|int\(x\[0\]\.argmax\(\)\)|\.argsort\(\)",
+    "inplace-update": r"^\s*x(?:\[x [<>] [\d.]+\] = |\.add_\(0\.1\)|\.clamp_\(|\[:, 0\] \+= )",
+    "loop-list-stack": r"torch\.(?:stack\((?:parts|chunks)\)|cat\(acc, 1\))",
+    "int-tensor": r"\.long\(\)|\(c % 2\)|int\(\(x > 0\)\.sum\(\)\) %",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,

@@ -16,7 +16,9 @@ chosen by data, conditional expressions yielding host values, hooks, inputs chan
 sampling ops and tests on the batch size with inputs of several batch sizes; and issue 27's constructs
 (:mod:`dycl.fuzz.patterns27`): try/except, walrus, chained comparisons, conditional expressions on
 tensors, loops bounded by a counter, match, Enum, max(key=), super(), generators and recursion with a
-static depth. Sizes are bounded
+static depth; and the idioms of dynamic code (:mod:`dycl.fuzz.patterns_idioms`): host values as loop
+bounds, ``tolist`` with Python builtins, ``torch.where``, reductions over a dim, ``topk``/``sort``, in-place
+updates, lists built in loops then stacked, integer tensors. Sizes are bounded
 (trip counts <= 4, nesting depth <= 3, about 60 lines) and so is ``cost``, an estimate of the number of data-dependent
 tests after unrolling, which keeps compilation fast.
 """
@@ -31,6 +33,7 @@ from dycl.fuzz.patterns import Patterns
 from dycl.fuzz.patterns26 import DECIDING, Patterns26
 from dycl.fuzz.patterns27 import Patterns27
 from dycl.fuzz.patterns_fresh import FreshPatterns
+from dycl.fuzz.patterns_idioms import IdiomPatterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, render_classes
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
@@ -66,7 +69,8 @@ class Scope:
 class _Generator:
     def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
                  feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None,
-                 issue27_rng: random.Random | None = None, fresh_rng: random.Random | None = None) -> None:
+                 issue27_rng: random.Random | None = None, fresh_rng: random.Random | None = None,
+                 idiom_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
         # the patterns come from their own stream, so that adding one leaves the other draws alone
@@ -79,6 +83,8 @@ class _Generator:
         self.patterns27 = Patterns27(issue27_rng or random.Random(0), exclude)
         # and the fresh patterns from a fifth
         self.fresh_patterns = FreshPatterns(fresh_rng or random.Random(0), exclude)
+        # and the idioms of dynamic code from a sixth
+        self.idioms = IdiomPatterns(idiom_rng or random.Random(0), exclude)
         self.library: list[Helper] = []
         self.library_cost: dict[str, int] = {}
         self.gate_inner: list[Stmt] | None = None
@@ -427,7 +433,8 @@ class _Generator:
     def uses_patterns(self) -> bool:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
         return (any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
-                or any(self.patterns27.on.values()) or any(self.fresh_patterns.on.values()))
+                or any(self.patterns27.on.values()) or any(self.fresh_patterns.on.values())
+                or any(self.idioms.on.values()))
 
     def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
         """Call the gate, a helper and a library function from ``body`` (top level, from index
@@ -508,6 +515,7 @@ class _Generator:
         self.use_issue26_patterns(body, first)
         self.use_issue27_constructs(body, first)
         self.use_fresh_patterns(body, first)
+        self.use_idioms(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -543,6 +551,15 @@ class _Generator:
             if first_statement.startswith("if "):  # a test on data
                 self.cost += 1
                 self.tensor_tests += 1
+
+    def use_idioms(self, body: list[Stmt], first: int) -> None:
+        """A statement or two of each drawn idiom of dynamic code, at the top level of ``body`` (from
+        index ``first``)."""
+        for text, cost in self.idioms.required():
+            body.insert(self.rng.randint(first, len(body)), Line(text))
+            self.lines += text.count("\n") + 1
+            self.cost += cost
+            self.tensor_tests += 1
 
     def use_issue27_constructs(self, body: list[Stmt], first: int) -> None:
         """A statement of each drawn issue-27 construct, at the top level of ``body`` (from index ``first``)."""
@@ -634,8 +651,9 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
         issue26 = random.Random(f"dycl.fuzz.issue26:{seed}:{index}:{attempt}:{retry // 100}")
         issue27 = random.Random(f"dycl.fuzz.issue27:{seed}:{index}:{attempt}:{retry // 100}")
         fresh = random.Random(f"dycl.fuzz.fresh:{seed}:{index}:{attempt}:{retry // 100}")
+        idioms = random.Random(f"dycl.fuzz.idioms:{seed}:{index}:{attempt}:{retry // 100}")
         gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26,
-                         issue27, fresh)
+                         issue27, fresh, idioms)
         program = gen.program()
         max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:

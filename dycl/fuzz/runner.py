@@ -8,7 +8,9 @@ compiling or running the compiled model, or took longer than the time limit) and
 ``ValueError`` that tells the user to call ``eval()``). Every call gets its own copy of its
 input, and the copy as the call left it is compared too (a ``forward`` that changes its argument
 in place), as is the example after compiling; a program that samples (feature ``sampling``) has
-only its crashes and refusals compared, not its values.
+only its crashes and refusals compared, not its values. After the random inputs come the special-valued
+ones of :mod:`dycl.fuzz.special` (NaN, infinities, zeros, ties, huge values) that eager runs on: their
+outputs may be non-finite (NaN equals NaN) and are compared with a relative tolerance too.
 
 Models may carry state between calls (buffers updated in place, containers on
 ``self``), so eager and every backend each start from their own deep copy of the
@@ -38,6 +40,7 @@ import dycl
 from dycl.fuzz.features import program_features
 from dycl.fuzz.loader import build_model, forget, import_file, make_inputs, write_program
 from dycl.fuzz.program import Program
+from dycl.fuzz.special import SPECIAL_RTOL, special_inputs
 from dycl.fuzz.state import ModelState
 from dycl.harness.paths import model_source_files, record_path
 from dycl.harness.testing import outputs_match
@@ -89,6 +92,8 @@ class Checked:
     paths: int
     outcomes: list[Outcome]
     eager_seconds: float = 0.0
+    inputs: list[torch.Tensor] = field(default_factory=list)  # in the order checked; inputs[0] the example
+    special_from: int | None = None  # the index of the first special-valued input (if any)
 
     @property
     def status(self) -> str:
@@ -130,24 +135,50 @@ def _check_finite(value: Any) -> None:
 
 
 def run_eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
-              after: list[torch.Tensor] | None = None) -> tuple[list[Any], int]:
+              after: list[torch.Tensor] | None = None, special_from: int | None = None) -> tuple[list[Any], int]:
     """Eager outputs on every input and the number of distinct eager paths; :class:`Discarded` on failure.
-    Each call gets a copy of its input; ``after`` (if given) receives each copy as the call left it."""
+    Each call gets a copy of its input; ``after`` (if given) receives each copy as the call left it.
+    Inputs from index ``special_from`` on are special-valued (:mod:`dycl.fuzz.special`): their outputs
+    may be NaN, infinite or large."""
     files = model_source_files(model)
     outputs, paths = [], set()
     with torch.no_grad():
-        for x in inputs:
+        for i, x in enumerate(inputs):
             x = x.clone()
             try:
                 result, path = record_path(model, x, files=files)
             except Exception as exc:  # noqa: BLE001 - any eager failure discards the program
                 raise Discarded(f"eager: {type(exc).__name__}: {exc}") from exc
-            _check_finite(result)
+            if special_from is None or i < special_from:
+                _check_finite(result)
             outputs.append(result)
             paths.add(path)
             if after is not None:
                 after.append(x)
     return outputs, len(paths)
+
+
+def eager_runnable(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
+                   candidates: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The ``candidates`` that eager runs on without raising (``int()`` of a NaN does), each called on a
+    copy of ``model`` in the state ``inputs`` and the candidates kept before it left it."""
+    probe = copy.deepcopy(model)
+    kept: list[torch.Tensor] = []
+    with torch.no_grad():
+        try:
+            for x in inputs:
+                probe(x.clone())
+        except Exception:  # noqa: BLE001 - run_eager discards the program
+            return []
+        for x in candidates:
+            trial = copy.deepcopy(probe)
+            try:
+                trial(x.clone())
+            except Exception:  # noqa: BLE001 - eager's own failure: nothing to compare on this input
+                continue
+            probe = trial
+            kept.append(x)
+    return kept
 
 
 def refused(exc: Exception, training: bool) -> bool:
@@ -181,12 +212,13 @@ def refusal_reason(exc: Exception) -> str:
 def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expected: Sequence[Any], backend: str,
                   compile_fn: CompileFn = dycl.compile, timeout: float | None = None,
                   atol: float | None = None, expected_inputs: Sequence[torch.Tensor] | None = None,
-                  compare_values: bool = True) -> Outcome:
+                  compare_values: bool = True, special_from: int | None = None) -> Outcome:
     """Compile ``model`` for ``inputs[0]`` on ``backend``, check that compiling left the model and the
     example as they were, and compare the compiled model with ``expected`` on every input, called in
     order (``model`` must be in the state eager started from; it is compiled and then left alone), and
     each input as the call left it with ``expected_inputs`` (where given). ``compare_values=False`` (a
-    program that samples) compares only that every call runs. ``atol``: default ``ATOL``."""
+    program that samples) compares only that every call runs. ``atol``: default ``ATOL``; inputs from
+    index ``special_from`` on (special values) are compared with the relative tolerance ``SPECIAL_RTOL`` too."""
     start = time.perf_counter()
     before = ModelState.of(model)
     training = any(before.training.values())
@@ -219,9 +251,10 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
             return Outcome(backend, "error", f"input #{i}: {type(exc).__name__}: {exc}", [i],
                            error_type=type(exc).__name__, phase="run", seconds=time.perf_counter() - start)
         tolerance = ATOL.get(backend, 1e-4) if atol is None else atol
-        problem = outputs_match(expected[i], actual, tolerance) if compare_values else None
+        rtol = SPECIAL_RTOL if special_from is not None and i >= special_from else 0.0
+        problem = outputs_match(expected[i], actual, tolerance, rtol) if compare_values else None
         if problem is None and expected_inputs is not None:
-            problem = outputs_match(expected_inputs[i], x, tolerance)
+            problem = outputs_match(expected_inputs[i], x, tolerance, rtol)
             problem = problem and f"the argument after the call: {problem}"
         if problem:
             failing.append(i)
@@ -250,16 +283,21 @@ def loaded_program(program: Program, directory: Path, stem: str | None = None):
 
 
 def check_program(program: Program, directory: Path, backends: Sequence[str], compile_fn: CompileFn = dycl.compile,
-                  n_inputs: int = N_INPUTS, timeout: float | None = None, stem: str | None = None) -> Checked:
-    """Write, import, run and compile ``program``; raise :class:`Discarded` if it is unusable."""
+                  n_inputs: int = N_INPUTS, timeout: float | None = None, stem: str | None = None,
+                  special: bool = True) -> Checked:
+    """Write, import, run and compile ``program`` on ``n_inputs`` random inputs and (if ``special``, and
+    the program does not sample) then the special-valued inputs eager runs on; raise :class:`Discarded`
+    if it is unusable."""
     with loaded_program(program, directory, stem) as (path, model):
         inputs = make_inputs(program, n_inputs)
         start = time.perf_counter()
-        after: list[torch.Tensor] = []
-        expected, paths = run_eager(copy.deepcopy(model), inputs, after)
-        eager_seconds = time.perf_counter() - start
         samples = "sampling" in program_features(program)  # its values differ per call: not compared
+        if special and not samples:
+            inputs += eager_runnable(model, inputs, special_inputs(program))
+        after: list[torch.Tensor] = []
+        expected, paths = run_eager(copy.deepcopy(model), inputs, after, special_from=n_inputs)
+        eager_seconds = time.perf_counter() - start
         outcomes = [check_backend(copy.deepcopy(model), inputs, expected, backend, compile_fn, timeout,
-                                  expected_inputs=after, compare_values=not samples)
+                                  expected_inputs=after, compare_values=not samples, special_from=n_inputs)
                     for backend in backends]
-        return Checked(program, path, paths, outcomes, eager_seconds)
+        return Checked(program, path, paths, outcomes, eager_seconds, inputs, n_inputs)

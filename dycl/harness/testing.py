@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,18 +14,19 @@ from dycl.model.records import fields_of, is_record
 from dycl.rewriter.arguments import positional_arguments
 
 
-def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
-    """None if ``actual`` equals ``expected`` (tensors within ``atol``, same
-    structure, shapes and dtypes), else a description of the first difference."""
+def outputs_match(expected: Any, actual: Any, atol: float = 0.0, rtol: float = 0.0) -> str | None:
+    """None if ``actual`` equals ``expected`` (tensors and floats within ``atol`` plus ``rtol`` times
+    the expected magnitude, NaN equal to NaN where a tolerance is given; same structure, shapes and
+    dtypes), else a description of the first difference."""
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             return f"expected a tensor, got {type(actual).__name__}"
         if expected.shape != actual.shape or expected.dtype != actual.dtype:
             return f"expected {tuple(expected.shape)} {expected.dtype}, got {tuple(actual.shape)} {actual.dtype}"
-        if atol == 0.0:
+        if atol == 0.0 and rtol == 0.0:
             same = torch.equal(expected, actual)
         else:
-            same = torch.allclose(expected, actual, atol=atol, rtol=0.0, equal_nan=True)
+            same = torch.allclose(expected, actual, atol=atol, rtol=rtol, equal_nan=True)
         if same:
             return None
         return f"tensors differ (max abs diff {(expected.double() - actual.double()).abs().max().item():.3g})"
@@ -32,7 +34,7 @@ def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
         if type(expected) is not type(actual) or len(expected) != len(actual):
             return f"expected {type(expected).__name__} of {len(expected)}, got {actual!r:.80}"
         for i, (e, a) in enumerate(zip(expected, actual)):
-            problem = outputs_match(e, a, atol)
+            problem = outputs_match(e, a, atol, rtol)
             if problem:
                 return f"[{i}]: {problem}"
         return None
@@ -40,7 +42,7 @@ def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
         if not isinstance(actual, dict) or expected.keys() != actual.keys():
             return f"expected dict with keys {sorted(expected)}, got {actual!r:.80}"
         for key in expected:
-            problem = outputs_match(expected[key], actual[key], atol)
+            problem = outputs_match(expected[key], actual[key], atol, rtol)
             if problem:
                 return f"[{key!r}]: {problem}"
         return None
@@ -48,9 +50,10 @@ def outputs_match(expected: Any, actual: Any, atol: float = 0.0) -> str | None:
         return f"expected {expected!r}, got {actual!r}"
     if is_record(expected):  # a KV cache: compared by its fields (dycl.model.records)
         fields = {name: getattr(expected, name) for name in fields_of(expected)}
-        return outputs_match(fields, {name: getattr(actual, name, None) for name in fields}, atol)
-    if isinstance(expected, float) and atol > 0.0:
-        close = abs(expected - actual) <= atol or expected == actual
+        return outputs_match(fields, {name: getattr(actual, name, None) for name in fields}, atol, rtol)
+    if isinstance(expected, float) and (atol > 0.0 or rtol > 0.0):
+        both_nan = math.isnan(expected) and math.isnan(actual)
+        close = abs(expected - actual) <= atol + rtol * abs(expected) or expected == actual or both_nan
         return None if close else f"expected {expected!r}, got {actual!r}"
     if expected != actual:
         return f"expected {expected!r}, got {actual!r}"

@@ -28,7 +28,7 @@ def test_shrinks_an_inconsistency_to_a_bare_while_loop(tmp_path: Path):
     program = _big_program_with("while ")
     checked = check_program(program, tmp_path, ["torch"], wrong_on_while)
     assert checked.status == "inconsistent"
-    shrunk, outcome = shrink_failure(checked, checked.outcomes[0], tmp_path, wrong_on_while)
+    shrunk, outcome, _ = shrink_failure(checked, checked.outcomes[0], tmp_path, wrong_on_while)
     source = render_classes(shrunk)
     assert outcome.status == "inconsistent" and outcome.backend == "torch"
     assert "while " in source
@@ -43,7 +43,7 @@ def test_shrinks_a_compile_error_keeping_its_type(tmp_path: Path):
     program = _big_program_with("continue")
     checked = check_program(program, tmp_path, ["onnxruntime"], crash_on_continue)
     assert checked.status == "error" and checked.outcomes[0].error_type == "RuntimeError"
-    shrunk, outcome = shrink_failure(checked, checked.outcomes[0], tmp_path, crash_on_continue)
+    shrunk, outcome, _ = shrink_failure(checked, checked.outcomes[0], tmp_path, crash_on_continue)
     source = render_classes(shrunk)
     assert "continue" in source and outcome.signature() == checked.outcomes[0].signature()
     assert count_lines(shrunk) <= 12, source
@@ -86,7 +86,7 @@ def test_shrinks_away_the_patterns_a_failure_does_not_need(tmp_path: Path):
     fake = wrong_when('register_buffer("count"')
     checked = check_program(program, tmp_path, ["torch"], fake)
     assert checked.status == "inconsistent"
-    shrunk, outcome = shrink_failure(checked, checked.outcomes[0], tmp_path, fake)
+    shrunk, outcome, _ = shrink_failure(checked, checked.outcomes[0], tmp_path, fake)
     source = render_classes(shrunk)
     assert outcome.status == "inconsistent" and 'register_buffer("count"' in source
     assert not shrunk.library and not shrunk.train and "@" not in source and "_helper" not in source, source
