@@ -250,7 +250,8 @@ class HCFGBuilder:
     def decided_branch(self, stmt: cst.If, states: list[PathState]) -> list[cst.BaseStatement] | None:
         """The branch of ``stmt`` that every call takes, where its test is a type test
         that the states decide (``hcfg.type_tests``); None otherwise."""
-        decided = decided_type_test(stmt.test, [s.concrete for s in states], self._local_names, self.evaluate)
+        decided = decided_type_test(stmt.test, [s.concrete for s in states], self._local_names, self.evaluate,
+                                    self.paths.flags.sized)
         if decided is None:
             return None
         taken, untaken = (list(stmt.body.body), else_body(stmt)) if decided else (else_body(stmt),
