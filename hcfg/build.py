@@ -35,6 +35,7 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.host_comprehensions import as_tensor_list, host_form, iterates_tensors
 from dycl.hcfg.host_reads import split_expression_reads, split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -500,7 +501,9 @@ class HCFGBuilder:
         hoisted: list[cst.SimpleStatementLine] = []
 
         def visit(current: cst.CSTNode) -> cst.CSTNode:
-            if isinstance(current, (cst.Lambda, cst.BaseComp)):
+            if isinstance(current, cst.BaseComp):
+                return self._hoist_comprehension(current, stmt, state, hoisted)
+            if isinstance(current, cst.Lambda):
                 return current
             if isinstance(current, cst.BaseExpression) and not self.is_reference(current, state) and not (
                     isinstance(current, _DISPLAYS)):
@@ -525,6 +528,27 @@ class HCFGBuilder:
         else:
             new = visit(node)
         return hoisted, new
+
+    def _hoist_comprehension(self, comp: cst.BaseComp, stmt: cst.BaseStatement, state: State,
+                             hoisted: list[cst.SimpleStatementLine]) -> cst.BaseExpression:
+        """A comprehension in host code (``hcfg.host_comprehensions``): left whole where it
+        iterates no tensor; its elements computed by the sub-DNN as a list where they are
+        tensors; refused otherwise."""
+        evaluate = lambda node: self.evaluate(node, state)  # noqa: E731
+        if not iterates_tensors(comp, evaluate):
+            return comp
+        listed = as_tensor_list(comp, evaluate)
+        if listed is None:
+            raise UnsupportedError(
+                "a comprehension over tensors whose elements or filter are decided on the host",
+                self.rewritten.locations.resolve(stmt),
+                "compute it with tensor operations (any(r.sum() > 1 for r in x) is (x.flatten(1).sum(1) > 1).any()),"
+                " or write it as a for loop, which dycl unrolls")
+        temp = self._fresh_local("t")
+        self.temporaries.add(temp)
+        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], listed)])
+        hoisted.append(set_location(line, comment_of(stmt)))
+        return host_form(comp, temp)
 
     @staticmethod
     def _hoist_target(target: cst.BaseExpression, visit) -> cst.BaseExpression:
