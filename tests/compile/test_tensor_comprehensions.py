@@ -61,6 +61,21 @@ class HostNumbers(nn.Module):
         return [x - i for i in (1, 2)]
 
 
+class StaticFilter(nn.Module):
+    """A filter on shapes, not values: the comprehension moves to the sub-DNN whole."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        x = self.lin(x)
+        pieces = (x, x.sum(-1), x * 3)
+        if x.mean() > 0:
+            return [p * 2 for p in pieces if p.dim() == 2]
+        return [p - 1 for p in pieces if p.dim() == 1]
+
+
 def _inputs(shape: tuple[int, ...], n: int, seed: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(shape, generator=generator) * (0.2 + 0.4 * (i % 8)) for i in range(n)]
@@ -79,6 +94,13 @@ def test_all_over_a_list_of_heads_keeps_the_batch_symbolic(tmp_path):
     torch.manual_seed(4)
     inputs = _inputs((2, 4), 24, 2) + _inputs((5, 4), 8, 3)  # two batch sizes: the batch stays symbolic
     paths = assert_agrees_in_process_and_as_host(AllHeadsAgree(), inputs, tmp_path, atol=1e-5, min_paths=2)
+    assert paths >= 2
+
+
+def test_a_filter_on_shapes_moves_to_the_sub_dnn(tmp_path):
+    torch.manual_seed(3)
+    paths = assert_agrees_in_process_and_as_host(StaticFilter(), _inputs((2, 3), 24, 5), tmp_path, atol=1e-5,
+                                                 min_paths=2)
     assert paths >= 2
 
 
