@@ -35,6 +35,7 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
+from dycl.hcfg.host_comprehensions import as_tensor_list, host_form, iterates_tensors, reads_data
 from dycl.hcfg.host_reads import split_expression_reads, split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -250,7 +251,8 @@ class HCFGBuilder:
     def decided_branch(self, stmt: cst.If, states: list[PathState]) -> list[cst.BaseStatement] | None:
         """The branch of ``stmt`` that every call takes, where its test is a type test
         that the states decide (``hcfg.type_tests``); None otherwise."""
-        decided = decided_type_test(stmt.test, [s.concrete for s in states], self._local_names, self.evaluate)
+        decided = decided_type_test(stmt.test, [s.concrete for s in states], self._local_names, self.evaluate,
+                                    self.paths.flags.sized)
         if decided is None:
             return None
         taken, untaken = (list(stmt.body.body), else_body(stmt)) if decided else (else_body(stmt),
@@ -499,7 +501,9 @@ class HCFGBuilder:
         hoisted: list[cst.SimpleStatementLine] = []
 
         def visit(current: cst.CSTNode) -> cst.CSTNode:
-            if isinstance(current, (cst.Lambda, cst.BaseComp)):
+            if isinstance(current, cst.BaseComp):
+                return self._hoist_comprehension(current, stmt, state, hoisted)
+            if isinstance(current, cst.Lambda):
                 return current
             if isinstance(current, cst.BaseExpression) and not self.is_reference(current, state) and not (
                     isinstance(current, _DISPLAYS)):
@@ -524,6 +528,38 @@ class HCFGBuilder:
         else:
             new = visit(node)
         return hoisted, new
+
+    def _hoist_comprehension(self, comp: cst.BaseComp, stmt: cst.BaseStatement, state: State,
+                             hoisted: list[cst.SimpleStatementLine]) -> cst.BaseExpression:
+        """A comprehension in host code (``hcfg.host_comprehensions``): left whole where it
+        iterates no tensor; refused where building it reads tensor values; its elements
+        computed by the sub-DNN as a list where they are tensors."""
+        evaluate = lambda node: self.evaluate(node, state)  # noqa: E731
+        if not iterates_tensors(comp, evaluate):
+            return comp
+        if reads_data(comp, lambda node: self._decisions(node, state)):
+            raise UnsupportedError(
+                "a comprehension over tensors whose elements or filter are decided on the host",
+                self.rewritten.locations.resolve(stmt),
+                "compute it with tensor operations (any(r.sum() > 1 for r in x) is (x.flatten(1).sum(1) > 1).any()),"
+                " or write it as a for loop, which dycl unrolls")
+        listed = as_tensor_list(comp, evaluate)
+        if listed is None:
+            return comp  # no tensor elements: host code, as before
+        temp = self._fresh_local("t")
+        self.temporaries.add(temp)
+        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], listed)])
+        hoisted.append(set_location(line, comment_of(stmt)))
+        return host_form(comp, temp)
+
+    def _decisions(self, node: cst.BaseExpression, state: State) -> int:
+        """How many reads of tensor values evaluating ``node`` on ``state`` makes (0 where it fails)."""
+        try:
+            with DecisionRecorder() as recorder:
+                eval(self._compiled(node, "eval"), dict(state))  # noqa: S307 - explicit namespace
+        except Exception:  # noqa: BLE001 - not known to read data: left as it was
+            return 0
+        return len(recorder.decisions)
 
     @staticmethod
     def _hoist_target(target: cst.BaseExpression, visit) -> cst.BaseExpression:

@@ -22,6 +22,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.hcfg.path_lengths import path_fixed_lengths
 from dycl.hcfg.type_tests import TypeTestEvaluator, type_test_outcomes
 from dycl.rewriter.walk import descendants, target_names
 
@@ -135,6 +136,7 @@ class PathFlags:
     def __init__(self, statements: Iterable[cst.CSTNode], tests: Iterable[cst.BaseExpression],
                  parameters: Iterable[str]) -> None:
         literal, other = set(), set(parameters)
+        statements = list(statements)
         for statement in statements:
             for node in descendants(statement):
                 if isinstance(node, cst.Assign):
@@ -150,6 +152,7 @@ class PathFlags:
                     other.update(target_names(node.name))
         self.names = frozenset(literal - other)
         self.local = frozenset(literal | other)
+        self.sized = path_fixed_lengths(statements) & self.local  # length tests decided per state
         self.evaluate = TypeTestEvaluator()
         self.pending: Counter[str] = Counter()
         for test in tests:
@@ -168,7 +171,8 @@ class PathFlags:
     def split(self, test: cst.BaseExpression, states: list[PathState]) -> tuple[list[PathState], list[PathState]]:
         """The states that enter the then-branch and the else-branch of ``if test``."""
         then, orelse = self._split_flag(test, states)
-        outcomes = type_test_outcomes(test, [s.concrete for s in states], self.local, self.evaluate)
+        outcomes = type_test_outcomes(test, [s.concrete for s in states], self.local, self.evaluate,
+                                      self.sized)
         if outcomes is None:
             return then, orelse
         # a state whose types decide the test takes only that branch (hcfg.type_tests)

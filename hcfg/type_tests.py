@@ -63,13 +63,25 @@ def _structure(value: Any) -> bool:
 
 
 class _Subjects:
-    """Collects the local names a test asks the type of; None where the test is not a type test."""
+    """Collects the local names a test asks the type of; None where the test is not a type test.
+    A length test (``if parts:``, ``len(parts) > 0``) of a name in ``sized`` (lists whose length
+    is a function of the path: ``hcfg.path_lengths``) is one too."""
 
-    def __init__(self, local: frozenset[str], state: dict[str, Any]) -> None:
+    def __init__(self, local: frozenset[str], state: dict[str, Any], sized: frozenset[str] = frozenset()) -> None:
         self.local = local
         self.state = state
+        self.sized = sized
+
+    def length(self, node: cst.BaseExpression) -> set[str] | None:
+        """``parts`` (its truth) or ``len(parts)`` of a name in ``sized``."""
+        if isinstance(node, cst.Call) and self._builtin(node.func, "len") and len(node.args) == 1 \
+                and not node.args[0].star and not node.args[0].keyword:
+            node = node.args[0].value
+        return {node.value} if isinstance(node, cst.Name) and node.value in self.sized else None
 
     def of(self, test: cst.BaseExpression) -> set[str] | None:
+        if self.length(test):
+            return self.length(test)
         if isinstance(test, cst.BooleanOperation):
             left, right = self.of(test.left), self.of(test.right)
             return None if left is None or right is None else left | right
@@ -136,6 +148,9 @@ class _Subjects:
         return subject if subject and isinstance(self.state.get(base.value), dict) else None
 
     def _comparison(self, left: cst.BaseExpression, target: cst.ComparisonTarget) -> set[str] | None:
+        for sized, other in ((left, target.comparator), (target.comparator, left)):
+            if isinstance(sized, cst.Call) and self.length(sized) and self._static(other):
+                return self.length(sized)  # len(parts) > 0
         dtype = self._dtype_of(left) or self._dtype_of(target.comparator)
         if dtype and isinstance(target.operator, _IDENTITY + _MEMBERSHIP):  # x.dtype == torch.float16
             other = target.comparator if self._dtype_of(left) else left
@@ -177,41 +192,49 @@ class TypeTestEvaluator:
 
 
 def _outcome(test: cst.BaseExpression, state: dict[str, Any], local: frozenset[str],
-             evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> bool | None:
+             evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any],
+             sized: frozenset[str] = frozenset()) -> bool | None:
     """``test``'s value in ``state`` as far as its type tests decide it: a type test's value;
     ``a and b`` False where a decided part is False, ``a or b`` True where one is True; None
     where a part the states do not decide (a tensor test) settles it."""
     if isinstance(test, cst.BooleanOperation):
-        left, right = (_outcome(part, state, local, evaluate) for part in (test.left, test.right))
+        left, right = (_outcome(part, state, local, evaluate, sized) for part in (test.left, test.right))
         stop = isinstance(test.operator, cst.Or)  # the value that settles the operation
         if left is stop or right is stop:
             return stop
         return (not stop) if left is not None and right is not None else None
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _outcome(test.expression, state, local, evaluate)
+        inner = _outcome(test.expression, state, local, evaluate, sized)
         return None if inner is None else not inner
-    subjects = _Subjects(local, state).of(test)
-    if subjects is None or not all(name in state and _structure(state[name]) for name in subjects):
+    subjects = _Subjects(local, state, sized)
+    names = subjects.of(test)
+    if names is None or not all(name in state and (_structure(state[name]) or (
+            name in sized and isinstance(state[name], (list, tuple)))) for name in names):
         return None
     value = evaluate(test, state)
+    if subjects.length(test) and isinstance(value, (list, tuple, int)) and not isinstance(value, bool):
+        value = bool(value)  # ``if parts:``, ``if len(parts):``: the test is the value's truth
     return value if isinstance(value, bool) else None
 
 
 def type_test_outcomes(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
-                       evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> list[bool | None] | None:
+                       evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any],
+                       sized: frozenset[str] = frozenset()) -> list[bool | None] | None:
     """Per state, the value its type tests give ``test`` (True/False), or None where they do
     not decide it (see the module note): a state whose value is decided takes only that
     branch. None where no state's is. ``evaluate`` gives an expression's value in a state
-    (any non-bool for one it could not evaluate)."""
-    outcomes = [_outcome(test, state, local, evaluate) for state in states]
+    (any non-bool for one it could not evaluate); ``sized``: names whose length tests are
+    type tests (``hcfg.path_lengths``)."""
+    outcomes = [_outcome(test, state, local, evaluate, sized) for state in states]
     return outcomes if any(o is not None for o in outcomes) else None
 
 
 def decided_type_test(test: cst.BaseExpression, states: list[dict[str, Any]], local: frozenset[str],
-                      evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any]) -> bool | None:
+                      evaluate: Callable[[cst.BaseExpression, dict[str, Any]], Any],
+                      sized: frozenset[str] = frozenset()) -> bool | None:
     """The value of ``test`` where it is the same in every state (``type_test_outcomes``):
     every call takes that branch, so the ``if`` is dropped. None otherwise."""
-    outcomes = type_test_outcomes(test, states, local, evaluate)
+    outcomes = type_test_outcomes(test, states, local, evaluate, sized)
     return outcomes[0] if outcomes and outcomes[0] is not None and len(set(outcomes)) == 1 else None
 
 

@@ -61,3 +61,24 @@ def test_a_type_test_joined_to_a_tensor_test_decides_the_states_it_settles():
     states = [{"kwargs": {"mask": T}, "x": T}, {"kwargs": {}, "x": T}]
     assert type_test_outcomes(test, states, local, evaluate) == [None, True]
     assert decided_type_test(test, states, local, evaluate) is None
+
+
+SIZED = frozenset({"parts"})
+
+
+@pytest.mark.parametrize(("test", "expected"), [
+    ("parts", [False, True]),
+    ("not parts", [True, False]),
+    ("len(parts) > 0", [False, True]),
+    ("len(parts) == 2", [False, False]),
+    ("len(parts)", [False, True]),
+])
+def test_length_tests_of_path_lengths_are_decided_per_state(test, expected):
+    states = [{"parts": []}, {"parts": [T]}]
+    got = type_test_outcomes(cst.parse_expression(test), states, LOCAL | SIZED, TypeTestEvaluator(), SIZED)
+    assert got == expected
+
+
+def test_a_length_test_of_another_list_is_not_decided():
+    states = [{"parts": []}, {"parts": [T]}]  # no ``sized``: its length may follow data (``x.tolist()``)
+    assert type_test_outcomes(cst.parse_expression("parts"), states, LOCAL | SIZED, TypeTestEvaluator()) is None
