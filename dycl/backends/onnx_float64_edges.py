@@ -1,0 +1,42 @@
+"""float64 translations whose ONNX Runtime kernel differs from eager at edge values.
+
+- ``log_softmax`` of float64: ORT's double ``LogSoftmax`` gave ``-inf`` for a row holding ``+inf``
+  where eager's ``(x - max) - log(sum(exp(x - max)))`` is NaN (``inf - inf``), and so did
+  ``cross_entropy``, which is built on it. Here that formula itself, along the same ``dim``: NaN
+  where eager's is (a row with ``+inf``, NaN, or ``-inf`` only), equal within rounding elsewhere.
+- (``logsigmoid`` of float64, ``-inf`` below -745: ``onnx_edge_arithmetic``, with float32's.)
+
+Other types keep torch's translation (float32's agree with eager: the sweep checks it).
+
+Assumes: arguments as the TorchScript exporter passes them (``onnx_graph_values``); opset 17.
+Guarantees: the result's type and shape are torch's translation's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dycl.backends.onnx_graph_values import constant, is_none, scalar_type
+
+Symbolic = Callable[..., Any]
+
+
+def log_softmax_like(original: Symbolic) -> Symbolic:
+    """``aten::log_softmax(x, dim, dtype)`` of float64 without ``dtype``: eager's formula."""
+
+    def symbolic(g, self, dim, dtype=None):
+        axis = constant(dim)
+        if scalar_type(self) != "Double" or not isinstance(axis, int) or not (dtype is None or is_none(dtype)):
+            return original(g, self, dim, dtype)
+        shifted = g.op("Sub", self, g.op("ReduceMax", self, axes_i=[axis], keepdims_i=1))
+        total = g.op("ReduceSum", g.op("Exp", shifted), g.op("Constant", value_t=torch.tensor([axis])), keepdims_i=1)
+        return g.op("Sub", shifted, g.op("Log", total))
+
+    return symbolic
+
+
+WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::log_softmax": log_softmax_like}
+__all__ = ["WRAPPERS"]
