@@ -251,7 +251,8 @@ class Float64Ranking(nn.Module):  # scores kept in float64 (a reranker, a physic
 def _float64_rankings() -> list[torch.Tensor]:
     nan, inf = float("nan"), float("inf")
     rows = [[inf, nan, 1.0, -inf, 0.5, 1e-12], [nan, inf, nan, inf, -2.0, 3.0],
-            [1 + 1e-12, 0.0, -0.5, 0.5, -1e-3, 1e-3], [-inf, -inf, -inf, -inf, -9.0, -1e308], [-1e300, -1.7976931348623157e308, -inf, 0.0, 2.0, 4e-320]]
+            [1 + 1e-12, 0.0, -0.5, 0.5, -1e-3, 1e-3], [-inf, -inf, -inf, -inf, -9.0, -1e308],
+            [-1e300, -1.7976931348623157e308, -inf, 0.0, 2.0, 4e-320]]
     out = [torch.tensor([row] * 2, dtype=torch.float64) for row in rows]
     return [*out, torch.tensor(rows[1:3], dtype=torch.float64), torch.tensor(rows[3:5], dtype=torch.float64)]
 
