@@ -51,7 +51,8 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   (``onnx_losses``: the translation's ``log(1 - sigmoid(20))`` was ``-inf``); float64 ``log_softmax``
   with ``+inf`` (``onnx_float64_edges``); operators ORT has no float64 CPU kernel for are refused
   after the export (``onnx_float64_kernels``); arithmetic and comparisons of 0-d float64 tensors,
-  which the exporter's scalar type analysis did in float32 (``onnx_float64_scalars``).
+  which the exporter's scalar type analysis did in float32 (``onnx_float64_scalars``); linear
+  interpolation of a static length by eager's formula (``onnx_linear_resize``: ``inf`` gave NaN).
 - ``aten::floor_divide``/``floordiv`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 - ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
@@ -103,6 +104,7 @@ from dycl.backends.onnx_graph_values import (
     scalar_type,
 )
 from dycl.backends.onnx_int64_bounds import WRAPPERS as INT64_WRAPPERS
+from dycl.backends.onnx_linear_resize import WRAPPERS as RESIZE_WRAPPERS
 from dycl.backends.onnx_losses import WRAPPERS as LOSS_WRAPPERS
 from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 from dycl.backends.onnx_norms import WRAPPERS as NORM_WRAPPERS
@@ -318,7 +320,7 @@ def _wrapped(registry: Any) -> dict[str, Any]:
     for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS,
                         **CLAMP_WRAPPERS, **ACTIVATION_WRAPPERS, **NORM_WRAPPERS, **UNIQUE_WRAPPERS,
                         **ARITHMETIC_WRAPPERS, **SELECTION_WRAPPERS,
-                        **LOSS_WRAPPERS, **FLOAT64_WRAPPERS}.items():
+                        **LOSS_WRAPPERS, **FLOAT64_WRAPPERS, **RESIZE_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:

@@ -28,12 +28,13 @@ from tests.compile.op_edge_table import FLOATING_KINDS, TABLE, Entry, inputs_of
 KNOWN = frozenset({"clamp_int", "clamp_int_big", "clamp_min_int", "clamp_max_int", "clip_int", "clamp_nan_bound",
                    "clamp", "max_pool2d_indices", "max_pool2d_pad_indices", "max_pool1d_indices", "unique",
                    "gelu", "gelu_tanh", "norm_inf", "norm_inf_dim", "vector_norm_inf", "vector_norm_ninf",
-                   "vector_norm_ninf_all"})
+                   "vector_norm_ninf_all", "interpolate_linear", "interpolate_linear_scale",
+                   "interpolate_linear_corners", "upsample_linear"})
 FAST = [entry for i, entry in enumerate(TABLE) if i % 2 == 0 or entry.name in KNOWN]
 #: found by the sweep and refused at export with ``dycl.UnsupportedError`` (no exact translation)
 REFUSED = frozenset({"prod_int"})
 #: found by the sweep, not repaired yet (reported): asserted to differ still, so that a repair updates this
-STILL_DIFFERS = frozenset({"interpolate_linear"})  # inf in a linear interpolation: eager inf, ORT NaN
+STILL_DIFFERS: frozenset[str] = frozenset()
 
 #: the float64 sweep: every entry of a floating kind, its inputs at float64 (``inputs_of``)
 TABLE64 = [entry for entry in TABLE if entry.kind in FLOATING_KINDS]
@@ -46,7 +47,7 @@ KNOWN64 = frozenset({"sort_values", "sort_indices_desc", "argsort", "topk_values
 #: load): refused at export with ``UnsupportedError`` naming the ONNX operator and float64
 NO_KERNEL64 = frozenset({"tan", "atan", "asin", "erf", "gelu", "mish", "softplus", "softplus_beta", "hardswish",
                          "hardsigmoid", "elu", "selu", "avg_pool2d", "avg_pool1d_pad", "adaptive_avg_pool2d",
-                         "interpolate", "interpolate_linear", "atan2", "atan2_zeros", "bce_large_logits",
+                         "interpolate", "atan2", "atan2_zeros", "bce_large_logits",
                          "bce_weights_mean", "sigmoid_bce", "group_norm", "instance_norm", "lp_pool1d", "pair_gelu"})
 #: found by the float64 sweep, not repaired yet: asserted to differ still
 STILL_DIFFERS64 = frozenset({"cross_entropy"})  # a row with +inf: eager NaN, ORT's SoftmaxCrossEntropyLoss inf
