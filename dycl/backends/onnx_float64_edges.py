@@ -4,6 +4,7 @@
   where eager's ``(x - max) - log(sum(exp(x - max)))`` is NaN (``inf - inf``), and so did
   ``cross_entropy``, which is built on it. Here that formula itself, along the same ``dim``: NaN
   where eager's is (a row with ``+inf``, NaN, or ``-inf`` only), equal within rounding elsewhere.
+  ``cross_entropy`` (ORT's ``SoftmaxCrossEntropyLoss`` gave ``inf``) is ``nll_loss`` of it, as in eager.
 - (``logsigmoid`` of float64, ``-inf`` below -745: ``onnx_edge_arithmetic``, with float32's.)
 
 Other types keep torch's translation (float32's agree with eager: the sweep checks it).
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from dycl.backends.onnx_graph_values import constant, is_none, scalar_type
+from dycl.backends.onnx_graph_values import constant, is_none, rank, scalar_type
 
 Symbolic = Callable[..., Any]
 
@@ -31,12 +32,32 @@ def log_softmax_like(original: Symbolic) -> Symbolic:
         axis = constant(dim)
         if scalar_type(self) != "Double" or not isinstance(axis, int) or not (dtype is None or is_none(dtype)):
             return original(g, self, dim, dtype)
-        shifted = g.op("Sub", self, g.op("ReduceMax", self, axes_i=[axis], keepdims_i=1))
-        total = g.op("ReduceSum", g.op("Exp", shifted), g.op("Constant", value_t=torch.tensor([axis])), keepdims_i=1)
-        return g.op("Sub", shifted, g.op("Log", total))
+        return _log_softmax(g, self, axis)
 
     return symbolic
 
 
-WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::log_softmax": log_softmax_like}
+def _log_softmax(g, x, axis: int):
+    shifted = g.op("Sub", x, g.op("ReduceMax", x, axes_i=[axis], keepdims_i=1))
+    total = g.op("ReduceSum", g.op("Exp", shifted), g.op("Constant", value_t=torch.tensor([axis])), keepdims_i=1)
+    return g.op("Sub", shifted, g.op("Log", total))
+
+
+def cross_entropy_like(original: Symbolic) -> Symbolic:
+    """``aten::cross_entropy_loss`` of float64 class scores (no label smoothing): ``nll_loss`` of the
+    ``log_softmax`` above over dim 1, which is eager's definition."""
+
+    def symbolic(g, self, target, weight, reduction, ignore_index, label_smoothing):
+        smoothing = None if is_none(label_smoothing) else constant(label_smoothing)
+        if scalar_type(self) != "Double" or (rank(self) or 0) < 2 or smoothing not in (None, 0, 0.0):
+            return original(g, self, target, weight, reduction, ignore_index, label_smoothing)
+        from torch.onnx._internal.torchscript_exporter import symbolic_opset12
+
+        return symbolic_opset12.nll_loss(g, _log_softmax(g, self, 1), target, weight, reduction, ignore_index)
+
+    return symbolic
+
+
+WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::log_softmax": log_softmax_like,
+                                                        "aten::cross_entropy_loss": cross_entropy_like}
 __all__ = ["WRAPPERS"]

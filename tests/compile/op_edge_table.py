@@ -321,6 +321,8 @@ _add("bce_weights_mean", "sums", lambda x: F.binary_cross_entropy_with_logits(
     x, x.flip(1).sigmoid(), weight=torch.arange(6.0), pos_weight=torch.full((6,), 3.0)))
 _add("sigmoid_bce", "sums", lambda x: F.binary_cross_entropy_with_logits(x, (x.flip(1) > 0).float(), reduction="none"))
 _add("cross_entropy", "sums", lambda x: F.cross_entropy(x, torch.tensor([0, 5, 2, 3]), reduction="none"))
+_add("cross_entropy_weighted", "sums", lambda x: F.cross_entropy(
+    x, torch.tensor([0, 5, 2, 3]), weight=torch.arange(1.0, 7.0, dtype=x.dtype), ignore_index=2))
 _add("dropout_eval", "float", lambda x: F.dropout(x, 0.5, training=False))
 _add("glu", "float", lambda x: F.glu(x, dim=1))
 _add("prelu", "float", lambda x: F.prelu(x, torch.tensor([0.25], dtype=x.dtype)))
