@@ -283,3 +283,21 @@ def test_an_operator_without_a_float64_kernel_is_refused_at_its_line():
     compiled = dycl.compile(Float64Features().eval(), x.float(), dynamic=False)  # float32 is fine
     for sample in (x.float(), -x.float()):
         assert torch.allclose(compiled(sample), Float64Features()(sample))
+
+
+class LinearUpsampling(nn.Module):  # a 1-d signal (audio frames, a time series) stretched, with gaps as +-inf
+    def forward(self, x):
+        y = F.interpolate(x, size=9, mode="linear")
+        z = F.interpolate(x, scale_factor=1.5, mode="linear", align_corners=True)
+        if y[0, 0, -1] > 0:
+            return y, z
+        return -y
+
+
+def test_linear_interpolation_of_inf_agrees_through_the_host(tmp_path):
+    inf, nan = float("inf"), float("nan")
+    rows = [[1.0, inf, 2.0, -inf, 3.0, 4.0], [-1.0, 2.0, inf, 5.0, nan, 1.0], [2.0, -inf, -inf, 0.5, inf, -3.0],
+            [-2.0, 3.0, -inf, inf, 1.0, 1.0]]
+    inputs = [torch.tensor([[row]]) for row in rows] + [torch.tensor([[rows[1]], [rows[2]], [rows[0]]])]
+    paths = assert_agrees_in_process_and_as_host(LinearUpsampling(), inputs, tmp_path / "u", 1e-6, min_paths=2)
+    assert paths == 2
