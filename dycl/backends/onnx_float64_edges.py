@@ -7,6 +7,9 @@
   ``cross_entropy`` (ORT's ``SoftmaxCrossEntropyLoss`` gave ``inf``) is ``nll_loss`` of it, as in eager.
 - (``logsigmoid`` of float64, ``-inf`` below -745: ``onnx_edge_arithmetic``, with float32's.)
 
+- ``celu`` of float64: ORT's ``Celu`` computes ``x / alpha`` first, so ``DBL_MAX`` gave ``inf``;
+  eager's is ``x`` itself where ``x > 0``. Here that.
+
 Other types keep torch's translation (float32's agree with eager: the sweep checks it).
 
 Assumes: arguments as the TorchScript exporter passes them (``onnx_graph_values``); opset 17.
@@ -58,6 +61,19 @@ def cross_entropy_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
-WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::log_softmax": log_softmax_like,
+def celu_like(original: Symbolic) -> Symbolic:
+    """``aten::celu`` of float64: ``x`` itself where ``x > 0`` (eager's ``max(0, x) + min(0, ...)``)."""
+
+    def symbolic(g, self, *args):
+        result = original(g, self, *args)
+        if scalar_type(self) != "Double":
+            return result
+        zero = g.op("Constant", value_t=torch.tensor(0.0, dtype=torch.float64))
+        return g.op("Where", g.op("Greater", self, zero), self, result)
+
+    return symbolic
+
+
+WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {"aten::celu": celu_like, "aten::log_softmax": log_softmax_like,
                                                         "aten::cross_entropy_loss": cross_entropy_like}
 __all__ = ["WRAPPERS"]

@@ -39,12 +39,13 @@ STILL_DIFFERS: frozenset[str] = frozenset()
 #: the float64 sweep: every entry of a floating kind, its inputs at float64 (``inputs_of``)
 TABLE64 = [entry for entry in TABLE if entry.kind in FLOATING_KINDS]
 #: silently wrong at float64 on ONNX Runtime 1.31 before their repairs (sort/topk: NaN tied with +inf;
-#: max-pool indices: no wider key; log_softmax and cross_entropy with +inf; logsigmoid below -745; a
+#: max-pool indices: no wider key; log_softmax and cross_entropy with +inf; logsigmoid below -745;
+#: gelu(tanh) and celu at DBL_MAX (inf); a
 #: branch on a 0-d float64 value (``x.flatten()[0] > 0`` of a subnormal, ``pair_sum``), done in float32)
 KNOWN64 = frozenset({"sort_values", "sort_indices_desc", "argsort", "topk_values", "msort_like", "pair_sort",
                      "max_pool2d_indices", "max_pool2d_pad_indices", "max_pool1d_indices",
                      "adaptive_max_pool2d_indices", "pair_max_pool", "log_softmax", "logsigmoid",
-                     "cross_entropy", "cross_entropy_weighted", "pair_sum"})
+                     "cross_entropy", "cross_entropy_weighted", "pair_sum", "gelu_tanh", "celu"})
 #: ONNX Runtime has no float64 CPU kernel for an operator their translation uses (the model failed to
 #: load): refused at export with ``UnsupportedError`` naming the ONNX operator and float64
 NO_KERNEL64 = frozenset({"tan", "atan", "asin", "erf", "gelu", "mish", "softplus", "softplus_beta", "hardswish",
