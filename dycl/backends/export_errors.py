@@ -80,4 +80,7 @@ class _Watch(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-__all__ = ["exporter_error"]
+#: for ``onnx_float64_kernels``: the statement that first calls an operator
+first_call = _first_call
+
+__all__ = ["exporter_error", "first_call"]

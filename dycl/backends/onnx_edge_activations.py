@@ -7,11 +7,12 @@
   ``FLT_MAX`` at ``FLT_MAX``: eager's own answer there depends on the memory layout. dycl follows the
   vectorised kernel, which contiguous tensors take.)
 - ``gelu(approximate="tanh")``: eager is ``x`` itself above 10 (``tanh`` is 1 there) and NaN at
-  ``-inf``; the translation's ``x**3`` overflowed (``FLT_MAX`` gave ``inf``).
+  ``-inf``; the translation's ``x**3`` overflowed (``FLT_MAX`` gave ``inf``; float64's ``DBL_MAX`` too).
 - ``hardshrink``: NaN in, NaN out in eager; the translation's ``Where(|x| > l, x, 0)`` gave 0.
 
 Each runs torch's own translation and replaces its result only where the input is at such an
-edge (``Where`` on the input), for float32 (the thresholds are float32's); other types keep it.
+edge (``Where`` on the input), for float32 (the thresholds are float32's; ``gelu``'s tanh form for
+float64 too); other types keep it.
 
 Assumes: arguments as the TorchScript exporter passes them (``onnx_graph_values``).
 Guarantees: the result's type and shape are torch's translation's.
@@ -30,8 +31,11 @@ Symbolic = Callable[..., Any]
 _HALF_FLT_MAX = float(torch.finfo(torch.float32).max) / 2
 
 
-def _number(g, value: float):
-    return g.op("Constant", value_t=torch.tensor(value, dtype=torch.float32))
+_TYPES = {"Float": torch.float32, "Double": torch.float64}
+
+
+def _number(g, value: float, kind: str = "Float"):
+    return g.op("Constant", value_t=torch.tensor(value, dtype=_TYPES[kind]))
 
 
 def _approximation(value) -> str | None:
@@ -50,13 +54,13 @@ def gelu_like(original: Symbolic) -> Symbolic:
 
     def symbolic(g, self, approximate="none"):
         result = original(g, self, approximate)
-        how = _approximation(approximate)
-        if scalar_type(self) != "Float" or how not in ("none", "tanh"):
+        how, kind = _approximation(approximate), scalar_type(self)
+        if how == "tanh" and kind in _TYPES:  # float64 too: its x**3 overflows above 5.6e102
+            result = g.op("Where", g.op("Greater", self, _number(g, 10.0, kind)), self, result)
+            return g.op("Where", g.op("IsInf", self, detect_positive_i=0), _number(g, float("nan"), kind), result)
+        if kind != "Float" or how != "none":
             return result
         nan = _number(g, float("nan"))
-        if how == "tanh":
-            result = g.op("Where", g.op("Greater", self, _number(g, 10.0)), self, result)
-            return g.op("Where", g.op("IsInf", self, detect_positive_i=0), nan, result)
         result = g.op("Where", g.op("Greater", self, _number(g, _HALF_FLT_MAX)), _number(g, float("inf")), result)
         return g.op("Where", g.op("IsInf", self), nan, result)
 

@@ -17,8 +17,8 @@
   translation's ``Softplus(beta * x) / beta`` overflowed there (``FLT_MAX`` gave ``inf``).
 - ``hardswish``: eager's ``x * min(max(x + 3, 0), 6) / 6`` overflows to ``inf`` above
   ``FLT_MAX / 6`` and is NaN at ``-inf``; ORT's ``HardSwish`` gave ``FLT_MAX`` and 0.
-- ``logsigmoid``: eager's ``min(x, 0) - log1p(exp(-|x|))`` is ``x`` below -20 (in float32);
-  the translation's ``log(sigmoid(x))`` gave ``-inf`` below -104.
+- ``logsigmoid``: eager's ``min(x, 0) - log1p(exp(-|x|))`` is ``x`` below -20 in float32 (-40 in
+  float64); the translation's ``log(sigmoid(x))`` gave ``-inf`` below -104 (-745).
 
 - ``atan2(y, x)``: the translation's ``atan(y / x)`` with quadrant fixes gave NaN at ``inf / inf``
   and lost the sign of zeros; here C's values where ``x`` or ``y`` is infinite or zero
@@ -177,14 +177,19 @@ def hardswish_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+#: below these, eager's ``logsigmoid(x)`` is ``x`` itself (``exp(x)`` under half an ulp of ``x``)
+_LOGSIGMOID_LINEAR_BELOW = {"Float": -20.0, "Double": -40.0}
+
+
 def logsigmoid_like(original: Symbolic) -> Symbolic:
-    """``aten::log_sigmoid`` of float32: ``x`` itself below -20."""
+    """``aten::log_sigmoid`` of float32 (float64): ``x`` itself below -20 (-40)."""
 
     def symbolic(g, self):
         result = original(g, self)
-        if scalar_type(self) != "Float":
+        below = _LOGSIGMOID_LINEAR_BELOW.get(scalar_type(self))
+        if below is None:
             return result
-        return g.op("Where", g.op("Less", self, _float32(g, -20.0)), self, result)
+        return g.op("Where", g.op("Less", self, _like(g, below, self)), self, result)
 
     return symbolic
 

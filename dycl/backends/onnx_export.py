@@ -78,6 +78,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_float64_kernels import refuse_float64_gaps
 from dycl.backends.onnx_squeeze import pin_squeezes
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
@@ -187,6 +188,8 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             _check_warning(record, module, symbolic, shown, guarded)  # (a size made a number there: pinned)
     graph = onnx.load_from_string(data).graph  # parsed once for both checks
     refuse_sampling(graph, module, variant)
+    if not dynamo:
+        refuse_float64_gaps(data, module, variant)
     check_dataflow(data, module, variant, graph, None if dynamo else taint.found)
     return data
 

@@ -20,9 +20,9 @@ by running torch's own pooling translation, with the same attributes, on 0/1 fla
 
 Sorting (``sort``, ``argsort``, ``topk``) puts NaN above ``+inf`` in eager; ORT's ``TopK``
 placed it anywhere. Here torch's translation orders a key where NaN is the largest value
-(float64, so that NaN > ``+inf`` > every float32 value stay distinct; a float64 input's
-NaN ties with its ``+inf``, ordered by position) and the values are gathered back from
-the input by the indices.
+(float64, so that NaN > ``+inf`` > every float32 value stay distinct) and the values are
+gathered back from the input by the indices. A float64 input has no wider key: it is sorted
+twice (NaN as ``+inf``, then its NaN flags in that order, stably), which orders NaN above ``+inf``.
 
 ``sign`` of NaN is 0 in eager and NaN in ONNX; here 0 (and int64 ``sign`` by comparisons,
 ``onnx_edge_arithmetic``). ``any``/``all`` of a floating
@@ -313,6 +313,23 @@ def _sort_key(g, x):
     return g.op("Where", g.op("IsNaN", x), g.op("Constant", value_t=torch.tensor(1e301, dtype=torch.float64)), above)
 
 
+def _nan_last_sort(g, original: Symbolic, x, dim: int, dim_at: int, args: tuple):
+    """The indices of a float64 sort (``topk``: ``dim_at`` 1, its ``k`` first) with NaN above ``+inf``:
+    ``original`` orders the key ``x`` with NaN as ``+inf`` (all of the dim), then, stably (ONNX
+    ``TopK`` keeps equal values in index order), the NaN flags in that order; composed."""
+    key = g.op("Where", g.op("IsNaN", x), _constant_like(g, float("inf"), x), x)
+    if dim_at == 1:  # topk: the whole dim first, the k wanted of the second pass
+        every = g.op("Gather", g.op("Shape", x), g.op("Constant", value_t=torch.tensor([dim])), axis_i=0)
+        first = original(g, key, every, *args[1:])[1]
+    else:
+        first = original(g, key, *args)
+        first = first[1] if isinstance(first, tuple) else first
+    flags = g.op("GatherElements", g.op("Cast", g.op("IsNaN", x), to_i=_ONNX_DOUBLE), first, axis_i=dim)
+    second = original(g, flags, *args)
+    second = second[1] if isinstance(second, tuple) else second
+    return g.op("GatherElements", first, second, axis_i=dim)
+
+
 def sort_like(dim_at: int, values: bool) -> Callable[[Symbolic], Symbolic]:
     """``aten::sort``/``topk`` (``values``: their values gathered back from the input by
     the indices) and ``aten::argsort``: ordered by a key where NaN is the largest."""
@@ -322,10 +339,14 @@ def sort_like(dim_at: int, values: bool) -> Callable[[Symbolic], Symbolic]:
             dim = constant(args[dim_at]) if len(args) > dim_at else None
             if not _readable(self) or not isinstance(dim, int):
                 return original(g, self, *args)
-            result = original(g, _sort_key(g, self), *args)
+            if scalar_type(self) == "Double":
+                indices = _nan_last_sort(g, original, self, dim, dim_at, args)
+            else:
+                result = original(g, _sort_key(g, self), *args)
+                indices = result[1] if values else result
             if not values:
-                return result
-            return g.op("GatherElements", self, result[1], axis_i=dim), result[1]
+                return indices
+            return g.op("GatherElements", self, indices, axis_i=dim), indices
 
         return symbolic
 

@@ -48,7 +48,11 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   indices of windows with NaN (``onnx_pool_indices``); ``unique`` with NaN (``onnx_unique``);
   ``aminmax``, ``bucketize`` with NaN, integer ``>>`` and rounding, ``scatter_reduce`` amax/amin
   with NaN (``onnx_edge_selection``); ``binary_cross_entropy_with_logits`` by eager's formula
-  (``onnx_losses``: the translation's ``log(1 - sigmoid(20))`` was ``-inf``).
+  (``onnx_losses``: the translation's ``log(1 - sigmoid(20))`` was ``-inf``); float64 ``log_softmax``
+  with ``+inf`` (``onnx_float64_edges``); operators ORT has no float64 CPU kernel for are refused
+  after the export (``onnx_float64_kernels``); arithmetic and comparisons of 0-d float64 tensors,
+  which the exporter's scalar type analysis did in float32 (``onnx_float64_scalars``); linear
+  interpolation of a static length by eager's formula (``onnx_linear_resize``: ``inf`` gave NaN).
 - ``aten::floor_divide``/``floordiv`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
 - ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
@@ -88,6 +92,8 @@ from dycl.backends.onnx_division import floor_divide
 from dycl.backends.onnx_edge_activations import WRAPPERS as ACTIVATION_WRAPPERS
 from dycl.backends.onnx_edge_arithmetic import WRAPPERS as ARITHMETIC_WRAPPERS
 from dycl.backends.onnx_edge_selection import WRAPPERS as SELECTION_WRAPPERS
+from dycl.backends.onnx_float64_edges import WRAPPERS as FLOAT64_WRAPPERS
+from dycl.backends.onnx_float64_scalars import with_float64_scalars
 from dycl.backends.onnx_graph_values import (
     SymbolicUnsupported,
     constant,
@@ -98,6 +104,7 @@ from dycl.backends.onnx_graph_values import (
     scalar_type,
 )
 from dycl.backends.onnx_int64_bounds import WRAPPERS as INT64_WRAPPERS
+from dycl.backends.onnx_linear_resize import WRAPPERS as RESIZE_WRAPPERS
 from dycl.backends.onnx_losses import WRAPPERS as LOSS_WRAPPERS
 from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 from dycl.backends.onnx_norms import WRAPPERS as NORM_WRAPPERS
@@ -282,7 +289,7 @@ def local_symbolics() -> Iterator[None]:
     from torch.onnx._internal.torchscript_exporter import registration
 
     _load_translations()
-    symbolics = {**_SYMBOLICS, **_wrapped(registration.registry)}
+    symbolics = with_float64_scalars({**_SYMBOLICS, **_wrapped(registration.registry)}, registration.registry, _OPSET)
     added = [name for name in symbolics if not _user_overridden(name)]
     unknown = [name for name in added if registration.registry.get_function_group(name) is None]
     for name in added:
@@ -313,7 +320,7 @@ def _wrapped(registry: Any) -> dict[str, Any]:
     for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS,
                         **CLAMP_WRAPPERS, **ACTIVATION_WRAPPERS, **NORM_WRAPPERS, **UNIQUE_WRAPPERS,
                         **ARITHMETIC_WRAPPERS, **SELECTION_WRAPPERS,
-                        **LOSS_WRAPPERS}.items():
+                        **LOSS_WRAPPERS, **FLOAT64_WRAPPERS, **RESIZE_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:

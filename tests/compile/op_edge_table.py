@@ -8,7 +8,9 @@ without ±FLT_MAX, for sums, means and products of matrices: where a sum overflo
 value depends on the order of summation, which neither eager nor ONNX Runtime defines), or ``pair``
 (float32 of shape ``(1, 2)``: two edge values side by side). The inputs of
 each kind hold what a model meets at its edges: NaN, ±inf, -0.0, ±FLT_MAX, subnormals, int64
-beyond 2**31 and 2**53, ties, rows that are all equal, all NaN or all -inf.
+beyond 2**31 and 2**53, ties, rows that are all equal, all NaN or all -inf. The floating kinds
+also come at float64 (``inputs_of(kind, torch.float64)``: the same values and ±DBL_MAX, a float64
+subnormal); an entry's own constants follow ``x.dtype``.
 
 Entries are registered one per statement (``_add(...)``) so that dycl can read each lambda's
 source (``rewriter.lambdas``). The table is data; nothing here knows what any operator should give.
@@ -268,10 +270,10 @@ _add("bool_to_long", "bool", lambda x: x.long())
 _add("to_half", "float", lambda x: x.half())
 _add("to_double", "float", lambda x: x.to(torch.float64))
 # matmul, linear
-_add("matmul", "sums", lambda x: x @ W6x3)
-_add("linear", "sums", lambda x: F.linear(x, W6x3.t(), B3))
+_add("matmul", "sums", lambda x: x @ W6x3.to(x.dtype))
+_add("linear", "sums", lambda x: F.linear(x, W6x3.t().to(x.dtype), B3.to(x.dtype)))
 _add("bmm_self", "sums", lambda x: torch.matmul(x, x.t()))
-_add("einsum", "sums", lambda x: torch.einsum("ij,jk->ik", x, W6x3))
+_add("einsum", "sums", lambda x: torch.einsum("ij,jk->ik", x, W6x3.to(x.dtype)))
 _add("matmul_int", "int", lambda x: x @ x.t())
 # selection, indexing, statistics
 _add("median", "float", lambda x: x.median())
@@ -282,8 +284,8 @@ _add("quantile", "sums", lambda x: torch.quantile(x, 0.5, dim=1))
 _add("nanmean", "float", lambda x: torch.nanmean(x, 1))
 _add("gather", "float", lambda x: x.gather(1, x.abs().nan_to_num(0.0).clamp(0, 5).long()))
 _add("index_select", "float", lambda x: x.index_select(1, torch.tensor([5, 0, 0, 2])))
-_add("scatter_add", "float", lambda x: torch.zeros(4, 3).scatter_add(1, INDEX4x6, x))
-_add("scatter_reduce_amax", "float", lambda x: torch.zeros(4, 3).scatter_reduce(1, INDEX4x6, x, "amax"))
+_add("scatter_add", "float", lambda x: torch.zeros(4, 3, dtype=x.dtype).scatter_add(1, INDEX4x6, x))
+_add("scatter_reduce_amax", "float", lambda x: x.new_zeros(4, 3).scatter_reduce(1, INDEX4x6, x, "amax"))
 _add("scatter_reduce_amin", "float", lambda x: x[:, :3].scatter_reduce(1, INDEX4x6, x.flip(0), "amin"))
 _add("bucketize", "float", lambda x: torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])))
 _add("searchsorted", "float", lambda x: torch.searchsorted(torch.tensor([-1.0, 0.0, 1.0]), x))
@@ -298,6 +300,9 @@ _add("one_hot", "int", lambda x: F.one_hot(x.abs() % 5, 5))
 _add("embedding", "int", lambda x: F.embedding(x.abs() % 6, W6x3))
 _add("interpolate", "float", lambda x: F.interpolate(x.unsqueeze(0), scale_factor=2.0, mode="nearest"))
 _add("interpolate_linear", "float", lambda x: F.interpolate(x.unsqueeze(0), size=9, mode="linear"))
+_add("interpolate_linear_scale", "float", lambda x: F.interpolate(x.unsqueeze(0), scale_factor=1.5, mode="linear"))
+_add("interpolate_linear_corners", "float", lambda x: F.interpolate(x[None], size=4, mode="linear", align_corners=True))
+_add("upsample_linear", "float", lambda x: torch.nn.Upsample(scale_factor=3, mode="linear")(x.unsqueeze(0)))
 _add("floor_int", "int", lambda x: torch.floor(x))
 _add("max_int32", "int", lambda x: (x % 100000).int().max(1).values)
 _add("cumsum_int32", "int", lambda x: (x % 100000).int().cumsum(1))
@@ -316,14 +321,16 @@ _add("bce_weights_mean", "sums", lambda x: F.binary_cross_entropy_with_logits(
     x, x.flip(1).sigmoid(), weight=torch.arange(6.0), pos_weight=torch.full((6,), 3.0)))
 _add("sigmoid_bce", "sums", lambda x: F.binary_cross_entropy_with_logits(x, (x.flip(1) > 0).float(), reduction="none"))
 _add("cross_entropy", "sums", lambda x: F.cross_entropy(x, torch.tensor([0, 5, 2, 3]), reduction="none"))
+_add("cross_entropy_weighted", "sums", lambda x: F.cross_entropy(
+    x, torch.tensor([0, 5, 2, 3]), weight=torch.arange(1.0, 7.0, dtype=x.dtype), ignore_index=2))
 _add("dropout_eval", "float", lambda x: F.dropout(x, 0.5, training=False))
 _add("glu", "float", lambda x: F.glu(x, dim=1))
-_add("prelu", "float", lambda x: F.prelu(x, torch.tensor([0.25])))
+_add("prelu", "float", lambda x: F.prelu(x, torch.tensor([0.25], dtype=x.dtype)))
 _add("rrelu_eval", "float", lambda x: F.rrelu(x, training=False))
 _add("threshold", "float", lambda x: F.threshold(x, 0.5, -1.0))
 _add("softmin", "float", lambda x: F.softmin(x, dim=1))
 _add("group_norm", "sums", lambda x: F.group_norm(x.unsqueeze(0), 2))
-_add("batch_norm_eval", "float", lambda x: F.batch_norm(x, torch.zeros(6), torch.ones(6)))
+_add("batch_norm_eval", "float", lambda x: F.batch_norm(x, x.new_zeros(6), x.new_ones(6)))
 _add("instance_norm", "sums", lambda x: F.instance_norm(x.unsqueeze(0)))
 _add("lp_pool1d", "sums", lambda x: F.lp_pool1d(x.unsqueeze(0), 2.0, 2))
 _add("pixel_shuffle", "float", lambda x: F.pixel_shuffle(x.view(1, 4, 2, 3), 2))
@@ -419,8 +426,30 @@ def _bool_inputs() -> list[torch.Tensor]:
     return [*out, torch.ones(4, 6, dtype=torch.bool), torch.zeros(4, 6, dtype=torch.bool)]
 
 
-def inputs_of(kind: str) -> list[torch.Tensor]:
-    """The edge-value inputs for an entry of ``kind``."""
+#: the kinds whose inputs are floating: the float64 sweep runs them at float64
+FLOATING_KINDS = frozenset({"float", "thin", "sums", "pair"})
+DBL_MAX = torch.finfo(torch.float64).max
+DBL_TINY = torch.finfo(torch.float64).tiny / 4  # subnormal
+
+
+def _float64_inputs(kind: str) -> list[torch.Tensor]:
+    """``kind``'s float32 inputs as float64, and one more with float64's own edges (±DBL_MAX and a
+    float64 subnormal; not for ``sums``, whose sums must not overflow)."""
+    out = [x.double() for x in inputs_of(kind)]
+    if kind == "pair":
+        pairs = [[DBL_MAX, INF], [-DBL_MAX, -INF], [DBL_TINY, -DBL_TINY], [-DBL_MAX, NAN], [-INF, -DBL_MAX]]
+        return [*out, *(torch.tensor([pair], dtype=torch.float64) for pair in pairs)]
+    edges = out[-1].clone().view(-1)
+    extremes = [NAN, INF, -INF] if kind == "sums" else [DBL_MAX, -DBL_MAX, DBL_TINY, -DBL_TINY, NAN, INF]
+    for i, value in enumerate(extremes):
+        edges[(i * 5 + 1) % edges.numel()] = value
+    return [*out, edges.view(out[-1].shape)]
+
+
+def inputs_of(kind: str, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+    """The edge-value inputs for an entry of ``kind``; ``dtype`` float64: its floating inputs at float64."""
+    if dtype == torch.float64 and kind in FLOATING_KINDS:
+        return _float64_inputs(kind)
     if kind == "float":
         return _float_inputs(4, 6)
     if kind == "thin":
@@ -434,4 +463,4 @@ def inputs_of(kind: str) -> list[torch.Tensor]:
     return _bool_inputs()
 
 
-__all__ = ["TABLE", "Entry", "inputs_of"]
+__all__ = ["FLOATING_KINDS", "TABLE", "Entry", "inputs_of"]
