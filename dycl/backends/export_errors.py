@@ -36,16 +36,26 @@ def exporter_error(error: Exception, module: SubDNNModule, variant: Variant) -> 
     message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     match = _OPERATOR.search(message)
     operator = match.group("name") if match else None
-    statement, called_at = _first_call(module, variant, operator) if operator else (None, None)
-    statement = statement if statement is not None else variant.sub.statements[0]
+    statement, inside = call_site(module, variant, [operator] if operator else [])
     code = cst.Module([]).code_for_node(statement.body[0]).strip()
     what = f"the operator {operator}" if operator else "a value"
-    inside = f", called at {called_at.path}:{called_at.line}" if called_at is not None else ""
     return UnsupportedError(
         f"{what} that the ONNX exporter cannot translate ({message[:160]}){inside}, in `{code[:120]}`",
         module.location_of(statement),
         "compute this value with other tensor operations (the exporter's supported operators), or compile "
         "with backend='torch' to run it eagerly in-process")
+
+
+def call_site(module: SubDNNModule, variant: Variant, operators: list[str]) -> tuple[cst.CSTNode, str]:
+    """Where a refusal of the first of ``operators`` called points: (the sub-DNN statement that calls
+    it, else the sub-DNN's first statement; ``", called at file:line"`` of the innermost non-torch
+    frame of that call, else "")."""
+    for operator in operators:
+        statement, called_at = _first_call(module, variant, operator)
+        if statement is not None:
+            inside = f", called at {called_at.path}:{called_at.line}" if called_at is not None else ""
+            return statement, inside
+    return variant.sub.statements[0], ""
 
 
 def _first_call(module: SubDNNModule, variant: Variant, operator: str) -> tuple[cst.CSTNode | None,
@@ -81,6 +91,5 @@ class _Watch(TorchFunctionMode):
 
 
 #: for ``onnx_float64_kernels``: the statement that first calls an operator
-first_call = _first_call
 
-__all__ = ["exporter_error", "first_call"]
+__all__ = ["call_site", "exporter_error"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import onnx
 
-from dycl.backends.export_errors import first_call
+from dycl.backends.export_errors import call_site
 from dycl.export.subdnn import SubDNNModule, Variant
 from dycl.rewriter.errors import UnsupportedError
 
@@ -68,13 +68,7 @@ def refuse_float64_gaps(data: bytes, module: SubDNNModule, variant: Variant) -> 
     operator = float64_gap(onnx.shape_inference.infer_shapes(model).graph)
     if operator is None:
         return
-    statement, called_at = None, None
-    for name in MISSING_FLOAT64[operator]:
-        statement, called_at = first_call(module, variant, name)
-        if statement is not None:
-            break
-    statement = statement if statement is not None else variant.sub.statements[0]
-    inside = f", called at {called_at.path}:{called_at.line}" if called_at is not None else ""
+    statement, inside = call_site(module, variant, list(MISSING_FLOAT64[operator]))
     raise UnsupportedError(
         f"the ONNX operator {operator} on float64 (ONNX Runtime has no float64 CPU kernel for it){inside}",
         module.location_of(statement),
