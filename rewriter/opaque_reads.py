@@ -21,9 +21,9 @@ import types
 from collections.abc import Iterator
 
 import torch
+from dycl.rewriter.code_names import DYNAMIC_ACCESS, names_reached
 from dycl.rewriter.hooks import forward_hooks
 
-_DYNAMIC_ACCESS = frozenset({"getattr", "__dict__", "vars", "__getattribute__", "__getattr__"})
 #: what reaches parameters and buffers without naming them
 _ITERATION = frozenset({"_parameters", "_buffers", "parameters", "buffers", "named_parameters", "named_buffers",
                         "state_dict", "_apply", "apply", "_named_members"})
@@ -35,25 +35,10 @@ def graph_may_read(module: torch.nn.Module, owner: torch.nn.Module, attribute: s
     ``untraced``: ids of the modules whose hooks are written out, not traced (``rewriter.written_hooks``)."""
     if attribute in owner._modules:
         return True
-    names: set[str] = set()
-    pending = [function for inner in module.modules() for function in _functions(inner, id(inner) in untraced)]
-    seen: set[int] = set()
-    while pending:
-        function = pending.pop()
-        if id(function) in seen:
-            continue
-        seen.add(id(function))
-        loaded = _loaded_names(function.__code__)
-        names |= loaded
-        pending += _helpers(function, loaded)
+    names = names_reached(function for inner in module.modules()
+                          for function in _functions(inner, id(inner) in untraced))
     registered = attribute in owner._parameters or attribute in owner._buffers
-    return attribute in names or bool(names & (_DYNAMIC_ACCESS | (_ITERATION if registered else frozenset())))
-
-
-def _helpers(function: types.FunctionType, loaded: set[str]) -> list[types.FunctionType]:
-    """The functions outside torch that ``function`` names among its globals (a helper given ``self``)."""
-    found = [function.__globals__.get(name) for name in loaded]
-    return [f for f in found if isinstance(f, types.FunctionType) and not (f.__module__ or "").startswith("torch")]
+    return attribute in names or bool(names & (DYNAMIC_ACCESS | (_ITERATION if registered else frozenset())))
 
 
 def _functions(module: torch.nn.Module, hooks_untraced: bool) -> Iterator[types.FunctionType]:
@@ -73,14 +58,6 @@ def _functions(module: torch.nn.Module, hooks_untraced: bool) -> Iterator[types.
     for hook in [] if hooks_untraced else forward_hooks(module):
         if isinstance(hook.target, types.FunctionType):
             yield hook.target
-
-
-def _loaded_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _loaded_names(const)
-    return names
 
 
 __all__ = ["graph_may_read"]

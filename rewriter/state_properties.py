@@ -27,9 +27,8 @@ import types
 from typing import Any
 
 import libcst as cst
+from dycl.rewriter.code_names import DYNAMIC_ACCESS, names_reached
 from dycl.rewriter.state_table import StateTable
-
-_DYNAMIC_ACCESS = frozenset({"getattr", "__dict__", "vars", "__getattribute__", "__getattr__"})
 
 
 def attribute_may_read_state(state: StateTable, owner: Any, name: str) -> bool:
@@ -58,8 +57,8 @@ def property_may_read_state(state: StateTable, owner: Any, name: str) -> bool:
     if not isinstance(getter, types.FunctionType):
         return True  # a getter we cannot read: assume it may
     slot_names = {slot.attribute for slot in state.slots.values()}
-    names = _names_loaded(getter)
-    return bool(names & (slot_names | _DYNAMIC_ACCESS))
+    names = names_reached([getter])
+    return bool(names & (slot_names | DYNAMIC_ACCESS))
 
 
 class LiteralGetattr(cst.CSTTransformer):
@@ -76,30 +75,6 @@ class LiteralGetattr(cst.CSTTransformer):
         if not isinstance(text, str) or not text.isidentifier() or (text.startswith("__") and not text.endswith("__")):
             return updated
         return cst.Attribute(target.value, cst.Name(text))
-
-
-def _names_loaded(function: types.FunctionType) -> set[str]:
-    """The names ``function``'s code loads, with its nested code and the non-torch global functions it names."""
-    names: set[str] = set()
-    pending, seen = [function], set()
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        loaded = _code_names(current.__code__)
-        names |= loaded
-        pending += [f for f in (current.__globals__.get(n) for n in loaded)
-                    if isinstance(f, types.FunctionType) and not (f.__module__ or "").startswith("torch")]
-    return names
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
 
 
 __all__ = ["LiteralGetattr", "attribute_may_read_state", "property_may_read_state"]

@@ -29,6 +29,8 @@ import types
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dycl.rewriter.code_names import code_names
+
 _MISSING = object()
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range)
 
@@ -46,21 +48,13 @@ class GlobalRead:
     value: object
 
 
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:  # lambdas, nested functions, comprehensions
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
 def _file_of(namespace: dict) -> str:
     return str(namespace.get("__file__") or namespace.get("__name__") or "<unknown module>")
 
 
 def _function_reads(function: types.FunctionType) -> Iterable[tuple[object, object, GlobalRead]]:
     namespace = function.__globals__
-    for name in sorted(_code_names(function.__code__)):
+    for name in sorted(code_names(function.__code__)):
         if name in namespace:
             yield namespace, name, GlobalRead(_file_of(namespace), name, namespace[name])
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
