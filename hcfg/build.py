@@ -35,7 +35,15 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
-from dycl.hcfg.host_comprehensions import as_tensor_list, host_form, iterates_tensors, reads_data
+from dycl.hcfg.host_comprehensions import (
+    as_tensor_list,
+    foreign_use,
+    host_form,
+    iterates_tensors,
+    loop_names,
+    reads_data,
+    rows_iterable,
+)
 from dycl.hcfg.host_reads import split_expression_reads, split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -544,13 +552,38 @@ class HCFGBuilder:
                 "compute it with tensor operations (any(r.sum() > 1 for r in x) is (x.flatten(1).sum(1) > 1).any()),"
                 " or write it as a for loop, which dycl unrolls")
         listed = as_tensor_list(comp, evaluate)
-        if listed is None:
-            return comp  # no tensor elements: host code, as before
+        if listed is None:  # no tensor elements: host code over what the host holds
+            return self._host_comprehension(comp, stmt, state, hoisted)
         temp = self._fresh_local("t")
         self.temporaries.add(temp)
         line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], listed)])
         hoisted.append(set_location(line, comment_of(stmt)))
         return host_form(comp, temp)
+
+    def _host_comprehension(self, comp: cst.BaseComp, stmt: cst.BaseStatement, state: State,
+                            hoisted: list[cst.SimpleStatementLine]) -> cst.BaseComp:
+        """``comp`` (over tensors, elements no tensors) as the host runs it: over the rows of a
+        tensor, a name it holds, or a list the sub-DNN computes, reading only metadata of its
+        loop variable (``hcfg.host_comprehensions``)."""
+        foreign = foreign_use(comp)
+        if foreign is not None:
+            raise UnsupportedError(
+                f"a comprehension over tensors left on the host that reads its element other than by its "
+                f"shape (`{cst.Module([]).code_for_node(foreign)}`)", self.rewritten.locations.resolve(stmt),
+                "the host holds numpy arrays there, not tensors: compute the value with tensor operations, "
+                "or write the comprehension as a for loop, which dycl unrolls")
+        iterable = rows_iterable(comp.for_in.iter)
+        if not isinstance(self.evaluate(iterable, state), torch.Tensor):
+            iterable = comp.for_in.iter
+        if not self.is_reference(iterable, state):
+            temp = self._fresh_local("t")
+            self.temporaries.add(temp)
+            line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], iterable)])
+            hoisted.append(set_location(line, comment_of(stmt)))
+            iterable = cst.Name(temp)
+        names = loop_names(comp)
+        comp = comp.with_changes(for_in=comp.for_in.with_changes(iter=iterable))
+        return portable_metadata(comp, lambda receiver: isinstance(receiver, cst.Name) and receiver.value in names)
 
     def _decisions(self, node: cst.BaseExpression, state: State) -> int:
         """How many reads of tensor values evaluating ``node`` on ``state`` makes (0 where it fails)."""
