@@ -53,6 +53,7 @@ from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
 from dycl.hcfg.state_objects import holds_tensor, is_state_object
+from dycl.hcfg.static_host_values import folded_host_value
 from dycl.hcfg.trace import Examples
 from dycl.hcfg.traced_lengths import traced_lengths
 from dycl.hcfg.traced_statics import belongs_with_tensors
@@ -197,11 +198,12 @@ class HCFGBuilder:
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
-            nodes.append(HostOp(new_stmt))
             if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
+                nodes.append(HostOp(new_stmt))
                 states = []
                 continue
             self.run_all([new_stmt], states)
+            nodes.append(HostOp(folded_host_value(new_stmt, [s.concrete for s in states], self.locals)))
             if always_exits([new_stmt]):
                 states = []
         flush()
