@@ -52,14 +52,18 @@ _DTYPE_PREDICATES = frozenset({"is_floating_point", "is_complex", "is_signed"})
 _DTYPE_ATTRIBUTES = frozenset({"is_floating_point", "is_complex", "is_signed", "itemsize"})
 
 
-def _structure(value: Any) -> bool:
-    """A value whose type an input check or an export fixes: None, a tensor, or a container of them."""
+def _structure(value: Any, inside: bool = False) -> bool:
+    """A value whose type an input check or an export fixes: None, a tensor, a dtype, or a container
+    of them; ``inside`` a container also a Python number or string (``return h, n``: a tuple on
+    every call of the path that built it, whatever the number; its own type is not asked)."""
     if value is None or isinstance(value, (torch.Tensor, torch.dtype)):
         return True
+    if inside and isinstance(value, (bool, int, float, str)):
+        return True
     if isinstance(value, (tuple, list)):
-        return all(_structure(v) for v in value)
+        return all(_structure(v, True) for v in value)
     if isinstance(value, dict):
-        return all(_structure(v) for v in value.values())
+        return all(_structure(v, True) for v in value.values())
     return False
 
 
