@@ -52,6 +52,7 @@ from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
+from dycl.hcfg.state_key_reads import missing_key
 from dycl.hcfg.state_objects import holds_tensor, is_state_object
 from dycl.hcfg.static_host_values import folded_host_value
 from dycl.hcfg.trace import Examples
@@ -409,6 +410,9 @@ class HCFGBuilder:
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
         location = self.rewritten.locations.resolve(stmt)
+        cache = missing_key(stmt, exc, self.rewritten.state, location)
+        if cache is not None:
+            return cache
         return UnsupportedError(
             f"a branch that fails on the example input ({type(exc).__name__}: {exc})", location,
             "dycl runs every branch once on the example input to learn shapes; give an example for which "
