@@ -35,7 +35,15 @@ from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tenso
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
-from dycl.hcfg.host_comprehensions import as_tensor_list, host_form, iterates_tensors, reads_data
+from dycl.hcfg.host_comprehensions import (
+    as_tensor_list,
+    foreign_use,
+    host_form,
+    iterates_tensors,
+    loop_names,
+    reads_data,
+    rows_iterable,
+)
 from dycl.hcfg.host_reads import split_expression_reads, split_host_reads
 from dycl.hcfg.interpreter import Paths
 from dycl.hcfg.levers import ALL_ON, Levers
@@ -44,7 +52,9 @@ from dycl.hcfg.observations import Observations
 from dycl.hcfg.portable import portable_metadata
 from dycl.hcfg.pycode import compile_expression, compile_statements
 from dycl.hcfg.state import PathFlags, PathState, State
+from dycl.hcfg.state_key_reads import missing_key
 from dycl.hcfg.state_objects import holds_tensor, is_state_object
+from dycl.hcfg.static_host_values import folded_host_value
 from dycl.hcfg.trace import Examples
 from dycl.hcfg.traced_lengths import traced_lengths
 from dycl.hcfg.traced_statics import belongs_with_tensors
@@ -189,11 +199,12 @@ class HCFGBuilder:
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
-            nodes.append(HostOp(new_stmt))
             if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
+                nodes.append(HostOp(new_stmt))
                 states = []
                 continue
             self.run_all([new_stmt], states)
+            nodes.append(HostOp(folded_host_value(new_stmt, [s.concrete for s in states], self.locals)))
             if always_exits([new_stmt]):
                 states = []
         flush()
@@ -399,6 +410,9 @@ class HCFGBuilder:
 
     def _trace_error(self, stmt: cst.CSTNode, exc: Exception) -> UnsupportedError:
         location = self.rewritten.locations.resolve(stmt)
+        cache = missing_key(stmt, exc, self.rewritten.state, location)
+        if cache is not None:
+            return cache
         return UnsupportedError(
             f"a branch that fails on the example input ({type(exc).__name__}: {exc})", location,
             "dycl runs every branch once on the example input to learn shapes; give an example for which "
@@ -544,13 +558,38 @@ class HCFGBuilder:
                 "compute it with tensor operations (any(r.sum() > 1 for r in x) is (x.flatten(1).sum(1) > 1).any()),"
                 " or write it as a for loop, which dycl unrolls")
         listed = as_tensor_list(comp, evaluate)
-        if listed is None:
-            return comp  # no tensor elements: host code, as before
+        if listed is None:  # no tensor elements: host code over what the host holds
+            return self._host_comprehension(comp, stmt, state, hoisted)
         temp = self._fresh_local("t")
         self.temporaries.add(temp)
         line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], listed)])
         hoisted.append(set_location(line, comment_of(stmt)))
         return host_form(comp, temp)
+
+    def _host_comprehension(self, comp: cst.BaseComp, stmt: cst.BaseStatement, state: State,
+                            hoisted: list[cst.SimpleStatementLine]) -> cst.BaseComp:
+        """``comp`` (over tensors, elements no tensors) as the host runs it: over the rows of a
+        tensor, a name it holds, or a list the sub-DNN computes, reading only metadata of its
+        loop variable (``hcfg.host_comprehensions``)."""
+        foreign = foreign_use(comp)
+        if foreign is not None:
+            raise UnsupportedError(
+                f"a comprehension over tensors left on the host that reads its element other than by its "
+                f"shape (`{cst.Module([]).code_for_node(foreign)}`)", self.rewritten.locations.resolve(stmt),
+                "the host holds numpy arrays there, not tensors: compute the value with tensor operations, "
+                "or write the comprehension as a for loop, which dycl unrolls")
+        iterable = rows_iterable(comp.for_in.iter)
+        if not isinstance(self.evaluate(iterable, state), torch.Tensor):
+            iterable = comp.for_in.iter
+        if not self.is_reference(iterable, state):
+            temp = self._fresh_local("t")
+            self.temporaries.add(temp)
+            line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], iterable)])
+            hoisted.append(set_location(line, comment_of(stmt)))
+            iterable = cst.Name(temp)
+        names = loop_names(comp)
+        comp = comp.with_changes(for_in=comp.for_in.with_changes(iter=iterable))
+        return portable_metadata(comp, lambda receiver: isinstance(receiver, cst.Name) and receiver.value in names)
 
     def _decisions(self, node: cst.BaseExpression, state: State) -> int:
         """How many reads of tensor values evaluating ``node`` on ``state`` makes (0 where it fails)."""

@@ -12,7 +12,13 @@ numpy arrays. Such a comprehension is placed in one of two ways:
   which the export fixes), and the host reduces the list it returns (``any(t)``, ``sum(t)``,
   ``t`` itself). Iterating a tensor reads no value; its length is the dim's, which the
   export checks like every other shape;
-- one with other elements (``[r.shape[0] for r in rows]``) stays host code, as before.
+- one with other elements (``[r.shape[0] for r in x.unbind(0)]``) stays host code, iterating what
+  the host holds: the tensor itself for ``t.unbind()``/``t.unbind(0)`` (rows either way), a name
+  as it is, any other iterable (``x.split(2, 1)``) computed by the preceding sub-DNN as a list
+  (``host_iterable``). The host sees numpy arrays there, so its loop variable may only be read
+  for its metadata (``.shape``, ``.ndim``, ``len()``, ``.size()``, ``.dim()``, ``.numel()``, made
+  portable by ``hcfg.portable``); another use (``r.dtype``, ``r.tolist()``, ``f(r)``) is refused
+  at the user's line (``foreign_use``), as is a second ``for``.
 
 Assumes: ``evaluate`` gives an expression's value on the example's state, or a non-tensor
 for one it could not evaluate. Guarantees: a comprehension whose iterable is no tensor
@@ -26,6 +32,7 @@ from typing import Any
 
 import libcst as cst
 import torch
+from dycl.rewriter.walk import descendants, target_names
 
 #: comprehensions that build a sequence (a dict comprehension keeps host keys)
 _SEQUENCE_COMPS = (cst.GeneratorExp, cst.ListComp, cst.SetComp)
@@ -69,6 +76,53 @@ def reads_data(comp: cst.BaseComp, decisions: Callable[[cst.BaseExpression], int
     return decisions(elements(comp)) > 0
 
 
+#: what a loop variable of a host comprehension over tensors may be read for (``hcfg.portable``)
+_METADATA_ATTRIBUTES = frozenset({"shape", "ndim"})
+_METADATA_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement"})
+
+
+def rows_iterable(iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """``t`` for ``t.unbind()``, ``t.unbind(0)`` and ``t.unbind(dim=0)`` (iterating a tensor gives
+    its rows, as a numpy array does); ``iterable`` otherwise. The caller checks ``t`` is a tensor."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value == "unbind"):
+        return iterable
+    args = iterable.args
+    if not args:
+        return iterable.func.value
+    if len(args) == 1 and isinstance(args[0].value, cst.Integer) and args[0].value.value == "0" and (
+            args[0].keyword is None or args[0].keyword.value == "dim"):
+        return iterable.func.value
+    return iterable
+
+
+def loop_names(comp: cst.BaseComp) -> set[str]:
+    """The names the (outer) ``for`` of ``comp`` binds."""
+    return set(target_names(comp.for_in.target))
+
+
+def foreign_use(comp: cst.BaseComp) -> cst.CSTNode | None:
+    """The first read of a loop variable of ``comp`` that is not for its metadata (see the module
+    note), or a second ``for``; None where there is none."""
+    if comp.for_in.inner_for_in is not None:
+        return comp.for_in.inner_for_in
+    names = loop_names(comp)
+    parts = [elements(comp).elt, *(test.test for test in comp.for_in.ifs)]
+    nodes = [node for part in parts for node in descendants(part)]
+    allowed: set[int] = set()
+    for node in nodes:
+        if isinstance(node, cst.Attribute) and node.attr.value in _METADATA_ATTRIBUTES:
+            allowed.add(id(node.value))
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and (
+                node.func.attr.value in _METADATA_METHODS):
+            allowed.add(id(node.func.value))
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len" and (
+                len(node.args) == 1):
+            allowed.add(id(node.args[0].value))
+    return next((node for node in nodes
+                 if isinstance(node, cst.Name) and node.value in names and id(node) not in allowed), None)
+
+
 def host_form(comp: cst.BaseComp, name: str) -> cst.BaseExpression:
     """What the host keeps of ``comp`` once the sub-DNN computes its elements as the list ``name``."""
     if isinstance(comp, cst.ListComp):
@@ -78,4 +132,5 @@ def host_form(comp: cst.BaseComp, name: str) -> cst.BaseExpression:
     return cst.Call(cst.Name("iter"), [cst.Arg(cst.Name(name))])  # a generator: consumed once
 
 
-__all__ = ["as_tensor_list", "elements", "host_form", "iterates_tensors", "reads_data"]
+__all__ = ["as_tensor_list", "elements", "foreign_use", "host_form", "iterates_tensors", "loop_names", "reads_data",
+           "rows_iterable"]

@@ -23,6 +23,7 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.path_lengths import path_fixed_lengths
+from dycl.hcfg.symbolic import SymbolicScalar, SymbolicTensor
 from dycl.hcfg.type_tests import TypeTestEvaluator, type_test_outcomes
 from dycl.rewriter.walk import descendants, target_names
 
@@ -47,11 +48,24 @@ def signature(value: Any) -> Any:
 
 
 def symbolic_signature(value: Any) -> Any:
-    """Like ``signature`` for symbolic values: shapes as printed expressions."""
+    """Like ``signature`` for symbolic values: shapes and numbers from shapes as printed expressions.
+
+    The mirror holds ``SymbolicTensor``s (``hcfg.symbolic``): two states whose tensors have one
+    shape on the example but not in general (``x[:1]`` and ``x`` at a batch of 1) must not be
+    merged, or the sub-DNNs after the join are compiled for the survivor's static dim only while
+    the host lets the other path's sizes through."""
+    if isinstance(value, SymbolicTensor):
+        return ("tensor", value.dtype, tuple(str(size) for size in value.shape))
+    if isinstance(value, SymbolicScalar):
+        return ("number", str(value.expr))
     if isinstance(value, torch.Tensor):
         return ("tensor", value.dtype, tuple(str(size) for size in value.shape))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(symbolic_signature(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, symbolic_signature(v)) for k, v in value.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a record of its fields (hcfg.ports)
+        return (type(value), tuple(symbolic_signature(getattr(value, f.name)) for f in dataclasses.fields(value)))
     if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
         return ("sym", str(value))
     return type(value).__name__

@@ -24,10 +24,11 @@ flags): the other branch is not a way that state's calls can go.
 
 Guarantees: ``type_test_outcomes`` gives outcomes only for a test made solely of the type
 tests above (and what constant propagation left of it: ``True``/``False``), whose subjects
-are local names holding, in every state, None, a tensor or a tuple/list/dict of those
-(values whose type is one of the facts above; a tensor's dtype is one too: states merge only
-where dtypes agree, an input's dtype is checked by the host and a sub-DNN output's is its
-export's), whose other operands read no local name,
+are local names holding, in every state, None, a tensor, a dtype (``d = x.dtype; d == torch.half``)
+or a tuple/list/dict of those (values whose type is one of the facts above; a tensor's dtype is
+one too: states merge only where dtypes agree, an input's dtype is checked by the host and a
+sub-DNN output's is its export's; a dtype held by a name is one object per dtype, so states
+holding different ones are not merged), whose other operands read no local name,
 and which evaluates to a bool in every state; otherwise None.
 """
 
@@ -51,14 +52,18 @@ _DTYPE_PREDICATES = frozenset({"is_floating_point", "is_complex", "is_signed"})
 _DTYPE_ATTRIBUTES = frozenset({"is_floating_point", "is_complex", "is_signed", "itemsize"})
 
 
-def _structure(value: Any) -> bool:
-    """A value whose type an input check or an export fixes: None, a tensor, or a container of them."""
-    if value is None or isinstance(value, torch.Tensor):
+def _structure(value: Any, inside: bool = False) -> bool:
+    """A value whose type an input check or an export fixes: None, a tensor, a dtype, or a container
+    of them; ``inside`` a container also a Python number or string (``return h, n``: a tuple on
+    every call of the path that built it, whatever the number; its own type is not asked)."""
+    if value is None or isinstance(value, (torch.Tensor, torch.dtype)):
+        return True
+    if inside and isinstance(value, (bool, int, float, str)):
         return True
     if isinstance(value, (tuple, list)):
-        return all(_structure(v) for v in value)
+        return all(_structure(v, True) for v in value)
     if isinstance(value, dict):
-        return all(_structure(v) for v in value.values())
+        return all(_structure(v, True) for v in value.values())
     return False
 
 
@@ -116,9 +121,12 @@ class _Subjects:
         return self._subject(call.args[0].value)
 
     def _dtype_of(self, node: cst.BaseExpression) -> set[str] | None:
-        """``x.dtype`` of a local tensor ``x``: the subject."""
+        """``x.dtype`` of a local tensor ``x``, or a local ``d`` holding a dtype (``d = x.dtype``):
+        the subject."""
         if isinstance(node, cst.Attribute) and node.attr.value == "dtype":
             return self._subject(node.value)
+        if isinstance(node, cst.Name) and isinstance(self.state.get(node.value), torch.dtype):
+            return self._subject(node)
         return None
 
     def _dtype_call(self, call: cst.Call) -> set[str] | None:

@@ -57,6 +57,7 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
     variants = []
     for key, members in sorted(groups.items()):
         inputs_layout = _agreed(sub.inputs, [in_layouts[i] for i in members], where, "read")
+        _same_dtypes(sub.inputs, [examples.inputs[i] for i in members], where)
         outputs_layout = _agreed(sub.outputs, [out_layouts[i] for i in members], where, "written")
         flat_inputs = [_flat(examples.inputs[i], inputs_layout) for i in members]
         flat_outputs = [_flat(examples.outputs[i], outputs_layout) for i in members]
@@ -143,6 +144,38 @@ def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout,
         "device, dtype or string), or keep the changing part in a tensor; a string or other value chosen by "
         "data may pick a member of a container dycl can see (`self.heads[key](x)`, `ACTIVATIONS[name](h)`) "
         "or be used in the branches that chose it")
+
+
+def _dtypes(value: Any) -> tuple:
+    """The dtypes of the tensors in ``value`` (in a tensor, list, tuple or dict), in order."""
+    if isinstance(value, torch.Tensor):
+        return (value.dtype,)
+    if isinstance(value, (list, tuple)):
+        return tuple(d for item in value for d in _dtypes(item))
+    if isinstance(value, dict):
+        return tuple(d for item in value.values() for d in _dtypes(item))
+    return ()
+
+
+def _same_dtypes(names: tuple[str, ...], examples: list[tuple[Any, ...]], where: _Where) -> None:
+    """Refuse an input whose tensors have another dtype on another path: one graph is exported
+    for one dtype (a test of it, ``h.dtype == torch.half``, is folded in), and a call with the
+    other would run it on values it was not exported for."""
+    for index, name in enumerate(names):
+        seen = [_dtypes(values[index]) for values in examples]
+        other = next((dtypes for dtypes in seen[1:] if dtypes != seen[0]), None)
+        if other is None:
+            continue
+        first, second = (_listed(dtypes) for dtypes in (seen[0], other))
+        raise UnsupportedError(
+            f"`{name}` with a different dtype on two paths that reach this line ({first} on one, {second} on "
+            "another)", where.location(name, "read"),
+            "give it one dtype on every path (convert it with .to(dtype) where the paths join), or use it "
+            "within the branches that chose its dtype")
+
+
+def _listed(dtypes: tuple) -> str:
+    return str(dtypes[0]) if len(dtypes) == 1 else "[" + ", ".join(map(str, dtypes)) + "]"
 
 
 def _shape_of(layout: Layout) -> str:

@@ -18,7 +18,7 @@ import inspect
 import threading
 
 import numpy as np
-from dycl.hostgen.manifest import InputTypeError, ShapeGuardError  # dycl only
+from dycl.hostgen.manifest import InputShapeError, InputTypeError, ShapeGuardError  # dycl only
 
 # the emitter's tables (hostgen.emit), for dycl's tests  # dycl only
 SUB_DNNS = {}  # dycl only
@@ -404,7 +404,8 @@ def _inputs_fit(plan, arguments):
 
 
 def _check_input(spec, value, dims):
-    """Check dtype, rank and static dims of one input, and that the default batch is not empty
+    """Check dtype, rank and static dims of one input (``InputShapeError`` for a rank or size it
+    was not compiled for), and that the default batch is not empty
     (``DEFAULT_BATCH``); ``dims`` collects the size of
     every symbolic dim seen so far, so that inputs sharing a dim name agree on it."""
     name = spec.name
@@ -414,21 +415,21 @@ def _check_input(spec, value, dims):
         raise ValueError(f"input {name!r}: expected dtype {spec.dtype}, got {value.dtype}")
     shape = spec.shape
     if value.ndim != len(shape):
-        raise ValueError(f"input {name!r}: expected rank {len(shape)} (shape {_shape(shape)}), got rank "
-                         f"{value.ndim} (shape {list(value.shape)})")
+        raise InputShapeError(f"input {name!r}: expected rank {len(shape)} (shape {_shape(shape)}), got rank "
+                              f"{value.ndim} (shape {list(value.shape)})")
     for axis, (expected, got) in enumerate(zip(shape, value.shape)):
         if isinstance(expected, int):
             if expected != got:
-                raise ValueError(f"input {name!r}: expected shape {_shape(shape)}, got {list(value.shape)} "
-                                 f"(dimension {axis} is static: {expected})")
+                raise InputShapeError(f"input {name!r}: expected shape {_shape(shape)}, got {list(value.shape)} "
+                                      f"(dimension {axis} is static: {expected})")
         elif expected.isidentifier():
             if got == 0 and expected == DEFAULT_BATCH:  # the batch dycl chose to make symbolic: traced at >= 1
-                raise ValueError(f"input {name!r}: dimension {axis} ({expected!r}) is 0; the model was compiled for "
-                                 f"batches of at least 1 (name the dim in dynamic= to compile empty ones too)")
+                raise InputShapeError(f"input {name!r}: dimension {axis} ({expected!r}) is 0; the model was compiled "
+                                      f"for batches of at least 1 (name the dim in dynamic= to compile empty ones too)")
             seen = dims.setdefault(expected, (name, axis, got))
             if seen[2] != got:
-                raise ValueError(f"input {name!r}: dimension {axis} is {expected!r}, expected {seen[2]} as in "
-                                 f"input {seen[0]!r} (dimension {seen[1]}), got {got}")
+                raise InputShapeError(f"input {name!r}: dimension {axis} is {expected!r}, expected {seen[2]} as in "
+                                      f"input {seen[0]!r} (dimension {seen[1]}), got {got}")
 
 
 def _shape(shape):

@@ -51,6 +51,11 @@ class ShapeGuardError(ValueError):
     """Inputs whose sizes a compiled sub-DNN's graph is not valid for (``ShapeGuard``)."""
 
 
+class InputShapeError(ValueError):
+    """An input of a rank or size the model was not compiled for (a static dim, a symbolic dim that
+    must equal another input's, an empty default batch): the host refuses it before running anything."""
+
+
 class InputTypeError(ValueError):
     """An input that is not an array: ``name`` is the input, ``got`` the name of the type given
     (``dycl.CompiledModel`` says it again in torch's terms)."""

@@ -5,7 +5,8 @@ or compiling changed the model: its ``state_dict`` values, a ``training`` flag o
 plain attribute, see :mod:`dycl.fuzz.state`), ``error`` (dycl raised while
 compiling or running the compiled model, or took longer than the time limit) and
 ``unsupported`` (``dycl.UnsupportedError``; for a model left in train mode also a
-``ValueError`` that tells the user to call ``eval()``). Every call gets its own copy of its
+``ValueError`` that tells the user to call ``eval()``; while running, an input the compiled model
+refuses by its sizes, naming the static dim or the guard: ``input_refused``). Every call gets its own copy of its
 input, and the copy as the call left it is compared too (a ``forward`` that changes its argument
 in place), as is the example after compiling; a program that samples (feature ``sampling``) has
 only its crashes and refusals compared, not its values. After the random inputs come the special-valued
@@ -241,6 +242,18 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
     if changed:
         return Outcome(backend, "inconsistent", f"compiling changed the model: {changed}", phase="compile",
                        seconds=time.perf_counter() - start)
+    return compare_calls(compiled, inputs, expected, backend, start, atol, expected_inputs, compare_values,
+                         special_from)
+
+
+def compare_calls(compiled: Callable[..., Any], inputs: Sequence[torch.Tensor], expected: Sequence[Any],
+                  backend: str, start: float, atol: float | None = None,
+                  expected_inputs: Sequence[torch.Tensor] | None = None, compare_values: bool = True,
+                  special_from: int | None = None) -> Outcome:
+    """Call ``compiled`` on each of ``inputs`` in order and compare with ``expected`` (see
+    ``check_backend``). An input the compiled model refuses by its shape (``input_refused``) ends the
+    calls as a refusal, unless an earlier output already differed: later calls would start from
+    state the refused call did not update."""
     failing, first = [], ""
     for i, x in enumerate(inputs):
         x = x.clone()
@@ -248,6 +261,11 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
             with torch.no_grad():
                 actual = compiled(x)
         except Exception as exc:  # noqa: BLE001 - the compiled model must not raise
+            if input_refused(exc) and failing:
+                break
+            if input_refused(exc):
+                return Outcome(backend, "unsupported", f"input #{i}: {exc}", error_type=type(exc).__name__,
+                               phase="run", seconds=time.perf_counter() - start, reason=INPUT_REASON)
             return Outcome(backend, "error", f"input #{i}: {type(exc).__name__}: {exc}", [i],
                            error_type=type(exc).__name__, phase="run", seconds=time.perf_counter() - start)
         tolerance = ATOL.get(backend, 1e-4) if atol is None else atol
@@ -261,6 +279,20 @@ def check_backend(model: torch.nn.Module, inputs: Sequence[torch.Tensor], expect
             first = first or f"input #{i}: {problem}"
     status = "inconsistent" if failing else "ok"
     return Outcome(backend, status, first, failing, phase="run" if failing else "", seconds=time.perf_counter() - start)
+
+
+#: the refusal bucket of an input the compiled model was not compiled for (``input_refused``)
+INPUT_REASON = "an input of a size the model was not compiled for"
+#: the host's refusals of an input by its sizes, before it runs anything (``hostgen.manifest``); by
+#: name, since a saved host raises its own copies of these classes
+_INPUT_REFUSALS = ("InputShapeError", "ShapeGuardError")
+
+
+def input_refused(exc: Exception) -> bool:
+    """Whether ``exc`` is the compiled model refusing an input by its sizes, naming the dim or the
+    guard (a model compiled for the example's sizes only, ``SpecialisationWarning``): a refusal of
+    that input, not a crash."""
+    return isinstance(exc, ValueError) and type(exc).__name__ in _INPUT_REFUSALS
 
 
 @contextmanager

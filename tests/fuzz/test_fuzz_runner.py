@@ -13,7 +13,7 @@ import dycl
 from dycl.fuzz.campaign import run_campaign
 from dycl.fuzz.generator import KNOWN_BUGS, generate
 from dycl.fuzz.loader import import_file
-from dycl.fuzz.runner import check_program
+from dycl.fuzz.runner import INPUT_REASON, check_backend, check_program
 from dycl.fuzz.state import ModelState
 
 from .fakes import (
@@ -103,3 +103,43 @@ def test_a_crash_while_compiling_is_an_error(tmp_path: Path):
     checked = check_program(program_with(["library"]), tmp_path, ["torch"], crashes)
     assert checked.status == "error" and checked.outcomes[0].phase == "compile"
     assert checked.outcomes[0].error_type == "RuntimeError"
+
+
+class _Gated(torch.nn.Module):
+    """Refines its features only where they look uncertain."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.abs().mean() > 0.5:
+            h = torch.tanh(self.fc(h))
+        return h
+
+
+def _compiled_static(model, example, backend="torch"):
+    return dycl.compile(model, example, backend=backend, dynamic=False)
+
+
+def test_an_input_refused_by_its_sizes_is_a_refusal_not_a_crash():
+    """A model compiled for the example's sizes only refuses another batch by the static dim it names
+    (``InputShapeError``): the runner counts a refusal, after comparing the inputs before it."""
+    torch.manual_seed(0)
+    model = _Gated().eval()
+    generator = torch.Generator().manual_seed(5)
+    inputs = [torch.randn(2, 4, generator=generator) * scale for scale in (0.1, 0.3, 1.0, 3.0) for _ in range(3)]
+    with torch.no_grad():
+        expected = [model(x) for x in inputs]
+    paths = {bool(model.fc(x).abs().mean() > 0.5) for x in inputs}
+    assert len(paths) == 2  # both branches are compared before the refused input
+    other = torch.randn(3, 4, generator=generator)
+    with torch.no_grad():
+        outcome = check_backend(model, inputs + [other], expected + [model(other)], "torch", _compiled_static)
+    assert (outcome.status, outcome.phase, outcome.reason) == ("unsupported", "run", INPUT_REASON), outcome
+    assert outcome.detail.startswith(f"input #{len(inputs)}: ") and "dimension 0 is static: 2" in outcome.detail
+    assert check_backend(model, inputs, expected, "torch", _compiled_static).status == "ok"
+    wrong = [e + 1 for e in expected[:2]] + expected[2:]  # a difference before the refusal stays a difference
+    assert check_backend(model, inputs + [other], wrong + [model(other)], "torch", _compiled_static).status == (
+        "inconsistent")

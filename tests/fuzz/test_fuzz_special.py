@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from dycl.fuzz.features import program_features
 from dycl.fuzz.generator import generate
 from dycl.fuzz.program import Line
 from dycl.fuzz.regression import check_regression, regression_source
@@ -22,7 +23,8 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def test_special_inputs_are_seeded_and_of_each_kind():
-    program = generate(3, 4)
+    programs = [generate(3, i) for i in range(40)]
+    program = next(p for p in programs if "batch-resize" not in program_features(p))
     first, again = special_inputs(program), special_inputs(program)
     assert len(first) == len(KINDS) and all(_same(a, b) for a, b in zip(first, again))
     by_kind = dict(zip(KINDS, first))
@@ -34,7 +36,12 @@ def test_special_inputs_are_seeded_and_of_each_kind():
     assert (by_kind["equal-rows"] == by_kind["equal-rows"][:1]).all()
     assert by_kind["huge"].abs().max() > 1e5 and 0 < by_kind["tiny"].abs().max() < 1e-25
     assert all(x.shape[1] == program.width for x in first)
-    assert not _same(special_inputs(generate(3, 5))[0], first[0])  # another program, other draws
+    assert by_kind["other-batch"].shape[0] == max(program.batch_sizes) + 1
+    resized = next(p for p in programs if "batch-resize" in program_features(p))  # its batch depends on the path
+    assert len(special_inputs(resized)) == len(KINDS) - 1
+    assert {x.shape[0] for x in special_inputs(resized)} <= set(resized.batch_sizes)
+    other = next(p for p in programs if p.seed != program.seed and p.width == program.width)
+    assert not _same(special_inputs(other)[0], first[0])  # another program, other draws
 
 
 def _wrong_on_nan(model, example, backend="torch"):

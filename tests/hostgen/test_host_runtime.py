@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from dycl.hostgen import host_loader, host_router, host_runtime
-from dycl.hostgen.manifest import CallForm
+from dycl.hostgen.manifest import CallForm, InputShapeError
 from dycl.hostgen.names import FORWARD, MODEL_CONSTANTS
 
 
@@ -40,11 +40,11 @@ def test_check_input_names_the_input_dim_and_the_other_input():
     other = SimpleNamespace(name="y", dtype="float32", shape=["batch"])
     dims: dict = {}
     host_runtime._check_input(spec, np.zeros((2, 3), np.float32), dims)
-    with pytest.raises(ValueError, match=r"input 'y': dimension 0 is 'batch', expected 2 as in input 'x'"):
+    with pytest.raises(InputShapeError, match=r"input 'y': dimension 0 is 'batch', expected 2 as in input 'x'"):
         host_runtime._check_input(other, np.zeros(5, np.float32), dims)
     with pytest.raises(ValueError, match="expected dtype float32, got float64"):
         host_runtime._check_input(spec, np.zeros((2, 3)), {})
-    with pytest.raises(ValueError, match=r"dimension 1 is static: 3"):
+    with pytest.raises(InputShapeError, match=r"dimension 1 is static: 3"):
         host_runtime._check_input(spec, np.zeros((2, 4), np.float32), {})
 
 

@@ -159,7 +159,8 @@ CASES = {
     "keys_from_data": Case(KeysFromData, _randn(511, (4,)), 2,
                            refused=at("an f-string", "return {f\"exit{i}\": x * 2, \"all\": x}")),
     "position_cache": Case(PositionCache, _lengths_inputs, 2,
-                           refused=at("fails on the example input", "h = x + self.emb(self._cache[n])")),
+                           refused=at(r"a read of the module dict `self\._cache` by a key it does not hold",
+                                      "h = x + self.emb(self._cache[n])")),
     "running_stats": Case(RunningStats, _randn(507, (3,)), 2,
                           refused=at("write to module state", "self.ema = m if self.ema is None")),
 }
