@@ -64,6 +64,20 @@ def _call_updates(call: cst.Call) -> list[str]:
     return names
 
 
+def check_out_arguments(stmt: cst.CSTNode, location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``stmt``, bound for a sub-DNN, passes ``out=``: no exporter
+    translates a write into a given tensor (the TorchScript exporter fails inside its symbolic
+    functions). A module's tensor slot written with ``out=`` was already made an assignment
+    (``rewriter.state_locals``); what is left is the user's own tensor."""
+    for node in descendants(stmt):
+        if isinstance(node, cst.Call) and any(a.keyword is not None and a.keyword.value == "out" for a in node.args):
+            call = cst.Module([]).code_for_node(node.func)
+            raise UnsupportedError(
+                f"`out=` in a call of {call}", location(),
+                f"assign the result instead (`y = {call}(...)` without `out=`): the compiled graph computes new "
+                "tensors and cannot write into one it is given")
+
+
 def item_assigned(stmt: cst.CSTNode) -> set[str]:
     """Names whose items or attributes ``stmt`` assigns or deletes (``x[mask] = 0``)."""
     found = set()
@@ -117,28 +131,49 @@ def _storage(tensor: torch.Tensor) -> int | None:
     return tensor.untyped_storage().data_ptr() if tensor.numel() else None
 
 
+def written_tensor_names(stmt: cst.CSTNode, state: Mapping[str, Any]) -> list[str]:
+    """The names whose tensors ``stmt`` writes: ``updated_in_place`` (a list or tuple too:
+    ``parts[0].fill_(0)`` writes a tensor ``parts`` holds) and the names whose items a tensor
+    assignment writes (``flat[0] = 0``; an item assignment to a list or dict replaces an element
+    and writes no tensor)."""
+    assigned = sorted(name for name in item_assigned(stmt) if isinstance(state.get(name), torch.Tensor))
+    return list(dict.fromkeys(updated_in_place(stmt) + assigned))
+
+
 def check_inplace_aliasing(names: list[str], state: dict[str, Any], location: Callable[[], SourceLocation | None],
                            ignore: set[str] | frozenset[str] = frozenset(),
                            arguments: Mapping[str, Any] | None = None) -> None:
-    """Raise ``UnsupportedError`` if one of ``names`` (``updated_in_place`` of a statement)
-    holds a tensor another name shares; ``location`` gives the statement's source line.
-    Names in ``ignore`` (the HCFG builder's single-use temporaries, already read) do not count.
-    ``arguments`` (parameter -> the caller's value) count as names held by the caller, whatever
-    ``state`` binds them to now: see ``check_argument_aliasing``."""
+    """Raise ``UnsupportedError`` if one of ``names`` (``written_tensor_names`` of a statement)
+    holds a tensor another name shares (a name holding a list or tuple: any of its tensors);
+    ``location`` gives the statement's source line. Names in ``ignore`` (the HCFG builder's
+    single-use temporaries, already read) do not count. ``arguments`` (parameter -> the caller's
+    value) count as names held by the caller, whatever ``state`` binds them to now: see
+    ``check_argument_aliasing``."""
     for name in names:
         value = state.get(name)
-        if not isinstance(value, torch.Tensor) or _storage(value) is None:
+        for tensor in _written(value):
+            _check_tensor(name, tensor, state, location, ignore, arguments or {})
+
+
+def _written(value: Any) -> list[torch.Tensor]:
+    """The tensors an in-place update rooted at a name holding ``value`` may write."""
+    if isinstance(value, dict):  # batch["x"].mul_(2): a dict's entries are rebound by name, tracked elsewhere
+        return []
+    return [tensor for tensor in _tensors(value) if _storage(tensor) is not None]
+
+
+def _check_tensor(name: str, value: torch.Tensor, state: dict[str, Any], location: Callable[[], SourceLocation | None],
+                  ignore: set[str] | frozenset[str], arguments: Mapping[str, Any]) -> None:
+    storage = _storage(value)
+    check_argument_aliasing(name, value, state, arguments, location)
+    for other, held in state.items():
+        if other == name or other in ignore or other.startswith("__"):
             continue
-        storage = _storage(value)
-        check_argument_aliasing(name, value, state, arguments or {}, location)
-        for other, held in state.items():
-            if other == name or other in ignore or other.startswith("__"):
-                continue
-            if any(_storage(tensor) == storage for tensor in _tensors(held)):
-                raise UnsupportedError(
-                    f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
-                    f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
-                    "the tensor under one name: dycl tracks each name's value on its own")
+        if any(_storage(tensor) == storage for tensor in _tensors(held)):
+            raise UnsupportedError(
+                f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
+                f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
+                "the tensor under one name: dycl tracks each name's value on its own")
 
 
 def check_argument_aliasing(name: str, value: torch.Tensor, state: dict[str, Any], arguments: Mapping[str, Any],

@@ -31,7 +31,14 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tensor_versions, updated_in_place
+from dycl.hcfg.aliasing import (
+    check_inplace_aliasing,
+    check_out_arguments,
+    check_seen_updates,
+    tensor_versions,
+    updated_in_place,
+    written_tensor_names,
+)
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
@@ -319,9 +326,12 @@ class HCFGBuilder:
         for stmt in stmts:
             code = self._compiled(stmt)
             inplace = updated_in_place(stmt)
+            if tensor:
+                check_out_arguments(stmt, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
             for state in (s.concrete for s in states):
-                if inplace:
-                    check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
+                written = written_tensor_names(stmt, state)
+                if written:
+                    check_inplace_aliasing(written, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
                                            ignore=self.temporaries, arguments=self.arguments)
                 reads = self.observations.reads(stmt, state) if tensor else None
                 decided = None if inplace else self._bind_evaluated(stmt, state)

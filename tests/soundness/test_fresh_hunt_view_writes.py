@@ -1,0 +1,102 @@
+"""Fresh hunt, family 6: writes that reach a caller's tensor through another name (an item
+assignment to a ``reshape``/``squeeze`` view, an in-place call on an element of ``chunk``'s
+tuple, ``x.data.clamp_``) and ``out=`` arguments. Each was a wrong answer (the compiled model
+left the caller's tensor, and what is computed from it, as it was) or an exporter crash."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from tests.soundness.fresh_hunt import Case, at, check_case, seeded
+
+
+class ZeroFirstThroughReshape(nn.Module):  # a flat view written by index: x changes too
+    def forward(self, x):
+        flat = x.reshape(-1)
+        if x.sum() > 0:
+            flat[0] = 0.0
+        return x * 2
+
+
+class RowWriteThroughSqueeze(nn.Module):
+    def forward(self, x):
+        y = x.unsqueeze(0).squeeze(0)
+        if x.sum() > 0:
+            y[0] = 1.0
+        return x * 2
+
+
+class ResetFirstChunk(nn.Module):  # an element of chunk's tuple, updated in place
+    def forward(self, x):
+        parts = x.chunk(2, dim=0)
+        if x.sum() > 0:
+            parts[0].fill_(0.0)
+        return x * 2
+
+
+class ClampThroughData(nn.Module):  # the old-style way to clip a tensor without autograd seeing it
+    def forward(self, x):
+        if x.sum() > 0:
+            x.data.clamp_(max=0.5)
+        return x * 2
+
+
+class ClampParameterCopy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h.data.clamp_(min=-0.1)
+        if h.mean() > 0:
+            return h * 2
+        return h
+
+
+class DoubleIntoInput(nn.Module):
+    def forward(self, x):
+        torch.mul(x, 2, out=x)
+        if x.sum() > 0:
+            return x.sum()
+        return x.mean()
+
+
+class AddIntoBuffer(nn.Module):
+    def forward(self, x):
+        buf = torch.empty_like(x)
+        torch.add(x, 1, out=buf)
+        if buf.sum() > 0:
+            return buf
+        return -buf
+
+
+def _signed_inputs(seed):
+    def make():
+        g = seeded(seed)
+        return [torch.randn(2, 4, generator=g) + (1.5 if i % 2 else -1.5) for i in range(50)]
+    return make
+
+
+CASES = {
+    "reshape_item_write": Case(ZeroFirstThroughReshape, _signed_inputs(61), 2,
+                               refused=at("in-place update of `flat`", "flat[0] = 0.0")),
+    "squeeze_item_write": Case(RowWriteThroughSqueeze, _signed_inputs(62), 2,
+                               refused=at("in-place update of `y`", "y[0] = 1.0")),
+    "chunk_element_fill": Case(ResetFirstChunk, _signed_inputs(63), 2,
+                               refused=at("in-place update of `parts`", "parts[0].fill_(0.0)")),
+    "data_clamp_input": Case(ClampThroughData, _signed_inputs(64), 2),
+    "data_clamp_local": Case(ClampParameterCopy, _signed_inputs(65), 2),
+    "out_into_input": Case(DoubleIntoInput, _signed_inputs(66), 2,
+                           refused=at("`out=` in a call of torch.mul", "torch.mul(x, 2, out=x)")),
+    "out_into_local": Case(AddIntoBuffer, _signed_inputs(67), 2,
+                           refused=at("`out=` in a call of torch.add", "torch.add(x, 1, out=buf)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_write_through_another_name(name, tmp_path):
+    case = CASES[name]
+    assert check_case(case, tmp_path) == case.paths
