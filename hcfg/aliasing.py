@@ -176,6 +176,26 @@ def _check_tensor(name: str, value: torch.Tensor, state: dict[str, Any], locatio
                 "the tensor under one name: dycl tracks each name's value on its own")
 
 
+def argument_layouts(arguments: Mapping[str, Any]) -> dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """``parameter -> [(shape, stride)]`` of the tensors the caller passed (see ``check_argument_layouts``)."""
+    return {name: [(tuple(t.shape), t.stride()) for t in _tensors(value)] for name, value in arguments.items()}
+
+
+def check_argument_layouts(before: Mapping[str, list[tuple[tuple[int, ...], tuple[int, ...]]]],
+                           arguments: Mapping[str, Any], location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if a statement just run changed the shape or strides of a tensor
+    the caller passed (``x.unsqueeze_(0)``, ``x.t_()``, ``x.resize_(...)``): the compiled model
+    takes and writes back its inputs at the shapes they were given, and its ports were laid out
+    from the example's tensors, which the change would have altered under them."""
+    after = argument_layouts(arguments)
+    for name, layouts in before.items():
+        if after.get(name) != layouts:
+            raise UnsupportedError(
+                f"an in-place change of the shape of the caller's argument `{name}`", location(),
+                f"make a new view instead (`{name} = {name}.unsqueeze(0)` for `{name}.unsqueeze_(0)`): the "
+                "compiled model does not change the shape of a tensor it is given")
+
+
 def check_argument_aliasing(name: str, value: torch.Tensor, state: dict[str, Any], arguments: Mapping[str, Any],
                             location: Callable[[], SourceLocation | None]) -> None:
     """Raise ``UnsupportedError`` if ``value`` (``name``'s tensor, about to be updated in place)

@@ -32,6 +32,8 @@ from typing import Any
 import libcst as cst
 import torch
 from dycl.hcfg.aliasing import (
+    argument_layouts,
+    check_argument_layouts,
     check_inplace_aliasing,
     check_out_arguments,
     check_seen_updates,
@@ -338,11 +340,15 @@ class HCFGBuilder:
                 if decided is None:
                     recorder = DecisionRecorder() if tensor else contextlib.nullcontext()
                     before = tensor_versions(read_names(stmt) - bound_names(stmt), state) if tensor else {}
+                    layouts = argument_layouts(self.arguments) if written else None
                     try:
                         with recorder:
                             exec(code, state)  # noqa: S102 - the rewritten function's own statement
                     except Exception as exc:
                         raise self._trace_error(stmt, exc) from exc
+                    if layouts is not None:
+                        check_argument_layouts(layouts, self.arguments,
+                                               lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                     check_seen_updates(stmt, before, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                     decided = bool(recorder.decisions) if tensor else True
                 if tensor:

@@ -1,7 +1,8 @@
 """Fresh hunt, family 6: writes that reach a caller's tensor through another name (an item
 assignment to a ``reshape``/``squeeze`` view, an in-place call on an element of ``chunk``'s
-tuple, ``x.data.clamp_``) and ``out=`` arguments. Each was a wrong answer (the compiled model
-left the caller's tensor, and what is computed from it, as it was) or an exporter crash."""
+tuple, ``x.data.clamp_``), ``out=`` arguments and ``x.unsqueeze_(0)`` on the caller's tensor. Each was a
+wrong answer (the compiled model left the caller's tensor, and what is computed from it, as it
+was) or a crash (the exporter's ``TypeError``; a rank error on every call)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,23 @@ class AddIntoBuffer(nn.Module):
         return -buf
 
 
+class AddBatchDimInPlace(nn.Module):  # the caller's tensor gains a dim: eager changes its shape too
+    def forward(self, x):
+        x.unsqueeze_(0)
+        if x.sum() > 0:
+            return x * 2
+        return -x
+
+
+class TransposeLocalInPlace(nn.Module):  # the same kind of call on the model's own tensor compiles
+    def forward(self, x):
+        y = x * 2
+        y.t_()
+        if y.sum() > 0:
+            return y
+        return -y
+
+
 def _signed_inputs(seed):
     def make():
         g = seeded(seed)
@@ -93,6 +111,10 @@ CASES = {
                            refused=at("`out=` in a call of torch.mul", "torch.mul(x, 2, out=x)")),
     "out_into_local": Case(AddIntoBuffer, _signed_inputs(67), 2,
                            refused=at("`out=` in a call of torch.add", "torch.add(x, 1, out=buf)")),
+    "unsqueeze_input_in_place": Case(AddBatchDimInPlace, _signed_inputs(68), 2,
+                                     refused=at("in-place change of the shape of the caller's argument `x`",
+                                                "x.unsqueeze_(0)")),
+    "transpose_local_in_place": Case(TransposeLocalInPlace, _signed_inputs(69), 2),
 }
 
 
