@@ -9,9 +9,15 @@ it sees the real objects: ``check_inplace_aliasing`` raises ``UnsupportedError``
 before such a statement runs.
 
 Assumes ``state`` maps the rewritten function's names to their example values.
-Guarantees: an augmented assignment to a name, or a call of a public method
-ending in ``_`` on a name, runs only when no other name (or list/tuple/dict
-element of one) shares the updated tensor's storage.
+Guarantees: an augmented assignment to a name, a call of a public method ending
+in ``_`` on a name (or on an element of a list or tuple it holds), or an item
+assignment to a tensor, runs only when no other name (or list/tuple/dict element
+of one) shares the updated tensor's storage. The other ways a write escapes the
+dataflow are refused at their line: ``out=`` and an in-place call through a view
+property (``x.T.mul_``) in compiled code, which exporters drop or cannot translate;
+an item assignment into what a call or property of a tensor returns (the host's
+numpy namesake may copy: ``x.flatten()[0] = 5``); and an in-place change of the
+shape of a tensor the caller passed (``x.unsqueeze_(0)``).
 """
 
 from __future__ import annotations
@@ -76,6 +82,54 @@ def check_out_arguments(stmt: cst.CSTNode, location: Callable[[], SourceLocation
                 f"`out=` in a call of {call}", location(),
                 f"assign the result instead (`y = {call}(...)` without `out=`): the compiled graph computes new "
                 "tensors and cannot write into one it is given")
+
+
+#: tensor properties that return a view of the tensor
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+
+def check_view_updates(stmt: cst.CSTNode, location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``stmt``, bound for a sub-DNN, updates a tensor in place
+    through a view property (``x.T.mul_(2)``): the exporter drops an update made through a view
+    of a graph input, so the graph would return ``x`` unchanged."""
+    for node in descendants(stmt):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value.endswith("_") and not node.func.attr.value.startswith("_")):
+            continue
+        receiver = node.func.value
+        while isinstance(receiver, (cst.Attribute, cst.Subscript)):
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value in _VIEW_ATTRIBUTES:
+                code = cst.Module([]).code_for_node(receiver)
+                raise UnsupportedError(
+                    f"an in-place update through `{code}`, a view", location(),
+                    "compute a new tensor and assign it (`x = x.T.mul(2).T`), or update the tensor itself")
+            receiver = receiver.value
+
+
+#: tensor properties whose numpy namesake is the same view
+_SAME_ON_NUMPY = frozenset({"T"})
+
+
+def check_item_write_target(small: cst.BaseSmallStatement, is_tensor: Callable[[cst.BaseExpression], bool],
+                            location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if the item assignment ``small`` (host work: the host writes
+    the array it holds) writes into what a call or a property of a tensor returns
+    (``x.view(-1)[0] = 5``, ``x.flatten()[0] = 5``, ``x.data[0] = 3``): the host holds a numpy
+    array there, whose method of the same name may copy (``flatten``), mean something else
+    (``view``) or not exist, so the write would miss the tensor eager writes."""
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+        [small.target] if isinstance(small, cst.AugAssign) else [])
+    for target in targets:
+        node = target.value if isinstance(target, (cst.Subscript, cst.Attribute)) else None
+        while isinstance(node, (cst.Subscript, cst.Attribute, cst.Call)):
+            inner = node.func if isinstance(node, cst.Call) else node
+            if isinstance(inner, cst.Attribute) and inner.attr.value not in _SAME_ON_NUMPY and is_tensor(inner.value):
+                code = cst.Module([]).code_for_node(node)
+                raise UnsupportedError(
+                    f"an item assignment into `{code}`, computed from a tensor", location(),
+                    "write into the tensor itself (`x[...] = v`), or build a new tensor (`torch.where`, "
+                    "`index_put`) and assign it")
+            node = inner.value if isinstance(inner, (cst.Attribute, cst.Subscript)) else None
 
 
 def item_assigned(stmt: cst.CSTNode) -> set[str]:

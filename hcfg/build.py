@@ -35,8 +35,10 @@ from dycl.hcfg.aliasing import (
     argument_layouts,
     check_argument_layouts,
     check_inplace_aliasing,
+    check_item_write_target,
     check_out_arguments,
     check_seen_updates,
+    check_view_updates,
     tensor_versions,
     updated_in_place,
     written_tensor_names,
@@ -198,6 +200,8 @@ class HCFGBuilder:
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
+            check_item_write_target(small, lambda node, state=states[0].concrete: isinstance(
+                self.evaluate(node, state), torch.Tensor), lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
             nodes.append(HostOp(new_stmt))
             if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
                 states = []
@@ -330,6 +334,7 @@ class HCFGBuilder:
             inplace = updated_in_place(stmt)
             if tensor:
                 check_out_arguments(stmt, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
+                check_view_updates(stmt, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
             for state in (s.concrete for s in states):
                 written = written_tensor_names(stmt, state)
                 if written:

@@ -1,8 +1,10 @@
 """Fresh hunt, family 6: writes that reach a caller's tensor through another name (an item
 assignment to a ``reshape``/``squeeze`` view, an in-place call on an element of ``chunk``'s
-tuple, ``x.data.clamp_``), ``out=`` arguments and ``x.unsqueeze_(0)`` on the caller's tensor. Each was a
+tuple, ``x.data.clamp_``, an item assignment into ``x.flatten()``/``x.view(-1)``/``x.data``, an in-place
+call on ``x.T``), ``out=`` arguments and ``x.unsqueeze_(0)`` on the caller's tensor. Each was a
 wrong answer (the compiled model left the caller's tensor, and what is computed from it, as it
-was) or a crash (the exporter's ``TypeError``; a rank error on every call)."""
+was: the exporter drops an update through a view, and the host's numpy ``flatten`` copies) or a
+crash (the exporter's ``TypeError``; numpy's ``view``/``data`` on the host; a rank error)."""
 
 from __future__ import annotations
 
@@ -91,6 +93,56 @@ class TransposeLocalInPlace(nn.Module):  # the same kind of call on the model's 
         return -y
 
 
+class FirstThroughFlatten(nn.Module):  # flatten() of a contiguous tensor is a view: x changes
+    def forward(self, x):
+        if x.sum() > 0:
+            x.flatten()[0] = 5.0
+        return x * 2
+
+
+class FirstThroughView(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x.view(-1)[0] = 5.0
+        return x * 2
+
+
+class FirstThroughData(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x.data[0] = 3.0
+        return x * 2
+
+
+class ScaleTransposed(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x.T.mul_(2)
+        return x + 1
+
+
+class RowOfTranspose(nn.Module):  # a write through .T, which numpy's .T views alike, compiles
+    def forward(self, x):
+        if x.sum() > 0:
+            x.T[0] = 5.0
+        return x * 2
+
+
+class NestedItem(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            x[0][1] = 5.0
+        return x * 2
+
+
+class RowReadBeforeWrite(nn.Module):  # y views x's first row, then x is written by index
+    def forward(self, x):
+        y = x[0]
+        if x.sum() > 0:
+            x[0, 1] = 5.0
+        return y * 2
+
+
 def _signed_inputs(seed):
     def make():
         g = seeded(seed)
@@ -115,6 +167,19 @@ CASES = {
                                      refused=at("in-place change of the shape of the caller's argument `x`",
                                                 "x.unsqueeze_(0)")),
     "transpose_local_in_place": Case(TransposeLocalInPlace, _signed_inputs(69), 2),
+    "flatten_item_write": Case(FirstThroughFlatten, _signed_inputs(121), 2,
+                               refused=at("item assignment into `x.flatten\\(\\)`", "x.flatten()[0] = 5.0")),
+    "view_item_write": Case(FirstThroughView, _signed_inputs(122), 2,
+                            refused=at("item assignment into `x.view\\(-1\\)`", "x.view(-1)[0] = 5.0")),
+    "data_item_write": Case(FirstThroughData, _signed_inputs(123), 2,
+                            refused=at("item assignment into `x.data`", "x.data[0] = 3.0")),
+    "transpose_property_in_place": Case(ScaleTransposed, _signed_inputs(124), 2,
+                                        refused=at("in-place update through `x.T`", "x.T.mul_(2)")),
+    "transpose_property_item_write": Case(RowOfTranspose, _signed_inputs(125), 2),
+    "nested_item_write": Case(NestedItem, _signed_inputs(126), 2),
+    "item_write_under_a_view": Case(RowReadBeforeWrite, _signed_inputs(127), 2,
+                                    refused=at("in-place update of `x`, whose tensor `y` also refers to",
+                                               "x[0, 1] = 5.0")),
 }
 
 
