@@ -9,9 +9,15 @@ it sees the real objects: ``check_inplace_aliasing`` raises ``UnsupportedError``
 before such a statement runs.
 
 Assumes ``state`` maps the rewritten function's names to their example values.
-Guarantees: an augmented assignment to a name, or a call of a public method
-ending in ``_`` on a name, runs only when no other name (or list/tuple/dict
-element of one) shares the updated tensor's storage.
+Guarantees: an augmented assignment to a name, a call of a public method ending
+in ``_`` on a name (or on an element of a list or tuple it holds), or an item
+assignment to a tensor, runs only when no other name (or list/tuple/dict element
+of one) shares the updated tensor's storage. The other ways a write escapes the
+dataflow are refused at their line: ``out=`` and an in-place call through a view
+property (``x.T.mul_``) in compiled code, which exporters drop or cannot translate;
+an item assignment into what a call or property of a tensor returns (the host's
+numpy namesake may copy: ``x.flatten()[0] = 5``); and an in-place change of the
+shape of a tensor the caller passed (``x.unsqueeze_(0)``).
 """
 
 from __future__ import annotations
@@ -62,6 +68,68 @@ def _call_updates(call: cst.Call) -> list[str]:
         elif isinstance(root, cst.Name):
             names.append(root.value)
     return names
+
+
+def check_out_arguments(stmt: cst.CSTNode, location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``stmt``, bound for a sub-DNN, passes ``out=``: no exporter
+    translates a write into a given tensor (the TorchScript exporter fails inside its symbolic
+    functions). A module's tensor slot written with ``out=`` was already made an assignment
+    (``rewriter.state_locals``); what is left is the user's own tensor."""
+    for node in descendants(stmt):
+        if isinstance(node, cst.Call) and any(a.keyword is not None and a.keyword.value == "out" for a in node.args):
+            call = cst.Module([]).code_for_node(node.func)
+            raise UnsupportedError(
+                f"`out=` in a call of {call}", location(),
+                f"assign the result instead (`y = {call}(...)` without `out=`): the compiled graph computes new "
+                "tensors and cannot write into one it is given")
+
+
+#: tensor properties that return a view of the tensor
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+
+
+def check_view_updates(stmt: cst.CSTNode, location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if ``stmt``, bound for a sub-DNN, updates a tensor in place
+    through a view property (``x.T.mul_(2)``): the exporter drops an update made through a view
+    of a graph input, so the graph would return ``x`` unchanged."""
+    for node in descendants(stmt):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value.endswith("_") and not node.func.attr.value.startswith("_")):
+            continue
+        receiver = node.func.value
+        while isinstance(receiver, (cst.Attribute, cst.Subscript)):
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value in _VIEW_ATTRIBUTES:
+                code = cst.Module([]).code_for_node(receiver)
+                raise UnsupportedError(
+                    f"an in-place update through `{code}`, a view", location(),
+                    "compute a new tensor and assign it (`x = x.T.mul(2).T`), or update the tensor itself")
+            receiver = receiver.value
+
+
+#: tensor properties whose numpy namesake is the same view
+_SAME_ON_NUMPY = frozenset({"T"})
+
+
+def check_item_write_target(small: cst.BaseSmallStatement, is_tensor: Callable[[cst.BaseExpression], bool],
+                            location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if the item assignment ``small`` (host work: the host writes
+    the array it holds) writes into what a call or a property of a tensor returns
+    (``x.view(-1)[0] = 5``, ``x.flatten()[0] = 5``, ``x.data[0] = 3``): the host holds a numpy
+    array there, whose method of the same name may copy (``flatten``), mean something else
+    (``view``) or not exist, so the write would miss the tensor eager writes."""
+    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else (
+        [small.target] if isinstance(small, cst.AugAssign) else [])
+    for target in targets:
+        node = target.value if isinstance(target, (cst.Subscript, cst.Attribute)) else None
+        while isinstance(node, (cst.Subscript, cst.Attribute, cst.Call)):
+            inner = node.func if isinstance(node, cst.Call) else node
+            if isinstance(inner, cst.Attribute) and inner.attr.value not in _SAME_ON_NUMPY and is_tensor(inner.value):
+                code = cst.Module([]).code_for_node(node)
+                raise UnsupportedError(
+                    f"an item assignment into `{code}`, computed from a tensor", location(),
+                    "write into the tensor itself (`x[...] = v`), or build a new tensor (`torch.where`, "
+                    "`index_put`) and assign it")
+            node = inner.value if isinstance(inner, (cst.Attribute, cst.Subscript)) else None
 
 
 def item_assigned(stmt: cst.CSTNode) -> set[str]:
@@ -117,28 +185,69 @@ def _storage(tensor: torch.Tensor) -> int | None:
     return tensor.untyped_storage().data_ptr() if tensor.numel() else None
 
 
+def written_tensor_names(stmt: cst.CSTNode, state: Mapping[str, Any]) -> list[str]:
+    """The names whose tensors ``stmt`` writes: ``updated_in_place`` (a list or tuple too:
+    ``parts[0].fill_(0)`` writes a tensor ``parts`` holds) and the names whose items a tensor
+    assignment writes (``flat[0] = 0``; an item assignment to a list or dict replaces an element
+    and writes no tensor)."""
+    assigned = sorted(name for name in item_assigned(stmt) if isinstance(state.get(name), torch.Tensor))
+    return list(dict.fromkeys(updated_in_place(stmt) + assigned))
+
+
 def check_inplace_aliasing(names: list[str], state: dict[str, Any], location: Callable[[], SourceLocation | None],
                            ignore: set[str] | frozenset[str] = frozenset(),
                            arguments: Mapping[str, Any] | None = None) -> None:
-    """Raise ``UnsupportedError`` if one of ``names`` (``updated_in_place`` of a statement)
-    holds a tensor another name shares; ``location`` gives the statement's source line.
-    Names in ``ignore`` (the HCFG builder's single-use temporaries, already read) do not count.
-    ``arguments`` (parameter -> the caller's value) count as names held by the caller, whatever
-    ``state`` binds them to now: see ``check_argument_aliasing``."""
+    """Raise ``UnsupportedError`` if one of ``names`` (``written_tensor_names`` of a statement)
+    holds a tensor another name shares (a name holding a list or tuple: any of its tensors);
+    ``location`` gives the statement's source line. Names in ``ignore`` (the HCFG builder's
+    single-use temporaries, already read) do not count. ``arguments`` (parameter -> the caller's
+    value) count as names held by the caller, whatever ``state`` binds them to now: see
+    ``check_argument_aliasing``."""
     for name in names:
         value = state.get(name)
-        if not isinstance(value, torch.Tensor) or _storage(value) is None:
+        for tensor in _written(value):
+            _check_tensor(name, tensor, state, location, ignore, arguments or {})
+
+
+def _written(value: Any) -> list[torch.Tensor]:
+    """The tensors an in-place update rooted at a name holding ``value`` may write."""
+    if isinstance(value, dict):  # batch["x"].mul_(2): a dict's entries are rebound by name, tracked elsewhere
+        return []
+    return [tensor for tensor in _tensors(value) if _storage(tensor) is not None]
+
+
+def _check_tensor(name: str, value: torch.Tensor, state: dict[str, Any], location: Callable[[], SourceLocation | None],
+                  ignore: set[str] | frozenset[str], arguments: Mapping[str, Any]) -> None:
+    storage = _storage(value)
+    check_argument_aliasing(name, value, state, arguments, location)
+    for other, held in state.items():
+        if other == name or other in ignore or other.startswith("__"):
             continue
-        storage = _storage(value)
-        check_argument_aliasing(name, value, state, arguments or {}, location)
-        for other, held in state.items():
-            if other == name or other in ignore or other.startswith("__"):
-                continue
-            if any(_storage(tensor) == storage for tensor in _tensors(held)):
-                raise UnsupportedError(
-                    f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
-                    f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
-                    "the tensor under one name: dycl tracks each name's value on its own")
+        if any(_storage(tensor) == storage for tensor in _tensors(held)):
+            raise UnsupportedError(
+                f"an in-place update of `{name}`, whose tensor `{other}` also refers to", location(),
+                f"write `{name} = {name} + ...` (a new tensor) instead of updating it in place, or keep "
+                "the tensor under one name: dycl tracks each name's value on its own")
+
+
+def argument_layouts(arguments: Mapping[str, Any]) -> dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """``parameter -> [(shape, stride)]`` of the tensors the caller passed (see ``check_argument_layouts``)."""
+    return {name: [(tuple(t.shape), t.stride()) for t in _tensors(value)] for name, value in arguments.items()}
+
+
+def check_argument_layouts(before: Mapping[str, list[tuple[tuple[int, ...], tuple[int, ...]]]],
+                           arguments: Mapping[str, Any], location: Callable[[], SourceLocation | None]) -> None:
+    """Raise ``UnsupportedError`` if a statement just run changed the shape or strides of a tensor
+    the caller passed (``x.unsqueeze_(0)``, ``x.t_()``, ``x.resize_(...)``): the compiled model
+    takes and writes back its inputs at the shapes they were given, and its ports were laid out
+    from the example's tensors, which the change would have altered under them."""
+    after = argument_layouts(arguments)
+    for name, layouts in before.items():
+        if after.get(name) != layouts:
+            raise UnsupportedError(
+                f"an in-place change of the shape of the caller's argument `{name}`", location(),
+                f"make a new view instead (`{name} = {name}.unsqueeze(0)` for `{name}.unsqueeze_(0)`): the "
+                "compiled model does not change the shape of a tensor it is given")
 
 
 def check_argument_aliasing(name: str, value: torch.Tensor, state: dict[str, Any], arguments: Mapping[str, Any],

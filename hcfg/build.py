@@ -31,7 +31,18 @@ from typing import Any
 
 import libcst as cst
 import torch
-from dycl.hcfg.aliasing import check_inplace_aliasing, check_seen_updates, tensor_versions, updated_in_place
+from dycl.hcfg.aliasing import (
+    argument_layouts,
+    check_argument_layouts,
+    check_inplace_aliasing,
+    check_item_write_target,
+    check_out_arguments,
+    check_seen_updates,
+    check_view_updates,
+    tensor_versions,
+    updated_in_place,
+    written_tensor_names,
+)
 from dycl.hcfg.annotate import annotate
 from dycl.hcfg.decisions import DecisionRecorder
 from dycl.hcfg.graph import HCFG, Cond, HostOp, Node, Return, SubDNN
@@ -199,6 +210,8 @@ class HCFGBuilder:
             flush()
             new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
             self._check_host(new_stmt)
+            check_item_write_target(small, lambda node, state=states[0].concrete: isinstance(
+                self.evaluate(node, state), torch.Tensor), lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
             if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
                 nodes.append(HostOp(new_stmt))
                 states = []
@@ -330,20 +343,28 @@ class HCFGBuilder:
         for stmt in stmts:
             code = self._compiled(stmt)
             inplace = updated_in_place(stmt)
+            if tensor:
+                check_out_arguments(stmt, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
+                check_view_updates(stmt, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
             for state in (s.concrete for s in states):
-                if inplace:
-                    check_inplace_aliasing(inplace, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
+                written = written_tensor_names(stmt, state)
+                if written:
+                    check_inplace_aliasing(written, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt),
                                            ignore=self.temporaries, arguments=self.arguments)
                 reads = self.observations.reads(stmt, state) if tensor else None
                 decided = None if inplace else self._bind_evaluated(stmt, state)
                 if decided is None:
                     recorder = DecisionRecorder() if tensor else contextlib.nullcontext()
                     before = tensor_versions(read_names(stmt) - bound_names(stmt), state) if tensor else {}
+                    layouts = argument_layouts(self.arguments) if written else None
                     try:
                         with recorder:
                             exec(code, state)  # noqa: S102 - the rewritten function's own statement
                     except Exception as exc:
                         raise self._trace_error(stmt, exc) from exc
+                    if layouts is not None:
+                        check_argument_layouts(layouts, self.arguments,
+                                               lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                     check_seen_updates(stmt, before, state, lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
                     decided = bool(recorder.decisions) if tensor else True
                 if tensor:

@@ -12,11 +12,13 @@ answer alike:
 ``t.size(i)``, ``t.size(dim=i)``  ``t.shape[i]``
 ``t.dim()``, ``t.ndimension()``   ``t.ndim``
 ``t.numel()``, ``t.nelement()``   ``len(t.reshape(-1))``
+``t.numpy()``                 ``t`` (the host's value is that array already)
 ===========================  ==========================
 
 ``t.shape``, ``t.ndim`` and ``len(t)`` already mean the same on both.
 Assumed: ``is_tensor(expr)`` says whether ``expr`` is a tensor on the example.
-Guaranteed: only calls on tensors change, and the result is equal on both types.
+Guaranteed: only calls on tensors change, and the result is equal on both types (``t.numpy()``:
+an array equal to the tensor's, whose memory the host does not share with any tensor).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression
             return current
         method = current.func.attr.value
         receiver = current.func.value
-        if method not in {"size", *_RANK, *_COUNT} or not is_tensor(receiver):
+        if method not in {"size", "numpy", *_RANK, *_COUNT} or not is_tensor(receiver):
             return current
+        if method == "numpy":
+            return receiver if not current.args else current
         if method == "size":
             return _size(receiver, current.args) or current
         if current.args:

@@ -83,6 +83,7 @@ from dycl.backends.onnx_squeeze import pin_squeezes
 from dycl.backends.onnx_symbolics import local_symbolics
 from dycl.backends.sampling import refuse_sampling
 from dycl.backends.size_pins import pin_guards, warn_specialised
+from dycl.export.determinism import refuse_nondeterminism
 from dycl.export.shape_guards import guards_of
 from dycl.export.subdnn import SubDNNModule
 from dycl.hcfg.decisions import Decision, DecisionRecorder
@@ -188,6 +189,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             _check_warning(record, module, symbolic, shown, guarded)  # (a size made a number there: pinned)
     graph = onnx.load_from_string(data).graph  # parsed once for both checks
     refuse_sampling(graph, module, variant)
+    refuse_nondeterminism(module, variant.examples[0])  # np.random, the clock: frozen by the trace
     if not dynamo:
         refuse_float64_gaps(data, module, variant)
     check_dataflow(data, module, variant, graph, None if dynamo else taint.found)
@@ -211,12 +213,15 @@ def sizes_from_data(data: bytes) -> bool:
 
 
 class _DataAsDetach(TorchFunctionMode):
-    """``t.data`` → ``t.detach()`` (same value and storage; the tracer records it)."""
+    """``t.data`` → ``t`` itself: the same value and storage, and the tracer keeps both its
+    dependence on the inputs (lost by ``.data``) and an in-place update through it
+    (``x.data.clamp_(0)`` changes ``x``: the exporter drops one made through ``t.detach()``).
+    The graph computes inference, where ``.data``'s only other effect, leaving autograd, is moot."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if getattr(func, "__name__", "") == "__get__" and getattr(getattr(func, "__self__", None),
                                                                   "__name__", "") == "data":
-            return args[0].detach()
+            return args[0]
         return func(*args, **(kwargs or {}))
 
 
