@@ -6,7 +6,8 @@ after ``hostgen/host_runtime.py`` and the tables ``ORDER`` and ``SAMPLE_INPUTS``
 sample's control flow and yields ``(sub-DNN index, variant key, arguments)`` for each sub-DNN.
 
 ``_route`` starts one ``_sample`` per sample of the batch, gathers the pending requests of
-the same sub-DNN (same variant, same argument shapes and dtypes), runs it once on the stacked
+the same sub-DNN (same variant; the argument shapes and dtypes checked alike once per group as
+it is gathered, and the group split by them where they differ), runs it once on the stacked
 group, always serving the pending sub-DNN first in program order (``ORDER``), and hands each
 sample its row back (``hostgen/emit_batched.py`` says why this shape). Every shortcut of the
 gather gives the same arrays ``np.stack`` and indexing would.
@@ -145,10 +146,26 @@ def _gather(values):
     return rows[:, None] if sliced else rows
 
 
+def _alike(values):
+    """Whether the values have one ``_signature_of`` (shape and dtype): what one group's argument needs."""
+    first = values[0]
+    if type(first) is np.ndarray:
+        shape, dtype = first.shape, first.dtype
+        for value in values:  # (a loop, not all() of a generator: this runs once per argument of every run)
+            if (type(value) is not np.ndarray or value.shape != shape
+                    or value.dtype is not dtype and value.dtype != dtype):
+                break
+        else:
+            return True
+    signature = _signature_of(first)
+    return all(_signature_of(value) == signature for value in values)
+
+
 def _arguments(members, width):
     """The group's arguments: each position's values gathered, once for positions whose
     values are the very same objects as an earlier position's (``residual = x``; passing
-    ``(residual, x)`` then gathers one array, which both inputs read)."""
+    ``(residual, x)`` then gathers one array, which both inputs read). None where a position's
+    values differ in shape or dtype (``_alike``): the members are then grouped by those."""
     columns = list(zip(*[args for _, _, args in members])) if width else []  # one tuple of values per position
     gathered = []
     for position, values in enumerate(columns):
@@ -158,6 +175,8 @@ def _arguments(members, width):
                 gathered.append(gathered[earlier])
                 break
         else:
+            if not _alike(values):
+                return None
             gathered.append(_gather(values))
     return gathered
 
@@ -207,9 +226,8 @@ def _route_samples(model, arguments, count, record):
         except StopIteration as stop:
             results[sample] = stop.value
             return
-        signature = tuple([(arg.shape, arg.dtype) if type(arg) is np.ndarray else _signature_of(arg) for arg in args])
-        group = (ORDER[index], index, key, signature)
-        pending.setdefault(group, []).append((sample, generator, args))
+        # (the arguments' shapes and dtypes are checked once a group, as it is gathered: _arguments)
+        pending.setdefault((ORDER[index], index, key, None), []).append((sample, generator, args))
         if trails is not None:  # (a collision only merges two paths' count)
             trails[sample] = (trails[sample] * 1000003 + index) & 0xFFFFFFFFFFFF
 
@@ -224,10 +242,15 @@ def _route_samples(model, arguments, count, record):
     while pending:
         group = min(pending, key=lambda group: group[0])  # the first pending in program order
         members = pending.pop(group)
-        _, index, key, _ = group
-        callee = model._call[index] if index in model._call else model._variant(index, key)
+        rank, index, key, _ = group
         width = len(members[0][2])
-        outputs = callee(*_arguments(members, width))
+        arguments = _arguments(members, width)
+        if arguments is None:  # arguments of other shapes or dtypes: a group for each (each then _alike)
+            for member in members:
+                pending.setdefault((rank, index, key, tuple(map(_signature_of, member[2]))), []).append(member)
+            continue
+        callee = model._call[index] if index in model._call else model._variant(index, key)
+        outputs = callee(*arguments)
         if record is not None:
             record.append((index, len(members)))
         if width:

@@ -251,3 +251,48 @@ def test_rows_of_64_kib_take_the_proof_by_default(monkeypatch, tmp_path):
     artifact = compiled.save(tmp_path / "wide")
     report = run_host_without_torch(artifact, PerSampleEager(model), [batch_of(samples)[0]], atol=ATOL)
     assert report == {"checked": 1, "problems": [], "torch_loaded": False}
+
+
+class _MixedArgumentsHost:
+    """Sub-DNN 1 is asked with a row of 3 float32 values (first value above 0), of 2 (below 0),
+    of 3 float64 values (0) or a Python number (of any other row): a group's arguments must
+    still have one shape and dtype, so its members split by them."""
+
+    _call = {0: lambda x: (2 * x,), 1: lambda h: (h.sum(axis=-1, keepdims=True) + h.shape[-1],)}
+
+    def _sample(self, x):
+        h, = (yield (0, (), (x,)))
+        first = h[0, 0]
+        if np.isnan(first):
+            argument = 1.5
+        elif first > 0:
+            argument = h
+        elif first < 0:
+            argument = h[:, :2]
+        else:
+            argument = h.astype(np.float64)
+        y, = (yield (1, (), (argument,)))
+        return y
+
+
+def _alone(argument):
+    """What sub-DNN 1 gives one sample whose argument is ``argument`` (a group of one)."""
+    return _MixedArgumentsHost._call[1](np.expand_dims(argument, 0))[0][0]
+
+
+def test_a_group_whose_arguments_differ_in_shape_or_dtype_splits_by_them():
+    namespace = _router()
+    namespace.update(ORDER={0: 0, 1: 1}, SAMPLE_INPUTS=["x"], STRAIGHT=None, GROUPED=False)
+    x = np.array([[1, 2, 3], [-1, 0, 1], [0, 5, 5], [2, 2, 2], [np.nan, 0, 0], [-3, 1, 1]], np.float32)
+    record = []
+    outputs = namespace["_route"](_MixedArgumentsHost(), {"x": x}, record)
+    assert record[0] == (0, 6) and sorted(size for index, size in record[1:]) == [1, 1, 2, 2]  # four groups
+    expected = [_alone(2 * x[0:1]), _alone(2 * x[1:2, :2]), _alone((2 * x[2:3]).astype(np.float64)),
+                _alone(2 * x[3:4]), _alone(1.5), _alone(2 * x[5:6, :2])]
+    assert isinstance(outputs, list) and len(outputs) == 6  # rows of other shapes and dtypes: one per sample
+    for got, want in zip(outputs, expected):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    alike = [np.zeros((1, 3), np.float32), np.ones((1, 3), np.float32)]
+    assert namespace["_alike"](alike) and namespace["_alike"]([np.float32(1), np.array(2, np.float32)])
+    assert not namespace["_alike"]([*alike, np.zeros((1, 3))]) and not namespace["_alike"]([*alike, np.zeros((1, 2))])
