@@ -13,6 +13,7 @@ from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import ScopedFlowWalker
+from dycl.rewriter.trip_bounds import ValueCalculus
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
 
@@ -57,6 +58,7 @@ class Unroll(ScopedFlowWalker):
         # the assignments so far, for bounded_rows (None: a name assigned some other way)
         self.definitions = Definitions()
         self.bound_in: dict[str, tuple[int, ...]] = {}  # name -> the blocks its last binding was walked in
+        self.walked_in: dict[tuple[str, int], tuple[int, ...]] = {}  # (name, definition time) -> its blocks
 
     def _encloses(self, name: str) -> bool:
         """Whether the last binding of ``name`` was walked in a block that encloses the statement
@@ -83,6 +85,13 @@ class Unroll(ScopedFlowWalker):
         for name in sorted(bound_names(stmt)):
             self.definitions.assign(name, value)
             self.bound_in[name] = tuple(self.scopes)
+            self.walked_in[name, self.definitions.now] = tuple(self.scopes)
+
+    def _reaches(self, name: str, time: int) -> bool:
+        """Whether the definition of ``name`` made at ``time`` was walked in a block that encloses
+        the statement being walked, so that it reaches it on every path (``bounded_rows.Reaches``)."""
+        scopes = self.walked_in.get((name, time))
+        return scopes is not None and tuple(self.scopes[:len(scopes)]) == scopes
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
@@ -134,7 +143,8 @@ class Unroll(ScopedFlowWalker):
         """``for h in self._features(x):`` over a helper that ``Inline`` inlines (a generator,
         ``rewriter.generators``, or a helper that builds a list): the helper's body first,
         its result bound to a fresh name the loop iterates, whose length is then known."""
-        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None:
+        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None or _range_call(
+                loop.iter, self.flow.evaluate(loop.iter.func, env)):  # range(n) from data: _bounded_range
             return [], loop
         from dycl.rewriter.inline import Inline  # Inline's module imports the passes this one is beside
 
@@ -239,13 +249,20 @@ class Unroll(ScopedFlowWalker):
             return elements, []
         if isinstance(loop.iter, (cst.List, cst.Tuple)):
             return self._display_elements(loop, env)
-        bounded = self._bounded_rows(loop, env)
+        bounded = self._bounded_range(loop, env) or self._bounded_rows(loop, env)
         if bounded is not None:
             return bounded
+        if _range_call(loop.iter, self.flow.evaluate(loop.iter.func, env) if isinstance(loop.iter, cst.Call) else None):
+            raise self.ctx.error(
+                "a for loop over range(n) whose n comes from the input and has no static upper bound", loop,
+                "cap the count with a static number (range(min(n, self.max_steps)), t.clamp(max=K)): dycl then "
+                "unrolls that many iterations, each run only while i < n; loop bounds are unrolled before "
+                "input sizes are known, so x.size(d) is no cap")
         raise self.ctx.error(
             "a for loop over a value that is not known at compile time", loop,
             "iterate over range(...) with static bounds, a module container, or a list whose "
-            "length does not depend on the input")
+            "length does not depend on the input (loops are unrolled before input sizes are known: "
+            "for a tensor's rows, loop over range(K) with K a number the model holds and index x[:, i])")
 
     def elements(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
         builtin = self.flow.evaluate(node.func, env) if isinstance(node, cst.Call) else None
@@ -362,6 +379,39 @@ class Unroll(ScopedFlowWalker):
         return [Element(None, subscript_term(padded, i), cst.Comparison(count, [cst.ComparisonTarget(
             cst.GreaterThan(), cst.Integer(str(i)))])) for i in range(bound)], prologue
 
+    def _bounded_range(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
+        """``range(n)`` (static start and step) whose ``n`` comes from data but has a static upper
+        bound (``rewriter.trip_bounds``): iterations up to the bound, each run only where
+        ``len(range(...))``, computed once before the loop as Python computes the range, allows it."""
+        call = loop.iter
+        function = self.flow.evaluate(call.func, env) if isinstance(call, cst.Call) else None
+        if not _range_call(call, function) or not 1 <= len(call.args) <= 3:
+            return None
+        values = [self.flow.evaluate(a.value, env) for a in call.args]
+        start = values[0] if len(values) > 1 else Static(0, None)
+        step = values[2] if len(values) > 2 else Static(1, None)
+        if start is None or step is None or not all(_plain_int(v.value) for v in (start, step)) or step.value < 1:
+            return None
+        calculus = ValueCalculus(self.definitions, lambda node: self.flow.evaluate(node, env), self._reaches)
+        ceiling = calculus.ceiling(call.args[0 if len(call.args) == 1 else 1].value, 0, self.definitions.now + 1)
+        if ceiling is None:
+            return None
+        bound = len(range(start.value, ceiling, step.value))  # the stop is an int no greater than its ceiling
+        if bound > MAX_TRIPS:
+            raise self.ctx.error(f"a for loop of up to {bound} iterations (more than {MAX_TRIPS})", loop)
+        if loop.orelse is not None:
+            raise self.ctx.error("a for loop with an else clause whose trip count depends on the input", loop,
+                                 "set a flag where the loop breaks and test it after the loop")
+        length = self.flow.evaluate(cst.Name("len"), env)
+        if length is None or length.value is not len:
+            raise self.ctx.error("a for loop over range(n) from data in code that rebinds len", loop,
+                                 "rename the variable called len")
+        trips = cst.Name(self.ctx.namespace.fresh("trips"))
+        prologue = [self._assign(trips, cst.Call(cst.Name("len"), [cst.Arg(call)]), loop)]
+        return [Element(_literal(start.value + j * step.value).static, literal_term(start.value + j * step.value),
+                        cst.Comparison(trips, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer(str(j)))]))
+                for j in range(bound)], prologue
+
     def _exists_guard(self, exists: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
         negated = cst.UnaryOperation(cst.Not(), exists.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
         guard = cst.If(negated, cst.IndentedBlock([cst.SimpleStatementLine([cst.Break()])]))
@@ -396,6 +446,16 @@ def _context(bindings: Block) -> str:
         value = " ".join(cst.Module([]).code_for_node(assign.value).split())
         parts.append(f"{target}={value if len(value) <= 40 else value[:39] + '…'}")
     return ", ".join(parts)
+
+
+def _range_call(node: cst.BaseExpression, function: Static | None) -> bool:
+    """``range(...)`` called with plain arguments (the builtin, however it is named)."""
+    return (isinstance(node, cst.Call) and function is not None and function.value is range
+            and not any(a.star or a.keyword is not None for a in node.args))
+
+
+def _plain_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _literal(value) -> Element:
