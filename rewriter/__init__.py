@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libcst as cst
@@ -69,7 +69,8 @@ __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation",
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
             example: dict[str, Any] | None = None, returns: ReturnForm | None = None,
             passes: Sequence[type[Pass]] = PIPELINE, positional: int | None = None,
-            followed: frozenset = frozenset()) -> RewrittenFunction:
+            followed: frozenset = frozenset(),
+            static_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
@@ -85,15 +86,18 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     pass alone; the result then carries no guarantee of the full pipeline). ``positional``:
     how many of the example's arguments were passed positionally; the model's own hooks
     (``rewriter.root_hooks``) are compiled only when it is given. ``followed``: the code of
-    library functions to rewrite like user code (``dycl.model.library_decisions``).
+    library functions to rewrite like user code (``dycl.model.library_decisions``). ``static_sizes``: per
+    tensor parameter of ``example``, its size per dim where the compiled model checks it on every call
+    (None where it is symbolic); a loop over such a tensor's rows unrolls to them (``rewriter.tensor_rows``).
     """
     with paused_collector():  # many short-lived libcst nodes (rewriter.collector)
-        return _rewrite(model, method, debug, example, returns, passes, positional, followed)
+        return _rewrite(model, method, debug, example, returns, passes, positional, followed, static_sizes or {})
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
              returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE,
-             positional: int | None = None, followed: frozenset = frozenset()) -> RewrittenFunction:
+             positional: int | None = None, followed: frozenset = frozenset(),
+             static_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
@@ -115,6 +119,8 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     prescan_hooks(ctx)  # and the state of the hooks written out as code (rewriter.written_hooks)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns, located)
+    ctx.input_sizes = {f.name: tuple(static_sizes[f.parameter]) for f in flat.inputs
+                       if f.key is None and f.name == f.parameter and f.parameter in (static_sizes or {})}
     definition = parsed.definition
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))

@@ -18,12 +18,14 @@ bounds of its operands:
   (the rank of ``x`` may be unknown; later rules that need it take it from their own
   static arguments);
 - ``x.view(*shape)`` / ``x.reshape(*shape)`` with static sizes (``-1`` unknown);
+- ``x[i]`` / ``x[:, i]`` with static ints: a full slice keeps its dim, an int drops it;
 - ``x.permute(*dims)``, ``x.sum(dim=...)`` / ``.any`` / ``.amax`` (without ``keepdim``),
   ``x.nonzero()`` / ``torch.nonzero(x)`` / ``torch.argwhere(x)`` (at most ``x.numel()``
   rows, ``x.dim()`` columns);
 - element-wise comparisons and casts of ``x`` with a static scalar (``x > 0``,
   ``torch.greater(x, 0)``, ``x.bool()``, ``x.to(...)``): the shape of ``x``;
-- a static tensor (a parameter, a buffer): its shape;
+- a static tensor (a parameter, a buffer): its shape; an input of the root function: the sizes
+  the host checks (``sizes``, ``rewriter.tensor_rows``);
 - a call of an ``nn.Linear`` submodule (its own ``forward``, no hooks): the last dim is its
   ``out_features`` (the leading dims unknown).
 
@@ -90,10 +92,9 @@ class Definitions:
         return 0, None
 
 
-def row_bound(node: cst.BaseExpression, definitions: Definitions, evaluate: Evaluate,
-              reaches: Reaches | None = None) -> int | None:
+def row_bound(node: cst.BaseExpression, calculus: Calculus) -> int | None:
     """A static upper bound on ``len(node)`` (its first dim) where it is read now, or None."""
-    bounds = Calculus(definitions, evaluate, reaches).bounds(node, 0, definitions.now + 1)
+    bounds = calculus.bounds(node, 0, calculus.definitions.now + 1)
     if bounds is None or bounds.open_prefix or not bounds.dims:
         return None
     return bounds.dims[0]  # None where unknown
@@ -102,10 +103,12 @@ def row_bound(node: cst.BaseExpression, definitions: Definitions, evaluate: Eval
 class Calculus:
     """Shape bounds of expressions read now (module note); ``rewriter.trip_bounds`` extends it to values."""
 
-    def __init__(self, definitions: Definitions, evaluate: Evaluate, reaches: Reaches | None = None) -> None:
+    def __init__(self, definitions: Definitions, evaluate: Evaluate, reaches: Reaches | None = None,
+                 sizes: dict[str, tuple[int | None, ...]] | None = None) -> None:
         self.definitions = definitions
         self.evaluate = evaluate
         self.reaches = reaches or (lambda name, time: True)
+        self.sizes = sizes or {}  # the root's inputs: their sizes the host checks (RewriteContext.input_sizes)
         self.time = 0  # when the expression being read was evaluated
 
     def definition(self, name: str) -> tuple[int, cst.BaseExpression | None]:
@@ -122,6 +125,8 @@ class Calculus:
         static = self._static(node) if not isinstance(node, cst.Name) or self._undefined(node.value) else None
         if static is not None:
             return Bounds(tuple(static.value.shape)) if isinstance(static.value, torch.Tensor) else None
+        if isinstance(node, cst.Name) and self._undefined(node.value):
+            return Bounds(self.sizes[node.value]) if node.value in self.sizes else None
         if isinstance(node, cst.Name):
             when, defined = self.definition(node.value)
             if defined is None:
@@ -133,6 +138,8 @@ class Calculus:
                 self.time = outer
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             return self._elementwise(node.left, node.comparisons[0].comparator, depth)
+        if isinstance(node, cst.Subscript):
+            return self._indexed(node, depth)
         if isinstance(node, cst.Call):
             return self._call(node, depth)
         return None
@@ -198,6 +205,21 @@ class Calculus:
         if name in _REDUCTIONS:
             return self._reduce(operands, keywords, depth)
         return None
+
+    def _indexed(self, node: cst.Subscript, depth: int) -> Bounds | None:
+        """``t[i]``, ``t[:, i]``: a static int drops its dim, a full slice keeps it."""
+        inner = self.bounds(node.value, depth + 1)
+        if inner is None or inner.open_prefix or len(node.slice) > len(inner.dims):
+            return None
+        kept = []
+        for position, element in enumerate(node.slice):
+            part = element.slice
+            if isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None:
+                kept.append(inner.dims[position])
+            elif not isinstance(part, cst.Index) or self._static_ints([part.value]) is None or len(
+                    self._static_ints([part.value])) != 1 or not isinstance(self._static(part.value).value, int):
+                return None
+        return Bounds((*kept, *inner.dims[len(node.slice):]))
 
     def _static_ints(self, nodes: list[cst.BaseExpression]) -> tuple[int, ...] | None:
         values = []

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
-from dycl.rewriter.bounded_rows import Definitions, row_bound
+from dycl.rewriter.bounded_rows import Calculus, Definitions, row_bound
 from dycl.rewriter.chosen_bounds import per_literal
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import ScopedFlowWalker
+from dycl.rewriter.tensor_rows import SymbolicDim, rows
 from dycl.rewriter.trip_bounds import ValueCalculus
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
@@ -87,6 +88,12 @@ class Unroll(ScopedFlowWalker):
             self.bound_in[name] = tuple(self.scopes)
             self.walked_in[name, self.definitions.now] = tuple(self.scopes)
 
+    def _calculus(self, kind: type[Calculus], env: Env) -> Calculus:
+        """A bound calculus (``rewriter.bounded_rows``) for the statement being walked; the root's input
+        sizes are known only in the root's body (a callee's parameters are other values)."""
+        sizes = {} if self.unit.inlined else self.ctx.input_sizes
+        return kind(self.definitions, lambda node: self.flow.evaluate(node, env), self._reaches, sizes)
+
     def _reaches(self, name: str, time: int) -> bool:
         """Whether the definition of ``name`` made at ``time`` was walked in a block that encloses
         the statement being walked, so that it reaches it on every path (``bounded_rows.Reaches``)."""
@@ -145,6 +152,8 @@ class Unroll(ScopedFlowWalker):
         its result bound to a fresh name the loop iterates, whose length is then known."""
         if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None or _range_call(
                 loop.iter, self.flow.evaluate(loop.iter.func, env)):  # range(n) from data: _bounded_range
+            return [], loop
+        if self.elements(loop.iter, env, loop) is not None:  # zip(x.unbind(1), ...): rows of inputs
             return [], loop
         from dycl.rewriter.inline import Inline  # Inline's module imports the passes this one is beside
 
@@ -256,13 +265,14 @@ class Unroll(ScopedFlowWalker):
             raise self.ctx.error(
                 "a for loop over range(n) whose n comes from the input and has no static upper bound", loop,
                 "cap the count with a static number (range(min(n, self.max_steps)), t.clamp(max=K)): dycl then "
-                "unrolls that many iterations, each run only while i < n; loop bounds are unrolled before "
-                "input sizes are known, so x.size(d) is no cap")
+                "unrolls that many iterations, each run only while i < n; an input's size is a cap only on a "
+                "dim that dynamic= leaves static (not the batch dim, unless dynamic=False)")
         raise self.ctx.error(
             "a for loop over a value that is not known at compile time", loop,
             "iterate over range(...) with static bounds, a module container, or a list whose "
-            "length does not depend on the input (loops are unrolled before input sizes are known: "
-            "for a tensor's rows, loop over range(K) with K a number the model holds and index x[:, i])")
+            "length does not depend on the input (the rows of an input along a dim that dynamic= leaves "
+            "static unroll: for x, x.unbind(d), x[i], x.T; for other tensors, loop over range(K) with a static K "
+            "and index the rows)")
 
     def elements(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
         builtin = self.flow.evaluate(node.func, env) if isinstance(node, cst.Call) else None
@@ -288,8 +298,25 @@ class Unroll(ScopedFlowWalker):
             return [Element(None, subscript_term(node, i)) for i in range(length)]
         static = self.flow.evaluate(node, env)
         if static is None:
-            return None
+            return self._tensor_rows(node, env, loop)
         return self._static_elements(static, node, loop, env)
+
+    def _tensor_rows(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
+        """The rows of a tensor of the root's inputs along a static dim (``rewriter.tensor_rows``)."""
+        if self.unit.inlined or not self.ctx.input_sizes:
+            return None
+        count = rows(node, self._calculus(Calculus, env), self.ctx.input_sizes)
+        if isinstance(count, SymbolicDim):
+            raise self.ctx.error(
+                f"a for loop over the rows of {count.input} along its dim {count.axis}, which dynamic= makes "
+                "symbolic (the batch dim by default): how many there are differs from call to call", loop,
+                "compile with dynamic=False to unroll the example's rows (the compiled model then takes that "
+                "size only), or loop over range(K) with a static K (a number the model holds) and index the rows")
+        if count is None:
+            return None
+        if count > MAX_TRIPS:
+            raise self.ctx.error(f"a for loop over {count} rows (more than {MAX_TRIPS})", loop)
+        return [Element(None, subscript_term(node, i)) for i in range(count)]
 
     def _static_elements(self, static: Static, node: cst.BaseExpression, loop: cst.For,
                          env: Env) -> list[Element] | None:
@@ -351,7 +378,7 @@ class Unroll(ScopedFlowWalker):
 
     def _bounded_rows(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
         """The rows of a tensor from data whose count has a static bound (see the class note)."""
-        bound = row_bound(loop.iter, self.definitions, lambda node: self.flow.evaluate(node, env))
+        bound = row_bound(loop.iter, self._calculus(Calculus, env))
         if bound is None:
             return None
         if bound > MAX_TRIPS:
@@ -381,18 +408,18 @@ class Unroll(ScopedFlowWalker):
 
     def _bounded_range(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
         """``range(n)`` (static start and step) whose ``n`` comes from data but has a static upper
-        bound (``rewriter.trip_bounds``): iterations up to the bound, each run only where
-        ``len(range(...))``, computed once before the loop as Python computes the range, allows it."""
+        bound (``rewriter.trip_bounds``): iterations up to the bound, each run only while its value is
+        below the stop, computed once before the loop as Python computes it."""
         call = loop.iter
         function = self.flow.evaluate(call.func, env) if isinstance(call, cst.Call) else None
         if not _range_call(call, function) or not 1 <= len(call.args) <= 3:
             return None
-        values = [self.flow.evaluate(a.value, env) for a in call.args]
-        start = values[0] if len(values) > 1 else Static(0, None)
-        step = values[2] if len(values) > 2 else Static(1, None)
+        arguments = [self.flow.evaluate(a.value, env) for a in call.args]
+        start = arguments[0] if len(arguments) > 1 else Static(0, None)
+        step = arguments[2] if len(arguments) > 2 else Static(1, None)
         if start is None or step is None or not all(_plain_int(v.value) for v in (start, step)) or step.value < 1:
             return None
-        calculus = ValueCalculus(self.definitions, lambda node: self.flow.evaluate(node, env), self._reaches)
+        calculus = self._calculus(ValueCalculus, env)
         ceiling = calculus.ceiling(call.args[0 if len(call.args) == 1 else 1].value, 0, self.definitions.now + 1)
         if ceiling is None:
             return None
@@ -402,15 +429,15 @@ class Unroll(ScopedFlowWalker):
         if loop.orelse is not None:
             raise self.ctx.error("a for loop with an else clause whose trip count depends on the input", loop,
                                  "set a flag where the loop breaks and test it after the loop")
-        length = self.flow.evaluate(cst.Name("len"), env)
-        if length is None or length.value is not len:
-            raise self.ctx.error("a for loop over range(n) from data in code that rebinds len", loop,
-                                 "rename the variable called len")
-        trips = cst.Name(self.ctx.namespace.fresh("trips"))
-        prologue = [self._assign(trips, cst.Call(cst.Name("len"), [cst.Arg(call)]), loop)]
-        return [Element(_literal(start.value + j * step.value).static, literal_term(start.value + j * step.value),
-                        cst.Comparison(trips, [cst.ComparisonTarget(cst.GreaterThan(), cst.Integer(str(j)))]))
-                for j in range(bound)], prologue
+        # Note: why the stop, not len(range(...)). Python evaluates the stop once; iteration j runs while
+        # start + j * step < stop (step > 0). Exported, range() of a size would pin every size of its tensor.
+        # The type of the stop (an int, or a float that range() refuses) is one per path: the example ran.
+        stop = cst.Name(self.ctx.namespace.fresh("stop"))
+        prologue = [self._assign(stop, call.args[0 if len(call.args) == 1 else 1].value, loop)]
+        values = [start.value + j * step.value for j in range(bound)]
+        return [Element(_literal(value).static, literal_term(value),
+                        cst.Comparison(stop, [cst.ComparisonTarget(cst.GreaterThan(), literal_term(value))]))
+                for value in values], prologue
 
     def _exists_guard(self, exists: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
         negated = cst.UnaryOperation(cst.Not(), exists.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))

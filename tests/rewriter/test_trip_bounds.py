@@ -1,6 +1,6 @@
 """``range(n)`` with ``n`` from data and a static cap (``rewriter.trip_bounds``): golden snippets of
-``unroll`` (the count computed once before the loop as ``len(range(...))``, each iteration run only
-while it allows) and the value calculus on its own: what it proves, and what it must not."""
+``unroll`` (the stop computed once before the loop, each iteration run only while its value is below
+it) and the value calculus on its own: what it proves, and what it must not."""
 
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ class Capped(nn.Module):
 def test_a_capped_count_unrolls_to_the_cap_with_a_guard_per_iteration():
     assert after(Capped(), "unroll") == golden("""
         n = min(int(x.sum()), 2)
-        trips = len(range(n))
-        if not (trips > 0):
+        stop = n
+        if not (stop > 0):
             pass
         else:
             i = 0
             x = self.proj(x) + i
-            if not (trips > 1):
+            if not (stop > 1):
                 pass
             else:
                 i = 1
@@ -54,13 +54,13 @@ class StartAndStep(nn.Module):
 
 def test_a_range_with_a_static_start_and_step_unrolls_the_values_it_can_take():
     assert after(StartAndStep(), "unroll") == golden("""
-        trips = len(range(1, x.sum().clamp(max=5).long() + 1, 3))
-        if not (trips > 0):
+        stop = x.sum().clamp(max=5).long() + 1
+        if not (stop > 1):
             pass
         else:
             k = 1
             x = x * k
-            if not (trips > 1):
+            if not (stop > 4):
                 pass
             else:
                 k = 4
