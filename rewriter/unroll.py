@@ -13,6 +13,7 @@ from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import ScopedFlowWalker
+from dycl.rewriter.row_displays import RowDisplays
 from dycl.rewriter.tensor_rows import SymbolicDim, rows
 from dycl.rewriter.trip_bounds import ValueCalculus
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
@@ -73,9 +74,19 @@ class Unroll(ScopedFlowWalker):
         elif isinstance(stmt, cst.While):
             result = self.expand_while(stmt, env)
         else:
-            result = super().statement(stmt, env)
+            result = super().statement(self._row_displays(stmt, env), env)
         self._remember(stmt)
         return result
+
+    def _row_displays(self, stmt: cst.BaseStatement, env: Env) -> cst.BaseStatement:
+        """``list(x[0])``, ``max(x.unbind(1), key=f)``: an input's rows as a display (``rewriter.row_displays``)."""
+        if self.unit.inlined or not self.ctx.input_sizes or not isinstance(stmt, cst.SimpleStatementLine):
+            return stmt
+        calculus = self._calculus(Calculus, env)
+        displays = RowDisplays(lambda node: self.flow.evaluate(node, env),
+                               lambda node: rows(node, calculus, self.ctx.input_sizes))
+        rewritten = stmt.visit(displays)
+        return rewritten if displays.changed else stmt
 
     def _remember(self, stmt: cst.BaseStatement) -> None:
         value = None

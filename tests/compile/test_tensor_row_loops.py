@@ -1,7 +1,8 @@
 """Loops over the rows of an input (``rewriter.tensor_rows``), written as people write them: a
 per-channel gate over ``enumerate(x.unbind(1))``, a ``zip`` of two inputs' columns, a recurrent
-cell stepping over ``range(x.size(1))`` with an early ``break``, the rows of the first sample, and
-``for sample in x`` compiled with ``dynamic=False``. Each against eager in process and as a
+cell stepping over ``range(x.size(1))`` with an early ``break``, the rows of the first sample, the
+best of them by ``max(list(x[0]), key=...)`` and ``max(x.unbind(1), key=...)``, and ``for sample in
+x`` compiled with ``dynamic=False``. Each against eager in process and as a
 torch-free host on inputs that take several paths (counted, asserted); a loop over the symbolic
 batch dim refused at its line with the dim and the hint; a static dim checked on every call."""
 
@@ -84,6 +85,20 @@ class PerSample(nn.Module):
         return torch.stack(outs)
 
 
+class BestRow(nn.Module):
+    """The row of the first sample with the largest sum, as a list of rows and ``max(..., key=...)``."""
+
+    def forward(self, x):
+        rows = list(x[0])
+        best = max(rows, key=lambda r: r.sum())
+        return best * 2
+
+
+class LoudestChannel(nn.Module):
+    def forward(self, x):
+        return max(x.unbind(1), key=lambda c: c.abs().mean())
+
+
 def _tensors(shape: tuple[int, ...], count: int, seed: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) * (0.5 + i % 3) + (i % 5 - 2) * 0.3 for i in range(count)]
@@ -106,6 +121,17 @@ def test_a_loop_over_an_inputs_rows_along_a_static_dim_agrees_with_eager(make, i
     torch.manual_seed(0)
     paths = assert_agrees_in_process_and_as_host(make().eval(), inputs(), tmp_path, atol=1e-5, min_paths=min_paths)
     assert paths >= min_paths, paths
+
+
+@pytest.mark.parametrize("make, shape, winner", [
+    (BestRow, (2, 4, 3), lambda x: int(x[0].sum(-1).argmax())),
+    (LoudestChannel, (2, 3, 5), lambda x: int(x.abs().mean(dim=(0, 2)).argmax())),
+])
+def test_the_best_of_an_inputs_rows_by_a_key_agrees_with_eager(make, shape, winner, tmp_path):
+    inputs = _batch_sizes(shape, 24, 6)
+    winners = {winner(x) for x in inputs}
+    assert len(winners) >= 3, winners  # several rows win: each is a path of the host's comparisons
+    assert_agrees_in_process_and_as_host(make().eval(), inputs, tmp_path, atol=1e-6)
 
 
 def test_a_loop_over_the_batch_compiled_with_dynamic_false_unrolls_the_examples_rows(tmp_path):

@@ -111,3 +111,18 @@ def test_the_row_count_follows_names_only_to_definitions_that_reach():
     assert _rows("r", ("r", "x[0]"), ("x", "other")) == 3  # x as it was when r was made
     assert _rows("x[0]", ("x", "other")) is None  # x assigned: no longer the input
     assert _rows("p", ("p", None)) is None  # assigned under a branch
+
+
+class Best(nn.Module):
+    def forward(self, x):
+        rows = list(x[0])
+        loud = max(x.unbind(2), key=lambda c: c.mean())
+        return max(rows, key=lambda r: r.sum()), loud
+
+
+def test_an_inputs_rows_taken_as_a_sequence_become_a_display():
+    assert _after_unroll(Best(), x=torch.randn(2, 2, 2)) == golden("""
+        rows = [x[0][0], x[0][1]]
+        loud = max((x.unbind(2)[0], x.unbind(2)[1]), key=lambda c: c.mean())
+        return max(rows, key=lambda r: r.sum()), loud
+    """)
