@@ -12,7 +12,9 @@ the loop on every path) to a parameter of the root function the body never assig
 ``sizes`` gives (``RewriteContext.input_sizes``: the example's, ``None`` for a symbolic dim), by
 these rules, each exact:
 
-- ``t[i]`` with a static int ``i`` (or ``t[:, i]``, ``t[i, j]``: full slices keep a dim, ints drop it);
+- ``t[i]`` with a static int ``i`` (or ``t[:, i]``, ``t[i, j]``, ``t[1:]``: ints drop a dim, a full
+  slice keeps it, a slice with static int bounds of a static dim is as long as Python's slice of a
+  range of that size);
 - ``t.unbind(d)`` / ``torch.unbind(t, d)``: a sequence of ``size(d)`` tensors;
 - ``t.T`` / ``t.t()`` (2-D), ``t.transpose(a, b)``, ``t.permute(...)``: the dims reordered;
 - ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape.
@@ -93,13 +95,31 @@ class _Shapes:
         kept: list[int | SymbolicDim] = []
         for position, element in enumerate(node.slice):
             part = element.slice
-            if isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None:
-                kept.append(inner[position])
+            if isinstance(part, cst.Slice):
+                size = self._sliced(part, inner[position])
+                if size is None:
+                    return None
+                kept.append(size)
                 continue
             index = self.calculus._static(part.value) if isinstance(part, cst.Index) else None
             if index is None or not _plain_int(index.value):
                 return None  # a slice with bounds, a tensor index, None (a new dim), ...
         return (*kept, *inner[len(node.slice):])
+
+    def _sliced(self, part: cst.Slice, size: int | SymbolicDim) -> int | SymbolicDim | None:
+        """The size of a dim of ``size`` sliced by ``part``: a full slice keeps it (symbolic or not);
+        static int bounds give ``len(range(size)[part])`` on a static size."""
+        if part.lower is None and part.upper is None and part.step is None:
+            return size
+        bounds = [None if b is None else self.calculus._static(b) for b in (part.lower, part.upper, part.step)]
+        if isinstance(size, SymbolicDim) or any(
+                b is not None and (bound is None or not _plain_int(bound.value))
+                for b, bound in zip((part.lower, part.upper, part.step), bounds)):
+            return None
+        lower, upper, step = (None if bound is None else bound.value for bound in bounds)
+        if step is not None and step < 1:
+            return None  # a tensor takes no negative step; eager raises
+        return len(range(size)[slice(lower, upper, step)])
 
     def _call(self, call: cst.Call, depth: int) -> Shape | None:
         positional = [a.value for a in call.args if a.keyword is None]

@@ -99,7 +99,9 @@ def _rows(expression: str, *assignments: tuple[str, str | None], sizes=None):
     ("x.unbind(1)", 3), ("x.unbind(dim=-1)", 5), ("torch.unbind(x, 2)", 5), ("x.unbind()", SymbolicDim("x", 0)),
     ("w.T", 6), ("w.t()", 6), ("x.transpose(0, 2)", 5), ("x.permute(1, 0, 2)", 3), ("x.float()[0]", 3),
     ("x", SymbolicDim("x", 0)), ("w", 4),
-    ("x[1:]", None), ("x[idx]", None), ("x[None]", None), ("y", None), ("x.flip(0)", None),
+    ("w[1:]", 3), ("w[-2:]", 2), ("w[::3]", 2), ("w[1:99]", 3), ("w[:, 1:]", 4), ("w[1:].T", 6), ("x[1:]", None),
+    ("x[0, i:]", None),
+    ("x[idx]", None), ("x[None]", None), ("y", None), ("x.flip(0)", None),
     ("x.unbind(3)", None), ("w.T.T.unsqueeze(0)", None),
 ])
 def test_the_row_count_is_exact_or_names_the_symbolic_dim(expression, expected):
