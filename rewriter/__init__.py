@@ -57,6 +57,7 @@ from dycl.rewriter.state_slots import collect_state_writes
 from dycl.rewriter.state_table import NOT_INPUTS
 from dycl.rewriter.state_threading import ThreadedState, thread_state
 from dycl.rewriter.state_writes import receiver_name
+from dycl.rewriter.tensor_rows import reshapes_in_place
 from dycl.rewriter.values import ModuleIndex, Static
 from dycl.rewriter.verify import verify_printed
 from dycl.rewriter.walk import all_names, bound_names
@@ -119,8 +120,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     prescan_hooks(ctx)  # and the state of the hooks written out as code (rewriter.written_hooks)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns, located)
-    ctx.input_sizes = {f.name: tuple(static_sizes[f.parameter]) for f in flat.inputs
-                       if f.key is None and f.name == f.parameter and f.parameter in (static_sizes or {})}
+    if not reshapes_in_place(parsed.definition):
+        ctx.input_sizes = {f.name: tuple(static_sizes[f.parameter]) for f in flat.inputs
+                           if f.key is None and f.name == f.parameter and f.parameter in (static_sizes or {})}
     definition = parsed.definition
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))

@@ -20,7 +20,9 @@ these rules, each exact:
 - ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape.
 
 Assumes: ``sizes`` holds only the root's tensor parameters, with a static size only where the
-compiled model refuses a call whose input has another size there. Guarantees: a returned int is the
+compiled model refuses a call whose input has another size there, and none where the root's body
+changes a shape in place (``reshapes_in_place``: the rewrite then gives no sizes; a helper that
+does so to an argument is not looked for). Guarantees: a returned int is the
 number of rows ``node`` has on every call the compiled model accepts.
 """
 
@@ -31,7 +33,10 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 from dycl.rewriter.bounded_rows import MAX_DEPTH, Calculus
+from dycl.rewriter.walk import descendants
 
+_RESHAPING_IN_PLACE = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
+                                 "resize_as_", "set_", "as_strided_"})
 _SAME_SHAPE = frozenset({"detach", "clone", "contiguous", "float", "double", "half", "bfloat16", "long", "int",
                          "bool", "to", "cpu"})
 
@@ -166,6 +171,13 @@ class _Shapes:
         return values
 
 
+def reshapes_in_place(definition: cst.FunctionDef) -> bool:
+    """Whether ``definition`` calls a method that changes a tensor's shape in place (``x.unsqueeze_(0)``,
+    ``resize_``): a parameter's sizes are then not the call's, whatever name it is reached by."""
+    return any(isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+               and node.func.attr.value in _RESHAPING_IN_PLACE for node in descendants(definition))
+
+
 def _moved_first(shape: Shape, dim: int) -> Shape | None:
     if not -len(shape) <= dim < len(shape):
         return None
@@ -177,4 +189,4 @@ def _plain_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-__all__ = ["SymbolicDim", "rows"]
+__all__ = ["SymbolicDim", "reshapes_in_place", "rows"]

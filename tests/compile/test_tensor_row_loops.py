@@ -141,10 +141,13 @@ def test_a_loop_over_the_batch_compiled_with_dynamic_false_unrolls_the_examples_
     assert paths >= 4, paths  # the three samples each take one of two branches
 
 
-def test_a_static_dim_that_a_loop_unrolled_is_checked_on_every_call():
+def test_a_static_dim_that_a_loop_unrolled_is_checked_on_every_call(tmp_path):
     compiled = dycl.compile(EarlyStopRNN().eval(), torch.randn(2, 5, 4))
     with pytest.raises(ValueError, match="dimension 1 is static: 5"):
         compiled(torch.randn(2, 7, 4))  # seven steps, not five: refused, never the first five
+    host = dycl.load(compiled.save(tmp_path / "rnn"))
+    with pytest.raises(ValueError, match="dimension 1 is static: 5"):
+        host(torch.randn(2, 7, 4).numpy())
 
 
 def _line_of(model_class: type, text: str) -> int:
@@ -180,3 +183,17 @@ def test_a_loop_over_the_symbolic_batch_is_refused_with_the_dim_and_the_hint(mod
     assert construct in message
     assert f"{__file__}:{_line_of(model_class, text)}" in message
     assert "dynamic=False" in message
+
+
+class UnsqueezedInPlace(nn.Module):
+    def forward(self, x):
+        x.unsqueeze_(0)  # x is now (1, T, D): its rows are not the example's T
+        total = x[0, 0] * 0
+        for row in x:
+            total = total + row.sum(0)
+        return total
+
+
+def test_an_input_reshaped_in_place_gives_its_rows_no_static_count():
+    with pytest.raises(dycl.UnsupportedError, match="a for loop over a value that is not known at compile time"):
+        dycl.compile(UnsqueezedInPlace().eval(), torch.randn(3, 4), dynamic=False)
