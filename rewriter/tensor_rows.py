@@ -19,6 +19,9 @@ these rules, each exact:
 - ``t.T`` / ``t.t()`` (2-D), ``t.transpose(a, b)``, ``t.permute(...)``: the dims reordered;
 - ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape.
 
+``size_of`` reads a size the same way (``t.size(d)``, ``t.shape[d]``, ``len(t)``): ``range`` of it
+unrolls exactly, without a guard per iteration.
+
 Assumes: ``sizes`` holds only the root's tensor parameters, with a static size only where the
 compiled model refuses a call whose input has another size there, and none where the root's body
 changes a shape in place (``reshapes_in_place``: the rewrite then gives no sizes; a helper that
@@ -60,6 +63,12 @@ def rows(node: cst.BaseExpression, calculus: Calculus, sizes: dict[str, tuple[in
     return shape[0] if shape else None
 
 
+def size_of(node: cst.BaseExpression, calculus: Calculus, sizes: dict[str, tuple[int | None, ...]]) -> int | None:
+    """``node``'s value where it is exactly a static size of an input's dim: ``t.size(d)``,
+    ``t.shape[d]``, ``len(t)`` (``t`` as ``rows`` follows it), through the names bound to one."""
+    return _Shapes(calculus, sizes).size(node, 0, calculus.definitions.now + 1)
+
+
 class _Shapes:
     def __init__(self, calculus: Calculus, sizes: dict[str, tuple[int | None, ...]]) -> None:
         self.calculus = calculus
@@ -92,6 +101,30 @@ class _Shapes:
         if isinstance(node, cst.Call) and not any(a.star for a in node.args):
             return self._call(node, depth)
         return None
+
+    def size(self, node: cst.BaseExpression, depth: int, time: int | None = None) -> int | None:
+        calculus = self.calculus
+        if time is not None:
+            calculus.time = time
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Name) and not calculus._undefined(node.value):
+            when, defined = calculus.definition(node.value)
+            if defined is None:
+                return None
+            outer, calculus.time = calculus.time, when
+            try:
+                return self.size(defined, depth + 1)
+            finally:
+                calculus.time = outer
+        tensor, dim = _size_read(node, calculus)
+        if tensor is None:
+            return None
+        shape = self.shape(tensor, depth + 1)
+        if shape is None or not -len(shape) <= dim < len(shape):
+            return None
+        size = shape[dim]
+        return size if isinstance(size, int) else None
 
     def _subscript(self, node: cst.Subscript, depth: int) -> Shape | None:
         inner = self.shape(node.value, depth + 1)
@@ -171,6 +204,22 @@ class _Shapes:
         return values
 
 
+def _size_read(node: cst.BaseExpression, calculus: Calculus) -> tuple[cst.BaseExpression | None, int]:
+    """``(t, d)`` where ``node`` is ``t.size(d)``, ``t.shape[d]`` or ``len(t)`` (d = 0), else ``(None, 0)``."""
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape" \
+            and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        dim = calculus._static(node.slice[0].slice.value)
+        return (node.value.value, dim.value) if dim is not None and _plain_int(dim.value) else (None, 0)
+    if not isinstance(node, cst.Call) or len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+        return None, 0
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "size" and calculus._static(
+            node.func.value) is None:
+        dim = calculus._static(node.args[0].value)
+        return (node.func.value, dim.value) if dim is not None and _plain_int(dim.value) else (None, 0)
+    function = calculus._static(node.func)
+    return (node.args[0].value, 0) if function is not None and function.value is len else (None, 0)
+
+
 def reshapes_in_place(definition: cst.FunctionDef) -> bool:
     """Whether ``definition`` calls a method that changes a tensor's shape in place (``x.unsqueeze_(0)``,
     ``resize_``): a parameter's sizes are then not the call's, whatever name it is reached by."""
@@ -189,4 +238,4 @@ def _plain_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-__all__ = ["SymbolicDim", "reshapes_in_place", "rows"]
+__all__ = ["SymbolicDim", "reshapes_in_place", "rows", "size_of"]

@@ -14,7 +14,7 @@ from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import ScopedFlowWalker
 from dycl.rewriter.row_displays import RowDisplays
-from dycl.rewriter.tensor_rows import SymbolicDim, rows
+from dycl.rewriter.tensor_rows import SymbolicDim, rows, size_of
 from dycl.rewriter.trip_bounds import ValueCalculus
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
@@ -430,8 +430,14 @@ class Unroll(ScopedFlowWalker):
         step = arguments[2] if len(arguments) > 2 else Static(1, None)
         if start is None or step is None or not all(_plain_int(v.value) for v in (start, step)) or step.value < 1:
             return None
+        stop_node = call.args[0 if len(call.args) == 1 else 1].value
+        exact = None if self.unit.inlined else size_of(stop_node, self._calculus(Calculus, env), self.ctx.input_sizes)
+        if exact is not None and exact > MAX_TRIPS:
+            raise self.ctx.error(f"a for loop of {exact} iterations (more than {MAX_TRIPS})", loop)
+        if exact is not None:  # a static size of an input: every call has it (rewriter.tensor_rows)
+            return [_literal(value) for value in range(start.value, exact, step.value)], []
         calculus = self._calculus(ValueCalculus, env)
-        ceiling = calculus.ceiling(call.args[0 if len(call.args) == 1 else 1].value, 0, self.definitions.now + 1)
+        ceiling = calculus.ceiling(stop_node, 0, self.definitions.now + 1)
         if ceiling is None:
             return None
         bound = len(range(start.value, ceiling, step.value))  # the stop is an int no greater than its ceiling
@@ -444,7 +450,7 @@ class Unroll(ScopedFlowWalker):
         # start + j * step < stop (step > 0). Exported, range() of a size would pin every size of its tensor.
         # The type of the stop (an int, or a float that range() refuses) is one per path: the example ran.
         stop = cst.Name(self.ctx.namespace.fresh("stop"))
-        prologue = [self._assign(stop, call.args[0 if len(call.args) == 1 else 1].value, loop)]
+        prologue = [self._assign(stop, stop_node, loop)]
         values = [start.value + j * step.value for j in range(bound)]
         return [Element(_literal(value).static, literal_term(value),
                         cst.Comparison(stop, [cst.ComparisonTarget(cst.GreaterThan(), literal_term(value))]))

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 from dycl.rewriter.bounded_rows import Calculus, Definitions
-from dycl.rewriter.tensor_rows import SymbolicDim, rows
+from dycl.rewriter.tensor_rows import SymbolicDim, rows, size_of
 from dycl.rewriter.values import Static
 
 from dycl import rewriter
@@ -58,9 +58,26 @@ class Steps(nn.Module):
         return x
 
 
-def test_a_range_over_a_static_size_unrolls_to_it_with_a_guard_per_iteration():
+def test_a_range_over_a_static_size_unrolls_to_it_exactly():
     assert _after_unroll(Steps(), x=torch.randn(2, 2)) == golden("""
-        stop = x.shape[1]
+        t = 0
+        x = x + t
+        t = 1
+        x = x + t
+        return x
+    """)
+
+
+class CappedBySize(nn.Module):
+    def forward(self, x):
+        for t in range(min(x.shape[1], int(x.sum()))):
+            x = x + t
+        return x
+
+
+def test_a_count_capped_by_a_static_size_unrolls_to_it_with_a_guard_per_iteration():
+    assert _after_unroll(CappedBySize(), x=torch.randn(2, 2)) == golden("""
+        stop = min(x.shape[1], int(x.sum()))
         if not (stop > 0):
             pass
         else:
@@ -75,8 +92,8 @@ def test_a_range_over_a_static_size_unrolls_to_it_with_a_guard_per_iteration():
     """)
 
 
-def _rows(expression: str, *assignments: tuple[str, str | None], sizes=None):
-    statics = {"torch": torch}
+def _rows(expression: str, *assignments: tuple[str, str | None], sizes=None, read=rows):
+    statics = {"torch": torch, "len": len}
 
     def evaluate(node):
         if isinstance(node, cst.Name) and node.value in statics:
@@ -90,7 +107,7 @@ def _rows(expression: str, *assignments: tuple[str, str | None], sizes=None):
     history = Definitions()
     for name, text in assignments:
         history.assign(name, None if text is None else cst.parse_expression(text))
-    return rows(cst.parse_expression(expression), Calculus(history, evaluate),
+    return read(cst.parse_expression(expression), Calculus(history, evaluate),
                 sizes if sizes is not None else {"x": (None, 3, 5), "w": (4, 6)})
 
 
@@ -128,3 +145,11 @@ def test_an_inputs_rows_taken_as_a_sequence_become_a_display():
         loud = max((x.unbind(2)[0], x.unbind(2)[1]), key=lambda c: c.mean())
         return max(rows, key=lambda r: r.sum()), loud
     """)
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("x.size(1)", 3), ("x.shape[-1]", 5), ("len(w)", 4), ("len(x[0])", 3), ("w.T.size(0)", 6), ("n", 3),
+    ("x.size(0)", None), ("len(x)", None), ("x.size(i)", None), ("w.size()", None), ("m", None),
+])
+def test_an_exact_size_is_read_only_from_a_static_dim(expression, expected):
+    assert _rows(expression, ("n", "x.size(1)"), ("m", "x.size(1) + 1"), read=size_of) == expected
