@@ -32,6 +32,15 @@ every value ``v`` the expression can take (every element, for a tensor), by thes
   ``a.count_nonzero()``: ``a``'s element count, where ``Calculus`` bounds those sizes.
 
 Anything else has no bound, and the loop is refused as before.
+
+Note: why unroll to a cap, not a loop in the host. The host could repeat a sub-DNN call until the
+count is reached, with no cap at all. But the HCFG is acyclic by invariant (``hcfg.verify``), and
+what rests on that would all need a fixpoint: liveness, the build walk that runs every sub-DNN
+once on the example to learn its shapes (a loop-carried tensor may change shape per iteration),
+the exploration that searches inputs for every branch, the single-graph lowering to ``If`` nodes
+and per-sample routing. Unrolled to a cap, each iteration is a branch like any other, so all of
+them hold as they are; what is lost is only the loop whose count has no provable cap, which is
+refused at its line with how to cap it.
 Guarantees: a returned ``M`` is never below ``floor`` of a value the expression takes at run time
 on an input eager PyTorch accepts; NaN (for which ``int`` and ``range`` raise in eager) aside.
 """
