@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
 from dycl.rewriter.bounded_rows import Calculus, Definitions, row_bound
 from dycl.rewriter.chosen_bounds import per_literal
+from dycl.rewriter.data_loops import MAX_TRIPS, DataLoops, Element, literal_element, range_call
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
 from dycl.rewriter.passes import ScopedFlowWalker
-from dycl.rewriter.row_displays import RowDisplays
-from dycl.rewriter.tensor_rows import SymbolicDim, rows, size_of
-from dycl.rewriter.trip_bounds import ValueCalculus
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
 
-MAX_TRIPS = 10_000
+__all__ = ["MAX_TRIPS", "Element", "Unroll"]
 
 
-@dataclass(frozen=True)
-class Element:
-    """One item a loop iterates over: its static value (None if dynamic) and a term for it."""
-
-    static: Static | None
-    term: cst.BaseExpression
-    exists: cst.BaseExpression | None = None  # a loop over rows from data: whether this iteration runs
-
-
-class Unroll(ScopedFlowWalker):
+class Unroll(DataLoops, ScopedFlowWalker):
     """Replaces ``for`` and ``while`` loops by their iterations.
 
     Assumes: the function body has been normalised (no ``with``, no ``try``).
@@ -47,7 +34,9 @@ class Unroll(ScopedFlowWalker):
     static bound (``rewriter.bounded_rows``: the experts a routing hit): those unroll to
     the bound, each iteration starting with ``if not (rows.shape[0] > i): break``; a
     ``range`` whose bound is a literal chosen by data (``k = 2 if c else 3``) becomes one loop
-    per literal under a test (``rewriter.chosen_bounds``); a
+    per literal under a test (``rewriter.chosen_bounds``); a ``range(n)`` with ``n`` from data and
+    a static cap, the rows of an input along a static dim and ``range`` of such a size unroll
+    too (``rewriter.data_loops``); a
     ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
@@ -78,16 +67,6 @@ class Unroll(ScopedFlowWalker):
         self._remember(stmt)
         return result
 
-    def _row_displays(self, stmt: cst.BaseStatement, env: Env) -> cst.BaseStatement:
-        """``list(x[0])``, ``max(x.unbind(1), key=f)``: an input's rows as a display (``rewriter.row_displays``)."""
-        if self.unit.inlined or not self.ctx.input_sizes or not isinstance(stmt, cst.SimpleStatementLine):
-            return stmt
-        calculus = self._calculus(Calculus, env)
-        displays = RowDisplays(lambda node: self.flow.evaluate(node, env),
-                               lambda node: rows(node, calculus, self.ctx.input_sizes))
-        rewritten = stmt.visit(displays)
-        return rewritten if displays.changed else stmt
-
     def _remember(self, stmt: cst.BaseStatement) -> None:
         value = None
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
@@ -98,18 +77,6 @@ class Unroll(ScopedFlowWalker):
             self.definitions.assign(name, value)
             self.bound_in[name] = tuple(self.scopes)
             self.walked_in[name, self.definitions.now] = tuple(self.scopes)
-
-    def _calculus(self, kind: type[Calculus], env: Env) -> Calculus:
-        """A bound calculus (``rewriter.bounded_rows``) for the statement being walked; the root's input
-        sizes are known only in the root's body (a callee's parameters are other values)."""
-        sizes = {} if self.unit.inlined else self.ctx.input_sizes
-        return kind(self.definitions, lambda node: self.flow.evaluate(node, env), self._reaches, sizes)
-
-    def _reaches(self, name: str, time: int) -> bool:
-        """Whether the definition of ``name`` made at ``time`` was walked in a block that encloses
-        the statement being walked, so that it reaches it on every path (``bounded_rows.Reaches``)."""
-        scopes = self.walked_in.get((name, time))
-        return scopes is not None and tuple(self.scopes[:len(scopes)]) == scopes
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
@@ -161,7 +128,7 @@ class Unroll(ScopedFlowWalker):
         """``for h in self._features(x):`` over a helper that ``Inline`` inlines (a generator,
         ``rewriter.generators``, or a helper that builds a list): the helper's body first,
         its result bound to a fresh name the loop iterates, whose length is then known."""
-        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None or _range_call(
+        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None or range_call(
                 loop.iter, self.flow.evaluate(loop.iter.func, env)):  # range(n) from data: _bounded_range
             return [], loop
         if self.elements(loop.iter, env, loop) is not None:  # zip(x.unbind(1), ...): rows of inputs
@@ -272,7 +239,7 @@ class Unroll(ScopedFlowWalker):
         bounded = self._bounded_range(loop, env) or self._bounded_rows(loop, env)
         if bounded is not None:
             return bounded
-        if _range_call(loop.iter, self.flow.evaluate(loop.iter.func, env) if isinstance(loop.iter, cst.Call) else None):
+        if range_call(loop.iter, self.flow.evaluate(loop.iter.func, env) if isinstance(loop.iter, cst.Call) else None):
             raise self.ctx.error(
                 "a for loop over range(n) whose n comes from the input and has no static upper bound", loop,
                 "cap the count with a static number (range(min(n, self.max_steps)), t.clamp(max=K)): dycl then "
@@ -303,7 +270,7 @@ class Unroll(ScopedFlowWalker):
             start = self.flow.evaluate(start_node, env) if start_node is not None else Static(0, None)
             if start is None:
                 return None
-            return [_tuple_element((_literal(start.value + i), e)) for i, e in enumerate(parts[0])]
+            return [_tuple_element((literal_element(start.value + i), e)) for i, e in enumerate(parts[0])]
         length = self.flow.evaluator(env).list_length(node)
         if length is not None:
             return [Element(None, subscript_term(node, i)) for i in range(length)]
@@ -311,23 +278,6 @@ class Unroll(ScopedFlowWalker):
         if static is None:
             return self._tensor_rows(node, env, loop)
         return self._static_elements(static, node, loop, env)
-
-    def _tensor_rows(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
-        """The rows of a tensor of the root's inputs along a static dim (``rewriter.tensor_rows``)."""
-        if self.unit.inlined or not self.ctx.input_sizes:
-            return None
-        count = rows(node, self._calculus(Calculus, env), self.ctx.input_sizes)
-        if isinstance(count, SymbolicDim):
-            raise self.ctx.error(
-                f"a for loop over the rows of {count.input} along its dim {count.axis}, which dynamic= makes "
-                "symbolic (the batch dim by default): how many there are differs from call to call", loop,
-                "compile with dynamic=False to unroll the example's rows (the compiled model then takes that "
-                "size only), or loop over range(K) with a static K (a number the model holds) and index the rows")
-        if count is None:
-            return None
-        if count > MAX_TRIPS:
-            raise self.ctx.error(f"a for loop over {count} rows (more than {MAX_TRIPS})", loop)
-        return [Element(None, subscript_term(node, i)) for i in range(count)]
 
     def _static_elements(self, static: Static, node: cst.BaseExpression, loop: cst.For,
                          env: Env) -> list[Element] | None:
@@ -417,45 +367,6 @@ class Unroll(ScopedFlowWalker):
         return [Element(None, subscript_term(padded, i), cst.Comparison(count, [cst.ComparisonTarget(
             cst.GreaterThan(), cst.Integer(str(i)))])) for i in range(bound)], prologue
 
-    def _bounded_range(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
-        """``range(n)`` (static start and step) whose ``n`` comes from data but has a static upper
-        bound (``rewriter.trip_bounds``): iterations up to the bound, each run only while its value is
-        below the stop, computed once before the loop as Python computes it."""
-        call = loop.iter
-        function = self.flow.evaluate(call.func, env) if isinstance(call, cst.Call) else None
-        if not _range_call(call, function) or not 1 <= len(call.args) <= 3:
-            return None
-        arguments = [self.flow.evaluate(a.value, env) for a in call.args]
-        start = arguments[0] if len(arguments) > 1 else Static(0, None)
-        step = arguments[2] if len(arguments) > 2 else Static(1, None)
-        if start is None or step is None or not all(_plain_int(v.value) for v in (start, step)) or step.value < 1:
-            return None
-        stop_node = call.args[0 if len(call.args) == 1 else 1].value
-        exact = None if self.unit.inlined else size_of(stop_node, self._calculus(Calculus, env), self.ctx.input_sizes)
-        if exact is not None and exact > MAX_TRIPS:
-            raise self.ctx.error(f"a for loop of {exact} iterations (more than {MAX_TRIPS})", loop)
-        if exact is not None:  # a static size of an input: every call has it (rewriter.tensor_rows)
-            return [_literal(value) for value in range(start.value, exact, step.value)], []
-        calculus = self._calculus(ValueCalculus, env)
-        ceiling = calculus.ceiling(stop_node, 0, self.definitions.now + 1)
-        if ceiling is None:
-            return None
-        bound = len(range(start.value, ceiling, step.value))  # the stop is an int no greater than its ceiling
-        if bound > MAX_TRIPS:
-            raise self.ctx.error(f"a for loop of up to {bound} iterations (more than {MAX_TRIPS})", loop)
-        if loop.orelse is not None:
-            raise self.ctx.error("a for loop with an else clause whose trip count depends on the input", loop,
-                                 "set a flag where the loop breaks and test it after the loop")
-        # Note: why the stop, not len(range(...)). Python evaluates the stop once; iteration j runs while
-        # start + j * step < stop (step > 0). Exported, range() of a size would pin every size of its tensor.
-        # The type of the stop (an int, or a float that range() refuses) is one per path: the example ran.
-        stop = cst.Name(self.ctx.namespace.fresh("stop"))
-        prologue = [self._assign(stop, stop_node, loop)]
-        values = [start.value + j * step.value for j in range(bound)]
-        return [Element(_literal(value).static, literal_term(value),
-                        cst.Comparison(stop, [cst.ComparisonTarget(cst.GreaterThan(), literal_term(value))]))
-                for value in values], prologue
-
     def _exists_guard(self, exists: cst.BaseExpression, loop: cst.For) -> cst.BaseStatement:
         negated = cst.UnaryOperation(cst.Not(), exists.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
         guard = cst.If(negated, cst.IndentedBlock([cst.SimpleStatementLine([cst.Break()])]))
@@ -492,24 +403,10 @@ def _context(bindings: Block) -> str:
     return ", ".join(parts)
 
 
-def _range_call(node: cst.BaseExpression, function: Static | None) -> bool:
-    """``range(...)`` called with plain arguments (the builtin, however it is named)."""
-    return (isinstance(node, cst.Call) and function is not None and function.value is range
-            and not any(a.star or a.keyword is not None for a in node.args))
-
-
-def _plain_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _literal(value) -> Element:
-    return Element(Static(value, literal_term(value)), literal_term(value))
-
-
 def _static_literal(value) -> Element:
     if not is_literal(value):
         raise TypeError("non-literal key")
-    return _literal(value)
+    return literal_element(value)
 
 
 def _tuple_element(items) -> Element:
