@@ -19,8 +19,8 @@ these rules, each exact:
 - ``t.T`` / ``t.t()`` (2-D), ``t.transpose(a, b)``, ``t.permute(...)``: the dims reordered;
 - ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape.
 
-``size_of`` reads a size the same way (``t.size(d)``, ``t.shape[d]``, ``len(t)``): ``range`` of it
-unrolls exactly, without a guard per iteration.
+``size_of`` reads a size the same way (``t.size(d)``, ``t.shape[d]``, ``len(t)``, and ``+ - * //``
+of such sizes and static ints): ``range`` of it unrolls exactly, without a guard per iteration.
 
 Assumes: ``sizes`` holds only the root's tensor parameters, with a static size only where the
 compiled model refuses a call whose input has another size there, and none where the root's body
@@ -31,6 +31,7 @@ number of rows ``node`` has on every call the compiled model accepts.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -38,6 +39,8 @@ import torch
 from dycl.rewriter.bounded_rows import MAX_DEPTH, Calculus
 from dycl.rewriter.walk import descendants
 
+_EXACT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+                     cst.FloorDivide: operator.floordiv}
 _RESHAPING_IN_PLACE = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
                                  "resize_as_", "set_", "as_strided_"})
 _SAME_SHAPE = frozenset({"detach", "clone", "contiguous", "float", "double", "half", "bfloat16", "long", "int",
@@ -117,6 +120,8 @@ class _Shapes:
                 return self.size(defined, depth + 1)
             finally:
                 calculus.time = outer
+        if isinstance(node, cst.BinaryOperation) and type(node.operator) in _EXACT_ARITHMETIC:
+            return self._arithmetic(node, depth)
         tensor, dim = _size_read(node, calculus)
         if tensor is None:
             return None
@@ -125,6 +130,18 @@ class _Shapes:
             return None
         size = shape[dim]
         return size if isinstance(size, int) else None
+
+    def _arithmetic(self, node: cst.BinaryOperation, depth: int) -> int | None:
+        """``size - 1``, ``size // 2``, ``2 * size``: a size and a static int, or two sizes."""
+        operands = []
+        for side in (node.left, node.right):
+            static = self.calculus._static(side)
+            operands.append(static.value if static is not None and _plain_int(static.value)
+                            else self.size(side, depth + 1))
+        left, right = operands
+        if left is None or right is None or (isinstance(node.operator, cst.FloorDivide) and right == 0):
+            return None
+        return _EXACT_ARITHMETIC[type(node.operator)](left, right)
 
     def _subscript(self, node: cst.Subscript, depth: int) -> Shape | None:
         inner = self.shape(node.value, depth + 1)

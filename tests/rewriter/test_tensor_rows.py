@@ -149,7 +149,8 @@ def test_an_inputs_rows_taken_as_a_sequence_become_a_display():
 
 @pytest.mark.parametrize("expression, expected", [
     ("x.size(1)", 3), ("x.shape[-1]", 5), ("len(w)", 4), ("len(x[0])", 3), ("w.T.size(0)", 6), ("n", 3),
-    ("x.size(0)", None), ("len(x)", None), ("x.size(i)", None), ("w.size()", None), ("m", None),
+    ("m", 4), ("x.size(2) // 2", 2), ("len(w) * x.size(1) - 1", 11), ("x.size(1) // 0", None),
+    ("x.size(0)", None), ("len(x)", None), ("x.size(i)", None), ("w.size()", None), ("x.size(0) - 1", None),
 ])
 def test_an_exact_size_is_read_only_from_a_static_dim(expression, expected):
     assert _rows(expression, ("n", "x.size(1)"), ("m", "x.size(1) + 1"), read=size_of) == expected
