@@ -1,7 +1,8 @@
 """``for _ in range(n)`` where ``n`` comes from data but has a static cap (``rewriter.trip_bounds``):
 a pondering network that picks its step count with an argmax over a head's outputs, a refiner whose
 count from ``.item()`` is capped by ``min``, a remainder (the fuzzer's form), a clamp and a
-``range(1, n + 1)`` with a ``break``. Each compiled model against eager, in process and as a
+``range(1, n + 1)`` with a ``break``, a count of positive features and an argmax over features
+(both bounded by a dim ``dynamic=`` leaves static). Each compiled model against eager, in process and as a
 torch-free host, on inputs that run several different trip counts (counted, asserted); and the
 refusals where no cap is provable."""
 
@@ -81,6 +82,26 @@ class ClampedDecoder(nn.Module):
         return torch.stack(outputs).sum(0)
 
 
+class PositiveFeatures(nn.Module):
+    """As many smoothing steps as the first sample has positive features: a count of a static dim."""
+
+    def forward(self, x):
+        k = (x[0] > 0).sum()
+        for _ in range(k):
+            x = 0.5 * (x + x.roll(1, dims=1))
+        return x
+
+
+class StrongestFeatureSteps(nn.Module):
+    """Steps up to the index of the strongest feature of the first sample (an argmax over a static dim)."""
+
+    def forward(self, x):
+        idx = x.abs().argmax(dim=1)[0]
+        for i in range(idx.item()):
+            x = x - 0.1 * x[:, i:i + 1]
+        return x
+
+
 def _trips(model: nn.Module, x: torch.Tensor) -> int:
     """How many iterations eager's loop runs on ``x`` (read from the model's own expression)."""
     if isinstance(model, PonderNet):
@@ -89,6 +110,10 @@ def _trips(model: nn.Module, x: torch.Tensor) -> int:
         return min(int(x.abs().sum().item()), model.max_iters)
     if isinstance(model, RemainderSteps):
         return int(x.abs().mean().item() * 3) % 3
+    if isinstance(model, PositiveFeatures):
+        return int((x[0] > 0).sum())
+    if isinstance(model, StrongestFeatureSteps):
+        return int(x.abs().argmax(dim=1)[0])
     return int(x.sum().clamp(min=0, max=3).long())
 
 
@@ -103,6 +128,8 @@ def _inputs(shape: tuple[int, ...], scales: list[float], seed: int = 0, count: i
     (CappedRefiner, (2, 6), [0.02, 0.08, 0.2, 0.4, 1.0], 4),
     (RemainderSteps, (3, 4), [0.2, 0.5, 0.8, 1.2, 2.0], 3),
     (ClampedDecoder, (2, 6), [0.1, 0.3, 0.6, 1.0], 4),
+    (PositiveFeatures, (2, 5), [0.5, 1.0, 2.0], 4),
+    (StrongestFeatureSteps, (3, 5), [0.5, 1.0, 2.0], 4),
 ])
 def test_a_loop_whose_count_from_data_has_a_static_cap_agrees_with_eager(make, shape, scales, trip_counts,
                                                                           tmp_path):
