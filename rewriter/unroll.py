@@ -92,11 +92,13 @@ class Unroll(DataLoops, ScopedFlowWalker):
         inlined, loop = self.inline_iterable(loop, env)
         for line in inlined:
             env = self.flow.step(line, env).fall
+            self._remember(line)
         elements, prologue = self.iteration(loop, env)
         prologue = inlined + prologue
         self._refuse_rebinding(loop, elements)
         for line in prologue:
             env = self.flow.step(line, env).fall
+            self._remember(line)
         iterated = {n.value: env.get(n.value) for n in descendants(loop.iter)
                     if isinstance(n, cst.Name) and tracks(env.get(n.value))}
         iterations: list[Block] = []
@@ -113,6 +115,7 @@ class Unroll(DataLoops, ScopedFlowWalker):
             else:
                 for line in bindings:
                     current = self.flow.step(line, current).fall
+                    self._remember(line)  # the target is that item now (``for x in (x[0], y):``)
                 body, exits = self.block(list(loop.body.body), current)
                 iteration = bindings + body
             iterations.append(with_context(iteration, _context(bindings)))

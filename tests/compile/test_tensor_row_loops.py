@@ -197,3 +197,22 @@ class UnsqueezedInPlace(nn.Module):
 def test_an_input_reshaped_in_place_gives_its_rows_no_static_count():
     with pytest.raises(dycl.UnsupportedError, match="a for loop over a value that is not known at compile time"):
         dycl.compile(UnsqueezedInPlace().eval(), torch.randn(3, 4), dynamic=False)
+
+
+class TargetShadowsInput(nn.Module):
+    """The loop target rebinds the input's name: the inner loop counts the rows of each item, not the input's."""
+
+    def forward(self, x):
+        total = x.sum() * 0
+        for x in (x[0], x[0, :1]):  # noqa: B020 (the point of the test)
+            for row in x:
+                if row.sum() > 0:
+                    total = total + row.sum()
+        return total
+
+
+def test_a_loop_target_that_rebinds_an_input_counts_the_items_rows(tmp_path):
+    inputs = _tensors((2, 3, 4), 24, 8)
+    paths = assert_agrees_in_process_and_as_host(TargetShadowsInput().eval(), inputs, tmp_path, atol=1e-5,
+                                                 min_paths=4, dynamic=False)
+    assert paths >= 4, paths  # 3 + 1 rows, each kept or not
