@@ -130,6 +130,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
+    if ctx.input_sizes and any(reshapes_in_place(p.definition) for p in ctx.caches.parsed.values()):
+        # a helper may change an input's shape in place: its sizes are not the call's (rewriter.tensor_rows)
+        return _rewrite(model, method, debug, example, returns, passes, positional, followed, {})
     refuse_traced_hooks(ctx, body, self_name)
     parsed_all = [parsed, *ctx.caches.parsed.values()]
     refuse_scoped_reads([v for p in parsed_all for v in p.scoped], [(p.definition, p.globals) for p in parsed_all],

@@ -24,8 +24,8 @@ of such sizes and static ints): ``range`` of it unrolls exactly, without a guard
 
 Assumes: ``sizes`` holds only the root's tensor parameters, with a static size only where the
 compiled model refuses a call whose input has another size there, and none where the root's body
-changes a shape in place (``reshapes_in_place``: the rewrite then gives no sizes; a helper that
-does so to an argument is not looked for). Guarantees: a returned int is the
+changes a shape in place (``reshapes_in_place``: the rewrite then gives no sizes, and where a
+function it rewrote does, ``rewrite`` starts again without them). Guarantees: a returned int is the
 number of rows ``node`` has on every call the compiled model accepts.
 """
 

@@ -216,3 +216,29 @@ def test_a_loop_target_that_rebinds_an_input_counts_the_items_rows(tmp_path):
     paths = assert_agrees_in_process_and_as_host(TargetShadowsInput().eval(), inputs, tmp_path, atol=1e-5,
                                                  min_paths=4, dynamic=False)
     assert paths >= 4, paths  # 3 + 1 rows, each kept or not
+
+
+class Unbatcher(nn.Module):
+    def forward(self, x):
+        x.squeeze_(0)
+        return x
+
+
+class HelperReshapesInPlace(nn.Module):
+    """A helper squeezes the input in place: after it, its rows are not the example's dim 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepare = Unbatcher()
+
+    def forward(self, x):
+        self.prepare(x)
+        total = x[0] * 0
+        for row in x:
+            total = total + row
+        return total
+
+
+def test_an_input_reshaped_in_place_by_a_helper_gives_its_rows_no_static_count():
+    with pytest.raises(dycl.UnsupportedError, match="a for loop over a value that is not known at compile time"):
+        dycl.compile(HelperReshapesInPlace().eval(), torch.randn(1, 3, 4), dynamic=False)
