@@ -73,7 +73,7 @@ from dycl.hostgen.program import HostProgram
 from dycl.in_process import written_inputs
 from dycl.in_process.state_sync import host_state
 from dycl.log import get_logger
-from dycl.model.dynamic import DynamicSpec, dynamic_dims
+from dycl.model.dynamic import DynamicSpec, dynamic_dims, static_sizes
 from dycl.model.example_copy import ExampleSnapshot
 from dycl.model.library import decides_nothing, is_library_model, library_call, object_output, wraps_forward
 from dycl.model.library_decisions import to_follow
@@ -226,6 +226,7 @@ def rewrite(job: Job) -> Frontend:
     call, output_spec, rewritten = None, None, None
     # library functions whose trace would bake a decision are rewritten like user code (compile_model)
     rewrite_model = functools.partial(rewriter.rewrite, followed=job.options.followed)
+    own_call = functools.partial(rewrite_model, static_sizes=static_sizes(job.options.dynamic, passed))
     if is_library_model(model):
         # a library forward behind a decorator (transformers' @can_return_tuple) is not rewritten: calling it
         # runs the decorator, and the trace refuses any data-dependent decision in it (hcfg.decisions)
@@ -239,13 +240,15 @@ def rewrite(job: Job) -> Frontend:
                 model, passed, call, output_spec = library.wrapper, library.example, library.call, library.spec
             rewritten = None
     if rewritten is None or call is not None:
+        # the model's own call knows which of its inputs' sizes the host checks (a library call's wrapper: not yet)
+        rewrite_call = rewrite_model if call is not None else own_call
         # rewrite first: its checks (module-state writes, unsupported constructs) come before running the model
-        rewritten = rewrite_model(model, example=passed, positional=positional)
+        rewritten = rewrite_call(model, example=passed, positional=positional)
         returns = object_output(model, passed, _threaded_output(rewritten, model, passed),
                                 positional) if call is None else None
         if returns is not None:
             output_spec = returns.spec
-            rewritten = rewrite_model(model, example=passed, returns=returns, positional=positional)
+            rewritten = rewrite_call(model, example=passed, returns=returns, positional=positional)
     example_args = flat_example(rewritten, passed)
     written = _written(rewritten, passed)
     returned = output_spec.returned if isinstance(output_spec, Structure) else ()  # a cache updated, returned
@@ -466,7 +469,8 @@ STAGES: tuple[tuple[str, Callable[[Any], Any]], ...] = (
     ("ports", ports), ("compile", compile_variants), ("lower", lower), ("emit", emit))
 #: the stages that run with the cyclic garbage collector paused (``rewriter.collector``)
 FRONT_END = frozenset({"rewrite", "build", "optimize", "explore"})
-#: the stages whose result ``CompileResult.front_end`` is: none of them reads ``Options.dynamic``
+#: the stages whose result ``CompileResult.front_end`` is: only *rewrite* reads ``Options.dynamic``, for the
+#: input sizes the host checks (``rewriter.tensor_rows``), which ``dynamic=False`` only adds to (``compile_from``)
 BEFORE_EXPLORE = ("rewrite", "build", "optimize")
 #: the phases ``stats["seconds"]`` reports (benchmarks/results.md): which stages each one sums
 PHASES = {"rewrite": ("rewrite",), "hcfg": ("build", "optimize", "explore"), "compile": ("ports", "compile", "lower"),
@@ -580,11 +584,14 @@ def _declined(result: Any, declined: PredicationRefused | None) -> Any:
 def compile_from(front_end: Graph, dynamic: DynamicSpec) -> CompileResult:
     """The compile ``front_end`` (a ``CompileResult.front_end``, or ``compile_front``'s) was made for, with
     ``dynamic`` instead: the same model, example and options, so the stages ``BEFORE_EXPLORE``,
-    which do not read ``dynamic``, would make ``front_end`` again; they are not run (the build
+    which read ``dynamic`` only for sizes that ``dynamic=False`` keeps static too, would make ``front_end``
+    again; they are not run (the build
     walk's real run of the model included). A refusal in a later stage compiles from the start
     (``compile_model``, which may follow more library code)."""
     job = front_end.front.job
     options = dataclasses.replace(job.options, dynamic=dynamic)
+    if dynamic is not False and dynamic != job.options.dynamic:  # may make a size symbolic the rewrite unrolled
+        return compile_model(job.model, job.example_input, **_fields(options))
     example = ExampleSnapshot.take((job.example_input, options.kwargs))
     front_end.built.observations.new_walk()  # the earlier compile's result is dropped (see Observations)
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import libcst as cst
@@ -57,6 +57,7 @@ from dycl.rewriter.state_slots import collect_state_writes
 from dycl.rewriter.state_table import NOT_INPUTS
 from dycl.rewriter.state_threading import ThreadedState, thread_state
 from dycl.rewriter.state_writes import receiver_name
+from dycl.rewriter.tensor_rows import reshapes_in_place
 from dycl.rewriter.values import ModuleIndex, Static
 from dycl.rewriter.verify import verify_printed
 from dycl.rewriter.walk import all_names, bound_names
@@ -69,7 +70,8 @@ __all__ = ["rewrite", "RewrittenFunction", "UnsupportedError", "SourceLocation",
 def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False,
             example: dict[str, Any] | None = None, returns: ReturnForm | None = None,
             passes: Sequence[type[Pass]] = PIPELINE, positional: int | None = None,
-            followed: frozenset = frozenset()) -> RewrittenFunction:
+            followed: frozenset = frozenset(),
+            static_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> RewrittenFunction:
     """Rewrite ``model.<method>`` (looked up as Python does: an instance
     attribute such as ``self.forward = self.early_exit`` wins) for this model.
 
@@ -85,15 +87,18 @@ def rewrite(model: torch.nn.Module, method: str = "forward", debug: bool = False
     pass alone; the result then carries no guarantee of the full pipeline). ``positional``:
     how many of the example's arguments were passed positionally; the model's own hooks
     (``rewriter.root_hooks``) are compiled only when it is given. ``followed``: the code of
-    library functions to rewrite like user code (``dycl.model.library_decisions``).
+    library functions to rewrite like user code (``dycl.model.library_decisions``). ``static_sizes``: per
+    tensor parameter of ``example``, its size per dim where the compiled model checks it on every call
+    (None where it is symbolic); a loop over such a tensor's rows unrolls to them (``rewriter.tensor_rows``).
     """
     with paused_collector():  # many short-lived libcst nodes (rewriter.collector)
-        return _rewrite(model, method, debug, example, returns, passes, positional, followed)
+        return _rewrite(model, method, debug, example, returns, passes, positional, followed, static_sizes or {})
 
 
 def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str, Any] | None,
              returns: ReturnForm | None, passes: Sequence[type[Pass]] = PIPELINE,
-             positional: int | None = None, followed: frozenset = frozenset()) -> RewrittenFunction:
+             positional: int | None = None, followed: frozenset = frozenset(),
+             static_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> RewrittenFunction:
     resolved = resolve_method(model, method)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
@@ -115,6 +120,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
     prescan_state(ctx)  # module state a method may write is never folded (rewriter.state_slots)
     prescan_hooks(ctx)  # and the state of the hooks written out as code (rewriter.written_hooks)
     parsed, flat, self_name = _entry(ctx, resolved, method, example, returns, located)
+    if not reshapes_in_place(parsed.definition):
+        ctx.input_sizes = {f.name: tuple(static_sizes[f.parameter]) for f in flat.inputs
+                           if f.key is None and f.name == f.parameter and f.parameter in (static_sizes or {})}
     definition = parsed.definition
     env = Env()
     env.bind(self_name, Static(model, cst.Name(self_name)))
@@ -122,6 +130,9 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
         env.bind(name, static)
     index = ModuleIndex(model, cst.Name(self_name))
     body = run_passes(ctx, parsed, definition, env, index, inlined=False, passes=passes)
+    if ctx.input_sizes and any(reshapes_in_place(p.definition) for p in ctx.caches.parsed.values()):
+        # a helper may change an input's shape in place: its sizes are not the call's (rewriter.tensor_rows)
+        return _rewrite(model, method, debug, example, returns, passes, positional, followed, {})
     refuse_traced_hooks(ctx, body, self_name)
     parsed_all = [parsed, *ctx.caches.parsed.values()]
     refuse_scoped_reads([v for p in parsed_all for v in p.scoped], [(p.definition, p.globals) for p in parsed_all],

@@ -18,12 +18,16 @@ bounds of its operands:
   (the rank of ``x`` may be unknown; later rules that need it take it from their own
   static arguments);
 - ``x.view(*shape)`` / ``x.reshape(*shape)`` with static sizes (``-1`` unknown);
+- ``x[i]`` / ``x[:, i]`` with static ints: a full slice keeps its dim, an int drops it;
 - ``x.permute(*dims)``, ``x.sum(dim=...)`` / ``.any`` / ``.amax`` (without ``keepdim``),
   ``x.nonzero()`` / ``torch.nonzero(x)`` / ``torch.argwhere(x)`` (at most ``x.numel()``
   rows, ``x.dim()`` columns);
 - element-wise comparisons and casts of ``x`` with a static scalar (``x > 0``,
   ``torch.greater(x, 0)``, ``x.bool()``, ``x.to(...)``): the shape of ``x``;
-- a static tensor (a parameter, a buffer): its shape.
+- a static tensor (a parameter, a buffer): its shape; an input of the root function: the sizes
+  the host checks (``sizes``, ``rewriter.tensor_rows``);
+- a call of an ``nn.Linear`` submodule (its own ``forward``, no hooks): the last dim is its
+  ``out_features`` (the leading dims unknown).
 
 Anything else is unknown, and an unknown bound is no bound: the loop is refused as
 before. Assumes: the caller records an assignment as a definition only where it is the one
@@ -64,6 +68,9 @@ class Bounds:
 
 
 Evaluate = Callable[[cst.BaseExpression], Static | None]
+#: ``reaches(name, time)``: whether the definition of ``name`` made at ``time`` reaches the statement
+#: being walked on every path (it was walked in a block enclosing that statement)
+Reaches = Callable[[str, int], bool]
 
 
 class Definitions:
@@ -85,19 +92,30 @@ class Definitions:
         return 0, None
 
 
-def row_bound(node: cst.BaseExpression, definitions: Definitions, evaluate: Evaluate) -> int | None:
+def row_bound(node: cst.BaseExpression, calculus: Calculus) -> int | None:
     """A static upper bound on ``len(node)`` (its first dim) where it is read now, or None."""
-    bounds = _Calculus(definitions, evaluate).bounds(node, 0, definitions.now + 1)
+    bounds = calculus.bounds(node, 0, calculus.definitions.now + 1)
     if bounds is None or bounds.open_prefix or not bounds.dims:
         return None
     return bounds.dims[0]  # None where unknown
 
 
-class _Calculus:
-    def __init__(self, definitions: Definitions, evaluate: Evaluate) -> None:
+class Calculus:
+    """Shape bounds of expressions read now (module note); ``rewriter.trip_bounds`` extends it to values."""
+
+    def __init__(self, definitions: Definitions, evaluate: Evaluate, reaches: Reaches | None = None,
+                 sizes: dict[str, tuple[int | None, ...]] | None = None) -> None:
         self.definitions = definitions
         self.evaluate = evaluate
+        self.reaches = reaches or (lambda name, time: True)
+        self.sizes = sizes or {}  # the root's inputs: their sizes the host checks (RewriteContext.input_sizes)
         self.time = 0  # when the expression being read was evaluated
+
+    def definition(self, name: str) -> tuple[int, cst.BaseExpression | None]:
+        """The definition of ``name`` current at ``self.time`` and its time; ``None`` as the value where
+        it is unknown or may not reach here on every path."""
+        when, defined = self.definitions.before(name, self.time)
+        return (when, defined) if defined is not None and self.reaches(name, when) else (when, None)
 
     def bounds(self, node: cst.BaseExpression, depth: int, time: int | None = None) -> Bounds | None:
         if time is not None:
@@ -107,8 +125,10 @@ class _Calculus:
         static = self._static(node) if not isinstance(node, cst.Name) or self._undefined(node.value) else None
         if static is not None:
             return Bounds(tuple(static.value.shape)) if isinstance(static.value, torch.Tensor) else None
+        if isinstance(node, cst.Name) and self._undefined(node.value):
+            return Bounds(self.sizes[node.value]) if node.value in self.sizes else None
         if isinstance(node, cst.Name):
-            when, defined = self.definitions.before(node.value, self.time)
+            when, defined = self.definition(node.value)
             if defined is None:
                 return None
             outer, self.time = self.time, when
@@ -118,6 +138,8 @@ class _Calculus:
                 self.time = outer
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             return self._elementwise(node.left, node.comparisons[0].comparator, depth)
+        if isinstance(node, cst.Subscript):
+            return self._indexed(node, depth)
         if isinstance(node, cst.Call):
             return self._call(node, depth)
         return None
@@ -155,6 +177,8 @@ class _Calculus:
         value = function.value
         if value is torch.nn.functional.one_hot:
             return self._one_hot(positional, keywords, depth)
+        if _plain_linear(value):
+            return Bounds((value.out_features,), open_prefix=True)
         name = getattr(value, "__name__", "")
         if name and getattr(torch, name, None) is value:  # torch.nonzero(x), torch.greater(x, 0)
             return self._operator(name, positional, keywords, depth)
@@ -181,6 +205,21 @@ class _Calculus:
         if name in _REDUCTIONS:
             return self._reduce(operands, keywords, depth)
         return None
+
+    def _indexed(self, node: cst.Subscript, depth: int) -> Bounds | None:
+        """``t[i]``, ``t[:, i]``: a static int drops its dim, a full slice keeps it."""
+        inner = self.bounds(node.value, depth + 1)
+        if inner is None or inner.open_prefix or len(node.slice) > len(inner.dims):
+            return None
+        kept = []
+        for position, element in enumerate(node.slice):
+            part = element.slice
+            if isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None:
+                kept.append(inner.dims[position])
+            elif not isinstance(part, cst.Index) or self._static_ints([part.value]) is None or len(
+                    self._static_ints([part.value])) != 1 or not isinstance(self._static(part.value).value, int):
+                return None
+        return Bounds((*kept, *inner.dims[len(node.slice):]))
 
     def _static_ints(self, nodes: list[cst.BaseExpression]) -> tuple[int, ...] | None:
         values = []
@@ -211,7 +250,7 @@ class _Calculus:
         inner = self.bounds(operands[0], depth + 1)
         if order is None or inner is None:
             return None
-        known = _complete(inner, len(order))
+        known = complete(inner, len(order))
         if known is None or sorted(o % len(order) for o in order) != list(range(len(order))):
             return None
         return Bounds(tuple(known[o % len(order)] for o in order))
@@ -231,7 +270,16 @@ class _Calculus:
         return Bounds(tuple(size for i, size in enumerate(inner.dims) if i not in dropped))
 
 
-def _complete(bounds: Bounds, rank: int) -> tuple[int | None, ...] | None:
+def _plain_linear(value) -> bool:
+    """An ``nn.Linear`` whose call runs ``nn.Linear.forward`` and nothing else (no hooks of its own or global)."""
+    from torch.nn.modules import module as module_hooks
+
+    return (isinstance(value, torch.nn.Linear) and type(value).forward is torch.nn.Linear.forward
+            and not (value._forward_hooks or value._forward_pre_hooks or module_hooks._global_forward_hooks
+                     or module_hooks._global_forward_pre_hooks))
+
+
+def complete(bounds: Bounds, rank: int) -> tuple[int | None, ...] | None:
     """All ``rank`` dims of a tensor with ``bounds`` (None where a leading dim is unknown)."""
     if not bounds.open_prefix:
         return bounds.dims if len(bounds.dims) == rank else None
@@ -240,4 +288,4 @@ def _complete(bounds: Bounds, rank: int) -> tuple[int | None, ...] | None:
     return (None,) * (rank - len(bounds.dims)) + bounds.dims
 
 
-__all__ = ["Bounds", "Definitions", "row_bound"]
+__all__ = ["Bounds", "Calculus", "Definitions", "Reaches", "complete", "row_bound"]

@@ -129,6 +129,9 @@ class RewriteContext:
     followed: frozenset[types.CodeType] = frozenset()
     #: ids of the modules whose hooks are written out as code at their calls (rewriter.hook_effects)
     written_hooks: frozenset[int] = frozenset()
+    #: the root's tensor inputs (by name in the rewritten function): the example's size per dim where
+    #: the compiled model checks it on every call, None where the dim is symbolic (rewriter.tensor_rows)
+    input_sizes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
 
     def rewrites(self, function: object) -> bool:
         """Whether calls of ``function`` are looked into: user code, or library code that is followed."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 import torch
 from dycl.rewriter.aliases import tracks
-from dycl.rewriter.bounded_rows import Definitions, row_bound
+from dycl.rewriter.bounded_rows import Calculus, Definitions, row_bound
 from dycl.rewriter.chosen_bounds import per_literal
+from dycl.rewriter.data_loops import MAX_TRIPS, DataLoops, Element, literal_element, range_call
 from dycl.rewriter.exits import Block, run_unless_exited
 from dycl.rewriter.flow import Env, Exits, join
 from dycl.rewriter.locations import comment_of, set_location, with_context
@@ -16,19 +15,10 @@ from dycl.rewriter.passes import ScopedFlowWalker
 from dycl.rewriter.values import Static, holds_container, is_literal, literal_term, subscript_term
 from dycl.rewriter.walk import bound_names, descendants
 
-MAX_TRIPS = 10_000
+__all__ = ["MAX_TRIPS", "Element", "Unroll"]
 
 
-@dataclass(frozen=True)
-class Element:
-    """One item a loop iterates over: its static value (None if dynamic) and a term for it."""
-
-    static: Static | None
-    term: cst.BaseExpression
-    exists: cst.BaseExpression | None = None  # a loop over rows from data: whether this iteration runs
-
-
-class Unroll(ScopedFlowWalker):
+class Unroll(DataLoops, ScopedFlowWalker):
     """Replaces ``for`` and ``while`` loops by their iterations.
 
     Assumes: the function body has been normalised (no ``with``, no ``try``).
@@ -44,7 +34,9 @@ class Unroll(ScopedFlowWalker):
     static bound (``rewriter.bounded_rows``: the experts a routing hit): those unroll to
     the bound, each iteration starting with ``if not (rows.shape[0] > i): break``; a
     ``range`` whose bound is a literal chosen by data (``k = 2 if c else 3``) becomes one loop
-    per literal under a test (``rewriter.chosen_bounds``); a
+    per literal under a test (``rewriter.chosen_bounds``); a ``range(n)`` with ``n`` from data and
+    a static cap, the rows of an input along a static dim and ``range`` of such a size unroll
+    too (``rewriter.data_loops``); a
     ``while`` loop must have a test that is static
     on every iteration (a counter). Anything else raises ``UnsupportedError``.
     """
@@ -57,6 +49,7 @@ class Unroll(ScopedFlowWalker):
         # the assignments so far, for bounded_rows (None: a name assigned some other way)
         self.definitions = Definitions()
         self.bound_in: dict[str, tuple[int, ...]] = {}  # name -> the blocks its last binding was walked in
+        self.walked_in: dict[tuple[str, int], tuple[int, ...]] = {}  # (name, definition time) -> its blocks
 
     def _encloses(self, name: str) -> bool:
         """Whether the last binding of ``name`` was walked in a block that encloses the statement
@@ -70,7 +63,7 @@ class Unroll(ScopedFlowWalker):
         elif isinstance(stmt, cst.While):
             result = self.expand_while(stmt, env)
         else:
-            result = super().statement(stmt, env)
+            result = super().statement(self._row_displays(stmt, env), env)
         self._remember(stmt)
         return result
 
@@ -83,6 +76,7 @@ class Unroll(ScopedFlowWalker):
         for name in sorted(bound_names(stmt)):
             self.definitions.assign(name, value)
             self.bound_in[name] = tuple(self.scopes)
+            self.walked_in[name, self.definitions.now] = tuple(self.scopes)
 
     def branch(self, stmt: cst.If, env: Env) -> tuple[Block, Exits]:
         self.flow.refuse_changes_in_test(stmt.test, env, stmt)
@@ -98,11 +92,13 @@ class Unroll(ScopedFlowWalker):
         inlined, loop = self.inline_iterable(loop, env)
         for line in inlined:
             env = self.flow.step(line, env).fall
+            self._remember(line)
         elements, prologue = self.iteration(loop, env)
         prologue = inlined + prologue
         self._refuse_rebinding(loop, elements)
         for line in prologue:
             env = self.flow.step(line, env).fall
+            self._remember(line)
         iterated = {n.value: env.get(n.value) for n in descendants(loop.iter)
                     if isinstance(n, cst.Name) and tracks(env.get(n.value))}
         iterations: list[Block] = []
@@ -119,6 +115,7 @@ class Unroll(ScopedFlowWalker):
             else:
                 for line in bindings:
                     current = self.flow.step(line, current).fall
+                    self._remember(line)  # the target is that item now (``for x in (x[0], y):``)
                 body, exits = self.block(list(loop.body.body), current)
                 iteration = bindings + body
             iterations.append(with_context(iteration, _context(bindings)))
@@ -134,7 +131,10 @@ class Unroll(ScopedFlowWalker):
         """``for h in self._features(x):`` over a helper that ``Inline`` inlines (a generator,
         ``rewriter.generators``, or a helper that builds a list): the helper's body first,
         its result bound to a fresh name the loop iterates, whose length is then known."""
-        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None:
+        if not isinstance(loop.iter, cst.Call) or self.flow.evaluate(loop.iter, env) is not None or range_call(
+                loop.iter, self.flow.evaluate(loop.iter.func, env)):  # range(n) from data: _bounded_range
+            return [], loop
+        if self.elements(loop.iter, env, loop) is not None:  # zip(x.unbind(1), ...): rows of inputs
             return [], loop
         from dycl.rewriter.inline import Inline  # Inline's module imports the passes this one is beside
 
@@ -239,13 +239,21 @@ class Unroll(ScopedFlowWalker):
             return elements, []
         if isinstance(loop.iter, (cst.List, cst.Tuple)):
             return self._display_elements(loop, env)
-        bounded = self._bounded_rows(loop, env)
+        bounded = self._bounded_range(loop, env) or self._bounded_rows(loop, env)
         if bounded is not None:
             return bounded
+        if range_call(loop.iter, self.flow.evaluate(loop.iter.func, env) if isinstance(loop.iter, cst.Call) else None):
+            raise self.ctx.error(
+                "a for loop over range(n) whose n comes from the input and has no static upper bound", loop,
+                "cap the count with a static number (range(min(n, self.max_steps)), t.clamp(max=K)): dycl then "
+                "unrolls that many iterations, each run only while i < n; an input's size is a cap only on a "
+                "dim that dynamic= leaves static (not the batch dim, unless dynamic=False)")
         raise self.ctx.error(
             "a for loop over a value that is not known at compile time", loop,
             "iterate over range(...) with static bounds, a module container, or a list whose "
-            "length does not depend on the input")
+            "length does not depend on the input (the rows of an input along a dim that dynamic= leaves "
+            "static unroll: for x, x.unbind(d), x[i], x.T; for other tensors, loop over range(K) with a static K "
+            "and index the rows)")
 
     def elements(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
         builtin = self.flow.evaluate(node.func, env) if isinstance(node, cst.Call) else None
@@ -265,13 +273,13 @@ class Unroll(ScopedFlowWalker):
             start = self.flow.evaluate(start_node, env) if start_node is not None else Static(0, None)
             if start is None:
                 return None
-            return [_tuple_element((_literal(start.value + i), e)) for i, e in enumerate(parts[0])]
+            return [_tuple_element((literal_element(start.value + i), e)) for i, e in enumerate(parts[0])]
         length = self.flow.evaluator(env).list_length(node)
         if length is not None:
             return [Element(None, subscript_term(node, i)) for i in range(length)]
         static = self.flow.evaluate(node, env)
         if static is None:
-            return None
+            return self._tensor_rows(node, env, loop)
         return self._static_elements(static, node, loop, env)
 
     def _static_elements(self, static: Static, node: cst.BaseExpression, loop: cst.For,
@@ -334,7 +342,7 @@ class Unroll(ScopedFlowWalker):
 
     def _bounded_rows(self, loop: cst.For, env: Env) -> tuple[list[Element], Block] | None:
         """The rows of a tensor from data whose count has a static bound (see the class note)."""
-        bound = row_bound(loop.iter, self.definitions, lambda node: self.flow.evaluate(node, env))
+        bound = row_bound(loop.iter, self._calculus(Calculus, env))
         if bound is None:
             return None
         if bound > MAX_TRIPS:
@@ -398,14 +406,10 @@ def _context(bindings: Block) -> str:
     return ", ".join(parts)
 
 
-def _literal(value) -> Element:
-    return Element(Static(value, literal_term(value)), literal_term(value))
-
-
 def _static_literal(value) -> Element:
     if not is_literal(value):
         raise TypeError("non-literal key")
-    return _literal(value)
+    return literal_element(value)
 
 
 def _tuple_element(items) -> Element:

@@ -80,6 +80,22 @@ def dynamic_dims(spec: DynamicSpec, parameters: Sequence[str], example_args: tup
     return {name: chosen for name, chosen in dims.items() if chosen}
 
 
+def static_sizes(spec: DynamicSpec, passed: Mapping[str, Any]) -> dict[str, tuple[int | None, ...]]:
+    """Per tensor argument of the example call ``passed`` (parameter -> value), its size per dim where
+    ``spec`` leaves the dim static, so that the compiled model refuses a call of another size there;
+    None where the dim is symbolic. Empty where ``spec`` names inputs by position (``passed`` may
+    lack a parameter left at its default, so positions are not its order) or is invalid (the
+    compile reports that later): every size is then unknown, which is never wrong."""
+    if isinstance(spec, Mapping) and any(not isinstance(key, str) for key in spec):
+        return {}
+    try:
+        dims = dynamic_dims(spec, list(passed), tuple(passed.values()))
+    except ValueError:
+        return {}
+    return {name: tuple(None if axis in dims.get(name, {}) else size for axis, size in enumerate(value.shape))
+            for name, value in passed.items() if isinstance(value, torch.Tensor)}
+
+
 def _expand(spec: Mapping[str | int, Any], groups: Mapping[str, Sequence[str]],
             tensors: Mapping[str, torch.Tensor]) -> dict[str | int, Any]:
     """``spec`` with each entry for a group of inputs given to every tensor of the group

@@ -224,6 +224,8 @@ _add("topk_indices", "float", lambda x: x.gather(1, torch.topk(x, 3, largest=Fal
 _add("topk_int", "int", lambda x: x.topk(2).values)
 _add("unique", "float", lambda x: torch.unique(x))
 _add("unique_int", "int", lambda x: x.unique())
+_add("unique_counts", "float", lambda x: torch.unique(x, return_counts=True)[1])
+_add("unique_values_of_counted", "float", lambda x: torch.unique(x, return_counts=True)[0])
 _add("msort_like", "float", lambda x: x.flatten().sort().values)
 # scans
 _add("cumsum", "float", lambda x: x.cumsum(1))

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from dycl.rewriter.bounded_rows import Definitions, row_bound
+from dycl.rewriter.bounded_rows import Calculus, Definitions, row_bound
 from dycl.rewriter.values import Static
 
 import dycl
@@ -119,7 +119,7 @@ def _bound(expression: str, *assignments: tuple[str, str | None], **definitions:
     history = Definitions()
     for name, text in [*assignments, *definitions.items()]:
         history.assign(name, None if text is None else cst.parse_expression(text))
-    return row_bound(cst.parse_expression(expression), history, evaluate)
+    return row_bound(cst.parse_expression(expression), Calculus(history, evaluate))
 
 
 def test_the_bound_calculus_follows_definitions_and_knows_only_what_it_can_prove():
