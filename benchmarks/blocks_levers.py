@@ -1,7 +1,7 @@
 """dycl timed by blocks against oracle + decisions and eager, with the form choice's stability (issue 29).
 
     python benchmarks/blocks_levers.py [--models sdn_mobilenet,ranet] [-n 20] [--rounds 5] [--autos 3]
-                                       [--out benchmarks/blocks_levers.md] [--json FILE]
+                                       [--out FILE.md] [--json FILE] [--picks-only] [--before FILE.json ...]
 
 For each zoo model, in one process and on the same zoo inputs, timed by blocks
 (``dycl.harness.timing.blocks``: each contender on all inputs back to back, contenders alternating
@@ -15,6 +15,11 @@ Stability of the form choice: the model is compiled ``--autos`` times with ``"au
 compile's pick and compile time are recorded, and *dycl* is the form the majority kept (ties: the
 last compile's). *best form* is the fastest of host and one graph here: the choice's error is
 dycl / best form. Writes a markdown table with the machine, its load and the date.
+
+Before / after: ``--picks-only --json FILE`` only compiles (the picks and compile times), e.g. with
+an older checkout first on ``PYTHONPATH``; ``--before FILE`` (repeatable: the rows of several runs)
+then adds *dycl before*, the form those compiles kept most often, timed in this process: both
+sides' forms are timed side by side, block by block.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ def _form(stats: dict) -> str:
     return "one graph (caller)" if stats.get("on_calling_thread") else "one graph (pool)"
 
 
-def bench_model(name: str, n: int, rounds: int, autos: int) -> dict:
+def bench_model(name: str, n: int, rounds: int, autos: int, picks_only: bool = False) -> dict:
     zoo = importlib.import_module(f"models.{name}")
     model, example = zoo.build()
     inputs = [x if isinstance(x, tuple) else (x,) for x in (zoo.sample(s) for s in range(n))]
@@ -78,6 +83,9 @@ def bench_model(name: str, n: int, rounds: int, autos: int) -> dict:
         row["picks"].append(_form(stats))
         row["choice"].append({key: stats.get(key) for key in ("host_us", "single_graph_us_by_thread", "timed_rounds",
                                                                "reason")})
+    row["dycl_form"] = _majority(row["picks"])
+    if picks_only:
+        return row
     host = dycl.compile(model, example, optimize=Levers(single_graph="off"))
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))
     contenders = {"eager": model, "host": host}
@@ -91,31 +99,46 @@ def bench_model(name: str, n: int, rounds: int, autos: int) -> dict:
     contenders["oracle + decisions"] = decisions
     timings = blocks(contenders, inputs, rounds=rounds)
     row["ms"] = {key: timing.median_ms for key, timing in timings.items()}
-    counts = collections.Counter(row["picks"])
-    top = max(counts.values())
-    row["dycl_form"] = next(p for p in reversed(row["picks"]) if counts[p] == top)
     return row
 
 
-def table(rows: list[dict]) -> list[str]:
+def _majority(picks: list[str]) -> str:
+    counts = collections.Counter(picks)
+    return next(pick for pick in reversed(picks) if counts[pick] == max(counts.values()))
+
+
+def table(rows: list[dict], before: dict[str, dict]) -> list[str]:
     lines = ["| model | paths | auto picks (of compiles) | compile s | eager | host | one graph caller | "
-             "one graph pool | oracle + decisions | dycl | dycl / oracle + dec. | dycl vs eager | dycl / best form |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    ratios, speedups = [], []
+             "one graph pool | oracle + decisions | dycl | dycl / oracle + dec. | dycl vs eager | dycl / best form "
+             "| before: picks | before: dycl | before / oracle + dec. | before vs eager |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios, speedups, old_ratios, old_speedups = [], [], [], []
     for row in rows:
         ms = row["ms"]
         dycl_ms = ms[row["dycl_form"]]
+        old = before.get(row["name"])
+        old_ms = ms.get(old["dycl_form"]) if old else None
         forms = [ms[key] for key in ("host", "one graph (caller)", "one graph (pool)") if key in ms]
         picks = ", ".join(f"{form} {count}" for form, count in collections.Counter(row["picks"]).items())
         ratios.append(dycl_ms / ms["oracle + decisions"])
         speedups.append(ms["eager"] / dycl_ms)
         cells = [ms.get(key) for key in ("eager", "host", "one graph (caller)", "one graph (pool)",
                                          "oracle + decisions")]
+        old_cells = ["—"] * 4
+        if old_ms is not None:
+            old_ratios.append(old_ms / ms["oracle + decisions"])
+            old_speedups.append(ms["eager"] / old_ms)
+            old_picks = ", ".join(f"{form} {count}" for form, count in collections.Counter(old["picks"]).items())
+            old_cells = [old_picks, f"{old_ms:.3f}", f"{old_ratios[-1]:.2f}", f"{old_speedups[-1]:.2f}x"]
         lines.append(f"| {row['name']} | {row['paths']} | {picks} | {max(row['compile_s']):.1f} | "
                      + " | ".join("—" if c is None else f"{c:.3f}" for c in cells)
-                     + f" | {dycl_ms:.3f} | {ratios[-1]:.2f} | {speedups[-1]:.2f}x | {dycl_ms / min(forms):.2f} |")
+                     + f" | {dycl_ms:.3f} | {ratios[-1]:.2f} | {speedups[-1]:.2f}x | {dycl_ms / min(forms):.2f} | "
+                     + " | ".join(old_cells) + " |")
     lines += ["", f"Geomeans: dycl / oracle + decisions {_geomean(ratios):.2f} (max {max(ratios):.2f}); "
               f"dycl vs eager (this process) {_geomean(speedups):.2f}x."]
+    if old_ratios:
+        lines.append(f"Before ({len(old_ratios)} models): / oracle + decisions {_geomean(old_ratios):.2f} "
+                     f"(max {max(old_ratios):.2f}); vs eager {_geomean(old_speedups):.2f}x.")
     return lines
 
 
@@ -131,22 +154,27 @@ def main() -> None:
     parser.add_argument("--autos", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--picks-only", action="store_true")
+    parser.add_argument("--before", type=Path, action="append", default=[])
     args = parser.parse_args()
+    before = {row["name"]: row for path in args.before for row in json.loads(path.read_text())}
     warnings.simplefilter("ignore")
     start_load = os.getloadavg()[0]
     rows = []
     for name in args.models.split(","):
-        rows.append(bench_model(name, args.n, args.rounds, args.autos))
+        rows.append(bench_model(name, args.n, args.rounds, args.autos, args.picks_only))
         print(json.dumps(rows[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    if args.picks_only:
+        return
     lines = [f"{machine()}; load average {start_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"`python benchmarks/blocks_levers.py --models {args.models} -n {args.n} --rounds {args.rounds} "
-             f"--autos {args.autos}`", "", *table(rows)]
+             f"--autos {args.autos}`", "", *table(rows, before)]
     print("\n".join(lines))
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
