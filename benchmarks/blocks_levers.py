@@ -2,18 +2,21 @@
 
     python benchmarks/blocks_levers.py [--models sdn_mobilenet,ranet] [-n 20] [--rounds 5] [--autos 3]
                                        [--out FILE.md] [--json FILE] [--picks-only] [--before FILE.json ...]
+                                       [--rows FILE.json ...]
 
 For each zoo model, in one process and on the same zoo inputs, timed by blocks
 (``dycl.harness.timing.blocks``: each contender on all inputs back to back, contenders alternating
 block by block, each input's best over ``--rounds`` rounds, the median over inputs): eager PyTorch
 (in this process), the host form (``Levers(single_graph="off")``), the one graph on the calling
-thread and in a pool (``"on"``, its thread setting then flipped), what ``"auto"`` kept, and
+thread and in a pool (``"on"``, its thread setting then flipped), each saved and loaded
+(``dycl.load``: what a server runs, without the in-process model's per-call guards of weights,
+globals and configuration), the last ``"auto"`` compile in process (*in process*), and
 *oracle + decisions* (``benchmarks/bench.py``: each input's path traced into one ONNX Runtime
 session that also computes the values its branches test).
 
 Stability of the form choice: the model is compiled ``--autos`` times with ``"auto"``; each
-compile's pick and compile time are recorded, and *dycl* is the form the majority kept (ties: the
-last compile's). *best form* is the fastest of host and one graph here: the choice's error is
+compile's pick and compile time are recorded, and *dycl* is the loaded form the majority kept (ties:
+the last compile's). *best form* is the fastest of host and one graph here: the choice's error is
 dycl / best form. Writes a markdown table with the machine, its load and the date.
 
 Before / after: ``--picks-only --json FILE`` only compiles (the picks and compile times), e.g. with
@@ -49,18 +52,20 @@ MODELS = ("sdn_mobilenet", "sdn_vgg19", "sdn_resnet56", "sdn_wrn32_4", "skipnet_
           "caption_resnext", "caption_googlenet", "translation", "ranet")
 
 
-def _flipped(compiled):
-    """``compiled`` (one graph) with its one session's thread setting flipped, loaded afresh."""
+def _loaded(compiled, flip: bool = False):
+    """``compiled`` saved and loaded (``dycl.load``: no per-call guards of the in-process model), with
+    its sessions' thread setting flipped where ``flip`` (a one-graph model's one session)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "artifact"
         compiled.save(path)
-        manifest = json.loads((path / "manifest.json").read_text())
-        for entry in manifest["sub_dnns"].values():  # threads 1: on the calling thread; absent: the pool
-            if entry.pop("threads", None) != 1:
-                entry["threads"] = 1
-        (path / "manifest.json").write_text(json.dumps(manifest))
+        if flip:
+            manifest = json.loads((path / "manifest.json").read_text())
+            for entry in manifest["sub_dnns"].values():  # threads 1: on the calling thread; absent: the pool
+                if entry.pop("threads", None) != 1:
+                    entry["threads"] = 1
+            (path / "manifest.json").write_text(json.dumps(manifest))
         return dycl.load(path)
 
 
@@ -88,13 +93,11 @@ def bench_model(name: str, n: int, rounds: int, autos: int, picks_only: bool = F
         return row
     host = dycl.compile(model, example, optimize=Levers(single_graph="off"))
     single = dycl.compile(model, example, optimize=Levers(single_graph="on"))
-    contenders = {"eager": model, "host": host}
-    lowered = single.stats["single_graph"].get("chosen") == "single_graph"
-    if lowered:
-        forms = {_form(single.stats["single_graph"]): single}
-        flipped = _flipped(single)
-        forms["one graph (pool)" if "caller" in next(iter(forms)) else "one graph (caller)"] = flipped
-        contenders.update(forms)
+    contenders = {"eager": model, "host": _loaded(host), "dycl in process": auto}
+    if single.stats["single_graph"].get("chosen") == "single_graph":
+        form = _form(single.stats["single_graph"])
+        contenders[form] = _loaded(single)
+        contenders["one graph (pool)" if "caller" in form else "one graph (caller)"] = _loaded(single, flip=True)
     _, decisions, row["paths"] = oracles(model, inputs)
     contenders["oracle + decisions"] = decisions
     timings = blocks(contenders, inputs, rounds=rounds)
@@ -110,8 +113,8 @@ def _majority(picks: list[str]) -> str:
 def table(rows: list[dict], before: dict[str, dict]) -> list[str]:
     lines = ["| model | paths | auto picks (of compiles) | compile s | eager | host | one graph caller | "
              "one graph pool | oracle + decisions | dycl | dycl / oracle + dec. | dycl vs eager | dycl / best form "
-             "| before: picks | before: dycl | before / oracle + dec. | before vs eager |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| before: picks | before: dycl | before / oracle + dec. | before vs eager | in process |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios, speedups, old_ratios, old_speedups = [], [], [], []
     for row in rows:
         ms = row["ms"]
@@ -133,7 +136,7 @@ def table(rows: list[dict], before: dict[str, dict]) -> list[str]:
         lines.append(f"| {row['name']} | {row['paths']} | {picks} | {max(row['compile_s']):.1f} | "
                      + " | ".join("—" if c is None else f"{c:.3f}" for c in cells)
                      + f" | {dycl_ms:.3f} | {ratios[-1]:.2f} | {speedups[-1]:.2f}x | {dycl_ms / min(forms):.2f} | "
-                     + " | ".join(old_cells) + " |")
+                     + " | ".join(old_cells) + f" | {ms['dycl in process']:.3f} |")
     lines += ["", f"Geomeans: dycl / oracle + decisions {_geomean(ratios):.2f} (max {max(ratios):.2f}); "
               f"dycl vs eager (this process) {_geomean(speedups):.2f}x."]
     if old_ratios:
@@ -156,12 +159,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--picks-only", action="store_true")
     parser.add_argument("--before", type=Path, action="append", default=[])
+    parser.add_argument("--rows", type=Path, action="append", default=[],
+                        help="tabulate the rows of earlier runs (their --json) instead of running")
     args = parser.parse_args()
     before = {row["name"]: row for path in args.before for row in json.loads(path.read_text())}
     warnings.simplefilter("ignore")
     start_load = os.getloadavg()[0]
-    rows = []
-    for name in args.models.split(","):
+    rows = [row for path in args.rows for row in json.loads(path.read_text())]
+    for name in ([] if rows else args.models.split(",")):
         rows.append(bench_model(name, args.n, args.rounds, args.autos, args.picks_only))
         print(json.dumps(rows[-1]), flush=True)
     if args.json:
