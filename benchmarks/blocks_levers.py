@@ -169,8 +169,8 @@ def main() -> None:
     for name in ([] if rows else args.models.split(",")):
         rows.append(bench_model(name, args.n, args.rounds, args.autos, args.picks_only))
         print(json.dumps(rows[-1]), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        if args.json:  # after each model: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(rows, indent=1))
     if args.picks_only:
         return
     lines = [f"{machine()}; load average {start_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
