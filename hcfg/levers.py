@@ -32,7 +32,7 @@ class Levers:
     pool's hand-off runs on the calling thread: counted (``dycl.backends.onnx_cost``), and
     timed on its example where the count does not settle it (``dycl.backends.thread_choice``).
     ``single_graph``: "auto", the default (the host and the whole graph as one ONNX model with
-    ``If`` nodes timed side by side at compile time, the one graph kept only where clearly faster;
+    ``If`` nodes timed side by side at compile time, the one graph kept unless the host is clearly faster;
     neither lowered nor timed for one sub-DNN without conditions or a tiny model:
     ``dycl.backends.single_graph_choice``), "on" (the one graph, one session call per model call,
     wherever it can be lowered) or "off" (the host calls each sub-DNN):

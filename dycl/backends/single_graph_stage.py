@@ -2,7 +2,7 @@
 and ``dycl.backends.single_graph`` can take the model (issue 29).
 
 ``Levers.single_graph``: "off" keeps the host's sub-DNN calls; "on" lowers every model it can;
-"auto" (the default) lowers, emits both hosts and keeps the one graph only where it is clearly
+"auto" (the default) lowers, emits both hosts and keeps the one graph unless the host is clearly
 faster on the example and inputs derived from it (``dycl.backends.single_graph_choice``), except
 where the choice cannot matter (``single_graph_choice.untimed``: one sub-DNN and no condition, a
 tiny model), which keep the host without lowering. Either way ``stats["single_graph"]`` says what
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from dycl.compiler import Compiled, CompileResult
 
 FILE = "single_graph.onnx"
+#: the order "auto" prefers its candidates in, within the timing's margin (``single_graph_choice``):
+#: the one graph on the calling thread, in a pool, then the host
+PREFERENCE = (1, 2, 0)
 _DTYPE = {elem: name for name, elem in ELEM.items()}
 
 
@@ -238,11 +241,11 @@ def _faster(host: Compiled, single: Compiled, stats: dict[str, Any],
     (name, made), = single.variants.items()
     other = dataclasses.replace(single, variants={name: dataclasses.replace(
         made, on_calling_thread=not made.on_calling_thread)})
-    candidates = [host, single, other]
+    candidates = [host, single, other]  # single runs on the calling thread ("auto" lowers it unchecked)
     try:
         results = [emit(candidate) for candidate in candidates]
         models = [host_model(result.host_source, result.manifest, result.files) for result in results]
-        choice = choose(models, timing_inputs(front.example_args, models[0], results[0].program))
+        choice = choose(models, timing_inputs(front.example_args, models[0], results[0].program), PREFERENCE)
     except Exception as error:  # noqa: BLE001 - timing is advice: the host stays, the reason is recorded
         stats["chosen"], stats["reason"] = "host", f"timing failed: {type(error).__name__}: {error}"
         host.backend_stats["single_graph"] = stats

@@ -1,5 +1,6 @@
-"""``dycl.backends.single_graph_choice``: the host is replaced only by a clearly faster form of the
-one graph, timed by lower quartiles of runs over the example and its derived inputs; and ``auto``
+"""``dycl.backends.single_graph_choice``: the one graph on the calling thread is replaced only by a
+clearly faster form (in a pool, or the host), timed by blocks that each start with an untimed call,
+by lower quartiles of runs over the example and its derived inputs; and ``auto``
 end to end on a decoder that stops early: whatever it keeps agrees with eager on every path, in process and
 through the torch-free host."""
 
@@ -14,7 +15,7 @@ from dycl.hcfg.levers import Levers
 import dycl
 from dycl.artifact import host_module
 from dycl.backends import single_graph_choice, single_graph_stage
-from dycl.backends.single_graph_choice import MARGIN, choose, timing_inputs
+from dycl.backends.single_graph_choice import MARGIN, choose, pick, timing_inputs
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
 from tests.backends.test_single_graph_tails import GreedyDecoder
@@ -37,16 +38,56 @@ class _Takes:
         return value
 
 
-def test_the_fastest_form_replaces_the_host_only_past_the_margin():
-    inputs = [(1.0,), (2.0,), (3.0,)]
-    faster = choose([_Takes(0.002), _Takes(0.003), _Takes(0.001)], inputs)
-    assert faster.kept == 2 and faster.us[2] < faster.us[0] * (1 - MARGIN), faster
-    assert faster.rounds >= 5 and faster.inputs == 3
-    assert faster.stats()["ratio"] < 0.7
-    alike = choose([_Takes(0.001), _Takes(0.001), _Takes(0.001)], inputs)
-    assert alike.kept == 0, alike  # within the margin the host stays
-    slower = choose([_Takes(0.001), _Takes(0.002), _Takes(0.003)], inputs)
-    assert slower.kept == 0 and slower.fastest_other == 1, slower
+def test_a_less_preferred_form_replaces_the_preferred_one_only_past_the_margin():
+    inputs, preference = [(1.0,), (2.0,), (3.0,)], single_graph_stage.PREFERENCE
+    assert preference == (1, 2, 0)  # the one graph on the calling thread, in a pool, then the host
+    pool = choose([_Takes(0.002), _Takes(0.003), _Takes(0.001)], inputs, preference)
+    assert pool.kept == 2 and pool.us[2] < pool.us[1] * (1 - MARGIN), pool
+    assert pool.rounds >= 5 and pool.inputs == 3
+    assert pool.stats()["ratio"] < 0.7
+    alike = choose([_Takes(0.001), _Takes(0.001), _Takes(0.001)], inputs, preference)
+    assert alike.kept == 1, alike  # within the margin the one graph on the calling thread stays
+    host = choose([_Takes(0.001), _Takes(0.002), _Takes(0.003)], inputs, preference)
+    assert host.kept == 0 and host.fastest_other == 1, host
+    assert choose([_Takes(0.001), _Takes(0.001)], inputs).kept == 0  # without a preference: the first
+
+
+def test_pick_walks_the_preference_and_needs_the_margin_to_move():
+    assert pick((100.0, 99.0, 98.0), (1, 2, 0)) == 1
+    assert pick((100.0, 99.0, 90.0), (1, 2, 0)) == 2
+    assert pick((80.0, 99.0, 90.0), (1, 2, 0)) == 0
+    assert pick((80.0, 99.0, 90.0)) == 0 and pick((100.0, 90.0)) == 1 and pick((100.0, 98.0)) == 0
+    with pytest.raises(ValueError, match="every candidate once"):
+        pick((1.0, 2.0), (1, 1))
+
+
+class _Cold(_Takes):
+    """A candidate whose first call after another candidate's takes ``cold`` seconds (caches
+    holding the other's weights), its later calls ``seconds``."""
+
+    last: list = [None]
+
+    def __init__(self, seconds: float, cold: float) -> None:
+        super().__init__(seconds)
+        self.cold = cold
+
+    def __call__(self, value: float) -> float:
+        warm, _Cold.last[0] = _Cold.last[0] is self, self
+        self.seconds, steady = (self.seconds if warm else self.cold), self.seconds
+        try:
+            return super().__call__(value)
+        finally:
+            self.seconds = steady
+
+
+def test_each_block_starts_with_an_untimed_call():
+    """A form slow only on the first call after another's block is timed at its steady cost: a
+    serving loop calls one model back to back. In the middle of three candidates (the order
+    reverses every other round) every one of its blocks follows another's: timed from each block's
+    first call, it (5 ms once, then 1 ms) would cost (5 + 1 + 1) / 3 ms per input against 1.2."""
+    first, cold, last = _Cold(0.0012, 0.0012), _Cold(0.001, 0.005), _Cold(0.0012, 0.0012)
+    choice = choose([first, cold, last], [(1.0,), (2.0,), (3.0,)])
+    assert choice.kept == 1 and choice.us[1] < 1150, choice
 
 
 def test_inputs_a_candidate_refuses_are_not_timed_but_the_example_must_run():
@@ -93,9 +134,9 @@ def test_auto_runs_the_host_it_timed_without_emitting_or_loading_it_again(tmp_pa
     monkeypatch.setattr(host_module, "load_host_module", lambda *a, **k: loads.append(a) or load_host_module(*a, **k))
     choose_timed = single_graph_stage.choose
 
-    def choose_and_keep(models, inputs):
+    def choose_and_keep(models, inputs, preference):
         timed.extend(models)
-        return choose_timed(models, inputs)
+        return choose_timed(models, inputs, preference)
 
     monkeypatch.setattr(single_graph_stage, "choose", choose_and_keep)
     torch.manual_seed(0)
