@@ -95,7 +95,11 @@ class Layout:
                 and all(leaf == "tensor" for leaf in self.leaves))
 
     def signature(self) -> Any:
-        """What must agree between two examples for one compiled form to serve both."""
+        """What must agree between two examples for one compiled form to serve both. A number or
+        tensor inside a structure keeps its kind: the host picks a variant by the kind of a top-level
+        port only (``hcfg.variants``), so ``(1, t)`` on one path and ``(0.5, t)`` on another disagree."""
+        if self.is_port:
+            return (str(self.spec), ("port",))
         return (str(self.spec), tuple(_leaf_signature(leaf) for leaf in self.leaves))
 
 
@@ -110,8 +114,8 @@ def _leaf_signature(leaf: Leaf) -> Any:
         return ("static", type(leaf.value).__qualname__, repr(leaf.value))
     if isinstance(leaf, Record):
         return ("record", leaf.cls.__module__, leaf.cls.__qualname__, leaf.fields, leaf.layout.signature())
-    # a number on one path and a tensor on another (``n += t``) share one port, of the first example's kind
-    return "port"
+    # a top-level port's kind may differ between paths (``Layout.signature``): one variant per kind
+    return ("port", leaf)
 
 
 def host_value(value: Any) -> Any:

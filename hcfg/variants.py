@@ -53,7 +53,7 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
     groups: dict[tuple[int, ...], list[int]] = {}
     for i, layouts in enumerate(in_layouts):
         key = tuple(len(layout.leaves) for layout in layouts if layout.is_tensor_list)
-        groups.setdefault(key + tuple(ranks[i].get(name, -1) for name in ranked), []).append(i)
+        groups.setdefault(key + tuple(ranks[i].get(name, NUMBER_RANKS[float]) for name in ranked), []).append(i)
     variants = []
     for key, members in sorted(groups.items()):
         inputs_layout = _agreed(sub.inputs, [in_layouts[i] for i in members], where, "read")
@@ -87,10 +87,18 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
     return variants
 
 
+#: a Python number's part of a variant key, by its type (the host's ``_rank`` gives the same): a number
+#: whose type differs between paths (``scale = 2`` on one, ``0.5`` on the other) gets one variant per
+#: type, each with ports of its own dtype, since no one port dtype is exact for every type and ``2 * t``
+#: and ``0.5 * t`` differ in more than the value (an int tensor's product stays int)
+NUMBER_RANKS = {float: -1, int: -2, bool: -3}
+
+
 def _ranks(names: tuple[str, ...], values: tuple[Any, ...], layouts: tuple[Layout, ...]) -> dict[str, int]:
-    """The rank of every input that is one tensor port."""
-    return {name: value.dim() for name, value, layout in zip(names, values, layouts)
-            if layout.is_port and isinstance(value, torch.Tensor)}
+    """The rank of every input that is one port: a tensor's ``dim()``, a number's ``NUMBER_RANKS``."""
+    return {name: value.dim() if isinstance(value, torch.Tensor) else NUMBER_RANKS[type(value)]
+            for name, value, layout in zip(names, values, layouts)
+            if layout.is_port and (isinstance(value, torch.Tensor) or type(value) in NUMBER_RANKS)}
 
 
 class _Where:
@@ -136,12 +144,14 @@ def _disagree(where: _Where, names: tuple[str, ...], layouts: list[tuple[Layout,
     a, b = layouts[0], layouts[1]
     name = next((n for n, x, y in zip(names, a, b) if x.signature() != y.signature()), names[0])
     index = names.index(name)
+    kinds = str(a[index].spec) == str(b[index].spec)  # one structure: the numbers in it differ in type
     return UnsupportedError(
         f"`{name}` with a different structure on two paths that reach this line "
-        f"({_shape_of(a[index])} on one, {_shape_of(b[index])} on another)",
+        f"({_shape_of(a[index], kinds)} on one, {_shape_of(b[index], kinds)} on another)",
         where.location(name, role),
         "give the value one structure on every path (the same list length, dict keys and fields; the same "
-        "device, dtype or string), or keep the changing part in a tensor; a string or other value chosen by "
+        "device, dtype or string; numbers inside it of one Python type, e.g. `float(v)`), or keep the changing "
+        "part in a tensor; a string or other value chosen by "
         "data may pick a member of a container dycl can see (`self.heads[key](x)`, `ACTIVATIONS[name](h)`) "
         "or be used in the branches that chose it")
 
@@ -178,12 +188,15 @@ def _listed(dtypes: tuple) -> str:
     return str(dtypes[0]) if len(dtypes) == 1 else "[" + ", ".join(map(str, dtypes)) + "]"
 
 
-def _shape_of(layout: Layout) -> str:
+def _shape_of(layout: Layout, kinds: bool = False) -> str:
+    """How ``layout`` is described in a refusal; ``kinds``: with the kinds of the ports it holds."""
     if layout.spec is None:
         leaf = layout.leaves[0]
         return f"a {leaf}" if isinstance(leaf, str) else repr(leaf.value) if isinstance(leaf, Static) else (
             "a static value")
-    return f"a {layout.spec.type.__name__} of {layout.spec.num_children}"
+    ports = [leaf for leaf in layout.leaves if isinstance(leaf, str)]
+    held = f" holding {', '.join(ports[:4])}{', ...' if len(ports) > 4 else ''}" if kinds and ports else ""
+    return f"a {layout.spec.type.__name__} of {layout.spec.num_children}{held}"
 
 
 def _flat(values: tuple[Any, ...], layouts: tuple[Layout, ...]) -> list[tuple[str, Any]]:

@@ -370,11 +370,17 @@ def _failed_line(error, code):
 DEFAULT_BATCH = "batch"
 
 
+#: a Python number's part of a variant key by its type, as ``hcfg.variants.NUMBER_RANKS``
+_NUMBER_RANKS = {float: -1, int: -2, bool: -3}
+
+
 def _rank(value):
-    """A variant key's part for an input whose rank differs between paths (``hcfg.variants``): the
-    rank of an array, -1 for a Python number (what the trace saw as a number, not as a 0-d tensor:
-    ``np.ndim`` gives both 0, and a 0-d tensor's graph given a number computes something else)."""
-    return -1 if type(value) in (bool, int, float) else np.ndim(value)
+    """A variant key's part for an input whose rank or Python type differs between paths
+    (``hcfg.variants``): the rank of an array, a negative code for a Python number by its type (what the
+    trace saw as a number, not as a 0-d tensor: ``np.ndim`` gives both 0, and a 0-d tensor's graph given a
+    number computes something else; an int's graph given a float truncates it)."""
+    rank = _NUMBER_RANKS.get(type(value))
+    return np.ndim(value) if rank is None else rank
 
 
 def _input_plan(spec):

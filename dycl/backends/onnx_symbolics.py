@@ -55,6 +55,8 @@ TorchScript exporter (opset 17) has none for, or a wrong one.
   interpolation of a static length by eager's formula (``onnx_linear_resize``: ``inf`` gave NaN).
 - ``aten::floor_divide``/``floordiv`` and ``aten::div`` with a ``rounding_mode``: rounded as eager
   rounds (``onnx_division``; torch's translation truncated ``-7 // 3`` to -2).
+- ``aten::tensor_split`` at indices computed from data (``onnx_tensor_split``: torch's translation
+  took the list for a number of sections and emitted an invalid ``Tile``).
 - ``aten::add`` of two bool tensors (``pos + neg``; eager gives their logical or): torch's
   translation gives ONNX Runtime an ``Add`` of bool, an invalid model. Here: ``Or``; any
   other ``add`` is torch's own translation (opset 11's, which also appends to lists).
@@ -108,6 +110,7 @@ from dycl.backends.onnx_linear_resize import WRAPPERS as RESIZE_WRAPPERS
 from dycl.backends.onnx_losses import WRAPPERS as LOSS_WRAPPERS
 from dycl.backends.onnx_nan_reductions import NAN_WRAPPERS
 from dycl.backends.onnx_norms import WRAPPERS as NORM_WRAPPERS
+from dycl.backends.onnx_tensor_split import WRAPPERS as SPLIT_WRAPPERS
 from dycl.backends.onnx_unique import WRAPPERS as UNIQUE_WRAPPERS
 
 _OPSET = 17
@@ -320,7 +323,7 @@ def _wrapped(registry: Any) -> dict[str, Any]:
     for name, wrap in {**NAN_WRAPPERS, **ACCUMULATE_WRAPPERS, **DIVISION_WRAPPERS, **INT64_WRAPPERS,
                         **CLAMP_WRAPPERS, **ACTIVATION_WRAPPERS, **NORM_WRAPPERS, **UNIQUE_WRAPPERS,
                         **ARITHMETIC_WRAPPERS, **SELECTION_WRAPPERS,
-                        **LOSS_WRAPPERS, **FLOAT64_WRAPPERS, **RESIZE_WRAPPERS}.items():
+                        **LOSS_WRAPPERS, **FLOAT64_WRAPPERS, **RESIZE_WRAPPERS, **SPLIT_WRAPPERS}.items():
         group = registry.get_function_group(name)
         original = group.get(_OPSET) if group is not None else None
         if original is not None:

@@ -92,7 +92,7 @@ def subject(model: torch.nn.Module, compiled: Callable[..., Any], result: Any, e
     if result.manifest.per_sample:  # eager's reference: each sample alone, the outputs joined
         from dycl.per_sample.testing import PerSampleEager
 
-        return Subject(PerSampleEager(model), compiled, args, kwargs, {})
+        return Subject(PerSampleEager(model), compiled, args, kwargs, {}, search=branch_search(compiled, None))
     try:
         passed = bind_example(model, args, kwargs)
     except TypeError:

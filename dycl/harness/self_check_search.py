@@ -119,10 +119,11 @@ def _random_like(tensor: torch.Tensor, generator: torch.Generator, scale: float)
 
 
 def branch_search(compiled: Any, stateful: torch.nn.Module | None) -> BranchSearch | None:
-    """The search for an in-process ``CompiledModel`` compiled in this process; None where its host
-    cannot be recorded (a loaded artifact, a per-sample host)."""
+    """The search for an in-process ``CompiledModel`` compiled in this process (a per-sample host too:
+    ``HostCoverage`` records its interleaved generators); None where its host cannot be recorded (a
+    loaded artifact)."""
     result = getattr(compiled, "_result", None)
-    if result is None or result.program is None or result.manifest.per_sample or not result.program.condition_count:
+    if result is None or result.program is None or not result.program.condition_count:
         return None
     try:
         coverage = HostCoverage(compiled._host, result.program)
