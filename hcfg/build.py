@@ -187,7 +187,7 @@ class HCFGBuilder:
                 else:
                     self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
-                cond, states = self.condition(stmt, self.portable(test, states[0].concrete), states)
+                cond, states = self.condition(stmt, self.portable(test, states[0].concrete, stmt), states)
                 nodes.append(cond)
                 continue
             small = stmt.body[0]
@@ -198,7 +198,7 @@ class HCFGBuilder:
                 hoisted, value = self.hoist(value, stmt, states[0].concrete)
                 self.place_hoisted(hoisted, states, pending, nodes)
                 flush()
-                nodes.append(Return(stmt, self.portable(value, states[0].concrete)))
+                nodes.append(Return(stmt, self.portable(value, states[0].concrete, stmt)))
                 states = []
                 continue
             if self.is_tensor_statement(small, states[0].concrete):
@@ -208,7 +208,7 @@ class HCFGBuilder:
             for line in hoisted:  # self.count.add_(int(x.sum() > 0)): the int() is host work (split_conversions)
                 self.place_tensor(line, states, pending, nodes, flush)
             flush()
-            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete)])
+            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete, stmt)])
             self._check_host(new_stmt)
             check_item_write_target(small, lambda node, state=states[0].concrete: isinstance(
                 self.evaluate(node, state), torch.Tensor), lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
@@ -518,9 +518,19 @@ class HCFGBuilder:
                 found = found or any(isinstance(self.evaluate(a.value, state), torch.Tensor) for a in current.args)
         return found
 
-    def portable(self, node: cst.CSTNode, state: State) -> cst.CSTNode:
-        """``node`` as the host runs it on numpy arrays (``hcfg.portable``)."""
-        return portable_metadata(node, lambda receiver: isinstance(self.evaluate(receiver, state), torch.Tensor))
+    def portable(self, node: cst.CSTNode, state: State, stmt: cst.BaseStatement) -> cst.CSTNode:
+        """``node`` as the host runs it on numpy arrays (``hcfg.portable``, ``hcfg.host_methods``)."""
+
+        def refuse(method: str) -> None:
+            raise UnsupportedError(
+                f"tensor method .{method}(...) evaluated by the host, which holds numpy arrays there",
+                self.rewritten.locations.resolve(stmt),
+                "the host translates only amax/amin and max()/min()/sum()/any()/all()/item()/tolist() "
+                "without arguments; use one of those, or compile with an example that reaches this line "
+                "(then the tensor code computes it)")
+
+        return portable_metadata(node, lambda receiver: isinstance(self.evaluate(receiver, state), torch.Tensor),
+                                 refuse)
 
     def is_reference(self, node: cst.BaseExpression, state: State) -> bool:
         """A name, or an element of a Python list/tuple: moving it costs nothing."""

@@ -26,14 +26,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+from dycl.hcfg.host_methods import host_tensor_method
 from dycl.rewriter.walk import map_children
 
 _RANK = {"dim", "ndimension"}
 _COUNT = {"numel", "nelement"}
 
 
-def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression], bool]) -> cst.CSTNode:
-    """``node`` with metadata calls on tensors rewritten (see the module note)."""
+def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression], bool],
+                      refuse: Callable[[str], None] | None = None) -> cst.CSTNode:
+    """``node`` with metadata calls on tensors rewritten (see the module note); with ``refuse``,
+    every other method call on a tensor goes through ``hcfg.host_methods``."""
 
     def visit(current: cst.CSTNode) -> cst.CSTNode:
         current = map_children(current, visit)
@@ -42,7 +45,7 @@ def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression
         method = current.func.attr.value
         receiver = current.func.value
         if method not in {"size", "numpy", *_RANK, *_COUNT} or not is_tensor(receiver):
-            return current
+            return current if refuse is None else host_tensor_method(current, is_tensor, refuse)
         if method == "numpy":
             return receiver if not current.args else current
         if method == "size":
