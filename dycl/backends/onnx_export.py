@@ -78,6 +78,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from dycl.backends.export_errors import exporter_error
+from dycl.backends.onnx_empty_reductions import pad_empty_reductions
 from dycl.backends.onnx_float64_kernels import refuse_float64_gaps
 from dycl.backends.onnx_squeeze import pin_squeezes
 from dycl.backends.onnx_symbolics import local_symbolics
@@ -157,7 +158,7 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                 except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
                     raise exporter_error(error, module, variant) from error
-    data = buffer.getvalue()
+    data = pad_empty_reductions(buffer.getvalue())  # x[:, :0].sum(-1): dycl.backends.onnx_empty_reductions
     if not dynamo and dynamic_axes and guards is not None:  # x.squeeze(): dycl.backends.onnx_squeeze
         data, squeezed = pin_squeezes(data, module, variant, dynamic_axes)
         guards.extend(squeezed)
