@@ -10,6 +10,11 @@ identity (0 for a sum, 1 for a product) at the end of every reduced axis. The re
 never sees an empty axis, and adds ``0`` (multiplies by ``1``) last where it does: the value is
 eager's exactly, on every size.
 
+``ReduceMax``/``ReduceMin`` (``amax``/``amin``/``max(dim)``) over an empty dim raise in eager;
+their input gets the first element of each reduced axis repeated at its end (the same extreme),
+read by a ``Gather`` that fails out of bounds where the axis is empty: an error, never an empty
+result passed on.
+
 Assumes: the graph is opset 17 (``ReduceSum`` axes as a constant input, ``ReduceProd`` axes as an
 attribute) and shape inference knows the input's rank. Guarantees: a node whose axes or rank is
 not known is left as it was; the others compute eager's value and shape on empty and non-empty axes.
@@ -22,6 +27,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 _IDENTITY = {"ReduceSum": 0.0, "ReduceProd": 1.0}
+_EXTREMES = frozenset({"ReduceMax", "ReduceMin"})
 
 
 def pad_empty_reductions(data: bytes) -> bytes:
@@ -40,11 +46,14 @@ def pad_empty_reductions(data: bytes) -> bytes:
     changed = False
     for index, node in enumerate(model.graph.node):
         axes = _axes(node, constants)
-        rank = ranks.get(node.input[0]) if node.op_type in _IDENTITY else None
+        rank = ranks.get(node.input[0]) if node.op_type in {*_IDENTITY, *_EXTREMES} else None
         if axes is None or rank is None or node.input[0] not in types:
             nodes.append(node)
             continue
-        nodes.extend(_padded(node, index, axes, rank, types[node.input[0]], model))
+        if node.op_type in _EXTREMES:
+            nodes.extend(_first_repeated(node, index, axes, model))
+        else:
+            nodes.extend(_padded(node, index, axes, rank, types[node.input[0]], model))
         changed = True
     if not changed:
         return data
@@ -55,7 +64,7 @@ def pad_empty_reductions(data: bytes) -> bytes:
 
 def _axes(node: onnx.NodeProto, constants: dict) -> list[int] | None:
     """The node's reduced axes where they are constant and not empty; None otherwise."""
-    if node.op_type not in _IDENTITY:
+    if node.op_type not in _IDENTITY and node.op_type not in _EXTREMES:
         return None
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if node.op_type == "ReduceSum":
@@ -84,6 +93,28 @@ def _padded(node: onnx.NodeProto, index: int, axes: list[int], rank: int, elem_t
     reduced.CopyFrom(node)
     reduced.input[0] = f"{prefix}_padded"
     return [pad, reduced]
+
+
+def _first_repeated(node: onnx.NodeProto, index: int, axes: list[int],
+                    model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """``node`` on its input with the first element of each reduced axis repeated at its end: the
+    same max/min, and a ``Gather`` out of bounds (an ONNX Runtime error, as eager raises) where an
+    axis is empty."""
+    prefix = f"dycl_empty_reduction_{index}"
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0], dtype=np.int64), f"{prefix}_first"))
+    nodes: list[onnx.NodeProto] = []
+    current = node.input[0]
+    for position, axis in enumerate(axes):
+        first, joined = f"{prefix}_first_{position}", f"{prefix}_joined_{position}"
+        nodes.append(helper.make_node("Gather", [current, f"{prefix}_first"], [first], axis=axis,
+                                      name=f"{prefix}_gather_{position}"))
+        nodes.append(helper.make_node("Concat", [current, first], [joined], axis=axis,
+                                      name=f"{prefix}_concat_{position}"))
+        current = joined
+    reduced = onnx.NodeProto()
+    reduced.CopyFrom(node)
+    reduced.input[0] = current
+    return [*nodes, reduced]
 
 
 __all__ = ["pad_empty_reductions"]

@@ -5,9 +5,11 @@ inputs with several ``k``, 0 included."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
+import dycl
 from dycl.harness.host_agreement import assert_agrees_in_process_and_as_host
 
 
@@ -34,3 +36,34 @@ def test_sum_and_prod_over_an_empty_prefix_are_eagers(tmp_path):
     with torch.no_grad():
         lengths = {int((model.proj(x) > 1).sum()) for x in inputs}
     assert 0 in lengths and len(lengths) >= 3, lengths
+
+
+class PrefixPeak(nn.Module):
+    """The largest of the first ``k`` scores, ``k`` at least 1 on some inputs and 0 on others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        k = int((h > 1).sum())
+        return h[:, :k].amax(-1) + h[:, :k].amin(dim=1, keepdim=True).sum()
+
+
+def test_amax_over_a_nonempty_prefix_is_eagers_and_an_empty_one_raises(tmp_path):
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(5)
+    model = PrefixPeak().eval()
+    inputs = [torch.randn(1, 4, generator=generator) * 3 for _ in range(40)]
+    with torch.no_grad():
+        lengths = [int((model.proj(x) > 1).sum()) for x in inputs]
+    full = [x for x, k in zip(inputs, lengths) if k > 0]
+    assert len({k for k in lengths if k > 0}) >= 2
+    assert_agrees_in_process_and_as_host(model, full, tmp_path, 1e-5)
+    empty = next(x for x, k in zip(inputs, lengths) if k == 0)
+    compiled = dycl.compile(model, full[0], progress=False)
+    with pytest.raises(Exception):  # noqa: B017 - eager raises IndexError; the compiled model an ORT error
+        compiled(empty)
+    with pytest.raises(IndexError):
+        model(empty)
