@@ -17,7 +17,9 @@ result passed on.
 
 Assumes: the graph is opset 17 (``ReduceSum`` axes as a constant input, ``ReduceProd`` axes as an
 attribute) and shape inference knows the input's rank. Guarantees: a node whose axes or rank is
-not known is left as it was; the others compute eager's value and shape on empty and non-empty axes.
+not known, or whose reduced axes all have a static size of at least 1, is left as it was (no cost
+on graphs whose reductions cannot see an empty axis); the others compute eager's value and shape
+on empty and non-empty axes.
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ _EXTREMES = frozenset({"ReduceMax", "ReduceMin"})
 def pad_empty_reductions(data: bytes) -> bytes:
     """``data`` (a serialized ONNX model) with every sum/product padded by its identity (module note)."""
     model = onnx.load_from_string(data)
-    if not any(n.op_type in _IDENTITY for n in model.graph.node):
+    if not any(n.op_type in _IDENTITY or n.op_type in _EXTREMES for n in model.graph.node):
         return data
     inferred = onnx.shape_inference.infer_shapes(model)
-    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in (*inferred.graph.value_info, *inferred.graph.input)
-             if v.type.tensor_type.HasField("shape")}
+    shapes = {v.name: v.type.tensor_type.shape.dim for v in (*inferred.graph.value_info, *inferred.graph.input)
+              if v.type.tensor_type.HasField("shape")}
+    ranks = {name: len(dims) for name, dims in shapes.items()}
     types = {v.name: v.type.tensor_type.elem_type for v in (*inferred.graph.value_info, *inferred.graph.input)}
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in model.graph.node
@@ -47,7 +50,7 @@ def pad_empty_reductions(data: bytes) -> bytes:
     for index, node in enumerate(model.graph.node):
         axes = _axes(node, constants)
         rank = ranks.get(node.input[0]) if node.op_type in {*_IDENTITY, *_EXTREMES} else None
-        if axes is None or rank is None or node.input[0] not in types:
+        if axes is None or rank is None or node.input[0] not in types or _never_empty(shapes[node.input[0]], axes):
             nodes.append(node)
             continue
         if node.op_type in _EXTREMES:
@@ -60,6 +63,14 @@ def pad_empty_reductions(data: bytes) -> bytes:
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     return model.SerializeToString()
+
+
+def _never_empty(dims, axes: list[int]) -> bool:
+    """Whether every reduced axis has a static size of at least 1 (no repair needed: the common case)."""
+    if not dims:
+        return False
+    sizes = [dims[axis % len(dims)] for axis in axes]
+    return all(size.HasField("dim_value") and size.dim_value > 0 for size in sizes)
 
 
 def _axes(node: onnx.NodeProto, constants: dict) -> list[int] | None:
