@@ -553,7 +553,8 @@ def _probe(code: Any, mirror: dict[str, Any], reads: set[str], writes: set[str],
             with mode:
                 return torch.empty(shape, dtype=value.dtype)
         if isinstance(value, SymbolicScalar):
-            number = sympy.sympify(value.expr).xreplace(sizes)
+            # sympify again: a bare symbol replaced by a Python int comes back as that int
+            number = sympy.sympify(sympy.sympify(value.expr).xreplace(sizes))
             if not number.is_number:
                 raise ValueError(f"a scalar with unknown symbols: {value.expr}")
             return int(number) if number.is_integer else float(number)

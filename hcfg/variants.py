@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import SubDNN
+from dycl.hcfg.list_indices import refuse_int_list_indices
 from dycl.hcfg.ports import Layout, Port, Record, Static, Variant
 from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
 from dycl.hcfg.trace import Examples
@@ -47,6 +48,7 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
     """The variants of ``sub`` (see the module note)."""
     where = _Where(sub, locations or LocationTable())
     in_layouts = [_layouts(sub.inputs, values, where, "read") for values in examples.inputs]
+    refuse_int_list_indices(sub, examples.inputs, in_layouts, where.locations)
     out_layouts = [_layouts(sub.outputs, values, where, "written") for values in examples.outputs]
     ranks = [_ranks(sub.inputs, values, layouts) for values, layouts in zip(examples.inputs, in_layouts)]
     ranked = tuple(name for name in sub.inputs if len({rank.get(name) for rank in ranks}) > 1)

@@ -1,0 +1,72 @@
+"""A width read off the data (``k = int(h.argmax())``, then ``h[:, :k]``): the sub-DNNs after the
+split take the width as a fresh symbol, not the example's width. Whole-call compiles agree with
+eager at every width, in process and in the torch-free host; ``per_sample=True``, where samples
+of different widths cannot share a group, refuses it at the user's line (it used to keep the
+example's width and crash on others)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import dycl
+from dycl.harness.paths import model_source_files, record_path
+from dycl.harness.testing_host import run_host_without_torch
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+ATOL = 1e-5
+
+
+class SplitAtPeak(nn.Module):
+    """Split the features where the strongest one is, and weigh the heavier half."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.proj(x))
+        k = int(h.argmax())
+        left, right = h[:, :k], h[:, k:]
+        if left.sum() > right.sum():
+            return torch.cat([left.sum(1, keepdim=True) * 0.5, right.sum(1, keepdim=True)], dim=1)
+        return torch.cat([left.sum(1, keepdim=True), right.mean(1, keepdim=True).nan_to_num()], dim=1)
+
+
+def _samples(count: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(11)
+    return [torch.randn(1, 4, generator=g) * (1 + i % 4) + (i % 3 - 1) for i in range(count)]
+
+
+def _widths(model: nn.Module, samples: list[torch.Tensor]) -> set[int]:
+    with torch.no_grad():
+        return {int(torch.relu(model.proj(x)).argmax()) for x in samples}
+
+
+def _model() -> SplitAtPeak:
+    torch.manual_seed(5)
+    return SplitAtPeak().eval()
+
+
+def test_whole_call_agrees_with_eager_at_every_width(tmp_path):
+    model, samples = _model(), _samples(48)
+    compiled = dycl.compile(model, samples[0], progress=False)
+    files = model_source_files(model)
+    with torch.no_grad():
+        paths = {record_path(model, x, files=files)[1] for x in samples}
+        for x in samples:
+            assert torch.allclose(compiled(x), model(x), atol=ATOL, equal_nan=True)
+    assert len(paths) >= 2
+    assert len(_widths(model, samples)) >= 3
+    report = run_host_without_torch(compiled.save(tmp_path / "split"), model, samples[:16], atol=ATOL)
+    assert report == {"checked": 16, "problems": [], "torch_loaded": False}
+
+
+def test_per_sample_refuses_a_width_from_data_at_the_users_line():
+    model, samples = _model(), _samples(4)
+    with pytest.raises(dycl.UnsupportedError) as refused:
+        dycl.compile(model, samples[0], per_sample=True, progress=False)
+    message = str(refused.value)
+    assert "size computed from the data" in message and "h[:, :k]" in message
+    assert f"{__file__.rsplit('/', 1)[-1]}:" in message and "hint:" in message
