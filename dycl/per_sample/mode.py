@@ -24,12 +24,10 @@ a model this mode compiles gives each sample of a batch what eager gives it alon
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import onnx
-import sympy
 
 from dycl.backends.spin_choice import group_feeds
 from dycl.execution_mode import WholeCall
@@ -119,36 +117,10 @@ class PerSampleMode(WholeCall):
         return sample_inputs(inputs)
 
 
-def refuse_sizes_from_data(variant: Variant) -> None:
-    """Refuse a sub-DNN whose output has a dim named by no input dim (a width made from a number
-    read off the data, ``h[:, :int(h.argmax())]``): each sample may have its own, and the group
-    model stacks the samples' outputs, which needs one shape for all of them."""
-    known = {name for port in variant.inputs for dim in port.shape if isinstance(dim, str)
-             for name in _identifiers(dim)}
-    for port in variant.outputs:
-        for dim in port.shape:
-            if isinstance(dim, str) and _identifiers(dim) - known:
-                name = port.name.removesuffix(":out")
-                statement = next((s for s in reversed(variant.sub.statements) if name in bound_names(s)),
-                                 variant.sub.statements[-1])
-                raise UnsupportedError(
-                    f"per_sample=True with a size computed from the data (at {where(statement) or 'forward'}: "
-                    f"`{source_of(statement.body[0])}` gives {name!r} a dim that no input's shape gives)", None,
-                    "samples of different sizes cannot share a group: compile without per_sample, or keep "
-                    "each sample's size fixed (a mask, torch.where) instead of slicing at a number read off "
-                    "the data")
-
-
-def _identifiers(dim: str) -> set[str]:
-    """The symbol names in a dim expression (``s0 - k_1`` -> ``{s0, k_1}``), less sympy's functions."""
-    return {name for name in re.findall(r"[A-Za-z_]\w*", dim) if not callable(getattr(sympy, name, None))}
-
-
 def group_for(exported: bytes, variant: Variant, backend: Backend) -> bytes:
     """The group model of a single-sample sub-DNN (``dycl.per_sample.group_onnx``), for
     ``backend``; one that cannot run ``Scan`` (TVM's ONNX importer has none) refuses a
     sub-DNN with statements that stay per sample."""
-    refuse_sizes_from_data(variant)
     if is_predicated(variant.sub):
         check_predicable(exported, f"{variant.sub.name} ({where(variant.sub.statements[-1]) or 'forward'})",
                          {port.name: port.shape for port in variant.inputs if port.kind == "tensor"},
