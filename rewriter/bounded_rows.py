@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 import torch
@@ -117,6 +118,18 @@ class Calculus:
         when, defined = self.definitions.before(name, self.time)
         return (when, defined) if defined is not None and self.reaches(name, when) else (when, None)
 
+    def through_definition(self, name: str, read: Callable[[cst.BaseExpression, int], Any], depth: int) -> Any:
+        """``read(definition, depth + 1)`` of ``name``'s definition current now, read at its own time;
+        None where the definition is unknown (``definition``)."""
+        when, defined = self.definition(name)
+        if defined is None:
+            return None
+        outer, self.time = self.time, when
+        try:
+            return read(defined, depth + 1)
+        finally:
+            self.time = outer
+
     def bounds(self, node: cst.BaseExpression, depth: int, time: int | None = None) -> Bounds | None:
         if time is not None:
             self.time = time
@@ -128,14 +141,7 @@ class Calculus:
         if isinstance(node, cst.Name) and self._undefined(node.value):
             return Bounds(self.sizes[node.value]) if node.value in self.sizes else None
         if isinstance(node, cst.Name):
-            when, defined = self.definition(node.value)
-            if defined is None:
-                return None
-            outer, self.time = self.time, when
-            try:
-                return self.bounds(defined, depth + 1)
-            finally:
-                self.time = outer
+            return self.through_definition(node.value, self.bounds, depth)
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             return self._elementwise(node.left, node.comparisons[0].comparator, depth)
         if isinstance(node, cst.Subscript):

@@ -88,14 +88,7 @@ class _Shapes:
                 known = self.sizes.get(node.value)
                 return None if known is None else tuple(
                     SymbolicDim(node.value, axis) if size is None else size for axis, size in enumerate(known))
-            when, defined = calculus.definition(node.value)
-            if defined is None:
-                return None
-            outer, calculus.time = calculus.time, when
-            try:
-                return self.shape(defined, depth + 1)
-            finally:
-                calculus.time = outer
+            return calculus.through_definition(node.value, self.shape, depth)
         if isinstance(node, cst.Subscript):
             return self._subscript(node, depth)
         if isinstance(node, cst.Attribute) and node.attr.value == "T":
@@ -112,14 +105,7 @@ class _Shapes:
         if depth > MAX_DEPTH:
             return None
         if isinstance(node, cst.Name) and not calculus._undefined(node.value):
-            when, defined = calculus.definition(node.value)
-            if defined is None:
-                return None
-            outer, calculus.time = calculus.time, when
-            try:
-                return self.size(defined, depth + 1)
-            finally:
-                calculus.time = outer
+            return calculus.through_definition(node.value, self.size, depth)
         if isinstance(node, cst.BinaryOperation) and type(node.operator) in _EXACT_ARITHMETIC:
             return self._arithmetic(node, depth)
         tensor, dim = _size_read(node, calculus)

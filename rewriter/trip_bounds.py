@@ -74,14 +74,7 @@ class ValueCalculus(Calculus):
         if static is not None:
             return _number_ceiling(static.value)
         if isinstance(node, cst.Name):
-            when, defined = self.definition(node.value)
-            if defined is None:
-                return None
-            outer, self.time = self.time, when
-            try:
-                return self.ceiling(defined, depth + 1)
-            finally:
-                self.time = outer
+            return self.through_definition(node.value, self.ceiling, depth)
         if isinstance(node, cst.Comparison):
             return 1  # a bool, or a tensor of them
         if isinstance(node, cst.BinaryOperation):
