@@ -208,10 +208,10 @@ class HCFGBuilder:
             for line in hoisted:  # self.count.add_(int(x.sum() > 0)): the int() is host work (split_conversions)
                 self.place_tensor(line, states, pending, nodes, flush)
             flush()
-            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete, stmt)])
-            self._check_host(new_stmt)
             check_item_write_target(small, lambda node, state=states[0].concrete: isinstance(
                 self.evaluate(node, state), torch.Tensor), lambda stmt=stmt: self.rewritten.locations.resolve(stmt))
+            new_stmt = stmt.with_changes(body=[self.portable(new_small, states[0].concrete, stmt)])
+            self._check_host(new_stmt)
             if isinstance(small, cst.Raise):  # the path ends here, on the host, when a call gets here
                 nodes.append(HostOp(new_stmt))
                 states = []

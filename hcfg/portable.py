@@ -39,13 +39,14 @@ def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression
     every other method call on a tensor goes through ``hcfg.host_methods``."""
 
     def visit(current: cst.CSTNode) -> cst.CSTNode:
+        on_array = _called_on_numpy(current)  # numpy's own method in eager too: numpy's semantics are eager's
         current = map_children(current, visit)
         if not (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)):
             return current
         method = current.func.attr.value
         receiver = current.func.value
         if method not in {"size", "numpy", *_RANK, *_COUNT} or not is_tensor(receiver):
-            return current if refuse is None else host_tensor_method(current, is_tensor, refuse)
+            return current if refuse is None or on_array else host_tensor_method(current, is_tensor, refuse)
         if method == "numpy":
             return receiver if not current.args else current
         if method == "size":
@@ -59,6 +60,15 @@ def portable_metadata(node: cst.CSTNode, is_tensor: Callable[[cst.BaseExpression
         return cst.Call(cst.Name("len"), [cst.Arg(flat)])
 
     return visit(node)
+
+
+def _called_on_numpy(node: cst.CSTNode) -> bool:
+    """Whether ``node`` is a method call on ``<expr>.numpy()`` (an array in eager as on the host)."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    receiver = node.func.value
+    return (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+            and receiver.func.attr.value == "numpy" and not receiver.args)
 
 
 def _size(receiver: cst.BaseExpression, args: tuple[cst.Arg, ...]) -> cst.BaseExpression | None:
