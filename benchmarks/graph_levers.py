@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib
-import io
 import json
 import os
 import statistics
@@ -80,23 +79,9 @@ def one_graph(model, example) -> bytes:
 
 
 def oracle_decisions(model, example: tuple) -> bytes:
-    from dycl.harness.consistency import _DecisionReads, _flat_tensors
+    from dycl.harness.consistency import path_graph
 
-    class Flat(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *args):
-            with _DecisionReads() as reads:
-                outputs = self.model(*args)
-            return (*_flat_tensors(outputs), *reads.read)
-
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Flat().eval(), example, buffer, dynamo=False, opset_version=17)
-    return buffer.getvalue()
+    return path_graph(model, example, decisions=True)
 
 
 def _feeds(session: ort.InferenceSession, args: tuple) -> dict:

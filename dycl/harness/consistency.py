@@ -164,17 +164,9 @@ class _DecisionReads(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = False) -> Callable[..., Any]:
-    """What tracing compilers give: the path of ``example`` exported by
-    ``torch.onnx.export`` (tracing) and run with ONNX Runtime.
-
-    The trace keeps only what the outputs need, so the tests of the path's
-    branches are dropped; ``decisions=True`` also returns every tensor value
-    Python read on the way (the graph then computes what a host must compute to
-    choose the path)."""
-    import onnxruntime as ort
-
-    from dycl.backends.onnxruntime import session_options
+def path_graph(model: torch.nn.Module, example: tuple, decisions: bool = False) -> bytes:
+    """The ONNX model ``torch.onnx.export`` traces on ``example``'s path (``traced_baseline``'s graph);
+    ``decisions=True`` adds every tensor value Python read on the way as outputs."""
 
     class Flat(torch.nn.Module):
         def __init__(self) -> None:
@@ -192,7 +184,23 @@ def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = Fa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(Flat().eval(), example, buffer, dynamo=False, opset_version=17)
-    session = ort.InferenceSession(buffer.getvalue(), session_options(), providers=["CPUExecutionProvider"])
+    return buffer.getvalue()
+
+
+def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = False) -> Callable[..., Any]:
+    """What tracing compilers give: the path of ``example`` exported by
+    ``torch.onnx.export`` (tracing) and run with ONNX Runtime.
+
+    The trace keeps only what the outputs need, so the tests of the path's
+    branches are dropped; ``decisions=True`` also returns every tensor value
+    Python read on the way (the graph then computes what a host must compute to
+    choose the path)."""
+    import onnxruntime as ort
+
+    from dycl.backends.onnxruntime import session_options
+
+    session = ort.InferenceSession(path_graph(model, example, decisions), session_options(),
+                                   providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
     def run(*args):
