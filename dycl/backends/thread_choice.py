@@ -93,10 +93,11 @@ def on_calling_thread(data: bytes, example: Mapping[str, Any], threads: int | No
     return answer
 
 
-def time_both(data: bytes, arrays: Mapping[str, np.ndarray | None],
-              threads: int) -> tuple[float, float] | None:
+def time_both(data: bytes, arrays: Mapping[str, np.ndarray | None], threads: int,
+              runs: int = TIMED_RUNS, budget_s: float = TIMING_BUDGET_S) -> tuple[float, float] | None:
     """Median seconds of one run on one thread and with a pool of ``threads``, the two
-    sessions taking turns; None where the graph cannot be run on ``arrays``."""
+    sessions taking turns (up to ``runs`` turns within ``budget_s``, or fewer where the two
+    settings' times are separated); None where the graph cannot be run on ``arrays``."""
     try:
         sessions = [_session(data, 1), _session(data, threads)]
         feeds = {port.name: _fed(arrays.get(port.name), port.type) for port in sessions[0].get_inputs()}
@@ -107,8 +108,8 @@ def time_both(data: bytes, arrays: Mapping[str, np.ndarray | None],
     except Exception:  # noqa: BLE001 - an untimeable graph keeps the pool (the sound default)
         return None
     times: tuple[list[float], list[float]] = ([], [])
-    deadline = time.perf_counter() + TIMING_BUDGET_S
-    for turn in range(TIMED_RUNS):
+    deadline = time.perf_counter() + budget_s
+    for turn in range(runs):
         for index in (0, 1) if turn % 2 == 0 else (1, 0):
             start = time.perf_counter()
             sessions[index].run(None, feeds)

@@ -187,27 +187,54 @@ def path_graph(model: torch.nn.Module, example: tuple, decisions: bool = False) 
     return buffer.getvalue()
 
 
-def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = False) -> Callable[..., Any]:
+def traced_baseline(model: torch.nn.Module, example: tuple, decisions: bool = False,
+                    threads: int | str | None = None) -> Callable[..., Any]:
     """What tracing compilers give: the path of ``example`` exported by
     ``torch.onnx.export`` (tracing) and run with ONNX Runtime.
 
     The trace keeps only what the outputs need, so the tests of the path's
     branches are dropped; ``decisions=True`` also returns every tensor value
     Python read on the way (the graph then computes what a host must compute to
-    choose the path)."""
+    choose the path). ``threads``: the session's intra-op threads (None: the pool
+    every dycl session gets by default); ``"best"``: whichever of the calling thread
+    and that pool runs ``example`` faster, timed in turns (what a benchmark's oracle
+    must get: dycl itself runs small graphs on the calling thread)."""
     import onnxruntime as ort
 
     from dycl.backends.onnxruntime import session_options
+    from dycl.backends.thread_choice import pool_threads, time_both
 
-    session = ort.InferenceSession(path_graph(model, example, decisions), session_options(),
-                                   providers=["CPUExecutionProvider"])
+    data = path_graph(model, example, decisions)
+    options = session_options()
+    if threads == "best":
+        arrays = [a.numpy() for a in example if isinstance(a, torch.Tensor)]
+        timed = time_both(data, _by_input_names(data, arrays), pool_threads(),
+                          runs=BEST_THREADS_RUNS, budget_s=BEST_THREADS_BUDGET_S)
+        threads = 1 if timed is None or timed[0] <= timed[1] else pool_threads()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
     def run(*args):
         feeds = {name: a.numpy() for name, a in zip(names, args) if isinstance(a, torch.Tensor)}
         return tuple(torch.from_numpy(o) for o in session.run(None, feeds))
 
+    run.threads = options.intra_op_num_threads
     return run
+
+
+#: turns of each setting, and the seconds at most, when ``traced_baseline(threads="best")`` times the two
+BEST_THREADS_RUNS = 31
+BEST_THREADS_BUDGET_S = 1.0
+
+
+def _by_input_names(data: bytes, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` (the example's tensors, in order) keyed by the ONNX model's own input names."""
+    import onnx
+
+    names = [i.name for i in onnx.load_from_string(data).graph.input]
+    return dict(zip(names, arrays))
 
 
 def _restructure(template: Any, flat: Sequence[torch.Tensor]) -> Any:
