@@ -44,7 +44,7 @@ def _with_layouts(guard, layouts):
 
 def _python_layouts(tensors) -> LayoutCheck:
     check = LayoutCheck(tensors)
-    check._native = None
+    check._native_by_mode = dict.fromkeys(check._native_by_mode)
     return check
 
 
@@ -68,7 +68,7 @@ def measure(name: str, n: int, calls: int, rounds: int) -> dict:
     guard = compiled._call_guard
     guards = {"no layout check": _with_layouts(guard, _NoLayouts()), "native (dycl)": guard,
               "Python fallback": _with_layouts(guard, _python_layouts(guard._tensors))}
-    assert guard._stamp[-1]._native is not None, "dynamo's native check is unavailable here"
+    assert guard._stamp[-1].native is not None, "dynamo's native check is unavailable here"
     checks = _us_per_call({label: g.check for label, g in guards.items()}, calls, rounds)
 
     def calling(variant):

@@ -8,13 +8,14 @@ rebinding changes; ``LayoutCheck.same()`` compares every tensor's with construct
 
 Guarantees: ``same()`` is False whenever some tensor's ``layout`` differs from construction. It may
 also be False when no ``layout`` changed (the native check below also compares ``requires_grad``
-and the dispatch keys under the thread's current modes, which ``torch.inference_mode`` changes): the
-caller then compares ``layout`` itself. Assumes: the caller keeps the tensors alive.
+and the dispatch keys under the thread's current modes: autocast, functorch transforms; one is kept
+per ``torch.inference_mode``): the caller then compares ``layout`` itself. Assumes: the caller keeps the tensors alive.
 
 Where torch has it, the comparison is dynamo's C++ tensor check
 (``torch._C._dynamo.guards.TensorGuards``: dispatch keys, dtype, device, ``requires_grad``, sizes and
-strides read natively, no Python call per tensor: about a fifth of one Python attribute read per
-tensor); without it, or for tensors it cannot take (not strided), one ``layout`` per tensor in Python.
+strides read natively: about one more Python attribute read per tensor, a sixth of the Python
+comparison, ``benchmarks/call_guard_layouts.md``); without it, or for tensors it cannot take (not
+strided), one ``layout`` per tensor in Python.
 """
 
 from __future__ import annotations
@@ -50,13 +51,28 @@ class LayoutCheck:
     def __init__(self, tensors: Sequence[torch.Tensor]) -> None:
         self._tensors = tuple(tensors)
         self._layouts = tuple(map(layout, self._tensors))
-        self._native = _native_check(self._tensors)
+        # one native check per inference mode (it compares dispatch keys under the thread's modes), each
+        # made once the layouts were found equal in that mode: a model called in both modes stays fast
+        self._native_by_mode = {torch.is_inference_mode_enabled(): _native_check(self._tensors)}
+
+    @property
+    def native(self) -> object | None:
+        """The native check of the current inference mode, None where there is none (yet)."""
+        return self._native_by_mode.get(torch.is_inference_mode_enabled())
 
     def same(self) -> bool:
         """False if a tensor's layout changed (and possibly where only ``requires_grad`` or the modes did)."""
-        if self._native is not None:
-            return self._native.check(*self._tensors)
-        return tuple(map(layout, self._tensors)) == self._layouts
+        mode = torch.is_inference_mode_enabled()
+        native = self._native_by_mode.get(mode, _UNMADE)
+        if native is None or native is _UNMADE:
+            if tuple(map(layout, self._tensors)) != self._layouts:
+                return False
+            if native is _UNMADE:
+                self._native_by_mode[mode] = _native_check(self._tensors)
+            return True
+        return native.check(*self._tensors)
 
+
+_UNMADE = object()
 
 __all__ = ["LayoutCheck", "layout"]

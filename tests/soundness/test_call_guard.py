@@ -136,7 +136,7 @@ def test_a_weight_rebound_to_another_view_of_its_memory_is_refused(native, monke
     if not native:  # a torch without dynamo's C++ tensor check: the layouts compared in Python
         monkeypatch.setattr(tensor_layouts, "_native_check", lambda tensors: None)
     model, compiled = _compiled()
-    assert (compiled._call_guard._stamp[-1]._native is not None) == native
+    assert (compiled._call_guard._stamp[-1].native is not None) == native
     x = _inputs()[0]
     compiled(x)
     pointer, version = model.body.weight.const_data_ptr(), model.body.weight._version
@@ -152,9 +152,17 @@ def test_inference_mode_and_frozen_weights_run_and_the_check_is_fast_again():
     """The native layout check also compares the modes and requires_grad: a change there is no
     refusal, and after one slow call the check passes fast again."""
     model, compiled = _compiled()
+    layouts = compiled._call_guard._stamp[-1]
     with torch.inference_mode():
         assert assert_equivalent(model, compiled, _inputs(), min_paths=2, atol=1e-5) == 2
-        assert compiled._call_guard._unchanged()
+        assert compiled._call_guard._unchanged() and layouts.native is not None
+    assert compiled._call_guard._stamp[-1] is layouts  # both modes fast, without the guards' slow path
+    assert compiled._call_guard._unchanged()
+    with torch.inference_mode():
+        _transpose_data(model)  # refused in either mode
+        with pytest.raises(StaleWeightsError, match="body.weight"):
+            compiled(_inputs()[0])
+    _transpose_data(model)
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     assert assert_equivalent(model, compiled, _inputs(), min_paths=2, atol=1e-5) == 2
