@@ -95,6 +95,11 @@ def _shorten_data(model):
     model.head2.bias.data = model.head2.bias.data[:2]
 
 
+def _swap_in_transposed_view(model):
+    weight = model.body.weight  # the slot keeps the same object, now a transposed view of the same memory
+    torch.utils.swap_tensors(weight, nn.Parameter(weight.detach().t()))
+
+
 def _rebind_global(model):
     sys.modules[__name__].GAIN = 2.5
 
@@ -115,6 +120,7 @@ def _shadow_class_attribute(model):
     (_write_weight, StaleWeightsError), (_replace_data, StaleWeightsError), (_replace_slot, StaleWeightsError),
     (_delete_slot, StaleWeightsError), (_transpose_data, StaleWeightsError), (_reshape_data, StaleWeightsError),
     (_reinterpret_data, StaleWeightsError), (_shorten_data, StaleWeightsError),
+    (_swap_in_transposed_view, StaleWeightsError),
     (_rebind_global, StaleGlobalsError), (_rebind_attribute, dycl.StaleConfigError),
     (_change_list, dycl.StaleConfigError), (_shadow_class_attribute, dycl.StaleConfigError),
 ])
