@@ -11,8 +11,8 @@ calling thread (one intra-op thread, as ``"auto"`` keeps the one graph on this z
 
 - ``--profile``: ONNX Runtime's profiler (``SessionOptions.enable_profiling``) on the example,
   ``--turns`` runs each: the µs per run of each operator type summed over its nodes, the nodes
-  run, for both graphs; what the one graph's NaN/infinity repairs, clamps and decisions cost shows
-  as the operator types the oracle does not run.
+  run (in all and per operator type), for both graphs; what the one graph's NaN/infinity repairs,
+  clamps and decisions cost shows as the operator types the oracle does not run.
 - levers: sessions of the one graph made with one setting changed from dycl's
   (``dycl.backends.ort_runtime.session_options_for``, one thread), run in turns with the
   baseline on the zoo's inputs ``--turns`` times; printed: the median over turns of each session's
@@ -105,9 +105,11 @@ def profile(data: bytes, args: tuple, turns: int) -> dict:
     by_op: collections.Counter = collections.Counter()
     for event in kernels:
         by_op[event["args"]["op_name"]] += event["dur"]
+    nodes = collections.Counter(event["args"]["op_name"] for event in kernels)
     runs = [e["dur"] for e in events if e.get("name") == "model_run"]
     return {"run_us": statistics.median(runs[5:] or runs), "nodes_per_run": len(kernels) / (turns + 5),
-            "by_op_us": {op: round(us / (turns + 5), 1) for op, us in by_op.most_common()}}
+            "by_op_us": {op: round(us / (turns + 5), 1) for op, us in by_op.most_common()},
+            "nodes_by_op": {op: round(count / (turns + 5), 1) for op, count in nodes.most_common()}}
 
 
 def levers(data: bytes, inputs: list[tuple], turns: int, chosen: list[str]) -> dict:

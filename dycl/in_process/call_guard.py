@@ -14,17 +14,19 @@ attributes, one Python function per attribute.
   module's namespace, a folded attribute in its module's ``__dict__`` (where a plain
   attribute lives: ``nn.Module.__setattr__`` puts it there);
 - the closure cells, by identity; the weights' summed version counters and data
-  pointers; the folded lists, dicts and sets, by contents;
+  pointers, and their layouts (``dycl.in_process.tensor_layouts.LayoutCheck``: one native
+  call where torch has it); the folded lists, dicts and sets, by contents;
 - a fixed sample of the weights' bytes (``WeightGuard.sample``,
   ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
   compile time, run only once the data pointers are found equal in the same call.
 
 ``check`` is one identity pass over all the slots (C loops, no Python per slot),
-three C comparisons and the gather. Guarantees: it refuses exactly what the three guards refuse, with
-their errors. When the fast check sees any difference, the three guards run as before
+three C comparisons, the layout check and the gather. Guarantees: it refuses exactly what
+the three guards refuse, with their errors. When the fast check sees any difference, the three guards run as before
 and raise; if none does (a global rebound to an equal immutable value, ``N = 3`` again),
 the slots are taken again as they are now, so the next call is fast once more (the
-guards keep comparing with the values of compile time).
+guards keep comparing with the values of compile time; the layout check is taken again too,
+so a call in another mode, ``torch.inference_mode``, is slow once, not every time).
 
 Assumes what the three guards assume. An attribute that is not in the module's
 ``__dict__``, or is shadowed by a data descriptor of its class, is read as
@@ -41,6 +43,7 @@ import torch
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.globals_guard import GlobalsGuard, _cell_value
 from dycl.in_process.staleness import WeightGuard
+from dycl.in_process.tensor_layouts import LayoutCheck
 
 _MISSING = object()
 _VERSION = operator.attrgetter("_version")
@@ -85,11 +88,12 @@ class CallGuard:
         self._take()
 
     def _take(self) -> None:
-        """What the slots and cells hold now, the versions and pointers (one tuple: swapped at once)."""
+        """What the slots and cells hold now, the versions, pointers and layouts (one tuple: swapped at once)."""
         self._stamp = (tuple(map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING))),
                        tuple(map(_cell_value, self._cells)),
                        tuple(_attribute(getter, module) for getter, module in self._getters),
-                       sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)))
+                       sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)),
+                       LayoutCheck(self._tensors))
 
     def _slots_held(self, held: tuple) -> bool:
         try:  # getitem: a third cheaper than dict.get with a default (which a slot missing then needs)
@@ -98,10 +102,11 @@ class CallGuard:
             return all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
 
     def _unchanged(self) -> bool:
-        held, cells, attributes, versions, pointers = self._stamp
+        held, cells, attributes, versions, pointers, layouts = self._stamp
         return (self._slots_held(held)
                 and sum(map(_VERSION, self._tensors)) == versions
                 and tuple(map(_DATA_PTR, self._tensors)) == pointers
+                and layouts.same()
                 and self._same_contents()  # after the pointers: it reads where they pointed at compile time
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))

@@ -5,7 +5,9 @@ A compiled model holds the parameters and buffers as they were at compile time
 records, for every parameter and buffer slot of the user's model, which tensor
 object fills it, that tensor's ``_version`` (bumped by every in-place write:
 ``add_``, ``copy_``, ``load_state_dict``, optimizer steps, writes through views),
-its ``data_ptr`` (changed by ``.data = ...``) and a fixed sample of its bytes
+its ``data_ptr`` (changed by ``.data = ...``), its ``layout`` (dtype, shape, strides,
+conjugate and negative bits: ``.data = w.data.t()`` keeps the pointer and the version,
+``dycl.in_process.tensor_layouts``) and a fixed sample of its bytes
 (``dycl.in_process.weight_contents.ContentSample``). ``check`` compares them on every
 call and raises ``StaleWeightsError`` naming the weights that differ.
 
@@ -33,6 +35,7 @@ import operator
 
 import torch
 
+from dycl.in_process.tensor_layouts import layout
 from dycl.in_process.weight_contents import ContentDigest, ContentSample
 
 
@@ -65,6 +68,7 @@ class WeightGuard:
                         self._names.append(dot + name)
         self._tables, self._keys, self._tensors = tuple(tables), tuple(keys), tuple(tensors)
         self._versions = tuple(map(_VERSION, tensors))
+        self._layouts = tuple(map(layout, tensors))
         self._stamp = self._now()
         self.sample = ContentSample(tensors if contents else ())
         self._digest = ContentDigest(tensors if contents else ())
@@ -77,14 +81,16 @@ class WeightGuard:
         return all(map(operator.is_, map(dict.get, self._tables, self._keys), self._tensors))
 
     def check(self) -> None:
-        """Raise ``StaleWeightsError`` if a slot, version, data pointer or sampled element differs."""
+        """Raise ``StaleWeightsError`` if a slot, version, data pointer, layout or sampled element differs."""
         # the pointers first: only memory still where it was at compile time is sampled
-        if self._now() == self._stamp and self._slots_held() and self.sample.same():
+        if (self._now() == self._stamp and self._slots_held() and tuple(map(layout, self._tensors)) == self._layouts
+                and self.sample.same()):
             return
         pointers = self._stamp[1]
-        changed = {position for position, (table, key, tensor, version, pointer) in
-                   enumerate(zip(self._tables, self._keys, self._tensors, self._versions, pointers))
-                   if table.get(key) is not tensor or tensor._version != version or tensor.const_data_ptr() != pointer}
+        changed = {position for position, (table, key, tensor, version, pointer, then) in
+                   enumerate(zip(self._tables, self._keys, self._tensors, self._versions, pointers, self._layouts))
+                   if table.get(key) is not tensor or tensor._version != version or tensor.const_data_ptr() != pointer
+                   or layout(tensor) != then}
         if not any(tensor.const_data_ptr() != pointer for tensor, pointer in zip(self._tensors, pointers)):
             changed.update(self.sample.changed())
         self._refuse(changed)

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 import dycl
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process import tensor_layouts
 from dycl.in_process.globals_guard import StaleGlobalsError
 from dycl.in_process.staleness import StaleWeightsError
 
@@ -78,6 +79,27 @@ def _delete_slot(model):
     del model.head2.bias  # the slot's key is gone (the fast check's getitem raises KeyError)
 
 
+def _transpose_data(model):
+    model.body.weight.data = model.body.weight.data.t()  # square: the same memory, read transposed
+
+
+def _reshape_data(model):
+    model.body.weight.data = model.body.weight.data.view(4, 16)
+
+
+def _reinterpret_data(model):
+    model.stem[1].running_var.data = model.stem[1].running_var.data.view(torch.int32)  # a buffer: no grad
+
+
+def _shorten_data(model):
+    model.head2.bias.data = model.head2.bias.data[:2]
+
+
+def _swap_in_transposed_view(model):
+    weight = model.body.weight  # the slot keeps the same object, now a transposed view of the same memory
+    torch.utils.swap_tensors(weight, nn.Parameter(weight.detach().t()))
+
+
 def _rebind_global(model):
     sys.modules[__name__].GAIN = 2.5
 
@@ -96,7 +118,9 @@ def _shadow_class_attribute(model):
 
 @pytest.mark.parametrize("change, error", [
     (_write_weight, StaleWeightsError), (_replace_data, StaleWeightsError), (_replace_slot, StaleWeightsError),
-    (_delete_slot, StaleWeightsError),
+    (_delete_slot, StaleWeightsError), (_transpose_data, StaleWeightsError), (_reshape_data, StaleWeightsError),
+    (_reinterpret_data, StaleWeightsError), (_shorten_data, StaleWeightsError),
+    (_swap_in_transposed_view, StaleWeightsError),
     (_rebind_global, StaleGlobalsError), (_rebind_attribute, dycl.StaleConfigError),
     (_change_list, dycl.StaleConfigError), (_shadow_class_attribute, dycl.StaleConfigError),
 ])
@@ -110,6 +134,48 @@ def test_every_change_the_guards_refuse_is_refused(change, error, monkeypatch):
         compiled(x)
     with pytest.raises(error):  # and again: nothing was taken as the new normal
         compiled.run_numpy(x.numpy())
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_weight_rebound_to_another_view_of_its_memory_is_refused(native, monkeypatch):
+    """``.data = w.data.t()`` keeps the data pointer and the version counter: only the layout shows it."""
+    if not native:  # a torch without dynamo's C++ tensor check: the layouts compared in Python
+        monkeypatch.setattr(tensor_layouts, "_native_check", lambda tensors: None)
+    model, compiled = _compiled()
+    assert (compiled._call_guard._stamp[-1].native is not None) == native
+    x = _inputs()[0]
+    compiled(x)
+    pointer, version = model.body.weight.const_data_ptr(), model.body.weight._version
+    _transpose_data(model)
+    assert (model.body.weight.const_data_ptr(), model.body.weight._version) == (pointer, version)
+    with pytest.raises(StaleWeightsError, match="body.weight"):
+        compiled(x)
+    _transpose_data(model)  # back as compiled: it agrees again
+    assert assert_equivalent(model, compiled, _inputs(), min_paths=2, atol=1e-5) == 2
+
+
+def test_inference_mode_and_frozen_weights_run_and_the_check_is_fast_again():
+    """The native layout check also compares the modes and requires_grad: a change there is no
+    refusal, and after one slow call the check passes fast again."""
+    model, compiled = _compiled()
+    layouts = compiled._call_guard._stamp[-1]
+    with torch.inference_mode():
+        assert assert_equivalent(model, compiled, _inputs(), min_paths=2, atol=1e-5) == 2
+        assert compiled._call_guard._unchanged() and layouts.native is not None
+    assert compiled._call_guard._stamp[-1] is layouts  # both modes fast, without the guards' slow path
+    assert compiled._call_guard._unchanged()
+    with torch.inference_mode():
+        _transpose_data(model)  # refused in either mode
+        with pytest.raises(StaleWeightsError, match="body.weight"):
+            compiled(_inputs()[0])
+    _transpose_data(model)
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    assert assert_equivalent(model, compiled, _inputs(), min_paths=2, atol=1e-5) == 2
+    assert compiled._call_guard._unchanged()
+    _transpose_data(model)  # and a real change after that is still refused
+    with pytest.raises(StaleWeightsError, match="body.weight"):
+        compiled(_inputs()[0])
 
 
 def test_an_equal_value_rebound_keeps_working_and_the_check_fast_again(monkeypatch):
