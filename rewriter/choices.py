@@ -46,7 +46,9 @@ statements before it, and the choice replaced by a fresh name:
   a member that is a module must be called where it is chosen (the host holds no modules)
 
 A statement with a call that changes a value in place (``x.add_(1)``, ``outs.append(y)``)
-is left as it is: its choice would be made before the change. The new statements are
+is left as it is: its choice would be made before the change; unless that call is the
+statement itself, on a name (``outs.append(a if c else b)``), whose arguments Python evaluates
+before the change anyway. The new statements are
 rewritten again, so nested choices are lifted too. Choices
 that may not run (inside a lambda, a comprehension, the right of ``and``/``or``, a
 branch of another conditional expression) are left where they are until their
@@ -194,7 +196,8 @@ class Choices(ScopedFlowWalker):
              ) -> tuple[Block, Any] | None:
         """The statements that make the first dynamic choice in ``node``, and ``node`` reading its result."""
         below = list(descendants(node))
-        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below):
+        last = _changes_after_its_arguments(node)
+        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below if n is not last):
             return None  # nothing to evaluate; or moving a test before `x.add_(1)` could see another x
         callees = {id(n.func) for n in below if isinstance(n, cst.Call)}
         for current in _eager_order(node):
@@ -302,6 +305,19 @@ def _mutates(node: cst.CSTNode) -> bool:
         return False
     method = node.func.attr.value
     return method in MUTATING_METHODS or (method.endswith("_") and not method.endswith("__"))
+
+
+def _changes_after_its_arguments(node: cst.CSTNode) -> cst.Call | None:
+    """The statement's own call where it changes a plain name's value in place (``outs.append(a if c
+    else b)``, ``self.cache.append(...)``): Python evaluates its arguments, and makes their choices,
+    before the change, so they may be lifted before the statement."""
+    call = node.value if isinstance(node, cst.Expr) else None
+    if not (isinstance(call, cst.Call) and _mutates(call)):
+        return None
+    receiver = call.func.value
+    while isinstance(receiver, cst.Attribute):
+        receiver = receiver.value
+    return call if isinstance(receiver, cst.Name) else None
 
 
 def _eager_order(node: cst.CSTNode):
