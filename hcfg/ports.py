@@ -209,11 +209,13 @@ class Variant:
 
     @property
     def sizes_from_values(self) -> bool:
-        """Whether an output has a symbolic dim named by no input's dims: a size the sub-DNN may
-        compute from the values it is given (``h[:, :k]`` for an int port ``k``), not only from
-        their shapes. A dim named afresh that the shapes do determine also counts (ports name their
-        dims per port): the answer may be yes where the sizes follow the shapes, never no where
-        they follow the values."""
+        """Whether a number it is given (a scalar port, or a 0-d tensor) may size an output: it
+        takes one, and an output has a symbolic dim named by no input's dims (``h[:, :k]`` for an
+        int port ``k``). A dim named afresh that the shapes do determine also counts (ports name
+        their dims per port): the answer may be yes where the sizes follow the shapes, never no
+        where they follow such a number."""
+        if not any(port.kind != "tensor" or port.shape == () for port in self.inputs):
+            return False
         known = {name for port in self.inputs for dim in port.shape if isinstance(dim, str)
                  for name in _symbols(dim)}
         return any(isinstance(dim, str) and not _symbols(dim) <= known for port in self.outputs for dim in port.shape)
