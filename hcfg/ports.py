@@ -29,6 +29,7 @@ refuses a join whose paths disagree. Guaranteed: this module needs no torch.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -206,11 +207,32 @@ class Variant:
         signature = repr((self.sub.inputs, self.sub.outputs))
         return hashlib.sha256((body + ports + layouts + signature).encode()).hexdigest()[:16]
 
+    @property
+    def sizes_from_values(self) -> bool:
+        """Whether a number it is given (a scalar port, or a 0-d tensor) may size an output: it
+        takes one, and an output has a symbolic dim named by no input's dims (``h[:, :k]`` for an
+        int port ``k``). A dim named afresh that the shapes do determine also counts (ports name
+        their dims per port): the answer may be yes where the sizes follow the shapes, never no
+        where they follow such a number."""
+        if not any(port.kind != "tensor" or port.shape == () for port in self.inputs):
+            return False
+        known = {name for port in self.inputs for dim in port.shape if isinstance(dim, str)
+                 for name in _symbols(dim)}
+        return any(isinstance(dim, str) and not _symbols(dim) <= known for port in self.outputs for dim in port.shape)
+
     def output_variable(self, port: int) -> str:
         """The variable behind flat output ``port``."""
         names = [name for name, layout in zip(self.sub.outputs, self.output_layouts)
                  for _ in range(layout.port_count)]
         return names[port]
+
+
+def _symbols(dim: str) -> set[str]:
+    """The names in a symbolic dim (``s0 - k_1`` -> ``{s0, k_1}``), less the functions it applies."""
+    return {name for name in re.findall(r"[A-Za-z_]\w*", dim) if name not in _DIM_FUNCTIONS}
+
+
+_DIM_FUNCTIONS = frozenset({"Max", "Min", "floor", "ceiling", "FloorDiv", "Mod", "CeilDiv", "Abs", "sqrt"})
 
 
 def _strip_comment(line: str) -> str:

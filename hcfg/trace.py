@@ -39,6 +39,7 @@ import torch
 from dycl.hcfg.decisions import Decision, DecisionRecorder, FrozenDecisionError
 from dycl.hcfg.graph import HCFG, Block, Cond, HostOp, Return, SubDNN, source_of, walk
 from dycl.hcfg.interpreter import PathInterpreter, Paths
+from dycl.hcfg.list_indices import as_index_tensors, index_lists
 from dycl.hcfg.liveness import reads_writes, statements_reads_writes
 from dycl.hcfg.pycode import compile_statements, statement_text
 from dycl.hcfg.pytree_ports import snapshot
@@ -357,6 +358,17 @@ class Explorer(PathInterpreter):
         mirror = path.symbolic
         return tuple(snapshot(mirror.get(name, path.concrete[name])) for name in names)
 
+    def index_lists_as_tensors(self, sub: SubDNN, state: State, mirror: dict[str, Any]) -> None:
+        """The lists of ints ``sub`` reads only as an index, mirrored as the 1-d int64 tensors it is
+        compiled with (``hcfg.list_indices``), of a fresh length: the rows they select are as many."""
+        if not all(name in state for name in sub.inputs):
+            return
+        values = tuple(state[name] for name in sub.inputs)
+        names = index_lists(sub, [values])
+        for name, value in zip(sub.inputs, as_index_tensors(sub, values, names)):
+            if name in names:
+                mirror[name] = self.shapes.lift(value, symbolic_dims=True, prefix=name)
+
     def run_symbolic(self, node: SubDNN | HostOp, code: Any, path: PathState, inputs: tuple[Any, ...] | None) -> None:
         """Run ``node`` on the symbolic mirror of ``path`` (which has run it concretely);
         where it cannot run symbolically, mirror the concrete values it wrote."""
@@ -365,6 +377,7 @@ class Explorer(PathInterpreter):
         state, mirror = path.concrete, path.symbolic
         reads, writes = reads_writes(node, self.names, self.graph.effects)
         if isinstance(node, SubDNN):
+            self.index_lists_as_tensors(node, state, mirror)
             observed = {name: state[name] for name in writes if name in state}  # it has just run on ``state``
             try:
                 shared = self.run_key(node, state)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 import torch
 from dycl.hcfg.graph import SubDNN
-from dycl.hcfg.list_indices import refuse_int_list_indices
+from dycl.hcfg.list_indices import as_index_tensors, index_lists, refuse_int_list_indices
 from dycl.hcfg.ports import Layout, Port, Record, Static, Variant
 from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, leaf_values, port_values
 from dycl.hcfg.trace import Examples
@@ -47,6 +47,11 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
                 locations: LocationTable | None = None) -> list[Variant]:
     """The variants of ``sub`` (see the module note)."""
     where = _Where(sub, locations or LocationTable())
+    indexes = index_lists(sub, examples.inputs)
+    if indexes:  # lists of ints read only as an index: 1-d int64 tensors (hcfg.list_indices)
+        examples = replace(examples, inputs=[as_index_tensors(sub, values, indexes) for values in examples.inputs],
+                           symbolic_inputs=[as_index_tensors(sub, values, indexes, mirror=True)
+                                            for values in examples.symbolic_inputs])
     in_layouts = [_layouts(sub.inputs, values, where, "read") for values in examples.inputs]
     refuse_int_list_indices(sub, examples.inputs, in_layouts, where.locations)
     out_layouts = [_layouts(sub.outputs, values, where, "written") for values in examples.outputs]
@@ -74,6 +79,8 @@ def variants_of(sub: SubDNN, examples: Examples, shapes: SymbolicShapes | None =
         # ONNX names every value once: an output may not share its input's name.
         outputs = tuple(replace(p, name=f"{p.name}:out")
                         for p in _ports(out_names, flat_outputs, prefix, "out", named_outputs))
+        if indexes:
+            inputs, outputs = _index_lengths(inputs, outputs, indexes, [examples.inputs[i] for i in members], sub)
         examples_flat = tuple(tuple(t for _, t in flat) for flat in flat_inputs)
         variants.append(Variant(sub, key, inputs, outputs, examples_flat, inputs_layout, outputs_layout, ranked))
     for variant in variants[1:]:
@@ -199,6 +206,26 @@ def _shape_of(layout: Layout, kinds: bool = False) -> str:
     ports = [leaf for leaf in layout.leaves if isinstance(leaf, str)]
     held = f" holding {', '.join(ports[:4])}{', ...' if len(ports) > 4 else ''}" if kinds and ports else ""
     return f"a {layout.spec.type.__name__} of {layout.spec.num_children}{held}"
+
+
+def _index_lengths(inputs: tuple[Port, ...], outputs: tuple[Port, ...], indexes: frozenset[str],
+                   examples: list[tuple[Any, ...]], sub: SubDNN) -> tuple[tuple[Port, ...], tuple[Port, ...]]:
+    """The ports with each index list's length symbolic (``hcfg.list_indices``), and the output dims
+    of one of the examples' lengths too (``h[keep]``'s rows): a length is one per call, not the example's."""
+    lengths = {len(values[sub.inputs.index(name)]) for values in examples for name in indexes}
+    fresh = {}
+
+    def symbolic(port: Port, axes) -> Port:
+        dims = list(port.shape)
+        for axis in axes:
+            if isinstance(dims[axis], int):
+                dims[axis] = fresh.setdefault((port.name, axis), f"{port.name.replace(':', '_')}_length{axis}")
+        return replace(port, shape=tuple(dims))
+
+    inputs = tuple(symbolic(port, [0]) if port.name in indexes else port for port in inputs)
+    outputs = tuple(symbolic(port, [axis for axis, dim in enumerate(port.shape) if dim in lengths])
+                    if port.kind == "tensor" else port for port in outputs)
+    return inputs, outputs
 
 
 def _flat(values: tuple[Any, ...], layouts: tuple[Layout, ...]) -> list[tuple[str, Any]]:

@@ -64,6 +64,8 @@ class CallSpec:
     output_trees: tuple[Any, ...] = ()
     #: their rank (``_rank``: -1 for a Python number) follows the list lengths in a variant's key
     ranked_inputs: tuple[str, ...] = ()
+    #: an output may be sized by the values passed, not only their shapes (``Variant.sizes_from_values``)
+    sizes_from_values: bool = False
 
     @property
     def key(self) -> str:
@@ -88,7 +90,8 @@ def call_specs(graph: HCFG, variants: list[Variant]) -> dict[int, CallSpec]:
         structured = any(not layout.is_port for layout in first.output_layouts)
         outputs = tuple(describe(layout) for layout in first.output_layouts) if structured else ()
         scalars = () if structured else tuple(p.name.removesuffix(":out") for p in first.outputs if p.kind != "tensor")
-        specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs, first.ranked)
+        specs[sub.index] = CallSpec({v.key: v.name for v in own}, lists, scalars, trees, outputs, first.ranked,
+                                    any(v.sizes_from_values for v in own))
     return specs
 
 

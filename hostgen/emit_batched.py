@@ -94,6 +94,8 @@ class BatchedHostCodegen(HostCodegen):
             f"STRAIGHT = {self.straight()!r}",
             "# _sample only moves its tensors and reads them with .item(): it runs once per group of samples",
             f"GROUPED = {self.grouped()!r}",
+            "# sub-DNNs whose outputs may be sized by the numbers passed: samples group by those numbers too",
+            f"SIZED_BY_VALUES = {self.sized_by_values()!r}",
         ])
         return [section("per-sample batched execution (dycl's hostgen/emit_batched.py)", tables),
                 runtime_copy("host_groups.py"), runtime_copy("host_router.py")]
@@ -101,12 +103,19 @@ class BatchedHostCodegen(HostCodegen):
     def grouped(self) -> bool:
         """Whether ``_sample`` may run once per group of samples (``hostgen.groupable``): its
         sub-DNNs take and give plain arrays, and its body only moves tensors and reads ``.item()``."""
-        if any(spec.input_trees or spec.output_trees or spec.scalar_outputs for spec in self.calls.values()):
+        if any(spec.input_trees or spec.output_trees or spec.scalar_outputs or spec.sizes_from_values
+               for spec in self.calls.values()):
             return False
         body = self.block(self.graph.body, 2)
         if self.uses_constants:
             body.insert(0, f"{self.indent * 2}{CONSTANTS} = self.{MODEL_CONSTANTS}")
         return groupable(body, self.sample_inputs)
+
+    def sized_by_values(self) -> frozenset[int]:
+        """The sub-DNNs an output of which may be sized by the values passed (``h[:, :k]``,
+        ``Variant.sizes_from_values``): samples that pass them other numbers (or 0-d arrays)
+        would need outputs of other shapes, which one group run cannot give."""
+        return frozenset(index for index, spec in self.calls.items() if spec.sizes_from_values)
 
     def straight(self) -> tuple[int, list[str]] | None:
         """``(index, inputs)`` where the whole program is one sub-DNN that reads only per-sample

@@ -7,7 +7,8 @@ sample's control flow and yields ``(sub-DNN index, variant key, arguments)`` for
 
 ``_route`` starts one ``_sample`` per sample of the batch, gathers the pending requests of
 the same sub-DNN (same variant; the argument shapes and dtypes checked alike once per group as
-it is gathered, and the group split by them where they differ), runs it once on the stacked
+it is gathered, and the group split by them where they differ; for a sub-DNN in ``SIZED_BY_VALUES``
+the same numbers passed, as its outputs' shapes may follow them), runs it once on the stacked
 group, always serving the pending sub-DNN first in program order (``ORDER``), and hands each
 sample its row back (``hostgen/emit_batched.py`` says why this shape). Every shortcut of the
 gather gives the same arrays ``np.stack`` and indexing would.
@@ -33,6 +34,7 @@ ORDER = {}  # dycl only
 SAMPLE_INPUTS = []  # dycl only
 STRAIGHT = None  # dycl only
 GROUPED = False  # dycl only
+SIZED_BY_VALUES = frozenset()  # dycl only
 
 # a GROUPED host runs _sample once per group while its last batch had at most this many paths a sample:
 # a group that splits replays _sample up to the split, which costs more than it saves where most
@@ -146,6 +148,18 @@ def _gather(values):
     return rows[:, None] if sliced else rows
 
 
+def _numbers_of(args):
+    """The numbers among a request's arguments (a Python or numpy scalar, a 0-d array's value),
+    None in place of anything else: what a sub-DNN in ``SIZED_BY_VALUES`` may size outputs by."""
+    numbers = []
+    for arg in args:
+        if type(arg) is np.ndarray:
+            numbers.append(arg.item() if arg.ndim == 0 else None)
+        else:
+            numbers.append(arg if isinstance(arg, (int, float, np.generic)) else None)
+    return tuple(numbers)
+
+
 def _alike(values):
     """Whether the values have one ``_signature_of`` (shape and dtype): what one group's argument needs."""
     first = values[0]
@@ -227,7 +241,9 @@ def _route_samples(model, arguments, count, record):
             results[sample] = stop.value
             return
         # (the arguments' shapes and dtypes are checked once a group, as it is gathered: _arguments)
-        pending.setdefault((ORDER[index], index, key, None), []).append((sample, generator, args))
+        # a group of a sub-DNN sized by the values passed shares them (SIZED_BY_VALUES)
+        numbers = _numbers_of(args) if index in SIZED_BY_VALUES else None
+        pending.setdefault((ORDER[index], index, key, numbers, None), []).append((sample, generator, args))
         if trails is not None:  # (a collision only merges two paths' count)
             trails[sample] = (trails[sample] * 1000003 + index) & 0xFFFFFFFFFFFF
 
@@ -242,12 +258,13 @@ def _route_samples(model, arguments, count, record):
     while pending:
         group = min(pending, key=lambda group: group[0])  # the first pending in program order
         members = pending.pop(group)
-        rank, index, key, _ = group
+        rank, index, key, numbers, _ = group
         width = len(members[0][2])
         arguments = _arguments(members, width)
         if arguments is None:  # arguments of other shapes or dtypes: a group for each (each then _alike)
             for member in members:
-                pending.setdefault((rank, index, key, tuple(map(_signature_of, member[2]))), []).append(member)
+                signature = tuple(map(_signature_of, member[2]))
+                pending.setdefault((rank, index, key, numbers, signature), []).append(member)
             continue
         callee = model._call[index] if index in model._call else model._variant(index, key)
         outputs = callee(*arguments)

@@ -41,7 +41,7 @@ from dycl.rewriter.written_hooks import hook_definition, is_written_hook
 #: arguments by name, dynamic parameter names).
 CalleeKey = tuple[types.FunctionType, tuple | None, tuple[tuple[str, tuple], ...], tuple[str, ...]]
 #: Runs the pipeline on a callee: (parsed, renamed definition, entry facts, module index) -> body.
-RunBody = Callable[[ParsedFunction, cst.FunctionDef, Env, ModuleIndex], Block]
+RunBody = Callable[[ParsedFunction, cst.FunctionDef, Env, ModuleIndex, dict[str, tuple[int | None, ...]]], Block]
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ def rewrite_callee(ctx: RewriteContext, callee: Callee, call_site: cst.BaseState
         return None
     key = (callee.function, _receiver_key(ctx, receiver),
            tuple(sorted((n, _static_key(s)) for n, s in callee.static.items() if s is not receiver)),
-           tuple(sorted(callee.dynamic)))
+           tuple(sorted(callee.dynamic)), tuple(sorted(callee.sizes.items())))
     if key not in ctx.caches.callees:
         ctx.caches.callees[key] = _rewrite_specialised(ctx, callee, call_site, index, run_body, key)
     cached = ctx.caches.callees[key]
@@ -333,7 +333,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         env.bind(mapping[name], static)
     ctx.call_stack.append(frame)
     try:
-        body = run_body(parsed, definition, env, index)
+        sizes = {mapping[name]: sizes for name, sizes in callee.sizes.items() if name in mapping}
+        body = run_body(parsed, definition, env, index, sizes)
     finally:
         ctx.call_stack.pop()
     if not parsed.higher_order and not _generator(callee.function) and not any(

@@ -23,6 +23,10 @@ _NOT_SUPPORTED: dict[type, tuple[str, str]] = {
 }
 
 
+#: builtins whose ``key=lambda t: ...`` (one plain parameter) ``rewriter.choices`` lowers
+_KEYED = ("max", "min", "sorted")
+
+
 class RejectUnsupported(cst.CSTVisitor):
     """Raises ``UnsupportedError`` at the first construct dycl cannot compile.
 
@@ -40,12 +44,12 @@ class RejectUnsupported(cst.CSTVisitor):
         # a method's writes to its receiver are checked (compiled or refused) by ``rewriter.state_slots``
         self.self_name = params[0].name.value if params and not receiver_writes else None
         self.statement: list[cst.CSTNode] = []
-        self.key_lambdas: set[int] = set()  # max/min(seq, key=lambda t: ...): lowered by rewriter.choices
+        self.key_lambdas: set[int] = set()  # max/min/sorted(seq, key=lambda t: ...): lowered by rewriter.choices
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, *COMPOUND)):
             self.statement.append(node)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("max", "min"):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _KEYED:
             self.key_lambdas |= {id(a.value) for a in node.args if a.keyword is not None and a.keyword.value == "key"
                                  and isinstance(a.value, cst.Lambda) and lambda_of_one(a.value)}
         if node is not self.root and type(node) in _NOT_SUPPORTED and id(node) not in self.key_lambdas:

@@ -17,6 +17,7 @@ from dycl.rewriter.locations import comment_of, set_location
 from dycl.rewriter.names import Namespace
 from dycl.rewriter.substitute import replace_names
 
+_KEYWORD = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))  # `key=f`, as people write it
 Option = tuple[cst.BaseExpression, cst.BaseExpression]  # (the test, the term that holds where it does)
 
 
@@ -130,6 +131,28 @@ class Lowering:
             statements.append(self.if_(test, [self.line(best, item(i)), self.line(best_key, cst.Name(score))]))
         return best, statements
 
+    def sorted_by_key(self, sequence: cst.BaseExpression, key: cst.BaseExpression, length: int,
+                      reverse: cst.BaseExpression | None) -> tuple[str, Block]:
+        """``sorted(seq, key=f)`` as Python runs it: each item's key computed once, in order, then
+        the items' positions sorted by those keys on the host (``sorted(range(n), key=keys.__getitem__)``
+        makes the comparisons ``sorted(seq, key=f)`` makes, so it gives the same order, ties and
+        ``reverse=`` included), and the list of the items in that order."""
+        items, keys, order, result = (self.fresh(stem) for stem in ("items", "keys", "order", "ordered"))
+        scores = [self.fresh("score") for _ in range(length)]
+        statements: Block = [self.line(items, sequence)]
+        statements += [self.line(score, applied(key, _item(cst.Name(items), _integer(i))))
+                       for i, score in enumerate(scores)]
+        statements.append(self.line(keys, cst.Tuple([cst.Element(cst.Name(score)) for score in scores])))
+        arguments = [cst.Arg(cst.Call(cst.Name("range"), [cst.Arg(_integer(length))])),
+                     cst.Arg(cst.Attribute(cst.Name(keys), cst.Name("__getitem__")), keyword=cst.Name("key"),
+                             equal=_KEYWORD)]
+        if reverse is not None:
+            arguments.append(cst.Arg(reverse, keyword=cst.Name("reverse"), equal=_KEYWORD))
+        statements.append(self.line(order, cst.Call(cst.Name("sorted"), arguments)))
+        ordered = [cst.Element(_item(cst.Name(items), _item(cst.Name(order), _integer(i)))) for i in range(length)]
+        statements.append(self.line(result, cst.List(ordered)))
+        return result, statements
+
     def extreme_of_items(self, values: Sequence[cst.BaseExpression], largest: bool) -> tuple[str, Block]:
         """``max(a, b, ...)`` as CPython runs it: every argument evaluated once, in order, then
         ``item > best`` (``<`` for ``min``) per later item; the first of equal items wins."""
@@ -152,6 +175,14 @@ def applied(function: cst.BaseExpression, argument: cst.BaseExpression) -> cst.B
         parameter = function.params.params[0].name.value
         return replace_names(function.body, lambda name: argument if name == parameter else None)
     return cst.Call(function, [cst.Arg(argument)])
+
+
+def _item(value: cst.BaseExpression, index: cst.BaseExpression) -> cst.Subscript:
+    return cst.Subscript(value, [cst.SubscriptElement(cst.Index(index))])
+
+
+def _integer(value: int) -> cst.Integer:
+    return cst.Integer(str(value))
 
 
 def lambda_of_one(function: cst.Lambda) -> bool:

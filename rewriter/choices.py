@@ -30,6 +30,8 @@ statements before it, and the choice replaced by a fresh name:
   whose names fit ``name`` (the literal parts of an f-string), ``else: raise AttributeError``
 - ``max(seq, key=f)``/``min`` over a sequence of static length → ``best = seq[0]`` and, per later
   item, ``if f(item) > best_key: best = item`` (the first of equal items wins, as in Python)
+- ``sorted(seq, key=f)`` over a sequence of static length → each item's key computed once, in
+  order, the positions sorted by them on the host, and the list of the items in that order
 - ``max(a, b, ...)``/``min`` (the builtin, two or more items, no keyword) → each item bound once,
   in order, then ``best = a`` and, per later item, ``if item > best: best = item`` (``<`` for
   ``min``: the comparison CPython makes, so ``max(t.max() + 1, n)`` chooses on the host)
@@ -46,7 +48,9 @@ statements before it, and the choice replaced by a fresh name:
   a member that is a module must be called where it is chosen (the host holds no modules)
 
 A statement with a call that changes a value in place (``x.add_(1)``, ``outs.append(y)``)
-is left as it is: its choice would be made before the change. The new statements are
+is left as it is: its choice would be made before the change; unless that call is the
+statement itself, on a name (``outs.append(a if c else b)``), whose arguments Python evaluates
+before the change anyway. The new statements are
 rewritten again, so nested choices are lifted too. Choices
 that may not run (inside a lambda, a comprehension, the right of ``and``/``or``, a
 branch of another conditional expression) are left where they are until their
@@ -123,8 +127,8 @@ class Choices(ScopedFlowWalker):
         choice lowered (its sequence has no static length, or its call is not builtin max): refused."""
         body = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [getattr(stmt, "test", None)]
         if any(isinstance(n, cst.Lambda) for small in body if small is not None for n in descendants(small)):
-            raise self.ctx.error("a lambda", stmt, "use a def at module level or an nn.Module (max/min(seq, "
-                                 "key=lambda t: ...) compiles over a sequence of static length)")
+            raise self.ctx.error("a lambda", stmt, "use a def at module level or an nn.Module (max/min/sorted("
+                                 "seq, key=lambda t: ...) compiles over a sequence of static length)")
 
     def by_domain(self, test: cst.BaseExpression, stmt: cst.If) -> tuple[Block, cst.BaseExpression] | None:
         """``if`` on a name with a domain: its test computed once per value the name may hold."""
@@ -194,7 +198,8 @@ class Choices(ScopedFlowWalker):
              ) -> tuple[Block, Any] | None:
         """The statements that make the first dynamic choice in ``node``, and ``node`` reading its result."""
         below = list(descendants(node))
-        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below):
+        last = _changes_after_its_arguments(node)
+        if not any(_may_choose(n) for n in below) or any(_mutates(n) for n in below if n is not last):
             return None  # nothing to evaluate; or moving a test before `x.add_(1)` could see another x
         callees = {id(n.func) for n in below if isinstance(n, cst.Call)}
         for current in _eager_order(node):
@@ -226,6 +231,10 @@ class Choices(ScopedFlowWalker):
                 return lowering.extreme_of_items(positional, extreme == "max")
             key = next(a.value for a in node.args if a.keyword is not None)
             return lowering.extreme(positional[0], key, self.flow.static_length(positional[0], env), extreme == "max")
+        ordering = self.sorting_of(node, env) if isinstance(node, cst.Call) else None
+        if ordering is not None and self.decides(node, env):
+            sequence, key, reverse = ordering
+            return lowering.sorted_by_key(sequence, key, self.flow.static_length(sequence, env), reverse)
         if isinstance(node, (cst.Call, cst.Subscript)):
             found = members(node.func if isinstance(node, cst.Call) else node, self.flow, env)
             if found is not None and self.decides(found.key, env):
@@ -243,6 +252,23 @@ class Choices(ScopedFlowWalker):
         over_items = not keys and len(positional) > 1
         over_sequence = keys == ["key"] and len(positional) == 1 and self.flow.static_length(positional[0].value, env)
         return function.value.__name__ if over_items or over_sequence else None
+
+    def sorting_of(self, call: cst.Call, env: Env
+                   ) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression | None] | None:
+        """``(seq, key, reverse)`` for the builtin's ``sorted(seq, key=f)`` (``reverse=`` static) over
+        a sequence of static length whose items are not static (the host's own ``sorted(range(n),
+        ...)`` that ``Lowering.sorted_by_key`` writes is not sorted again), else None."""
+        function = self.flow.evaluate(call.func, env)
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        positional = [a for a in call.args if a.keyword is None]
+        if (function is None or function.value is not sorted or len(positional) != 1 or positional[0].star
+                or "key" not in keywords or not set(keywords) <= {"key", "reverse"}):
+            return None
+        sequence, reverse = positional[0].value, keywords.get("reverse")
+        if (not self.flow.static_length(sequence, env) or self.flow.evaluate(sequence, env) is not None
+                or reverse is not None and self.flow.evaluate(reverse, env) is None):
+            return None
+        return sequence, keywords["key"], reverse
 
     def literals(self, node: cst.BaseExpression, env: Env) -> tuple[Any, ...] | None:
         """The literals a (nested) conditional expression of literals may give, else None."""
@@ -284,7 +310,7 @@ def _may_choose(node: cst.CSTNode) -> bool:
         return len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and not isinstance(
             node.slice[0].slice.value, (cst.BaseNumber, cst.BaseString, cst.UnaryOperation))
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in (
-        "getattr", "max", "min")
+        "getattr", "max", "min", "sorted")
 
 
 def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -302,6 +328,19 @@ def _mutates(node: cst.CSTNode) -> bool:
         return False
     method = node.func.attr.value
     return method in MUTATING_METHODS or (method.endswith("_") and not method.endswith("__"))
+
+
+def _changes_after_its_arguments(node: cst.CSTNode) -> cst.Call | None:
+    """The statement's own call where it changes a plain name's value in place (``outs.append(a if c
+    else b)``, ``self.cache.append(...)``): Python evaluates its arguments, and makes their choices,
+    before the change, so they may be lifted before the statement."""
+    call = node.value if isinstance(node, cst.Expr) else None
+    if not (isinstance(call, cst.Call) and _mutates(call)):
+        return None
+    receiver = call.func.value
+    while isinstance(receiver, cst.Attribute):
+        receiver = receiver.value
+    return call if isinstance(receiver, cst.Name) else None
 
 
 def _eager_order(node: cst.CSTNode):

@@ -10,9 +10,10 @@
   refusal naming the symbolic dim;
 - ``_row_displays``: an input's rows taken as a sequence become a display (``rewriter.row_displays``).
 
-Assumes: the input sizes (``RewriteContext.input_sizes``) are the root's; a callee's body
-(``unit.inlined``) reads none of them. Guarantees: what each part's module guarantees; a loop none
-of them takes is left to ``Unroll``'s other rules or its refusal.
+Assumes: the input sizes (``FunctionUnit.input_sizes``) are those of the root's inputs; a callee's
+body reads them only through a parameter passed such an input by name (``inline.Callee.sizes``).
+Guarantees: what each part's module guarantees; a loop none of them takes is left to ``Unroll``'s
+other rules or its refusal.
 """
 
 from __future__ import annotations
@@ -45,18 +46,18 @@ class DataLoops:
 
     def _row_displays(self, stmt: cst.BaseStatement, env: Env) -> cst.BaseStatement:
         """``list(x[0])``, ``max(x.unbind(1), key=f)``: an input's rows as a display (``rewriter.row_displays``)."""
-        if self.unit.inlined or not self.ctx.input_sizes or not isinstance(stmt, cst.SimpleStatementLine):
+        if not self.unit.input_sizes or not isinstance(stmt, cst.SimpleStatementLine):
             return stmt
         calculus = self._calculus(Calculus, env)
         displays = RowDisplays(lambda node: self.flow.evaluate(node, env),
-                               lambda node: rows(node, calculus, self.ctx.input_sizes))
+                               lambda node: rows(node, calculus, self.unit.input_sizes))
         rewritten = stmt.visit(displays)
         return rewritten if displays.changed else stmt
 
     def _calculus(self, kind: type[Calculus], env: Env) -> Calculus:
         """A bound calculus (``rewriter.bounded_rows``) for the statement being walked; the root's input
-        sizes are known only in the root's body (a callee's parameters are other values)."""
-        sizes = {} if self.unit.inlined else self.ctx.input_sizes
+        sizes are known in the root's body, and in a callee's for a parameter passed one by name."""
+        sizes = self.unit.input_sizes
         return kind(self.definitions, lambda node: self.flow.evaluate(node, env), self._reaches, sizes)
 
     def _reaches(self, name: str, time: int) -> bool:
@@ -67,9 +68,9 @@ class DataLoops:
 
     def _tensor_rows(self, node: cst.BaseExpression, env: Env, loop: cst.For) -> list[Element] | None:
         """The rows of a tensor of the root's inputs along a static dim (``rewriter.tensor_rows``)."""
-        if self.unit.inlined or not self.ctx.input_sizes:
+        if not self.unit.input_sizes:
             return None
-        count = rows(node, self._calculus(Calculus, env), self.ctx.input_sizes)
+        count = rows(node, self._calculus(Calculus, env), self.unit.input_sizes)
         if isinstance(count, SymbolicDim):
             raise self.ctx.error(
                 f"a for loop over the rows of {count.input} along its dim {count.axis}, which dynamic= makes "
@@ -96,7 +97,7 @@ class DataLoops:
         if start is None or step is None or not all(_plain_int(v.value) for v in (start, step)) or step.value < 1:
             return None
         stop_node = call.args[0 if len(call.args) == 1 else 1].value
-        exact = None if self.unit.inlined else size_of(stop_node, self._calculus(Calculus, env), self.ctx.input_sizes)
+        exact = size_of(stop_node, self._calculus(Calculus, env), self.unit.input_sizes)
         if exact is not None and exact > MAX_TRIPS:
             raise self.ctx.error(f"a for loop of {exact} iterations (more than {MAX_TRIPS})", loop)
         if exact is not None:  # a static size of an input: every call has it (rewriter.tensor_rows)

@@ -34,7 +34,8 @@ class Callee:
     """A resolved call: the Python function, its receiver, and what each parameter is bound to.
 
     ``static`` parameters are known at compile time; ``dynamic`` ones map to the
-    caller's argument expression.
+    caller's argument expression; ``sizes``: those passed an input of the root by its name, which
+    the caller never rebinds, and that input's sizes (``FunctionUnit.input_sizes``).
     """
 
     function: types.FunctionType
@@ -42,6 +43,7 @@ class Callee:
     static: dict[str, Static] = field(default_factory=dict)
     dynamic: dict[str, cst.BaseExpression] = field(default_factory=dict)
     forwarded: Forwarded | None = None  # its *args/**kwargs as parameters of their own (rewriter.forwarding)
+    sizes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -312,7 +314,18 @@ class Inline(FlowWalker):
                 if term is None:
                     return None
                 callee.static[name] = Static(value, term)
+        callee.sizes = self._passed_inputs(callee.dynamic)
         return callee
+
+    def _passed_inputs(self, dynamic: dict[str, cst.BaseExpression]) -> dict[str, tuple[int | None, ...]]:
+        """The parameters passed one of this body's inputs of known sizes by its name, where the body
+        never rebinds that name: the callee's parameter is that input on every call."""
+        known = self.unit.input_sizes
+        if not known:
+            return {}
+        rebound = {name for stmt in self.unit.definition.body.body for name in bound_names(stmt)}
+        return {name: known[arg.value] for name, arg in dynamic.items()
+                if isinstance(arg, cst.Name) and arg.value in known and arg.value not in rebound}
 
     def _pack(self, value: tuple | dict, keywords: bool, env: Env) -> Static | cst.BaseExpression:
         """The ``*args`` tuple or ``**kwargs`` dict of a call: static when every element is."""

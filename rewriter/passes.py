@@ -18,8 +18,8 @@ every pass agrees with ``StaticFlow`` on what is static where.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import libcst as cst
@@ -43,7 +43,9 @@ class FunctionUnit:
     ``env``: the facts on entry (static parameters, the receiver); passes
     copy it, never change it. ``inlined``: the body is a callee's, to be
     inlined (every ``return`` must end its path). ``rewrite_callee``: how
-    ``Inline`` gets a callee's rewritten body.
+    ``Inline`` gets a callee's rewritten body. ``input_sizes``: the sizes of the parameters that
+    are the root's inputs on every call (``RewriteContext.input_sizes``): the root's own, and a
+    callee's parameter passed such an input by name (``Callee.sizes``).
     """
 
     ctx: RewriteContext
@@ -53,6 +55,7 @@ class FunctionUnit:
     env: Env
     inlined: bool
     rewrite_callee: RewriteCallee
+    input_sizes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
 
     @property
     def parameters(self) -> frozenset[str]:

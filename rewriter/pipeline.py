@@ -11,7 +11,7 @@ always gets the full pipeline, whose guarantees ``Inline`` assumes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import libcst as cst
 from dycl.rewriter.asserts import Asserts
@@ -47,20 +47,24 @@ PIPELINE: tuple[type[Pass], ...] = (
 
 
 def run_passes(ctx: RewriteContext, parsed: ParsedFunction, definition: cst.FunctionDef, env: Env,
-               index: ModuleIndex, inlined: bool, passes: Sequence[type[Pass]] = PIPELINE) -> Block:
+               index: ModuleIndex, inlined: bool, passes: Sequence[type[Pass]] = PIPELINE,
+               input_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> Block:
     """Rewrite ``definition`` (whose locals are already hygienic) under ``env``
     with ``passes``; ``index`` finds the modules its receiver reaches;
-    ``inlined`` bodies get every ``return`` at the end of its path."""
+    ``inlined`` bodies get every ``return`` at the end of its path; ``input_sizes``: a callee's
+    parameters that are the root's inputs (``FunctionUnit.input_sizes``), the root's own by default."""
     flow = StaticFlow(ctx, bound_names(definition), parsed.globals, index)
 
     def run_callee(callee_parsed: ParsedFunction, callee_definition: cst.FunctionDef, callee_env: Env,
-                   callee_index: ModuleIndex) -> Block:
-        return run_passes(ctx, callee_parsed, callee_definition, callee_env, callee_index, True)
+                   callee_index: ModuleIndex, callee_sizes: Mapping[str, tuple[int | None, ...]]) -> Block:
+        return run_passes(ctx, callee_parsed, callee_definition, callee_env, callee_index, True,
+                          input_sizes=callee_sizes)
 
     def inline_callee(callee: Callee, call_site: cst.BaseStatement) -> InlinedBody | None:
         return rewrite_callee(ctx, callee, call_site, index, run_callee)
 
-    unit = FunctionUnit(ctx, parsed, definition, flow, env, inlined, inline_callee)
+    sizes = (ctx.input_sizes if not inlined else {}) if input_sizes is None else input_sizes
+    unit = FunctionUnit(ctx, parsed, definition, flow, env, inlined, inline_callee, sizes)
     body: Block = list(definition.body.body)
     for pass_ in passes:
         body = pass_(unit).run(body)

@@ -11,7 +11,7 @@ host comparison per item, and a list bound to a name has a known length (``ListL
 
 Assumes: ``count(node)`` is ``tensor_rows.rows`` where the statement is (an int only where the
 count is exact on every call). Guarantees: only the argument of ``list(...)``/``tuple(...)`` and the
-sequence of ``max``/``min`` called with ``key=`` (the builtins, however named) are replaced, by a
+sequence of ``max``/``min``/``sorted`` called with ``key=`` (the builtins, however named) are replaced, by a
 display of the same items in the same order; code inside a lambda or a comprehension, whose names
 may be its own, is left as it is.
 """
@@ -52,7 +52,8 @@ class RowDisplays(cst.CSTTransformer):
         function = self.evaluate(updated.func)
         keys = [a.keyword.value for a in updated.args if a.keyword is not None]
         if function is None or not ((function.value in (list, tuple) and not keys)
-                                    or (function.value in (max, min) and keys == ["key"])):
+                                    or (function.value in (max, min) and keys == ["key"])
+                                    or (function.value is sorted and "key" in keys)):
             return updated
         rows = self.count(positional[0].value)
         if not isinstance(rows, int) or isinstance(rows, bool) or rows > MAX_ITEMS:

@@ -282,7 +282,8 @@ def _alone(argument):
 
 def test_a_group_whose_arguments_differ_in_shape_or_dtype_splits_by_them():
     namespace = _router()
-    namespace.update(ORDER={0: 0, 1: 1}, SAMPLE_INPUTS=["x"], STRAIGHT=None, GROUPED=False)
+    namespace.update(ORDER={0: 0, 1: 1}, SAMPLE_INPUTS=["x"], STRAIGHT=None, GROUPED=False,
+                     SIZED_BY_VALUES=frozenset())
     x = np.array([[1, 2, 3], [-1, 0, 1], [0, 5, 5], [2, 2, 2], [np.nan, 0, 0], [-3, 1, 1]], np.float32)
     record = []
     outputs = namespace["_route"](_MixedArgumentsHost(), {"x": x}, record)

@@ -254,7 +254,8 @@ def _router_namespace() -> dict:
     namespace: dict = {}
     for module in (host_groups, host_router):
         exec(compile(copied(module.__file__), module.__name__, "exec"), namespace)  # noqa: S102 - our own modules
-    namespace.update(ORDER={0: 0, 1: 1, 2: 2}, SAMPLE_INPUTS=["x"], STRAIGHT=None, GROUPED=True)
+    namespace.update(ORDER={0: 0, 1: 1, 2: 2}, SAMPLE_INPUTS=["x"], STRAIGHT=None, GROUPED=True,
+                     SIZED_BY_VALUES=frozenset())
     return namespace
 
 

@@ -1,7 +1,9 @@
 """A width read off the data (``k = int(h.argmax())``, then ``h[:, :k]``): the sub-DNNs after the
 split take the width as a fresh symbol, not the example's width. Whole-call compiles agree with
-eager at every width, in process and in the torch-free host. (``per_sample=True``, where samples
-of different widths cannot share a group, is not handled yet: its self-check reports it.)"""
+eager at every width, in process and in the torch-free host. With ``per_sample=True`` samples of
+different widths cannot share a group run (its outputs would need one width): the router groups the
+requests of a sub-DNN whose outputs may be sized by the numbers passed by those numbers too
+(``SIZED_BY_VALUES``), so a batch mixing widths and paths agrees with eager run sample by sample."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from torch import nn
 import dycl
 from dycl.harness.paths import model_source_files, record_path
 from dycl.harness.testing_host import run_host_without_torch
+from dycl.per_sample.testing import assert_per_sample, diverse, paths_of, saved_host_report
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 ATOL = 1e-5
@@ -60,3 +63,18 @@ def test_whole_call_agrees_with_eager_at_every_width(tmp_path):
     assert len(_widths(model, samples)) >= 3
     report = run_host_without_torch(compiled.save(tmp_path / "split"), model, samples[:16], atol=ATOL)
     assert report == {"checked": 16, "problems": [], "torch_loaded": False}
+
+
+def test_per_sample_batches_mixing_widths_group_by_width(tmp_path):
+    model, samples = _model(), _samples(48)
+    compiled = dycl.compile(model, samples[0], per_sample=True, progress=False)
+    chosen = [samples[i] for i in diverse(paths_of(model, samples), 16)]
+    widths = _widths(model, chosen)
+    assert len(widths) >= 3
+    assert assert_per_sample(model, compiled, chosen, min_paths=2, atol=ATOL) == 2
+    # the sub-DNN that slices at k runs once per width in the batch, no more
+    sized = type(compiled._host).route.__globals__["SIZED_BY_VALUES"]
+    _, groups = compiled._host.route(torch.cat(chosen).numpy())
+    assert len(sized) == 1 and sum(index in sized for index, _ in groups) == len(widths)
+    report = saved_host_report(compiled.save(tmp_path / "per_sample"), model, samples, samples[1], atol=ATOL)
+    assert report == {"checked": 2, "problems": [], "torch_loaded": False}

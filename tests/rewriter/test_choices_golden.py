@@ -301,3 +301,42 @@ def test_max_and_min_of_items_bind_each_item_once_then_compare_as_cpython_does()
             best_1 = item_4
         return x * factor + best_1
     """)
+
+
+class AppendsAChoice(nn.Module):
+    def forward(self, x):
+        outs = []
+        outs.append(x.relu() if x.sum() > 0 else x)
+        outs.append(x.mul_(2) if x.mean() > 0 else x)
+        return outs
+
+
+def test_a_choice_in_the_arguments_of_an_append_is_lifted_one_beside_another_change_is_not():
+    # the append's arguments run before the list changes; `x.mul_(2)` inside them changes x itself
+    assert after(AppendsAChoice(), "choices") == golden("""
+        outs = []
+        if x.sum() > 0:
+            choice = x.relu()
+        else:
+            choice = x
+        outs.append(choice)
+        outs.append(x.mul_(2) if x.mean() > 0 else x)
+        return outs
+    """)
+
+
+class SortedByKey(nn.Module):
+    def forward(self, x):
+        return sorted([x.relu(), x.tanh()], key=lambda r: float(r.sum()), reverse=True)
+
+
+def test_sorted_with_a_key_from_data_sorts_positions_on_the_host():
+    assert after(SortedByKey(), "choices") == golden("""
+        items = [x.relu(), x.tanh()]
+        score = float(items[0].sum())
+        score_1 = float(items[1].sum())
+        keys = (score, score_1)
+        order = sorted(range(2), key=keys.__getitem__, reverse=True)
+        ordered = [items[order[0]], items[order[1]]]
+        return ordered
+    """)
