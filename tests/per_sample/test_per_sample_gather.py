@@ -297,3 +297,25 @@ def test_a_group_whose_arguments_differ_in_shape_or_dtype_splits_by_them():
     alike = [np.zeros((1, 3), np.float32), np.ones((1, 3), np.float32)]
     assert namespace["_alike"](alike) and namespace["_alike"]([np.float32(1), np.array(2, np.float32)])
     assert not namespace["_alike"]([*alike, np.zeros((1, 3))]) and not namespace["_alike"]([*alike, np.zeros((1, 2))])
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((32, 1, 10), np.float32), ((3, 1), np.int64), ((1, 1, 2, 2), np.bool_)])
+def test_a_straight_programs_output_is_its_joined_rows_without_a_copy(shape, dtype):
+    output = (np.arange(np.prod(shape)) % 7).astype(dtype).reshape(shape)
+    joined = host_router._joined_rows(output)
+    expected = host_router._join(list(output))
+    assert joined.shape == expected.shape == shape[:1] + shape[2:] and joined.dtype == expected.dtype
+    assert np.array_equal(joined, expected) and joined.flags.c_contiguous
+    assert np.shares_memory(joined, output)  # the rows are not split and copied again
+
+
+@pytest.mark.parametrize("shape", [(4,), (4, 2, 3), (0, 1, 3)])
+def test_rows_that_join_otherwise_take_the_join(shape):
+    output = np.ones(shape, np.float32)
+    if shape[0] == 0:  # no sample: the join has no row to read, as before
+        with pytest.raises(IndexError):
+            host_router._joined_rows(output)
+        return
+    joined, expected = host_router._joined_rows(output), host_router._join(list(output))
+    assert type(joined) is type(expected) and len(joined) == len(expected)
+    assert all(np.array_equal(a, b) for a, b in zip(joined, expected))
