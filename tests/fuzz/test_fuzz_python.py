@@ -1,0 +1,97 @@
+"""The Python around tensors (``dycl.fuzz.patterns_python``) in the grammar: a seventh random stream
+that leaves the programs of before alone, each construct generated, every statement running eagerly
+(shape and dtype of ``x`` kept) and on several paths in programs, and compiled on ONNX Runtime equal
+to eager (special values included) or refused by name."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dycl.fuzz.features import KNOWN_BUGS, PYTHON, program_features
+from dycl.fuzz.generator import generate
+from dycl.fuzz.loader import make_inputs
+from dycl.fuzz.patterns_python import INIT, STATEMENTS, PythonPatterns
+from dycl.fuzz.program import render_module
+from dycl.fuzz.runner import check_program, loaded_program, run_eager
+
+PROGRAMS = [generate(5, i) for i in range(200)]
+
+
+def _draws_none(index: int, blocks: int = 2) -> bool:
+    """Whether program ``index`` of seed 5 draws no construct in its first ``blocks`` blocks of 100 redraws."""
+    return not any(any(PythonPatterns(random.Random(f"dycl.fuzz.python:5:{index}:0:{block}"), frozenset()).on.values())
+                   for block in range(blocks))
+
+
+def test_without_them_the_programs_are_those_of_before():
+    same = 0
+    for index, program in enumerate(PROGRAMS[:60]):
+        if _draws_none(index):
+            assert render_module(program) == render_module(generate(5, index, exclude=frozenset(PYTHON)))
+            same += 1
+    assert 10 <= same < 60
+    assert set(PYTHON) <= set(KNOWN_BUGS)
+
+
+def test_every_construct_is_generated_and_recognised_as_itself_only():
+    used = Counter(feature for program in PROGRAMS for feature in program_features(program))
+    assert set(PYTHON) == {"row-loop", "capped-trip", "path-typed-number", "dtype-test", "indexed-submodule",
+                           "tensor-split", "data-inplace", "host-int-list"}
+    shares = {name: used[name] / len(PROGRAMS) for name in PYTHON}
+    assert all(0.03 <= share <= 0.4 for share in shares.values()), shares
+    others = {"tensor-data", "max-key", "int-tensor", "tolist-builtins", "host-loop-bound", "argmax-block",
+              "module-choice", "inplace-update", "dim-reduction", "topk-sort", "where-host"}
+    alone = [generate(5, i, exclude=frozenset(set(KNOWN_BUGS) - set(PYTHON))) for i in range(60)]
+    assert not any(program_features(program) & others for program in alone)
+    assert any(program_features(program) & set(PYTHON) for program in alone)
+
+
+class _Holder(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        for lines in INIT.values():
+            for line in lines:
+                exec(line.format(w=width), {"self": self, "nn": nn, "torch": torch})
+
+
+def test_every_statement_runs_eagerly_and_keeps_x_shaped_and_float():
+    generator = torch.Generator().manual_seed(0)
+    runs = 0
+    for texts in STATEMENTS.values():
+        for text in texts:
+            for width, batch in ((4, 1), (4, 3), (8, 2)):
+                holder = _Holder(width)
+                for scale in (1.0, 2.0, 3.0):
+                    names = {"x": torch.randn(batch, width, generator=generator) * scale, "self": holder,
+                             "torch": torch}
+                    exec(text, names)
+                    assert names["x"].shape == (batch, width) and names["x"].dtype == torch.float32, text
+                    runs += 1
+    assert runs == 9 * sum(len(texts) for texts in STATEMENTS.values())
+
+
+def test_every_construct_runs_eagerly_on_several_paths(tmp_path: Path):
+    most: dict[str, int] = {}
+    for name in PYTHON:
+        for program in [p for p in PROGRAMS if name in program_features(p)][:3]:
+            with loaded_program(program, tmp_path) as (_, model):
+                _, paths = run_eager(model, make_inputs(program, 12))
+            most[name] = max(most.get(name, 0), paths)
+    assert all(paths >= 2 for paths in most.values()), most
+
+
+def test_the_first_program_of_each_construct_compiles_equal_to_eager_or_is_refused(tmp_path: Path):
+    """On ONNX Runtime, on the random and the special-valued inputs: never wrong, never a crash."""
+    statuses: Counter = Counter()
+    for name in PYTHON:
+        program = next(p for p in PROGRAMS if name in program_features(p))
+        checked = check_program(program, tmp_path, ["onnxruntime"], timeout=120)
+        assert checked.status in ("ok", "unsupported"), (name, checked.outcomes[0].detail)
+        assert checked.paths >= 2 and len(checked.inputs) > checked.special_from
+        statuses[checked.status] += 1
+    assert statuses["ok"] >= 4, statuses
