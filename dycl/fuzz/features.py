@@ -95,8 +95,9 @@ FEATURES = {
     "inplace-update": "in-place updates of a copy of x: x[mask] = v, x.add_, x.clamp_, x[:, 0] += ...",
     "loop-list-stack": "a list built in a loop with break / continue, then torch.stack / torch.cat",
     "int-tensor": "integer tensors (.long(), counts of a mask) with // and %, mixed into float arithmetic",
-    "row-loop": "loops over a tensor's rows along a dim: for row in x, zip / enumerate over x.unbind(1), "
-                "max(x.unbind(1), key=...), a comprehension over rows",
+    "row-loop": "loops over a tensor's rows along a dim: for row in x (the batch), zip / enumerate / a "
+                "comprehension over the argument's columns (src.unbind(1)), max(src.unbind(1), key=...), "
+                "enumerate over a computed x's columns",
     "capped-trip": "a loop whose trip count comes from data, capped by a constant (range(min(int(t), 3)))",
     "path-typed-number": "a host number whose Python type depends on the path (s = 2 / s = 0.5), in arithmetic, "
                          "isinstance and torch.tensor",
@@ -184,14 +185,14 @@ _SOURCE_PATTERNS = {
     "inplace-update": r"^\s*x(?:\[x [<>] [\d.]+\] = |\.add_\(0\.1\)|\.clamp_\(|\[:, 0\] \+= )",
     "loop-list-stack": r"torch\.(?:stack\((?:parts|chunks)\)|cat\(acc, 1\))",
     "int-tensor": r"\.long\(\)|\(c % 2\)|int\(\(x > 0\)\.sum\(\)\) %",
-    "row-loop": r"\bfor row in x:|\.unbind\(1\)|for row in x\]",
+    "row-loop": r"\bfor row in x:|\.unbind\(1\)",
     "capped-trip": r"range\(min\(int\(|^\s*reps = min\(int\(",
     "path-typed-number": r"^\s*s = (?:2|3|0\.5|1\.5)(?: if .+)?$",
     "dtype-test": r"\.dtype [!=]= torch\.|\.is_floating_point\(\)",
     "indexed-submodule": r"self\.experts\[",
     "tensor-split": r"torch\.tensor_split\(",
     "data-inplace": r"\.data(?:\[.+\] = |\.\w+_\()",
-    "host-int-list": r"^\s*(?:ks|marks|idx) = \[|^\s*counts = \(x > 0\)\.sum\(1\)\.tolist\(\)",
+    "host-int-list": r"^\s*(?:ks|idx) = \[|^\s*(?:counts|marks) = \(x.+\.tolist\(\)$",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,

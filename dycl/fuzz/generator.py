@@ -562,8 +562,13 @@ class _Generator:
 
     def use_python(self, body: list[Stmt], first: int) -> None:
         """A statement or two of each drawn construct of :mod:`dycl.fuzz.patterns_python`, at the top
-        level of ``body`` (from index ``first``)."""
-        self.insert_required(body, first, self.python.required())
+        level of ``body`` (from index ``first``), and ``src = x`` first where one reads the argument."""
+        required = self.python.required()
+        self.insert_required(body, first, required)
+        first_statement = self.python.first_statement(required)
+        if first_statement:
+            body.insert(0, Line(first_statement))
+            self.lines += 1
 
     def insert_required(self, body: list[Stmt], first: int, required: list[tuple[str, int]]) -> None:
         """Insert each ``(text, cost)`` of ``required`` at a random top-level place of ``body`` (from

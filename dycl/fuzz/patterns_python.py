@@ -5,8 +5,10 @@ the fuzzer's seventh random stream.
 without them is the program of before), which of ``PROBABILITY``'s constructs it uses, and offers one
 statement (sometimes two) of each for ``forward``'s body, and the lines they need in ``__init__``:
 
-- ``row-loop``: loops over a tensor's rows along a dim: ``for row in x`` (the batch), ``zip`` and
-  ``enumerate`` over ``x.unbind(1)`` (the width), ``max(x.unbind(1), key=...)``;
+- ``row-loop``: loops over a tensor's rows along a dim: ``for row in x`` (the batch, symbolic), ``zip``,
+  ``enumerate`` and a comprehension over ``src.unbind(1)`` (the argument's columns: ``src = x`` first in
+  ``forward``, the width static), ``max(src.unbind(1), key=...)``, and ``enumerate`` over the columns of
+  a computed ``x``;
 - ``capped-trip``: a loop whose trip count comes from data, capped by a constant
   (``range(min(int(t), 3))``);
 - ``path-typed-number``: a host number whose Python type depends on the path (``s = 2`` / ``s = 0.5``),
@@ -15,10 +17,15 @@ statement (sometimes two) of each for ``forward``'s body, and the lines they nee
 - ``indexed-submodule``: a submodule of a ``ModuleList`` picked by a data-dependent index (``int(i)``, a
   0-d integer tensor, ``.item()``);
 - ``tensor-split``: ``torch.tensor_split`` along the width at points computed from data;
-- ``data-inplace``: in-place updates through ``.data`` (of a copy of ``x``, and the CLIP idiom of
-  clamping a parameter's ``.data`` in ``forward``);
-- ``host-int-list``: a list of host ints built from data (a comprehension over a tensor, ``tolist()``),
-  then read with ``sum`` / ``max`` / indexing.
+- ``data-inplace``: in-place updates through ``.data`` (of a copy of ``x``, under a data test, and the
+  CLIP idiom of clamping a parameter's ``.data`` in ``forward``);
+- ``host-int-list``: a list of host ints built from data (``tolist()`` of counts and cumulative sums, a
+  comprehension over a tensor or over a ``tolist()``), then read with ``sum`` / ``max`` / indexing.
+
+Some texts are forms dycl refuses by design (a loop over the symbolic batch, ``int()`` of each element
+of a tensor in a comprehension, a write to a parameter in ``forward``) or does not yet compile (the
+columns of a computed tensor): the campaign counts those refusals per feature; the other texts are
+the forms it compiles alone.
 
 Every text keeps the generator's invariants: ``x`` stays finite and shaped ``(batch, width)`` with
 width >= 4 on every batch size, and no statement fails eagerly on random inputs (an ``int()`` of a NaN
@@ -30,6 +37,7 @@ so that their cost does not grow with the width. ``{w}`` in an ``__init__`` line
 from __future__ import annotations
 
 import random
+import re
 
 PROBABILITY = {"row-loop": 0.1, "capped-trip": 0.1, "path-typed-number": 0.1, "dtype-test": 0.08,
                "indexed-submodule": 0.1, "tensor-split": 0.1, "data-inplace": 0.08, "host-int-list": 0.1}
@@ -37,11 +45,14 @@ PROBABILITY = {"row-loop": 0.1, "capped-trip": 0.1, "path-typed-number": 0.1, "d
 STATEMENTS = {
     "row-loop": ["total = torch.zeros_like(x[0])\nfor row in x:\n    if row.sum() > 0:\n        total = total + row\n"
                  "x = x + total * 0.1",
-                 "for a, b in zip(x[:, :3].unbind(1), x[:, 1:4].unbind(1)):\n    x = x + (a * b).unsqueeze(1) * 0.05",
+                 "for a, b in zip(src.unbind(1), src[:, 1:].unbind(1)):\n    x = x + (a * b).unsqueeze(1) * 0.05",
+                 "for i, col in enumerate(src[:, :3].unbind(1)):\n    if col.mean() > 0.3:\n"
+                 "        x = x + col.unsqueeze(1) * (i + 1) * 0.1",
+                 "best = max(src[:, :3].unbind(1), key=lambda c: float(c.sum()))\nx = x + best.unsqueeze(1) * 0.2",
                  "for i, col in enumerate(x[:, :3].unbind(1)):\n    if col.mean() > 0.3:\n"
                  "        x = x + col.unsqueeze(1) * (i + 1) * 0.1",
-                 "best = max(x[:, :3].unbind(1), key=lambda c: float(c.sum()))\nx = x + best.unsqueeze(1) * 0.2",
-                 "rows = [torch.tanh(row) if row.max() > 0.8 else row * 0.5 for row in x]\nx = torch.stack(rows)"],
+                 "cols = [torch.tanh(c) * (j + 1) for j, c in enumerate(src[:, :3].unbind(1))]\n"
+                 "x = x + torch.stack(cols, 1).sum(1, keepdim=True) * 0.1"],
     "capped-trip": ["trips = (x > 0).sum()\nfor r in range(min(int(trips), 3)):\n    x = torch.tanh(x) * 0.9 + 0.05",
                     "for r in range(min(int(x.abs().sum() * 0.5), 2)):\n    x = x * 0.8 - r * 0.1",
                     "reps = min(int((x[0] > 0.3).sum()), 3)\nfor r in range(reps):\n    x = x + r * 0.1\n"
@@ -62,15 +73,17 @@ STATEMENTS = {
                      "cut = int((x[0] > 0.3).sum()) + 1\nparts = torch.tensor_split(x, (1, cut), dim=1)\n"
                      "x = torch.cat([p * (j + 1) * 0.5 for j, p in enumerate(parts)], 1)"],
     "data-inplace": ["x = x.clone()\nx.data.mul_(0.5)",
-                     "x = x * 1.0\nx.data[x.data < -0.45] = 0.0",
+                     "x = x * 1.0\nx.data.add_(0.1)",
                      "self.temperature.data.clamp_(0.25, 1.5)\nx = x * self.temperature",
                      "x = x + 0.0\nif x.mean() > 0:\n    x.data.clamp_(-0.8, 0.8)"],
     "host-int-list": ["ks = [int(c > 0) for c in x.sum(0)]\nx = x * (1 + sum(ks) * 0.1)",
                       "counts = (x > 0).sum(1).tolist()\nx = x + max(counts) * 0.05",
-                      "marks = [int(v) for v in (x[0] > 0.3).cumsum(0)]\nx = x + marks[-1] * 0.1 - marks[1] * 0.05",
-                      "idx = [j for j, v in enumerate(x[0].gt(0).tolist()) if v]\nif idx:\n"
-                      "    x = x + x[:, idx].mean(1, keepdim=True) * 0.1"],
+                      "marks = (x[0] > 0.3).cumsum(0).tolist()\nx = x + marks[-1] * 0.1 - marks[1] * 0.05",
+                      "idx = [j for j, v in enumerate(x[-1].tolist()) if v > 0]\nif idx:\n"
+                      "    x = x + x[:, idx[0]:idx[0] + 1] * 0.1"],
 }
+#: the first statement of ``forward`` where a statement loops over the argument's columns
+FIRST = "src = x"
 #: data-dependent tests each construct's statement adds (its cost for the generator)
 COST = {"row-loop": 3, "capped-trip": 3, "indexed-submodule": 2, "tensor-split": 2, "host-int-list": 2}
 #: lines at the end of ``__init__`` a construct needs (``{w}``: the width)
@@ -96,6 +109,12 @@ class PythonPatterns:
                 for text in self.rng.sample(STATEMENTS[name], self.rng.choice([1, 1, 2])):
                     out.append((text, COST.get(name, 1)))
         return out
+
+    @staticmethod
+    def first_statement(required: list[tuple[str, int]]) -> str | None:
+        """First in ``forward``: ``src = x`` (the argument, before ``x`` is rebound) where a statement of
+        ``required`` reads ``src``."""
+        return FIRST if any(re.search(r"\bsrc\b", text) for text, _ in required) else None
 
     def init_lines(self) -> list[str]:
         """Lines at the end of ``__init__`` (``{w}``: the width)."""
