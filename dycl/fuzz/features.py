@@ -208,6 +208,11 @@ def mentions(feature: str, source: str) -> bool:
     return re.search(_SOURCE_PATTERNS[feature], source, re.MULTILINE) is not None
 
 
+def features_at(line: str) -> frozenset[str]:
+    """The features whose own text ``line`` (one line of a program) shows."""
+    return frozenset(name for name in _SOURCE_PATTERNS if mentions(name, line))
+
+
 def program_features(program: Program) -> frozenset[str]:
     """The names of the features ``program`` uses."""
     source = render_classes(program)
