@@ -5,7 +5,6 @@ to eager (special values included) or refused by name."""
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -14,26 +13,21 @@ from torch import nn
 
 from dycl.fuzz.features import KNOWN_BUGS, PYTHON, program_features
 from dycl.fuzz.generator import generate
-from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.patterns_python import FIRST, INIT, STATEMENTS, PythonPatterns
 from dycl.fuzz.program import render_module
-from dycl.fuzz.runner import check_program, loaded_program, run_eager
+from dycl.fuzz.runner import check_program
+
+from .find import draws_none, most_eager_paths
 
 PROGRAMS = [generate(5, i) for i in range(200)]
 #: programs of the base grammar with these constructs only (the other streams' patterns left out)
 ALONE = [generate(5, i, exclude=frozenset(set(KNOWN_BUGS) - set(PYTHON))) for i in range(120)]
 
 
-def _draws_none(index: int, blocks: int = 2) -> bool:
-    """Whether program ``index`` of seed 5 draws no construct in its first ``blocks`` blocks of 100 redraws."""
-    return not any(any(PythonPatterns(random.Random(f"dycl.fuzz.python:5:{index}:0:{block}"), frozenset()).on.values())
-                   for block in range(blocks))
-
-
 def test_without_them_the_programs_are_those_of_before():
     same = 0
     for index, program in enumerate(PROGRAMS[:60]):
-        if _draws_none(index):
+        if draws_none(PythonPatterns, "python", index):
             assert render_module(program) == render_module(generate(5, index, exclude=frozenset(PYTHON)))
             same += 1
     assert 10 <= same < 60
@@ -77,12 +71,7 @@ def test_every_statement_runs_eagerly_and_keeps_x_shaped_and_float():
 
 
 def test_every_construct_runs_eagerly_on_several_paths(tmp_path: Path):
-    most: dict[str, int] = {}
-    for name in PYTHON:
-        for program in [p for p in PROGRAMS if name in program_features(p)][:3]:
-            with loaded_program(program, tmp_path) as (_, model):
-                _, paths = run_eager(model, make_inputs(program, 12))
-            most[name] = max(most.get(name, 0), paths)
+    most = most_eager_paths(PROGRAMS, PYTHON, tmp_path)
     assert all(paths >= 2 for paths in most.values()), most
 
 
