@@ -12,8 +12,8 @@ from the namespace), which answers as the number does in eager.
 
 Assumes: a port's kind is the Python type of the value the host passes (``hcfg.ports``).
 Guarantees: only calls of the builtins ``isinstance`` and ``type`` (not rebound in the sub-DNN nor
-shadowed in its namespace) with one positional argument naming a number port change; a name that some
-statement of the sub-DNN rebinds is left alone (its type there is what the statement computed).
+shadowed in its namespace) with one positional argument naming a number port change, in the statements
+up to the one that rebinds the name (after it, its type is what that statement computed).
 """
 
 from __future__ import annotations
@@ -53,21 +53,22 @@ def typed_number_questions(statements: Sequence[cst.SimpleStatementLine], varian
                            namespace: dict[str, Any], local: set[str]) -> list[cst.SimpleStatementLine]:
     """``statements`` with each type question about a number port asked of a stand-in of its type;
     the stand-ins go in ``namespace`` (under a name not in it nor in ``local``) where one is asked."""
-    rebound = {name for statement in statements for name in bound_names(statement)}
-    numbers = frozenset(name for name, layout in zip(variant.sub.inputs, variant.input_layouts)
-                        if layout.is_port and layout.leaves[0] in _STAND_INS and name not in rebound)
+    ports = {name: _STAND_INS[layout.leaves[0]] for name, layout in zip(variant.sub.inputs, variant.input_layouts)
+             if layout.is_port and layout.leaves[0] in _STAND_INS}
     asked = frozenset(name for name in _TYPE_QUESTIONS
                       if name not in local and namespace.get(name, getattr(builtins, name)) is getattr(builtins, name))
-    if not numbers or not asked:
+    if not ports or not asked:
         return list(statements)
     holder = "_dycl_number_types"
     while holder in namespace or holder in local:
         holder += "_"
-    questions = _Questions(numbers, asked, holder)
-    out = [statement.visit(questions) for statement in statements]
+    out, rebound = [], set()
+    for statement in statements:  # a statement's value is read before its targets are bound
+        numbers = frozenset(ports) - rebound
+        out.append(statement.visit(_Questions(numbers, asked, holder)) if numbers else statement)
+        rebound |= set(bound_names(statement))
     if any(not new.deep_equals(old) for new, old in zip(out, statements)):
-        namespace[holder] = {name: _STAND_INS[layout.leaves[0]] for name, layout in
-                             zip(variant.sub.inputs, variant.input_layouts) if name in numbers}
+        namespace[holder] = ports
     return out
 
 

@@ -85,6 +85,24 @@ class TypedFill(nn.Module):
         return h * step + isinstance(step, int) * 0.5, fill, type(step) is float
 
 
+class TypedThenRebound(nn.Module):
+    """The type asked before the sub-DNN rebinds the name to a tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 6)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if h.mean() > 0:
+            step = 3
+        else:
+            step = 0.25
+        h = h + isinstance(step, int) * 1.0
+        step = torch.tensor(step) * h.sum()
+        return h + step
+
+
 class Bounds(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -109,7 +127,7 @@ def _model(cls: type[nn.Module]) -> nn.Module:
     return cls().eval()
 
 
-@pytest.mark.parametrize("cls", [MixedScale, Offset, CountTimesStep, TypedFill])
+@pytest.mark.parametrize("cls", [MixedScale, Offset, CountTimesStep, TypedFill, TypedThenRebound])
 def test_a_number_of_either_type_agrees_in_process_and_as_host(cls, tmp_path):
     paths = assert_agrees_in_process_and_as_host(_model(cls), _inputs(), tmp_path, ATOL, min_paths=2)
     assert paths == 2
