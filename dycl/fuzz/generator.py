@@ -111,6 +111,7 @@ class _Generator:
         self.lines = 0
         self.counter = 0  # for fresh loop variable names
         self.tensor_tests = 0  # data-dependent tests in forward, counting helper and gate calls
+        self.leading = 0  # statements that must start forward (the argument changed in place, inp = x)
 
     # -- pieces ------------------------------------------------------------------------------------
 
@@ -550,6 +551,7 @@ class _Generator:
         first_statement = self.fresh_patterns.first_statement()
         if first_statement:
             body.insert(0, Line(first_statement))
+            self.leading += 1
             self.lines += first_statement.count("\n") + 1
             if first_statement.startswith("if "):  # a test on data
                 self.cost += 1
@@ -562,12 +564,14 @@ class _Generator:
 
     def use_python(self, body: list[Stmt], first: int) -> None:
         """A statement or two of each drawn construct of :mod:`dycl.fuzz.patterns_python`, at the top
-        level of ``body`` (from index ``first``), and ``src = x`` first where one reads the argument."""
+        level of ``body`` (from index ``first``), and ``src = x`` where one reads the argument: after the
+        statements that start ``forward`` (an alias taken before the argument's in-place change would be
+        refused for that, not for these constructs)."""
         required = self.python.required()
         self.insert_required(body, first, required)
         first_statement = self.python.first_statement(required)
         if first_statement:
-            body.insert(0, Line(first_statement))
+            body.insert(self.leading, Line(first_statement))
             self.lines += 1
 
     def insert_required(self, body: list[Stmt], first: int, required: list[tuple[str, int]]) -> None:
@@ -597,6 +601,7 @@ class _Generator:
         mutation = self.patterns26.first_statement()
         if mutation is not None:
             body.insert(0, Line(mutation))
+            self.leading += 1
             self.lines += 1
 
 
