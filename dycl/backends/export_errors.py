@@ -28,22 +28,35 @@ from dycl.export.subdnn import SubDNNModule, Variant
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OPERATOR = re.compile(r"operator '(?:aten::)?(?P<name>[\w.]+)'")
+_OPERATOR = re.compile(r"operator '(?:aten::)?(?P<name>[\w.]+)'|have an op for aten::(?P<traced>[\w.]+)")
+#: the tracer's own failure on an operator overload it has no schema for (``tensor + True``)
+_NO_TRACED_OP = "We don't have an op for"
+
+
+def tracer_lacks_op(error: Exception) -> bool:
+    """Whether ``error`` is the TorchScript tracer's internal assert on an operator called with arguments
+    no overload takes (``aten::add`` of a tensor and a Python bool): a refusal, not a crash of dycl."""
+    return isinstance(error, RuntimeError) and _NO_TRACED_OP in str(error)
 
 
 def exporter_error(error: Exception, module: SubDNNModule, variant: Variant) -> UnsupportedError:
     """``UnsupportedError`` for ``error``, raised by ``torch.onnx.export`` on ``module``."""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = str(error).strip()
+    if _NO_TRACED_OP in text:  # the tracer's assert: its own words start there
+        text = text[text.index(_NO_TRACED_OP):]
+    message = text.splitlines()[0] if text else type(error).__name__
     match = _OPERATOR.search(message)
-    operator = match.group("name") if match else None
+    operator = (match.group("name") or match.group("traced")) if match else None
     statement, inside = call_site(module, variant, [operator] if operator else [])
     code = cst.Module([]).code_for_node(statement.body[0]).strip()
     what = f"the operator {operator}" if operator else "a value"
+    hint = ("compute this value with other tensor operations (the exporter's supported operators), or compile "
+            "with backend='torch' to run it eagerly in-process")
+    if re.search(r"Argument types: .*\bbool\b", message):
+        hint = "a Python bool in tensor arithmetic has no traced operator: write int(flag) or float(flag); " + hint
     return UnsupportedError(
         f"{what} that the ONNX exporter cannot translate ({message[:160]}){inside}, in `{code[:120]}`",
-        module.location_of(statement),
-        "compute this value with other tensor operations (the exporter's supported operators), or compile "
-        "with backend='torch' to run it eagerly in-process")
+        module.location_of(statement), hint)
 
 
 def call_site(module: SubDNNModule, variant: Variant, operators: list[str]) -> tuple[cst.CSTNode, str]:
@@ -82,14 +95,15 @@ class _Watch(TorchFunctionMode):
     def __init__(self, operator: str) -> None:
         super().__init__()
         self.operator = operator
+        self.names = (operator, f"__{operator}__", f"__r{operator}__", f"__i{operator}__")  # x + 1 is __add__
         self.stack: traceback.StackSummary | None = None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if self.stack is None and getattr(func, "__name__", None) == self.operator:
+        if self.stack is None and getattr(func, "__name__", None) in self.names:
             self.stack = traceback.extract_stack()
         return func(*args, **(kwargs or {}))
 
 
 #: for ``onnx_float64_kernels``: the statement that first calls an operator
 
-__all__ = ["call_site", "exporter_error"]
+__all__ = ["call_site", "exporter_error", "tracer_lacks_op"]

@@ -77,7 +77,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from dycl.backends.export_errors import exporter_error
+from dycl.backends.export_errors import exporter_error, tracer_lacks_op
 from dycl.backends.onnx_empty_reductions import pad_empty_reductions
 from dycl.backends.onnx_float64_kernels import refuse_float64_gaps
 from dycl.backends.onnx_squeeze import pin_squeezes
@@ -157,6 +157,10 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                                       do_constant_folding=True, **names)
                 except torch.onnx.errors.OnnxExporterError as error:  # an operator or value it cannot translate
                     refuse_sampling(None, module, variant)  # an untranslatable sampler (x.uniform_()): say so
+                    raise exporter_error(error, module, variant) from error
+                except RuntimeError as error:  # the tracer's assert on an overload it lacks (tensor + True)
+                    if not tracer_lacks_op(error):
+                        raise
                     raise exporter_error(error, module, variant) from error
     data = pad_empty_reductions(buffer.getvalue())  # x[:, :0].sum(-1): dycl.backends.onnx_empty_reductions
     if not dynamo and dynamic_axes and guards is not None:  # x.squeeze(): dycl.backends.onnx_squeeze

@@ -72,8 +72,8 @@ class SizeNumbers:
 
     def _refuse(self, what: str) -> UnsupportedError:
         return UnsupportedError(
-            f"{what} of a float computed from sizes in code exported as one graph (float32 there, "
-            "float64 in Python: the result could differ)", self.where,
+            f"{what} of a float (computed from sizes, or a number the host passes) in code exported as one "
+            "graph (float32 there, float64 in Python: the result could differ)", self.where,
             "compute the size with integers (a // b, -(-a // b), round(a / b) with integer a and b)")
 
     def _integer(self, value: Any, what: str) -> Any:
@@ -94,6 +94,15 @@ class SizeNumbers:
 
     def round(self, value: Any) -> Any:
         return self._unary(value, builtins.round, "round()")
+
+    def round_digits(self, value: Any, digits: Any) -> Any:
+        """``round(value, digits)``: an integer rounded to digits >= 0 is itself; a float or a negative
+        count of digits in the graph is refused (float32 there, and ``round(1234, -2)`` rounds half to even)."""
+        if not isinstance(value, torch.Tensor) and not isinstance(digits, torch.Tensor):
+            return builtins.round(value, digits)
+        if isinstance(digits, builtins.int) and digits >= 0:
+            return self._integer(value, "round(x, ndigits)")
+        raise self._refuse("round(x, ndigits)")
 
     def floor(self, value: Any) -> Any:
         return self._unary(value, math.floor, "math.floor()")
@@ -249,6 +258,8 @@ def size_calls(statement: cst.SimpleStatementLine, namespace: dict[str, Any], lo
         if method in ("min", "max"):
             if len(values) < 2:
                 return current
+        elif method == "round" and len(values) == 2:
+            method = "round_digits"
         elif len(values) != 1:
             return current
         elif isinstance(values[0], cst.BinaryOperation) and isinstance(values[0].operator, cst.Divide):

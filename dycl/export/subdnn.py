@@ -16,6 +16,7 @@ from typing import Any
 import libcst as cst
 import torch
 
+from dycl.export.number_types import typed_number_questions
 from dycl.export.opaque_lengths import traced_module_lengths
 from dycl.export.read_weights import read_roots, weights_tree
 from dycl.export.size_numbers import exact_size_statements
@@ -45,6 +46,7 @@ class SubDNNModule(torch.nn.Module):
         numbers = {p.name for p in variant.inputs if p.kind != "tensor"}
         statements = exact_size_statements(variant.sub.statements, namespace, local, numbers,
                                            self._locations.resolve)  # sizes as Python numbers, exact in the trace
+        statements = typed_number_questions(statements, variant, namespace, local)  # isinstance(n, int) of a port
         roots = read_roots(statements, self_name, model)
         self.model = model if roots is None else weights_tree(model, roots)
         statements = traced_module_lengths(statements, namespace, local, (self_name, model))  # len() in submodules

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import dycl
-from dycl.fuzz.features import program_features
+from dycl.fuzz.features import features_at, program_features
 from dycl.fuzz.generator import FEATURES, generate
 from dycl.fuzz.program import Program, count_lines, render_classes
 from dycl.fuzz.regression import write_regression
@@ -52,6 +52,7 @@ class Summary:
     features: Counter[str] = field(default_factory=Counter)  # feature -> programs using it
     feature_status: dict[str, Counter[str]] = field(default_factory=dict)  # feature -> status -> programs
     refusals: Counter[str] = field(default_factory=Counter)  # refusal reason -> programs refused for it
+    refused_at_own_line: Counter[str] = field(default_factory=Counter)  # feature -> programs refused at its text
 
     @property
     def share_many_paths(self) -> float:
@@ -71,9 +72,11 @@ class Summary:
         self.inconsistencies += status == "inconsistent"
         self.errors += status == "error"
         self.unsupported += status == "unsupported"
+        features = program_features(checked.program)
         if status == "unsupported":
             self.refusals[_reason(checked)] += 1
-        for feature in program_features(checked.program):
+            self.refused_at_own_line.update(refusing_features(checked) & features)
+        for feature in features:
             self.features[feature] += 1
             self.feature_status.setdefault(feature, Counter())[status] += 1
 
@@ -105,11 +108,15 @@ class Summary:
                 f"(seed {self.seed}, backends {'+'.join(self.backends)}, {self.seconds:.1f} s); features: {shares}")
 
     def feature_lines(self) -> list[str]:
-        """Per feature: how many programs use it and how they ended (a program counts for each of its features)."""
+        """Per feature: how many programs use it and how they ended (a program counts for each of its
+        features), and of the refused ones, how many were refused at the feature's own text (a refusal
+        elsewhere is another construct's)."""
         out = []
         for name in FEATURES:
             statuses = self.feature_status.get(name, Counter())
-            ends = ", ".join(f"{statuses[s]} {s}" for s in STATUS_ORDER if statuses[s])
+            ends = ", ".join(f"{statuses[s]} {s}" + (f" ({self.refused_at_own_line[name]} at its own line)"
+                                                      if s == "unsupported" else "")
+                             for s in STATUS_ORDER if statuses[s])
             out.append(f"fuzz: feature {name}: {self.features[name]} programs" + (f" ({ends})" if ends else ""))
         return out
 
@@ -166,6 +173,20 @@ def _shrunk_key(program: Program) -> str:
 
 def _reason(checked: Checked) -> str:
     return next(o.reason for o in checked.outcomes if o.status == "unsupported")
+
+
+#: the user's line an ``UnsupportedError`` quotes: ``    30 |         marks = ...``
+_QUOTED_LINE = re.compile(r"^\s*\d+ \|(.*)$", re.MULTILINE)
+
+
+def refusing_features(checked: Checked) -> frozenset[str]:
+    """The features whose own text is the line the (first) refusal of ``checked`` quotes; ``train-mode``
+    for a refusal of training mode (a flag of the program, with no line of its own)."""
+    outcome = next(o for o in checked.outcomes if o.status == "unsupported")
+    if outcome.reason == TRAINING_REASON:
+        return frozenset({"train-mode"})
+    quoted = _QUOTED_LINE.search(outcome.detail)
+    return features_at(quoted.group(1)) if quoted else frozenset()
 
 
 def _failing_inputs(checked: Checked, outcome: Outcome, limit: int = 3) -> tuple[list, int | None]:

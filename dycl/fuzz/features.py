@@ -16,6 +16,7 @@ from dycl.fuzz.patterns26 import PROBABILITY as _ISSUE_26
 from dycl.fuzz.patterns27 import PROBABILITY as _ISSUE_27
 from dycl.fuzz.patterns_fresh import PROBABILITY as _FRESH
 from dycl.fuzz.patterns_idioms import PROBABILITY as _IDIOMS
+from dycl.fuzz.patterns_python import PROBABILITY as _PYTHON
 from dycl.fuzz.program import Program, render_classes
 
 #: the features of issue 26 (their own random stream: leaving them out gives the programs of before)
@@ -26,6 +27,8 @@ ISSUE_27 = tuple(_ISSUE_27)
 FRESH = tuple(_FRESH)
 #: the idioms of dynamic code (dycl.fuzz.patterns_idioms; a sixth stream, likewise)
 IDIOMS = tuple(_IDIOMS)
+#: the Python around tensors of session 11 (dycl.fuzz.patterns_python; a seventh stream, likewise)
+PYTHON = tuple(_PYTHON)
 
 FEATURES = {
     "item-arith": "x = x - x.mean().item() * 0.5: a Python float from .item() used in tensor arithmetic",
@@ -92,6 +95,17 @@ FEATURES = {
     "inplace-update": "in-place updates of a copy of x: x[mask] = v, x.add_, x.clamp_, x[:, 0] += ...",
     "loop-list-stack": "a list built in a loop with break / continue, then torch.stack / torch.cat",
     "int-tensor": "integer tensors (.long(), counts of a mask) with // and %, mixed into float arithmetic",
+    "row-loop": "loops over a tensor's rows along a dim: for row in x (the batch), zip / enumerate / a "
+                "comprehension over the argument's columns (src.unbind(1)), max(src.unbind(1), key=...), "
+                "enumerate over a computed x's columns",
+    "capped-trip": "a loop whose trip count comes from data, capped by a constant (range(min(int(t), 3)))",
+    "path-typed-number": "a host number whose Python type depends on the path (s = 2 / s = 0.5), in arithmetic, "
+                         "isinstance and torch.tensor",
+    "dtype-test": "tests on dtypes: x.dtype == torch.float32, is_floating_point() of float and integer tensors",
+    "indexed-submodule": "self.experts[...] picked by a data-dependent index (int(i), a 0-d tensor, .item())",
+    "tensor-split": "torch.tensor_split along the width at points computed from data",
+    "data-inplace": "in-place updates through .data (of a copy of x; a parameter's .data clamped in forward)",
+    "host-int-list": "a list of host ints built from data (a comprehension over a tensor, tolist()), then read",
 }
 
 # features the zero-refusal campaign leaves out (`python -m dycl.fuzz --exclude known`, the first test of
@@ -116,6 +130,8 @@ KNOWN_BUGS.update({name: "issue 27" for name in ISSUE_27})
 KNOWN_BUGS.update({name: "fresh" for name in FRESH})
 # the idioms of dynamic code (dycl.fuzz.patterns_idioms): left out of the zero-refusal campaign likewise
 KNOWN_BUGS.update({name: "idioms" for name in IDIOMS})
+# the Python around tensors (dycl.fuzz.patterns_python): left out of the zero-refusal campaign likewise
+KNOWN_BUGS.update({name: "session 11" for name in PYTHON})
 
 _WRITE = r"\[[^\]\n]*\]\s*(?:[-+*]?=)(?!=)"
 _SOURCE_PATTERNS = {
@@ -135,7 +151,7 @@ _SOURCE_PATTERNS = {
     "swapped-forward": r"self\.forward = ",
     "kwargs-callee": r"\*\*kwargs\):",
     "decorator": r"^\s*@(?:halve|squash)$",
-    "tensor-data": r"\.data\.",
+    "tensor-data": r"\.data\.sum\(\)",
     "module-choice": r"self\.heads\[(?:int\(|i\])|getattr\(self, f\"head",
     "host-conditional": r"^\s*(?:act|key|gain) = .+ if .+ else ",
     "hooks": r"register_forward(?:_pre)?_hook\((?!count_call|count_hits|self\._record)",
@@ -149,7 +165,7 @@ _SOURCE_PATTERNS = {
     "counter-loop": r"while .+ and steps < ",
     "match": r"^\s*match ",
     "enum": r"\bMode\.UP\b",
-    "max-key": r"max\(.+key=",
+    "max-key": r"max\((?:\[x, |\(x, -x\)).+key=",
     "super-call": r"super\(\)\.forward\(",
     "generator": r"self\._steps\(x\)",
     "recursion": r"self\._recurse\(x, ",
@@ -169,6 +185,14 @@ _SOURCE_PATTERNS = {
     "inplace-update": r"^\s*x(?:\[x [<>] [\d.]+\] = |\.add_\(0\.1\)|\.clamp_\(|\[:, 0\] \+= )",
     "loop-list-stack": r"torch\.(?:stack\((?:parts|chunks)\)|cat\(acc, 1\))",
     "int-tensor": r"\.long\(\)|\(c % 2\)|int\(\(x > 0\)\.sum\(\)\) %",
+    "row-loop": r"\bfor row in x:|\.unbind\(1\)",
+    "capped-trip": r"range\(min\(int\(|^\s*reps = min\(int\(",
+    "path-typed-number": r"^\s*s = (?:2|3|0\.5|1\.5)(?: if .+)?$",
+    "dtype-test": r"\.dtype [!=]= torch\.|\.is_floating_point\(\)",
+    "indexed-submodule": r"self\.experts\[",
+    "tensor-split": r"torch\.tensor_split\(",
+    "data-inplace": r"\.data(?:\[.+\] = |\.\w+_\()",
+    "host-int-list": r"^\s*(?:ks|idx) = \[|^\s*(?:counts|marks) = \(x.+\.tolist\(\)$",
 }
 _FLAGS: dict[str, Callable[[Program], bool]] = {
     "item-return": lambda p: "item" in p.returns,
@@ -182,6 +206,11 @@ _FLAGS: dict[str, Callable[[Program], bool]] = {
 def mentions(feature: str, source: str) -> bool:
     """Whether ``source`` shows ``feature`` (one of the features recognised in source)."""
     return re.search(_SOURCE_PATTERNS[feature], source, re.MULTILINE) is not None
+
+
+def features_at(line: str) -> frozenset[str]:
+    """The features whose own text ``line`` (one line of a program) shows."""
+    return frozenset(name for name in _SOURCE_PATTERNS if mentions(name, line))
 
 
 def program_features(program: Program) -> frozenset[str]:

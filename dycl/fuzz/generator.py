@@ -18,7 +18,10 @@ sampling ops and tests on the batch size with inputs of several batch sizes; and
 tensors, loops bounded by a counter, match, Enum, max(key=), super(), generators and recursion with a
 static depth; and the idioms of dynamic code (:mod:`dycl.fuzz.patterns_idioms`): host values as loop
 bounds, ``tolist`` with Python builtins, ``torch.where``, reductions over a dim, ``topk``/``sort``, in-place
-updates, lists built in loops then stacked, integer tensors. Sizes are bounded
+updates, lists built in loops then stacked, integer tensors; and the Python around tensors of
+:mod:`dycl.fuzz.patterns_python`: loops over rows, data trip counts with a cap, host numbers typed by
+the path, dtype tests, submodules picked by a data index, ``tensor_split`` at data points, ``.data``
+updated in place, lists of host ints from data. Sizes are bounded
 (trip counts <= 4, nesting depth <= 3, about 60 lines) and so is ``cost``, an estimate of the number of data-dependent
 tests after unrolling, which keeps compilation fast.
 """
@@ -34,6 +37,7 @@ from dycl.fuzz.patterns26 import DECIDING, Patterns26
 from dycl.fuzz.patterns27 import Patterns27
 from dycl.fuzz.patterns_fresh import FreshPatterns
 from dycl.fuzz.patterns_idioms import IdiomPatterns
+from dycl.fuzz.patterns_python import PythonPatterns
 from dycl.fuzz.program import For, Helper, If, Line, Program, Stmt, While, count_lines, render_classes
 
 # the probability that a program uses each program-level pattern (more in dycl.fuzz.patterns.PROBABILITY)
@@ -70,7 +74,7 @@ class _Generator:
     def __init__(self, rng: random.Random, name: str, seed: int, exclude: frozenset[str] = frozenset(),
                  feature_rng: random.Random | None = None, issue26_rng: random.Random | None = None,
                  issue27_rng: random.Random | None = None, fresh_rng: random.Random | None = None,
-                 idiom_rng: random.Random | None = None) -> None:
+                 idiom_rng: random.Random | None = None, python_rng: random.Random | None = None) -> None:
         self.rng = rng
         self.exclude = exclude
         # the patterns come from their own stream, so that adding one leaves the other draws alone
@@ -85,6 +89,8 @@ class _Generator:
         self.fresh_patterns = FreshPatterns(fresh_rng or random.Random(0), exclude)
         # and the idioms of dynamic code from a sixth
         self.idioms = IdiomPatterns(idiom_rng or random.Random(0), exclude)
+        # and the Python around tensors of session 11 from a seventh
+        self.python = PythonPatterns(python_rng or random.Random(0), exclude)
         self.library: list[Helper] = []
         self.library_cost: dict[str, int] = {}
         self.gate_inner: list[Stmt] | None = None
@@ -105,6 +111,7 @@ class _Generator:
         self.lines = 0
         self.counter = 0  # for fresh loop variable names
         self.tensor_tests = 0  # data-dependent tests in forward, counting helper and gate calls
+        self.leading = 0  # statements that must start forward (the argument changed in place, inp = x)
 
     # -- pieces ------------------------------------------------------------------------------------
 
@@ -434,7 +441,7 @@ class _Generator:
         """Whether some pattern of ``PROGRAM_PROBABILITY`` or :mod:`dycl.fuzz.patterns` was drawn."""
         return (any(self.on.values()) or any(self.patterns.on.values()) or any(self.patterns26.on.values())
                 or any(self.patterns27.on.values()) or any(self.fresh_patterns.on.values())
-                or any(self.idioms.on.values()))
+                or any(self.idioms.on.values()) or any(self.python.on.values()))
 
     def use_drawn_callees(self, body: list[Stmt], first: int) -> None:
         """Call the gate, a helper and a library function from ``body`` (top level, from index
@@ -516,6 +523,7 @@ class _Generator:
         self.use_issue27_constructs(body, first)
         self.use_fresh_patterns(body, first)
         self.use_idioms(body, first)
+        self.use_python(body, first)
         program = Program(
             name=self.name, seed=self.seed, width=self.width, scale=rng.choice([1.0, 2.0, 3.0]),
             layer_kinds=self.layer_kinds, n_fc=self.n_fc, flag=rng.random() < 0.5, limit=rng.randint(1, 4),
@@ -528,7 +536,7 @@ class _Generator:
         has_gate = program.gate_body is not None and program.n_gates > 0
         fresh = self.fresh_patterns
         program.init_lines = self.patterns26.init_lines(self.width, has_gate)
-        program.init_lines += [line.format(w=self.width) for line in fresh.init_lines()]
+        program.init_lines += [line.format(w=self.width) for line in fresh.init_lines() + self.python.init_lines()]
         program.batch_sizes = self.patterns26.batch_sizes()
         program.module_lines = self.patterns27.module_lines() + fresh.module_lines()
         program.methods = self.patterns27.methods() + fresh.methods()
@@ -539,14 +547,11 @@ class _Generator:
     def use_fresh_patterns(self, body: list[Stmt], first: int) -> None:
         """The statements of each drawn fresh pattern, at the top level of ``body`` (from index ``first``),
         and ``inp = x`` first where the argument is changed later."""
-        for text, cost in self.fresh_patterns.required():
-            body.insert(self.rng.randint(first, len(body)), Line(text))
-            self.lines += text.count("\n") + 1
-            self.cost += cost
-            self.tensor_tests += 1
+        self.insert_required(body, first, self.fresh_patterns.required())
         first_statement = self.fresh_patterns.first_statement()
         if first_statement:
             body.insert(0, Line(first_statement))
+            self.leading += 1
             self.lines += first_statement.count("\n") + 1
             if first_statement.startswith("if "):  # a test on data
                 self.cost += 1
@@ -555,7 +560,24 @@ class _Generator:
     def use_idioms(self, body: list[Stmt], first: int) -> None:
         """A statement or two of each drawn idiom of dynamic code, at the top level of ``body`` (from
         index ``first``)."""
-        for text, cost in self.idioms.required():
+        self.insert_required(body, first, self.idioms.required())
+
+    def use_python(self, body: list[Stmt], first: int) -> None:
+        """A statement or two of each drawn construct of :mod:`dycl.fuzz.patterns_python`, at the top
+        level of ``body`` (from index ``first``), and ``src = x`` where one reads the argument: after the
+        statements that start ``forward`` (an alias taken before the argument's in-place change would be
+        refused for that, not for these constructs)."""
+        required = self.python.required()
+        self.insert_required(body, first, required)
+        first_statement = self.python.first_statement(required)
+        if first_statement:
+            body.insert(self.leading, Line(first_statement))
+            self.lines += 1
+
+    def insert_required(self, body: list[Stmt], first: int, required: list[tuple[str, int]]) -> None:
+        """Insert each ``(text, cost)`` of ``required`` at a random top-level place of ``body`` (from
+        index ``first``), counting its lines, its cost and a data-dependent test."""
+        for text, cost in required:
             body.insert(self.rng.randint(first, len(body)), Line(text))
             self.lines += text.count("\n") + 1
             self.cost += cost
@@ -563,11 +585,7 @@ class _Generator:
 
     def use_issue27_constructs(self, body: list[Stmt], first: int) -> None:
         """A statement of each drawn issue-27 construct, at the top level of ``body`` (from index ``first``)."""
-        for text, cost in self.patterns27.required():
-            body.insert(self.rng.randint(first, len(body)), Line(text))
-            self.lines += text.count("\n") + 1
-            self.cost += cost
-            self.tensor_tests += 1
+        self.insert_required(body, first, self.patterns27.required())
 
     def use_issue26_patterns(self, body: list[Stmt], first: int) -> None:
         """Make every drawn issue-26 pattern show in ``forward``: a statement of each (at the top
@@ -583,6 +601,7 @@ class _Generator:
         mutation = self.patterns26.first_statement()
         if mutation is not None:
             body.insert(0, Line(mutation))
+            self.leading += 1
             self.lines += 1
 
 
@@ -652,8 +671,9 @@ def generate(seed: int, index: int = 0, attempt: int = 0, exclude: frozenset[str
         issue27 = random.Random(f"dycl.fuzz.issue27:{seed}:{index}:{attempt}:{retry // 100}")
         fresh = random.Random(f"dycl.fuzz.fresh:{seed}:{index}:{attempt}:{retry // 100}")
         idioms = random.Random(f"dycl.fuzz.idioms:{seed}:{index}:{attempt}:{retry // 100}")
+        python = random.Random(f"dycl.fuzz.python:{seed}:{index}:{attempt}:{retry // 100}")
         gen = _Generator(rng, name, program_seed(seed, index, attempt), frozenset(exclude), features, issue26,
-                         issue27, fresh, idioms)
+                         issue27, fresh, idioms, python)
         program = gen.program()
         max_lines = MAX_LINES + PATTERN_LINES * gen.uses_patterns()
         if gen.cost == 0 or gen.cost > MAX_COST or count_lines(program) > max_lines:

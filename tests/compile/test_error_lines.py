@@ -41,6 +41,28 @@ def test_an_operator_the_exporter_cannot_translate_is_refused_at_its_line():
     assert isinstance(caught.value.__cause__, torch.onnx.errors.OnnxExporterError)
 
 
+class CountsFlag(nn.Module):
+    """A Python bool added to a tensor (``h + has_bias``): the TorchScript tracer has no overload for it and
+    fails with an internal assert; dycl refuses it at the statement, saying what to write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, x):
+        has_bias = isinstance(self.lin.bias, torch.Tensor)
+        h = self.lin(x) + has_bias
+        return h * 2 if h.sum() > 0 else h
+
+
+def test_a_python_bool_in_tensor_arithmetic_is_refused_at_its_line():
+    with pytest.raises(dycl.UnsupportedError) as caught:
+        dycl.compile(CountsFlag().eval(), torch.randn(3, 5))
+    message = str(caught.value)
+    assert "the operator add" in message and "int(flag) or float(flag)" in message
+    assert f"{HERE}:{_line_of(CountsFlag, 'self.lin(x) + has_bias')}" in message
+
+
 class Gather(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -3,8 +3,9 @@
 used as slice bounds, view sizes and returned numbers, are computed per call with the
 real size: compiled with a symbolic batch and called with many batch sizes, the
 compiled model (in-process and torch-free host) gives eager's results, whose shapes
-differ from size to size. A float computed from sizes and a loop over a symbolic size
-are refused at their line."""
+differ from size to size (``round(n, ndigits)`` of an integer size too). A float computed from sizes, a
+float read off the data rounded to digits in a sub-DNN, and a loop over a symbolic size are refused at
+their line."""
 
 from __future__ import annotations
 
@@ -53,7 +54,15 @@ class Counted(nn.Module):
         return x[:n // 3].relu(), n
 
 
-@pytest.mark.parametrize("model_class", [HalfRounded, Clipped, Pooled, Counted], ids=lambda c: c.__name__)
+class RoundedToDigits(nn.Module):
+    """round(n, ndigits) of an integer size: the integer itself."""
+
+    def forward(self, x):
+        return x[: round(x.shape[0] // 2 + 1, 1)] * 2
+
+
+@pytest.mark.parametrize("model_class", [HalfRounded, Clipped, Pooled, Counted, RoundedToDigits],
+                         ids=lambda c: c.__name__)
 def test_sizes_as_numbers_follow_the_symbolic_batch(model_class, tmp_path):
     model = model_class().eval()
     generator = torch.Generator().manual_seed(7)
@@ -85,7 +94,19 @@ class LoopOverBatch(nn.Module):
         return total
 
 
-@pytest.mark.parametrize("model_class", [FloatSize, LoopOverBatch], ids=lambda c: c.__name__)
+class RoundedScale(nn.Module):
+    """round(s, 1) of a host float read off the data, inside a sub-DNN (was a TypeError from the trace)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        scale = float(x.abs().mean()) * 3
+        return self.proj(x) * round(scale, 1)  # MARK
+
+
+@pytest.mark.parametrize("model_class", [FloatSize, LoopOverBatch, RoundedScale], ids=lambda c: c.__name__)
 def test_what_cannot_stay_exact_is_refused_at_its_line(model_class):
     with pytest.raises(dycl.UnsupportedError) as info:
         dycl.compile(model_class().eval(), torch.randn(6, 4))
@@ -115,3 +136,7 @@ def test_integer_forms_match_python_on_a_grid():
     assert checked == 51 * 8 * 3
     with pytest.raises(dycl.UnsupportedError):
         ops.round(torch.tensor(2.5))
+    assert ops.round_digits(2.25, 1) == round(2.25, 1) and int(ops.round_digits(torch.tensor(7), 2)) == 7
+    for value, digits in ((torch.tensor(2.5), 1), (torch.tensor(1250), -2)):
+        with pytest.raises(dycl.UnsupportedError):
+            ops.round_digits(value, digits)

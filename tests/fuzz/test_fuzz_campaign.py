@@ -17,7 +17,7 @@ from dycl.fuzz.campaign import Summary, run_campaign
 from dycl.fuzz.features import FRESH, IDIOMS, ISSUE_26, ISSUE_27, program_features
 from dycl.fuzz.generator import FEATURES, KNOWN_BUGS, generate
 from dycl.fuzz.program import render_classes
-from dycl.fuzz.runner import TRAINING_REASON
+from dycl.fuzz.runner import TRAINING_REASON, Checked, Outcome
 
 from .fakes import identity, refuses_by_construct
 
@@ -94,6 +94,24 @@ def test_refusals_are_counted_by_reason_and_never_shrunk_or_written(tmp_path: Pa
     table = summary.refusal_lines()
     assert f"fuzz: refused {max(with_while, 12 - with_while)}: " in table[0]
     assert table[-1] == "fuzz: 100.0% refused, training mode aside (12 of 12)"
+
+
+def test_a_refusal_counts_against_the_feature_whose_text_it_quotes():
+    """A program counts for each of its features, but a refusal only against the feature at the line it
+    quotes: a program with host-int-list refused at its comprehension is not a refused tensor-split."""
+    program = next(p for p in (generate(5, i) for i in range(200))
+                   if {"host-int-list", "tensor-split"} <= program_features(p))
+    quoted = ("dycl cannot compile a comprehension over tensors at Fuzz.py:30\n"
+              "    30 |         ks = [int(c > 0) for c in x.sum(0)]\n                 ^\nhint: ...")
+    summary = Summary(5, ["onnxruntime"])
+    for detail, reason in ((quoted, "a comprehension"), ("no line quoted", "a lambda"), ("", TRAINING_REASON)):
+        summary.count(Checked(program, Path("Fuzz.py"), 2, [Outcome("onnxruntime", "unsupported", detail,
+                                                                    reason=reason)]))
+    assert summary.refused_at_own_line == Counter({"host-int-list": 1} | (
+        {"train-mode": 1} if "train-mode" in program_features(program) else {}))
+    lines = summary.feature_lines()
+    assert "fuzz: feature host-int-list: 3 programs (3 unsupported (1 at its own line))" in lines
+    assert "fuzz: feature tensor-split: 3 programs (3 unsupported (0 at its own line))" in lines
 
 
 def test_train_mode_refusals_are_left_out_of_the_refused_share():

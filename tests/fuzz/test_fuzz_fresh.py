@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -16,25 +15,17 @@ import torch
 import dycl
 from dycl.fuzz.features import FRESH, KNOWN_BUGS, program_features
 from dycl.fuzz.generator import generate
-from dycl.fuzz.loader import make_inputs
 from dycl.fuzz.patterns_fresh import FreshPatterns
 from dycl.fuzz.program import render_module
-from dycl.fuzz.runner import loaded_program, run_eager
 from dycl.harness.paths import model_source_files, record_path
 from dycl.harness.testing import assert_equivalent, outputs_match
 from dycl.harness.testing_host import run_host_without_torch
 
 from . import fresh_models
+from .find import draws_none, most_eager_paths
 
 PROGRAMS = [generate(5, i) for i in range(200)]
 ATOL = 1e-5
-
-
-def _draws_none(index: int, blocks: int = 2) -> bool:
-    """Whether program ``index`` of seed 5 draws no fresh pattern in its first ``blocks`` blocks of 100
-    redraws (the patterns are drawn once per block: ``generate``)."""
-    return not any(any(FreshPatterns(random.Random(f"dycl.fuzz.fresh:5:{index}:0:{block}"), frozenset()).on.values())
-                   for block in range(blocks))
 
 
 def test_without_them_the_programs_are_those_of_before():
@@ -42,7 +33,7 @@ def test_without_them_the_programs_are_those_of_before():
     them excluded, is the program the generator gave before they existed."""
     same = 0
     for index, program in enumerate(PROGRAMS[:60]):
-        if _draws_none(index):
+        if draws_none(FreshPatterns, "fresh", index):
             assert render_module(program) == render_module(generate(5, index, exclude=frozenset(FRESH)))
             same += 1
     assert 10 <= same < 60
@@ -60,12 +51,7 @@ def test_every_fresh_pattern_is_generated():
 def test_every_fresh_pattern_runs_eagerly_on_several_paths(tmp_path: Path):
     """For each pattern, the first programs using it run eagerly (none is discarded), and one of
     them takes at least 2 paths (so a compiler that freezes the example's path is caught)."""
-    most: dict[str, int] = {}
-    for name in FRESH:
-        for program in [p for p in PROGRAMS if name in program_features(p)][:3]:
-            with loaded_program(program, tmp_path) as (_, model):
-                _, paths = run_eager(model, make_inputs(program, 12))
-            most[name] = max(most.get(name, 0), paths)
+    most = most_eager_paths(PROGRAMS, FRESH, tmp_path)
     assert all(paths >= 2 for paths in most.values()), most
 
 

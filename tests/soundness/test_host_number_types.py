@@ -1,6 +1,7 @@
 """A Python number whose type depends on the path (``scale = 2`` on one branch, ``0.5`` on the other)
 reaching one sub-DNN: one variant per type (``hcfg.variants.NUMBER_RANKS``), picked by the host by the
-number's type, so no path's number is cast to another path's port dtype. Checked by default and
+number's type, so no path's number is cast to another path's port dtype, and ``isinstance``/``type`` of
+it inside the sub-DNN answer as in eager. Checked by default and
 per sample, in process and as the torch-free host; numbers of another type inside a list or tuple are
 refused at the user's line; the per-sample self-check searches for the branches its example misses."""
 
@@ -67,6 +68,41 @@ class CountTimesStep(nn.Module):
         return active * step, h
 
 
+class TypedFill(nn.Module):
+    """The number's type asked inside the sub-DNN that reads it: a fill whose dtype follows it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 6)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if h.mean() > 0:
+            step = 3
+        else:
+            step = 0.25
+        fill = torch.full_like(h, step, dtype=torch.int64 if isinstance(step, int) else h.dtype)
+        return h * step + isinstance(step, int) * 0.5, fill, type(step) is float
+
+
+class TypedThenRebound(nn.Module):
+    """The type asked before the sub-DNN rebinds the name to a tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 6)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if h.mean() > 0:
+            step = 3
+        else:
+            step = 0.25
+        h = h + isinstance(step, int) * 1.0
+        step = torch.tensor(step) * h.sum()
+        return h + step
+
+
 class Bounds(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -91,7 +127,7 @@ def _model(cls: type[nn.Module]) -> nn.Module:
     return cls().eval()
 
 
-@pytest.mark.parametrize("cls", [MixedScale, Offset, CountTimesStep])
+@pytest.mark.parametrize("cls", [MixedScale, Offset, CountTimesStep, TypedFill, TypedThenRebound])
 def test_a_number_of_either_type_agrees_in_process_and_as_host(cls, tmp_path):
     paths = assert_agrees_in_process_and_as_host(_model(cls), _inputs(), tmp_path, ATOL, min_paths=2)
     assert paths == 2
