@@ -1,0 +1,144 @@
+"""Detect the model's modules rearranged or reconfigured after compiling.
+
+The compiled model holds what each submodule computed when ``dycl.compile`` ran: which
+module fills each child slot, the forward hooks and pre-hooks registered on it (and the
+global ones), an instance ``forward`` put on it, and the settings of torch's own layers
+that their code reads (``LayerNorm.eps``, ``LeakyReLU.negative_slope``, ``Conv2d.stride``).
+None of these is a weight, a global or an attribute the user's code read, so the other
+guards miss ``model.fc = nn.Linear(4, 4)``, ``model.act = nn.GELU()``, ``model.norm.eps =
+1e-3``, ``model.fc.register_forward_hook(f)`` and ``model.act.forward = f``: each made the
+compiled model silently disagree with eager. ``StructureGuard`` records them;
+``check`` raises ``StaleStructureError`` naming the module once any changed.
+
+Assumes: modules are rearranged by attribute writes (``nn.Module.__setattr__`` puts a child
+in its parent's ``_modules``, a setting in the module's ``__dict__``) and hooks are
+registered through ``RemovableHandle`` (whose global ``next_id`` grows with every hook
+registered anywhere). A setting of the user's own module classes is left to
+``dycl.in_process.config_guard`` (which watches those the user's code read), so a user's
+bookkeeping attribute (``model.step = i``) is not refused. Slots in ``state`` (module state
+the compiled model threads, ``dycl.in_process.state_sync``) are not watched.
+
+Guarantees: ``check`` raises once a child slot holds another object (or none), an instance
+``forward`` appeared, vanished or was rebound, a hook was registered on or removed from a
+watched module or globally, or a setting of a torch layer was rebound to an unequal value
+(``eps = 1e-5`` again is no change). ``dicts``/``keys``/``values`` are the identity slots,
+``forward_absent`` the module dicts that must not hold ``forward``, and ``hook_tables`` and
+``hook_stamp()`` the hook state, for ``dycl.in_process.call_guard`` to check in one pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+from collections.abc import Iterator
+
+import torch
+from torch.nn.modules import module as module_globals
+from torch.utils.hooks import RemovableHandle
+
+from dycl.in_process.globals_guard import _same
+from rewriter.code_names import DYNAMIC_ACCESS, code_names
+
+_MISSING = object()
+_SETTING_TYPES = (int, float, bool, str, tuple, type(None), torch.dtype)
+
+
+class StaleStructureError(RuntimeError):
+    """A submodule, hook, instance ``forward`` or torch layer setting was changed after ``dycl.compile``."""
+
+
+def _is_torch_layer(module: torch.nn.Module) -> bool:
+    return type(module).__module__.startswith("torch.")
+
+
+@functools.cache
+def _names_read(layer: type) -> frozenset[str] | None:
+    """The names ``layer.forward`` and the methods of ``layer`` it calls load, transitively; ``None``
+    where that code may read attributes by a computed name (then any setting may be read)."""
+    names: set[str] = set()
+    pending = ["forward"]
+    while pending:
+        method = inspect.getattr_static(layer, pending.pop(), None)
+        code = getattr(method, "__code__", None)
+        if code is None:
+            continue
+        loaded = code_names(code)
+        if loaded & DYNAMIC_ACCESS:
+            return None
+        pending += [name for name in loaded - names if callable(inspect.getattr_static(layer, name, None))]
+        names |= loaded
+    return frozenset(names)
+
+
+def _settings(module: torch.nn.Module) -> Iterator[str]:
+    """The plain settings of a torch layer its own code reads (``eps``, ``stride``), not its mode flag."""
+    read = _names_read(type(module))
+    for name, value in module.__dict__.items():
+        if name != "training" and isinstance(value, _SETTING_TYPES) and (read is None or name in read):
+            yield name
+
+
+def _hook_tables(modules: list[torch.nn.Module]) -> tuple[dict, ...]:
+    return (module_globals._global_forward_hooks, module_globals._global_forward_pre_hooks,
+            *(table for module in modules for table in (module._forward_hooks, module._forward_pre_hooks)))
+
+
+class StructureGuard:
+    """Raises on ``check()`` once a child, hook, instance ``forward`` or torch layer setting of ``model`` changed."""
+
+    def __init__(self, model: torch.nn.Module, state: frozenset[tuple[int, str]] = frozenset()) -> None:
+        dicts: list[dict] = []
+        keys: list[str] = []
+        self._where: list[str] = []
+        unique: dict[int, tuple[str, torch.nn.Module]] = {}
+        for prefix, module in model.named_modules(remove_duplicate=False):
+            if id(module) in unique:  # a shared module: watched where it is first reached
+                continue
+            unique[id(module)] = (prefix, module)
+            dot = f"{prefix}." if prefix else ""
+            slots = [(module._modules, name) for name in module._modules]
+            if "forward" in module.__dict__:
+                slots.append((module.__dict__, "forward"))
+            if _is_torch_layer(module):
+                slots += [(module.__dict__, name) for name in _settings(module) if (id(module), name) not in state]
+            for table, name in slots:
+                dicts.append(table)
+                keys.append(name)
+                self._where.append(f"model.{dot}{name}")
+        self.dicts, self.keys = tuple(dicts), tuple(keys)
+        self.values = tuple(map(dict.get, self.dicts, self.keys))
+        bare = [(prefix, module) for prefix, module in unique.values() if "forward" not in module.__dict__]
+        self.forward_absent = tuple(module.__dict__ for _, module in bare)
+        self._absent_where = tuple(f"model.{prefix}" if prefix else "model" for prefix, _ in bare)
+        modules = [module for _, module in unique.values()]
+        self.hook_tables = _hook_tables(modules)
+        self._hooks = tuple(tuple(table) for table in self.hook_tables)
+        self.hook_stamp_then = self.hook_stamp()
+
+    def hook_stamp(self) -> tuple[int, int]:
+        """The hook state in two numbers: hooks registered anywhere so far, hooks held by the watched tables."""
+        return RemovableHandle.next_id, sum(map(len, self.hook_tables))
+
+    def unchanged(self) -> bool:
+        """Whether nothing watched changed (the hooks compared exactly, not by ``hook_stamp``)."""
+        return (all(map(_same, map(dict.get, self.dicts, self.keys, (_MISSING,) * len(self.keys)), self.values))
+                and not any(map(operator.contains, self.forward_absent, ("forward",) * len(self.forward_absent)))
+                and tuple(map(tuple, self.hook_tables)) == self._hooks)
+
+    def check(self) -> None:
+        """Raise ``StaleStructureError`` if anything watched changed since compiling."""
+        if self.unchanged():
+            return
+        changed = [where for table, key, value, where in zip(self.dicts, self.keys, self.values, self._where)
+                   if not _same(table.get(key, _MISSING), value)]
+        changed += [f"{where}.forward" for table, where in zip(self.forward_absent, self._absent_where)
+                    if "forward" in table]
+        if tuple(map(tuple, self.hook_tables)) != self._hooks:
+            changed.append("the forward hooks")
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise StaleStructureError(f"the model's modules changed after dycl.compile ({shown}); the compiled model "
+                                  "still computes what they did then: call dycl.compile again")
+
+
+__all__ = ["StaleStructureError", "StructureGuard"]

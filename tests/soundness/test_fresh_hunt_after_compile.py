@@ -1,0 +1,158 @@
+"""Fresh hunt, family 13: the model or the process changed after ``dycl.compile`` in ways that are
+neither a weight, a global nor an attribute the user's code read: a submodule replaced
+(``model.fc = nn.Linear(...)``, ``model.act = nn.GELU()``), a torch layer's setting rebound
+(``norm.eps``, ``LeakyReLU.negative_slope``), a forward hook or pre-hook registered or removed
+(on a module or globally), an instance ``forward`` patched on, and ``torch.set_default_dtype``.
+Each made the in-process model silently disagree with eager; each is now refused on the next
+call, by name. An equal setting rebound, or a hook registered and removed elsewhere, is no change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.nn.modules.module import register_module_forward_hook
+
+import dycl
+from dycl.harness.testing import assert_equivalent
+from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process.dtype_guard import StaleDefaultDtypeError
+from dycl.in_process.structure_guard import StaleStructureError
+from tests.soundness.fresh_hunt import seeded
+
+
+class MlpBlock(nn.Module):  # timm-style: linear, norm, activation, and a data-dependent residual gate
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.act = nn.LeakyReLU(0.1)
+
+    def forward(self, x):
+        y = self.act(self.norm(self.fc(x)))
+        if y[..., 0].sum() > 0:
+            return x + y
+        return x - y
+
+
+class PositionScale(nn.Module):  # positions made with the default dtype, as many embeddings do
+    def forward(self, x):
+        positions = torch.arange(0.0, x.shape[-1]) / x.shape[-1]
+        if x.sum() > 0:
+            return x * positions
+        return x - torch.tensor(0.5) * positions
+
+
+def _inputs(seed: int) -> list[torch.Tensor]:
+    g = seeded(seed)
+    return [torch.randn(2, 4, generator=g) * 2 + (i % 2 - 0.5) * 3 for i in range(50)]
+
+
+def _compiled_agreeing(model: nn.Module, inputs: list[torch.Tensor], tmp_path) -> dycl.CompiledModel:
+    model.eval()
+    compiled = dycl.compile(model, inputs[0])
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+    report = run_host_without_torch(compiled.save(tmp_path / "art"), model, inputs, atol=1e-5)
+    assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+    return compiled
+
+
+def _add_hook(model):
+    model.fc.register_forward_hook(lambda module, args, output: output.relu())
+
+
+def _add_pre_hook(model):
+    model.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+
+
+def _patch_forward(model):
+    model.act.forward = lambda x: x * 100
+
+
+CHANGES = {  # what changes, and the name the refusal must give
+    "replace_submodule": (lambda model: setattr(model, "fc", nn.Linear(4, 4)), r"model\.fc\b"),
+    "swap_activation": (lambda model: setattr(model, "act", nn.GELU()), r"model\.act\b"),
+    "layer_epsilon": (lambda model: setattr(model.norm, "eps", 10.0), r"model\.norm\.eps"),
+    "leaky_slope": (lambda model: setattr(model.act, "negative_slope", 0.5), r"model\.act\.negative_slope"),
+    "forward_hook": (_add_hook, "forward hooks"),
+    "pre_hook": (_add_pre_hook, "forward hooks"),
+    "instance_forward": (_patch_forward, r"model\.act\.forward"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_structure_change_after_compile_is_refused(name, tmp_path):
+    change, where = CHANGES[name]
+    torch.manual_seed(0)
+    model = MlpBlock()
+    inputs = _inputs(301)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    change(model)
+    with torch.no_grad():
+        assert any(not torch.allclose(model(x), _unguarded(compiled, x))
+                   for x in inputs), "the change must matter to eager"
+    with pytest.raises(StaleStructureError, match=where):
+        compiled(inputs[1])
+
+
+def _unguarded(compiled: dycl.CompiledModel, x: torch.Tensor) -> torch.Tensor:
+    """What the compiled model computes, its guards aside: what it returned before they refused."""
+    guard, compiled._call_guard = compiled._call_guard, None
+    try:
+        return compiled(x)
+    finally:
+        compiled._call_guard = guard
+
+
+def test_hook_removed_after_compile_is_refused(tmp_path):
+    torch.manual_seed(0)
+    model = MlpBlock()
+    handle = model.fc.register_forward_hook(lambda module, args, output: output.clamp(-0.5, 0.5))
+    inputs = _inputs(302)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    handle.remove()
+    with pytest.raises(StaleStructureError, match="forward hooks"):
+        compiled(inputs[0])
+
+
+def test_global_hook_after_compile_is_refused(tmp_path):
+    torch.manual_seed(0)
+    model = MlpBlock()
+    inputs = _inputs(303)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    handle = register_module_forward_hook(lambda module, args, output: output * 2 if module is model.fc else None)
+    try:
+        with pytest.raises(StaleStructureError, match="forward hooks"):
+            compiled(inputs[0])
+    finally:
+        handle.remove()
+    assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5)  # removed again: the same hooks as then
+
+
+def test_equal_setting_and_unrelated_hooks_are_no_change(tmp_path):
+    torch.manual_seed(0)
+    model = MlpBlock()
+    inputs = _inputs(304)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    model.norm.eps = float("1e-5")  # another float object, the same value
+    model.act.negative_slope = 0.1
+    other = nn.Linear(4, 4)
+    other.register_forward_hook(lambda module, args, output: output)  # a hook on another model
+    model.step = 7  # bookkeeping on the user's own module
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2
+
+
+def test_default_dtype_changed_after_compile_is_refused(tmp_path):
+    model = PositionScale()
+    inputs = _inputs(305)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            assert model(inputs[0]).dtype == torch.float64 and _unguarded(compiled, inputs[0]).dtype == torch.float32
+        with pytest.raises(StaleDefaultDtypeError, match="float64.*float32"):
+            compiled(inputs[0])
+    finally:
+        torch.set_default_dtype(previous)
+    assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2  # set back: agrees again
