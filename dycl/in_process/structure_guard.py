@@ -38,7 +38,7 @@ from torch.nn.modules import module as module_globals
 from torch.utils.hooks import RemovableHandle
 
 from dycl.in_process.globals_guard import _same
-from rewriter.code_names import DYNAMIC_ACCESS, code_names
+from dycl.rewriter.code_names import DYNAMIC_ACCESS, code_names
 
 _MISSING = object()
 _SETTING_TYPES = (int, float, bool, str, tuple, type(None), torch.dtype)
