@@ -18,8 +18,9 @@ attributes, one Python function per attribute.
   ``_modules``, a torch layer's setting or instance ``forward`` in its ``__dict__``;
 - the module ``__dict__``s that must hold no ``forward``; the hooks as two numbers
   (``StructureGuard.hook_stamp``); the default dtype, by identity;
-- the closure cells, by identity; the weights' summed version counters and data
-  pointers; the folded lists, dicts and sets, by contents;
+- the closure cells and the functions' default tuples, by identity; the summed version
+  counters and the data pointers of the weights and of the tensors read as globals or
+  defaults; the folded lists, dicts and sets, by contents;
 - a fixed sample of the weights' bytes (``WeightGuard.sample``,
   ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
   compile time, run only once the data pointers are found equal in the same call.
@@ -51,6 +52,7 @@ from dycl.in_process.structure_guard import StructureGuard
 
 _MISSING = object()
 _VERSION = operator.attrgetter("_version")
+_DEFAULTS = operator.attrgetter("__defaults__")
 _DATA_PTR = torch.Tensor.const_data_ptr  # the read-only accessor: it never materializes a lazy (copy-on-write) clone
 
 
@@ -94,7 +96,10 @@ class CallGuard:
         self._containers = config._containers if config is not None else ()
         self._dicts, self._keys = tuple(dicts), tuple(keys)
         self._cells = globals_._cells if globals_ is not None else ()
-        self._tensors = weights._tensors if weights is not None else ()
+        self._tensors = (*(weights._tensors if weights is not None else ()),
+                         *(globals_.tensors if globals_ is not None else ()))
+        self._with_defaults = globals_.with_defaults if globals_ is not None else ()
+        self._defaults = globals_.defaults if globals_ is not None else ()
         self._same_contents = weights.sample.same if weights is not None else _true
         self._take()
 
@@ -121,6 +126,7 @@ class CallGuard:
                 and tuple(map(_DATA_PTR, self._tensors)) == pointers
                 and self._same_contents()  # after the pointers: it reads where they pointed at compile time
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))
+                and all(map(operator.is_, map(_DEFAULTS, self._with_defaults), self._defaults))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))
                 and all(value == contents for value, contents in self._containers))
 

@@ -17,6 +17,7 @@ import dycl
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
 from dycl.in_process.dtype_guard import StaleDefaultDtypeError
+from dycl.in_process.globals_guard import StaleGlobalsError
 from dycl.in_process.structure_guard import StaleStructureError
 from tests.soundness.fresh_hunt import seeded
 
@@ -156,3 +157,80 @@ def test_default_dtype_changed_after_compile_is_refused(tmp_path):
     finally:
         torch.set_default_dtype(previous)
     assert assert_equivalent(model, compiled, inputs, min_paths=2, atol=1e-5) == 2  # set back: agrees again
+
+
+CHANNEL_MASK = torch.ones(4)  # a module-level tensor, as pruning scripts and fairseq-style masks keep them
+DEFAULT_SCALE = torch.ones(4)
+
+
+class MaskedGate(nn.Module):
+    def forward(self, x):
+        y = x * CHANNEL_MASK
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+class ScaledByDefault(nn.Module):  # a tensor default, positional as in many ``forward(x, scale=...)``
+    def forward(self, x, scale=DEFAULT_SCALE):
+        y = x * scale
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+class ScaledByKeyword(nn.Module):  # ... and keyword-only
+    def forward(self, x, *, scale=DEFAULT_SCALE):
+        y = x * scale
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def _prune_channel(model):
+    CHANNEL_MASK[1] = 0.0
+
+
+def _scale_default_in_place(model):
+    DEFAULT_SCALE.mul_(3)
+
+
+def _rebind_positional_default(model):
+    type(model).forward.__defaults__ = (torch.full((4,), 3.0),)
+
+
+def _rebind_keyword_default(model):
+    type(model).forward.__kwdefaults__["scale"] = torch.full((4,), 3.0)
+
+
+READS = {  # the model, what changes, and the name the refusal must give
+    "global_tensor_in_place": (MaskedGate, _prune_channel, "CHANNEL_MASK"),
+    "positional_default_in_place": (ScaledByDefault, _scale_default_in_place,
+                                    r"ScaledByDefault\.forward\.__defaults__"),
+    "positional_default_rebound": (ScaledByDefault, _rebind_positional_default,
+                                   r"ScaledByDefault\.forward\.__defaults__"),
+    "keyword_default_in_place": (ScaledByKeyword, _scale_default_in_place, "'scale' in the defaults of"),
+    "keyword_default_rebound": (ScaledByKeyword, _rebind_keyword_default, "'scale' in the defaults of"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READS))
+def test_tensor_read_from_outside_changed_after_compile_is_refused(name, tmp_path):
+    build, change, where = READS[name]
+    model = build()
+    saved = (CHANNEL_MASK.clone(), DEFAULT_SCALE.clone(), type(model).forward.__defaults__,
+             dict(type(model).forward.__kwdefaults__ or {}))
+    try:
+        inputs = _inputs(306)
+        compiled = _compiled_agreeing(model, inputs, tmp_path)
+        change(model)
+        with torch.no_grad():
+            assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
+        with pytest.raises(StaleGlobalsError, match=where):
+            compiled(inputs[0])
+    finally:
+        CHANNEL_MASK.copy_(saved[0])
+        DEFAULT_SCALE.copy_(saved[1])
+        type(model).forward.__defaults__ = saved[2]
+        if saved[3]:
+            type(model).forward.__kwdefaults__ = saved[3]
