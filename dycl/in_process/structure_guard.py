@@ -22,8 +22,10 @@ Guarantees: ``check`` raises once a child slot holds another object (or none), a
 ``forward`` appeared, vanished or was rebound, a hook was registered on or removed from a
 watched module or globally, or a setting of a torch layer was rebound to an unequal value
 (``eps = 1e-5`` again is no change). ``dicts``/``keys``/``values`` are the identity slots,
-``forward_absent`` the module dicts that must not hold ``forward``, and ``hook_tables`` and
-``hook_stamp()`` the hook state, for ``dycl.in_process.call_guard`` to check in one pass.
+``forward_absent`` the module dicts that must not hold ``forward``, and ``hook_stamp()`` the hook
+state in two numbers, for ``dycl.in_process.call_guard`` to check in one pass (a hook put in a table
+by hand, not through ``RemovableHandle``, into a table that held none is seen only once something
+else sends the call to the full check, which compares every table).
 """
 
 from __future__ import annotations
@@ -114,11 +116,12 @@ class StructureGuard:
         modules = [module for _, module in unique.values()]
         self.hook_tables = _hook_tables(modules)
         self._hooks = tuple(tuple(table) for table in self.hook_tables)
-        self.hook_stamp_then = self.hook_stamp()
+        self._held_hooks = tuple(table for table in self.hook_tables if table)
 
     def hook_stamp(self) -> tuple[int, int]:
-        """The hook state in two numbers: hooks registered anywhere so far, hooks held by the watched tables."""
-        return RemovableHandle.next_id, sum(map(len, self.hook_tables))
+        """The hook state in two numbers: hooks registered anywhere so far, and hooks held by the tables
+        that held any at compile time (an empty table gains one only by a registration, which moves the first)."""
+        return RemovableHandle.next_id, sum(map(len, self._held_hooks))
 
     def unchanged(self) -> bool:
         """Whether nothing watched changed (the hooks compared exactly, not by ``hook_stamp``)."""
