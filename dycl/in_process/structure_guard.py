@@ -2,25 +2,26 @@
 
 The compiled model holds what each submodule computed when ``dycl.compile`` ran: which
 module fills each child slot, the forward hooks and pre-hooks registered on it (and the
-global ones), an instance ``forward`` put on it, and the settings of torch's own layers
-that their code reads (``LayerNorm.eps``, ``LeakyReLU.negative_slope``, ``Conv2d.stride``).
-None of these is a weight, a global or an attribute the user's code read, so the other
-guards miss ``model.fc = nn.Linear(4, 4)``, ``model.act = nn.GELU()``, ``model.norm.eps =
-1e-3``, ``model.fc.register_forward_hook(f)`` and ``model.act.forward = f``: each made the
-compiled model silently disagree with eager. ``StructureGuard`` records them;
-``check`` raises ``StaleStructureError`` naming the module once any changed.
+global ones), an instance ``forward`` put on it, and the plain settings each module's code
+reads (``LayerNorm.eps``, ``LeakyReLU.negative_slope``, a user's ``self.scale``, a shared
+``self.config.scale``) where the exporter, not dycl's evaluator, read them (a submodule
+exported whole). None of these is a weight, a global or an attribute dycl's evaluator read,
+so the other guards miss ``model.fc = nn.Linear(4, 4)``, ``model.act = nn.GELU()``,
+``model.norm.eps = 1e-3``, ``model.child.scale = 5.0``, ``model.fc.register_forward_hook(f)``
+and ``model.act.forward = f``: each made the compiled model silently disagree with eager.
+``StructureGuard`` records them; ``check`` raises ``StaleStructureError`` naming the module once any changed.
 
 Assumes: modules are rearranged by attribute writes (``nn.Module.__setattr__`` puts a child
 in its parent's ``_modules``, a setting in the module's ``__dict__``) and hooks are
 registered through ``RemovableHandle`` (whose global ``next_id`` grows with every hook
-registered anywhere). A setting of the user's own module classes is left to
-``dycl.in_process.config_guard`` (which watches those the user's code read), so a user's
-bookkeeping attribute (``model.step = i``) is not refused. Slots in ``state`` (module state
+registered anywhere); a module's code is its class's ``forward``, the methods it calls and the
+non-torch functions they call (``_names_read``): only settings named there are watched, so a
+user's bookkeeping attribute (``model.step = i``) is not refused. Slots in ``state`` (module state
 the compiled model threads, ``dycl.in_process.state_sync``) are not watched.
 
 Guarantees: ``check`` raises once a child slot holds another object (or none), an instance
 ``forward`` appeared, vanished or was rebound, a hook was registered on or removed from a
-watched module or globally, or a setting of a torch layer was rebound to an unequal value
+watched module or globally, or a watched setting was rebound to an unequal value
 (``eps = 1e-5`` again is no change). ``dicts``/``keys``/``values`` are the identity slots,
 ``forward_absent`` the module dicts that must not hold ``forward``, and ``hook_stamp()`` the hook
 state in two numbers, for ``dycl.in_process.call_guard`` to check in one pass (a hook put in a table
@@ -33,6 +34,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import types
 from collections.abc import Iterator
 
 import torch
@@ -40,45 +42,50 @@ from torch.nn.modules import module as module_globals
 from torch.utils.hooks import RemovableHandle
 
 from dycl.in_process.globals_guard import _same
-from dycl.rewriter.code_names import DYNAMIC_ACCESS, code_names
+from dycl.rewriter.code_names import DYNAMIC_ACCESS, code_names, names_reached
+from dycl.rewriter.config_reads import holds_config
 
 _MISSING = object()
 _SETTING_TYPES = (int, float, bool, str, tuple, type(None), torch.dtype)
 
 
 class StaleStructureError(RuntimeError):
-    """A submodule, hook, instance ``forward`` or torch layer setting was changed after ``dycl.compile``."""
-
-
-def _is_torch_layer(module: torch.nn.Module) -> bool:
-    return type(module).__module__.startswith("torch.")
+    """A submodule, hook, instance ``forward`` or module setting was changed after ``dycl.compile``."""
 
 
 @functools.cache
 def _names_read(layer: type) -> frozenset[str] | None:
-    """The names ``layer.forward`` and the methods of ``layer`` it calls load, transitively; ``None``
-    where that code may read attributes by a computed name (then any setting may be read)."""
+    """The names ``layer.forward``, the methods of ``layer`` it calls and the (non-torch) functions they
+    call load, transitively; ``None`` where that code may read attributes by a computed name (then any
+    setting may be read)."""
+    functions = []
     names: set[str] = set()
     pending = ["forward"]
     while pending:
         method = inspect.getattr_static(layer, pending.pop(), None)
-        code = getattr(method, "__code__", None)
-        if code is None:
+        method = getattr(method, "__func__", method)  # a staticmethod or classmethod
+        if not isinstance(method, types.FunctionType):
             continue
-        loaded = code_names(code)
-        if loaded & DYNAMIC_ACCESS:
-            return None
+        functions.append(method)
+        loaded = code_names(method.__code__)
         pending += [name for name in loaded - names if callable(inspect.getattr_static(layer, name, None))]
         names |= loaded
-    return frozenset(names)
+    names |= names_reached(functions)
+    return None if names & DYNAMIC_ACCESS else frozenset(names)
 
 
-def _settings(module: torch.nn.Module) -> Iterator[str]:
-    """The plain settings of a torch layer its own code reads (``eps``, ``stride``), not its mode flag."""
+def _settings(module: torch.nn.Module) -> Iterator[tuple[dict, str, str]]:
+    """The plain settings ``module``'s own code reads (``eps``, ``stride``, a user's ``self.scale``), not its
+    mode flag, and those of a config object it holds (``self.config.scale``), as ``(dict, key, where)``."""
     read = _names_read(type(module))
     for name, value in module.__dict__.items():
-        if name != "training" and isinstance(value, _SETTING_TYPES) and (read is None or name in read):
-            yield name
+        if name == "training" or (read is not None and name not in read):
+            continue
+        if isinstance(value, _SETTING_TYPES):
+            yield module.__dict__, name, name
+        elif not isinstance(value, torch.nn.Module) and holds_config(value):
+            yield from ((value.__dict__, key, f"{name}.{key}") for key, setting in vars(value).items()
+                        if isinstance(setting, _SETTING_TYPES) and (read is None or key in read))
 
 
 def _hook_tables(modules: list[torch.nn.Module]) -> tuple[dict, ...]:
@@ -87,13 +94,14 @@ def _hook_tables(modules: list[torch.nn.Module]) -> tuple[dict, ...]:
 
 
 class StructureGuard:
-    """Raises on ``check()`` once a child, hook, instance ``forward`` or torch layer setting of ``model`` changed."""
+    """Raises on ``check()`` once a child, hook, instance ``forward`` or setting of ``model`` changed."""
 
     def __init__(self, model: torch.nn.Module, state: frozenset[tuple[int, str]] = frozenset()) -> None:
         dicts: list[dict] = []
         keys: list[str] = []
         self._where: list[str] = []
         unique: dict[int, tuple[str, torch.nn.Module]] = {}
+        seen: set[tuple[int, str]] = set()  # a config object shared by several modules: watched once
         for prefix, module in model.named_modules(remove_duplicate=False):
             if id(module) in unique:  # a shared module: watched where it is first reached
                 continue
@@ -102,12 +110,14 @@ class StructureGuard:
             slots = [(module._modules, name) for name in module._modules]
             if "forward" in module.__dict__:
                 slots.append((module.__dict__, "forward"))
-            if _is_torch_layer(module):
-                slots += [(module.__dict__, name) for name in _settings(module) if (id(module), name) not in state]
-            for table, name in slots:
+            slots = [(table, name, name) for table, name in slots]
+            slots += [(table, name, where) for table, name, where in _settings(module)
+                      if (id(module), name) not in state and (id(table), name) not in seen]
+            for table, name, where in slots:
+                seen.add((id(table), name))
                 dicts.append(table)
                 keys.append(name)
-                self._where.append(f"model.{dot}{name}")
+                self._where.append(f"model.{dot}{where}")
         self.dicts, self.keys = tuple(dicts), tuple(keys)
         self.values = tuple(map(dict.get, self.dicts, self.keys))
         bare = [(prefix, module) for prefix, module in unique.values() if "forward" not in module.__dict__]

@@ -8,6 +8,8 @@ call, by name. An equal setting rebound, or a hook registered and removed elsewh
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
@@ -16,6 +18,7 @@ from torch.nn.modules.module import register_module_forward_hook
 import dycl
 from dycl.harness.testing import assert_equivalent
 from dycl.harness.testing_host import run_host_without_torch
+from dycl.in_process.config_guard import StaleConfigError
 from dycl.in_process.dtype_guard import StaleDefaultDtypeError
 from dycl.in_process.globals_guard import StaleGlobalsError
 from dycl.in_process.structure_guard import StaleStructureError
@@ -234,3 +237,64 @@ def test_tensor_read_from_outside_changed_after_compile_is_refused(name, tmp_pat
         type(model).forward.__defaults__ = saved[2]
         if saved[3]:
             type(model).forward.__kwdefaults__ = saved[3]
+
+
+@dataclasses.dataclass
+class BlockConfig:  # a config object shared by the layers, as Hugging Face models share theirs
+    threshold: float = 0.0
+    scale: float = 2.0
+
+
+class ScaledChild(nn.Module):  # branch-free: exported whole, so the exporter reads its settings
+    def __init__(self, config: BlockConfig):
+        super().__init__()
+        self.config = config
+        self.bias = 0.5
+
+    def forward(self, x):
+        return x * self.config.scale + self.bias
+
+
+class ConfiguredModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = BlockConfig()
+        self.child = ScaledChild(self.config)
+
+    def forward(self, x):
+        y = self.child(x)
+        if y.mean() > self.config.threshold:
+            return y
+        return -y
+
+
+def _set(path: str, value: float):
+    def change(model):
+        owner_path, _, name = path.rpartition(".")
+        owner = model
+        for part in owner_path.split("."):
+            owner = getattr(owner, part)
+        setattr(owner, name, value)
+    return change
+
+
+SETTINGS = {  # what changes, the error, and the name it must give
+    "config_read_by_forward": (_set("config.threshold", 5.0), StaleConfigError, r"BlockConfig\.threshold"),
+    "shared_config_read_by_exported_child": (_set("child.config.scale", 5.0), StaleStructureError,
+                                             r"model\.child\.config\.scale"),
+    "plain_setting_of_exported_child": (_set("child.bias", -3.0), StaleStructureError, r"model\.child\.bias"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_setting_changed_after_compile_is_refused(name, tmp_path):
+    change, error, where = SETTINGS[name]
+    torch.manual_seed(0)
+    model = ConfiguredModel()
+    inputs = _inputs(307)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    change(model)
+    with torch.no_grad():
+        assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
+    with pytest.raises(error, match=where):
+        compiled(inputs[0])
