@@ -77,7 +77,8 @@ def _names_read(layer: type) -> frozenset[str] | None:
 def _settings(module: torch.nn.Module) -> Iterator[tuple[dict, str, str]]:
     """The plain settings ``module``'s own code reads (``eps``, ``stride``, a user's ``self.scale``), not its
     mode flag, and those of a config object it holds (``self.config.scale``), as ``(dict, key, where)``."""
-    read = _names_read(type(module))
+    # an instance forward (self.forward = self.early_exit) is not the class's: any setting may be read
+    read = None if "forward" in module.__dict__ else _names_read(type(module))
     for name, value in module.__dict__.items():
         if name == "training" or (read is not None and name not in read):
             continue

@@ -298,3 +298,39 @@ def test_setting_changed_after_compile_is_refused(name, tmp_path):
         assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
     with pytest.raises(error, match=where):
         compiled(inputs[0])
+
+
+class FastPathChild(nn.Module):  # the SDN idiom: the instance's forward set to another method in __init__
+    def __init__(self):
+        super().__init__()
+        self.gain = 2.0
+        self.forward = self.fast_forward
+
+    def forward(self, x):
+        return x
+
+    def fast_forward(self, x):
+        return x * self.gain
+
+
+class WithFastPathChild(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.child = FastPathChild()
+
+    def forward(self, x):
+        y = self.child(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def test_setting_read_by_an_instance_forward_changed_after_compile_is_refused(tmp_path):
+    model = WithFastPathChild()
+    inputs = _inputs(308)
+    compiled = _compiled_agreeing(model, inputs, tmp_path)
+    model.child.gain = 7.0
+    with torch.no_grad():
+        assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
+    with pytest.raises(StaleStructureError, match=r"model\.child\.gain"):
+        compiled(inputs[0])
