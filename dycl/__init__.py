@@ -11,7 +11,9 @@ from dycl.harness import Report, check
 from dycl.harness.self_check import SelfCheckError
 from dycl.hostgen.manifest import DYCL_VERSION
 from dycl.in_process.config_guard import StaleConfigError
+from dycl.in_process.dtype_guard import StaleDefaultDtypeError
 from dycl.in_process.staleness import StaleWeightsError
+from dycl.in_process.structure_guard import StaleStructureError
 from dycl.model.model_state import ModelStateError, TrainingModeError
 from dycl.rewriter import RewrittenFunction, rewrite
 from dycl.rewriter.errors import SourceLocation, SpecialisationWarning, UnsupportedError
@@ -20,4 +22,5 @@ __version__ = DYCL_VERSION
 
 __all__ = ["compile", "load", "check", "Report", "CompiledModel", "UnsupportedError", "SpecialisationWarning",
            "SourceLocation", "RewrittenFunction", "rewrite", "TrainingModeError", "ModelStateError",
-           "StaleWeightsError", "StaleConfigError", "SelfCheckError", "__version__"]
+           "StaleWeightsError", "StaleConfigError", "StaleStructureError", "StaleDefaultDtypeError",
+           "SelfCheckError", "__version__"]

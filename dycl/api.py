@@ -22,10 +22,12 @@ from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
 from dycl.in_process.call_guard import CallGuard
 from dycl.in_process.config_guard import ConfigGuard
+from dycl.in_process.dtype_guard import DefaultDtypeGuard
 from dycl.in_process.globals_guard import GlobalsGuard
 from dycl.in_process.record_inputs import RecordUpdates
 from dycl.in_process.staleness import WeightGuard
 from dycl.in_process.state_sync import ModuleState
+from dycl.in_process.structure_guard import StructureGuard
 from dycl.model.batch_check import static_batch_needed
 from dycl.model.dynamic import DynamicSpec
 from dycl.model.example_copy import copy_tensors
@@ -360,7 +362,8 @@ def _guarded(compiled: CompiledModel, model: torch.nn.Module, memo: dict[int, An
     reads = result.rewritten.config_reads
     if reads:  # thresholds and other Python values folded into the code
         compiled._config_guard = ConfigGuard(model, reads if memo is None else copy.deepcopy(reads, memo))
-    compiled._call_guard = CallGuard(compiled._guard, compiled._globals_guard, compiled._config_guard)
+    compiled._call_guard = CallGuard(compiled._guard, compiled._globals_guard, compiled._config_guard,
+                                     StructureGuard(model, state), DefaultDtypeGuard())
     compiled._model = model
     return compiled
 

@@ -40,7 +40,7 @@ from dycl.rewriter.context import GlobalTable, RewriteContext
 from dycl.rewriter.decorated_entry import decorated_entry, entry_location, needs_entry, relocated
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.flow import Env
-from dycl.rewriter.forward import ResolvedMethod, resolve_method, signature_of
+from dycl.rewriter.forward import ResolvedMethod, refuse_overridden_call, resolve_method, signature_of
 from dycl.rewriter.function import RewrittenFunction, distinct_statements, module_structure
 from dycl.rewriter.hook_effects import hook_refusal
 from dycl.rewriter.hooks import forward_hooks, hook_functions, refuse_impure_hooks
@@ -100,6 +100,8 @@ def _rewrite(model: torch.nn.Module, method: str, debug: bool, example: dict[str
              positional: int | None = None, followed: frozenset = frozenset(),
              static_sizes: Mapping[str, tuple[int | None, ...]] | None = None) -> RewrittenFunction:
     resolved = resolve_method(model, method)
+    if method == "forward":  # model(x) runs the class's own __call__, if it has one
+        refuse_overridden_call(model)
     if resolved.owner is not model:
         raise UnsupportedError(f"{type(model).__qualname__}.{method}, set to a method of another module "
                                f"({type(resolved.owner).__qualname__})", None,

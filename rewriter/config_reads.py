@@ -8,8 +8,13 @@ each one it read (module, attribute, value, and a copy of a container's contents
 that the in-process model can refuse to run once one was rebound or changed in place
 (``dycl.in_process.config_guard``) instead of silently computing with the old value.
 
-Assumes: the evaluator calls ``record`` for every attribute of an ``nn.Module`` it reads.
-Guarantees: ``reads()`` holds one ``ConfigRead`` per (module, attribute) whose value was a
+A config object the modules hold (``self.config.hidden_act``, a dataclass or namespace shared by
+the layers, as Hugging Face models hold theirs) is read the same way and recorded the same way:
+``model.config.scale = 5.0`` after compiling changes eager as much as ``model.scale = 5.0``.
+
+Assumes: the evaluator calls ``record`` for every attribute it reads of an object that
+``holds_config`` accepts (a module, or an instance of a plain Python class).
+Guarantees: ``reads()`` holds one ``ConfigRead`` per (object, attribute) whose value was a
 plain Python value — ``None``, a bool, number or string, or a list, tuple, dict or set of
 plain values (nested) — other than ``training`` (train/eval mode is checked on its own:
 ``dycl.model.model_state``); submodules, tensors, functions and objects are not recorded.
@@ -18,6 +23,7 @@ plain values (nested) — other than ``training`` (train/eval mode is checked on
 from __future__ import annotations
 
 import copy
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +44,21 @@ def is_plain(value: Any, depth: int = 0) -> bool:
     return all(is_plain(item, depth + 1) for item in items)
 
 
+def holds_config(owner: Any) -> bool:
+    """Whether ``owner``'s attributes are the model's configuration: a module, or an instance of a
+    Python class that is no tensor, function, class or Python module (a config object)."""
+    if isinstance(owner, torch.nn.Module):
+        return True
+    return (hasattr(owner, "__dict__") and not callable(owner)
+            and not isinstance(owner, (torch.Tensor, type, types.ModuleType)))
+
+
 @dataclass(frozen=True)
 class ConfigRead:
-    """``module.<name>`` held ``value`` (``contents``: a copy of a list's, dict's or set's items)."""
+    """``module.<name>`` held ``value`` (``contents``: a copy of a list's, dict's or set's items);
+    ``module`` is a module of the model or a config object one holds."""
 
-    module: torch.nn.Module = field(compare=False, repr=False)
+    module: Any = field(compare=False, repr=False)
     name: str
     value: Any = field(compare=False, repr=False)
     contents: Any = field(compare=False, repr=False)
@@ -54,7 +70,7 @@ class ConfigReads:
 
     _found: dict[tuple[int, str], ConfigRead] = field(default_factory=dict)
 
-    def record(self, module: torch.nn.Module, name: str, value: Any) -> None:
+    def record(self, module: Any, name: str, value: Any) -> None:
         if name == "training" or (id(module), name) in self._found or not is_plain(value):
             return
         contents = copy.deepcopy(value) if isinstance(value, _MUTABLE) else None
@@ -64,4 +80,4 @@ class ConfigReads:
         return tuple(self._found.values())
 
 
-__all__ = ["ConfigRead", "ConfigReads", "is_plain"]
+__all__ = ["ConfigRead", "ConfigReads", "holds_config", "is_plain"]

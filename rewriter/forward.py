@@ -68,6 +68,20 @@ def resolve_method(module: torch.nn.Module, method: str = "forward") -> Resolved
                            "function stored on the instance without self)")
 
 
+def refuse_overridden_call(module: torch.nn.Module) -> None:
+    """Raise ``UnsupportedError`` at the definition where ``module``'s class overrides ``__call__``:
+    calling the module runs that, not ``nn.Module.__call__``'s hooks-and-``forward`` that dycl compiles
+    from ``forward`` (torch's own classes, such as ``fx.GraphModule``, keep its meaning and pass)."""
+    owner = next(base for base in type(module).__mro__ if "__call__" in vars(base))
+    if owner is torch.nn.Module or owner.__module__.startswith("torch."):
+        return
+    code = getattr(inspect.unwrap(vars(owner)["__call__"]), "__code__", None)
+    where = SourceLocation(code.co_filename, code.co_firstlineno) if code is not None else None
+    raise UnsupportedError(f"{owner.__qualname__}.__call__, which overrides nn.Module.__call__ (calling the module "
+                           "runs it instead of the hooks and forward that dycl compiles)", where,
+                           "do its work in forward (or in a forward pre-hook or hook) and leave __call__ to nn.Module")
+
+
 def _decorator_bound(attribute: Any) -> bool:
     """Whether ``attribute`` is ``functools.partial(decorator, module)``, what a class-based decorator's
     ``__get__`` gives for a module's method (``_bound_object``): calling the decorator with the module first."""

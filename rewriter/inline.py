@@ -15,7 +15,7 @@ from dycl.rewriter.decorators import undecorate
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
 from dycl.rewriter.exits import Block, contains, rebuild_if
 from dycl.rewriter.flow import Env, Exits, StaticFlow, else_body
-from dycl.rewriter.forward import ResolvedMethod, resolve_method
+from dycl.rewriter.forward import ResolvedMethod, refuse_overridden_call, resolve_method
 from dycl.rewriter.forwarding import Forwarded
 from dycl.rewriter.hooked_calls import HookedCall, hooked_call_lines
 from dycl.rewriter.hooks import forward_hooks
@@ -267,6 +267,8 @@ class Inline(FlowWalker):
         function = user_function(function, self.ctx)
         if not isinstance(function, types.FunctionType) or not self.ctx.rewrites(function):
             return None, None
+        if isinstance(target, torch.nn.Module):  # its forward is inlined: a __call__ of its class's own is not run
+            refuse_overridden_call(target)
         return self.bind_arguments(function, receiver, call, env), None
 
     def bind_arguments(self, function: types.FunctionType, receiver: Static | None, call: cst.Call,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import libcst as cst
 import torch
-from dycl.rewriter.config_reads import ConfigReads
+from dycl.rewriter.config_reads import ConfigReads, holds_config
 from dycl.rewriter.library_calls import call_on_literals, is_library_function
 from dycl.rewriter.mode_predicates import mode_predicate_value
 from dycl.rewriter.pure_methods import is_pure_method, receiver_reads
@@ -231,7 +231,7 @@ class StaticEvaluator:
         if self.state is not None and attribute_may_read_state(self.state, base, name):
             raise _Dynamic
         value = getattr(base, name)
-        if self.reads is not None and isinstance(base, torch.nn.Module):
+        if self.reads is not None and holds_config(base):
             self.reads.record(base, name, value)
         return value
 
@@ -324,7 +324,7 @@ class StaticEvaluator:
         if self.state is not None and attribute_may_read_state(self.state, owner, name):
             raise _Dynamic
         value = getattr(*args)
-        if self.reads is not None and isinstance(owner, torch.nn.Module) and hasattr(owner, name):
+        if self.reads is not None and holds_config(owner) and hasattr(owner, name):
             self.reads.record(owner, name, value)
         return value
 

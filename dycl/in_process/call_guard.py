@@ -1,34 +1,40 @@
 """The per-call checks of an in-process model, as one precomputed check.
 
-A compiled model guards three things before every call: its weights
+A compiled model guards five things before every call: its weights
 (``dycl.in_process.staleness.WeightGuard``), the globals and closure cells its code
-read (``dycl.in_process.globals_guard.GlobalsGuard``) and the plain Python attributes
-it folded (``dycl.in_process.config_guard.ConfigGuard``). Run one after another they
-cost three Python calls, one generator-driven pass per guard and, for the folded
+read (``dycl.in_process.globals_guard.GlobalsGuard``), the plain Python attributes
+it folded (``dycl.in_process.config_guard.ConfigGuard``), its modules' arrangement, hooks
+and torch layer settings (``dycl.in_process.structure_guard.StructureGuard``) and torch's
+default dtype (``dycl.in_process.dtype_guard.DefaultDtypeGuard``). Run one after another they
+cost a Python call each, one generator-driven pass per guard and, for the folded
 attributes, one Python function per attribute.
 
-``CallGuard`` flattens what all three look at, once, at compile time:
+``CallGuard`` flattens what they look at, once, at compile time:
 
 - every slot that must still hold the same object, as ``(dict, key, object)``: a
   parameter or buffer in its module's ``_parameters``/``_buffers``, a global in its
   module's namespace, a folded attribute in its module's ``__dict__`` (where a plain
-  attribute lives: ``nn.Module.__setattr__`` puts it there);
-- the closure cells, by identity; the weights' summed version counters and data
-  pointers, and their layouts (``dycl.in_process.tensor_layouts.LayoutCheck``: one native
-  call where torch has it); the folded lists, dicts and sets, by contents;
+  attribute lives: ``nn.Module.__setattr__`` puts it there), a child in its parent's
+  ``_modules``, a torch layer's setting or instance ``forward`` in its ``__dict__``;
+- the module ``__dict__``s that must hold no ``forward``; the hooks as two numbers
+  (``StructureGuard.hook_stamp``); the default dtype, by identity;
+- the closure cells and the functions' default tuples, by identity; the summed version
+  counters, the data pointers and the layouts (``dycl.in_process.tensor_layouts.LayoutCheck``:
+  one native call where torch has it) of the weights and of the tensors read as globals or
+  defaults; the folded lists, dicts and sets, by contents;
 - a fixed sample of the weights' bytes (``WeightGuard.sample``,
   ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
   compile time, run only once the data pointers are found equal in the same call.
 
 ``check`` is one identity pass over all the slots (C loops, no Python per slot),
-three C comparisons, the layout check and the gather. Guarantees: it refuses exactly what
-the three guards refuse, with their errors. When the fast check sees any difference, the three guards run as before
+a few C comparisons, the layout check and the gather. Guarantees: it refuses exactly what the
+guards refuse, with their errors. When the fast check sees any difference, the guards run as before
 and raise; if none does (a global rebound to an equal immutable value, ``N = 3`` again),
 the slots are taken again as they are now, so the next call is fast once more (the
 guards keep comparing with the values of compile time; the layout check is taken again too,
 so a call in another mode, ``torch.inference_mode``, is slow once, not every time).
 
-Assumes what the three guards assume. An attribute that is not in the module's
+Assumes what the guards assume. An attribute that is not in the module's
 ``__dict__``, or is shadowed by a data descriptor of its class, is read as
 ``ConfigGuard`` reads it (``getattr``), one Python call per such attribute.
 """
@@ -41,12 +47,15 @@ import operator
 import torch
 
 from dycl.in_process.config_guard import ConfigGuard
+from dycl.in_process.dtype_guard import DefaultDtypeGuard
 from dycl.in_process.globals_guard import GlobalsGuard, _cell_value
 from dycl.in_process.staleness import WeightGuard
+from dycl.in_process.structure_guard import StructureGuard
 from dycl.in_process.tensor_layouts import LayoutCheck
 
 _MISSING = object()
 _VERSION = operator.attrgetter("_version")
+_DEFAULTS = operator.attrgetter("__defaults__")
 _DATA_PTR = torch.Tensor.const_data_ptr  # the read-only accessor: it never materializes a lazy (copy-on-write) clone
 
 
@@ -62,8 +71,9 @@ class CallGuard:
     """One check before each call, refusing what ``weights``, ``globals_`` and ``config`` refuse."""
 
     def __init__(self, weights: WeightGuard | None, globals_: GlobalsGuard | None,
-                 config: ConfigGuard | None) -> None:
-        self._guards = tuple(guard for guard in (weights, globals_, config) if guard is not None)
+                 config: ConfigGuard | None, structure: StructureGuard | None = None,
+                 dtype: DefaultDtypeGuard | None = None) -> None:
+        self._guards = tuple(guard for guard in (weights, globals_, config, structure, dtype) if guard is not None)
         dicts: list[dict] = []
         keys: list[str] = []
         self._getters: tuple[tuple[operator.attrgetter, object], ...] = ()
@@ -80,10 +90,19 @@ class CallGuard:
             keys += [config._reads[position].name for position in fast]
             self._getters = tuple((config._getters[position], config._modules[position])
                                   for position in range(len(config)) if position not in set(fast))
+        if structure is not None:
+            dicts += structure.dicts
+            keys += structure.keys
+        self._forward_absent = structure.forward_absent if structure is not None else ()
+        self._hook_stamp = structure.hook_stamp if structure is not None else _no_hooks
+        self._dtype = dtype.dtype if dtype is not None else None
         self._containers = config._containers if config is not None else ()
         self._dicts, self._keys = tuple(dicts), tuple(keys)
         self._cells = globals_._cells if globals_ is not None else ()
-        self._tensors = weights._tensors if weights is not None else ()
+        self._tensors = (*(weights._tensors if weights is not None else ()),
+                         *(globals_.tensors if globals_ is not None else ()))
+        self._with_defaults = globals_.with_defaults if globals_ is not None else ()
+        self._defaults = globals_.defaults if globals_ is not None else ()
         self._same_contents = weights.sample.same if weights is not None else _true
         self._take()
 
@@ -93,7 +112,7 @@ class CallGuard:
                        tuple(map(_cell_value, self._cells)),
                        tuple(_attribute(getter, module) for getter, module in self._getters),
                        sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)),
-                       LayoutCheck(self._tensors))
+                       LayoutCheck(self._tensors), self._hook_stamp())
 
     def _slots_held(self, held: tuple) -> bool:
         try:  # getitem: a third cheaper than dict.get with a default (which a slot missing then needs)
@@ -102,18 +121,22 @@ class CallGuard:
             return all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
 
     def _unchanged(self) -> bool:
-        held, cells, attributes, versions, pointers, layouts = self._stamp
+        held, cells, attributes, versions, pointers, layouts, hooks = self._stamp
         return (self._slots_held(held)
+                and (self._dtype is None or torch.get_default_dtype() is self._dtype)
+                and self._hook_stamp() == hooks
+                and not any(map(operator.contains, self._forward_absent, itertools.repeat("forward")))
                 and sum(map(_VERSION, self._tensors)) == versions
                 and tuple(map(_DATA_PTR, self._tensors)) == pointers
                 and layouts.same()
                 and self._same_contents()  # after the pointers: it reads where they pointed at compile time
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))
+                and all(map(operator.is_, map(_DEFAULTS, self._with_defaults), self._defaults))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))
                 and all(value == contents for value, contents in self._containers))
 
     def check(self) -> None:
-        """Raise the guards' error (weights, then globals, then config) if anything they watch changed."""
+        """Raise the guards' error (weights, globals, config, structure, then dtype) if anything they watch changed."""
         if self._unchanged():
             return
         for guard in self._guards:
@@ -123,6 +146,10 @@ class CallGuard:
 
 def _true() -> bool:
     return True
+
+
+def _no_hooks() -> None:
+    return None
 
 
 def _attribute(getter: operator.attrgetter, module: object) -> object:

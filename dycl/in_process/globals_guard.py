@@ -7,12 +7,16 @@ recompiles. ``GlobalsGuard`` records, for every user function the rewriter read
 (``RewrittenFunction.functions``: the forward, the helpers and submodule
 methods it inlined or proved branch-free, the module hooks it compiled), which
 object each global name it uses denotes now, and which object fills each of its
-closure cells; ``check`` raises ``StaleGlobalsError`` naming the global and its
-file once any of them was rebound.
+closure cells, and the functions' default arguments (``def forward(self, x,
+scale=SCALE)``: the compiled code holds the default it was compiled with);
+``check`` raises ``StaleGlobalsError`` naming the global and its file once any
+of them was rebound, or once a tensor among them (a global mask, a default
+``scale``) was changed in place (its version counter or data pointer moved).
 
-Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``). An
-in-place change of a mutable global (``CONFIG["depth"] = 3``) keeps the same
-object and is not seen; nor is a class attribute changed after compiling. A
+Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``) or, for a
+tensor, in place through torch. An in-place change of another mutable global
+(``CONFIG["depth"] = 3``) keeps the same object and is not seen; nor is a class
+attribute changed after compiling, nor ``__kwdefaults__`` replaced as a whole. A
 rebinding to an equal immutable value (``N = 3`` again, a fresh ``"relu"``)
 is not a change. Calling ``check`` costs one dict lookup per recorded name when
 nothing changed (``bench_check`` measures it).
@@ -29,9 +33,13 @@ import types
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import torch
+
 from dycl.rewriter.code_names import code_names
 
 _MISSING = object()
+_VERSION = operator.attrgetter("_version")
+_DEFAULTS = operator.attrgetter("__defaults__")
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range)
 
 
@@ -57,6 +65,9 @@ def _function_reads(function: types.FunctionType) -> Iterable[tuple[object, obje
     for name in sorted(code_names(function.__code__)):
         if name in namespace:
             yield namespace, name, GlobalRead(_file_of(namespace), name, namespace[name])
+    keyword_defaults = function.__kwdefaults__ or {}
+    for name, value in keyword_defaults.items():
+        yield keyword_defaults, name, GlobalRead(f"the defaults of {function.__qualname__}", name, value)
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
         try:
             value = cell.cell_contents
@@ -70,6 +81,7 @@ class GlobalsGuard:
     """Raises on ``check()`` once any global or closure cell the functions read was rebound."""
 
     def __init__(self, functions: Iterable[types.FunctionType]) -> None:
+        functions = tuple(functions)
         seen: set[tuple[int, object]] = set()
         namespaces: list[dict] = []
         cells: list[types.CellType] = []
@@ -91,25 +103,45 @@ class GlobalsGuard:
         self._values = tuple(read.value for read in self._global_reads)
         self._cells = tuple(cells)
         self._cell_values = tuple(read.value for read in self._cell_reads)
+        self.with_defaults = tuple(function for function in functions if function.__defaults__)
+        self.defaults = tuple(function.__defaults__ for function in self.with_defaults)
+        held = [*self._values, *self._cell_values, *(value for values in self.defaults for value in values)]
+        self.tensors = tuple({id(value): value for value in held if isinstance(value, torch.Tensor)}.values())
+        self._tensor_stamp = _tensor_stamp(self.tensors)
 
     def __len__(self) -> int:
         return len(self._names) + len(self._cells)
 
     def check(self) -> None:
-        """Raise ``StaleGlobalsError`` if a recorded global or cell now holds another value."""
-        if all(map(operator.is_, map(dict.get, self._namespaces, self._names), self._values)) and all(
-                map(operator.is_, map(_cell_value, self._cells), self._cell_values)):
+        """Raise ``StaleGlobalsError`` if a recorded global, cell or default now holds another value,
+        or a tensor among them was changed in place."""
+        if (all(map(operator.is_, map(dict.get, self._namespaces, self._names), self._values))
+                and all(map(operator.is_, map(_cell_value, self._cells), self._cell_values))
+                and all(map(operator.is_, map(_DEFAULTS, self.with_defaults), self.defaults))
+                and _tensor_stamp(self.tensors) == self._tensor_stamp):
             return
         changed = [read for namespace, read in zip(self._namespaces, self._global_reads)
                    if not _same(namespace.get(read.name, _MISSING), read.value)]
         changed += [read for cell, read in zip(self._cells, self._cell_reads)
                     if not _same(_cell_value(cell), read.value)]
+        changed += [GlobalRead(function.__code__.co_filename, f"{function.__qualname__}.__defaults__", then)
+                    for function, then in zip(self.with_defaults, self.defaults) if function.__defaults__ is not then]
+        moved = {id(tensor) for tensor, now, then in zip(self.tensors, _tensor_stamp(self.tensors), self._tensor_stamp)
+                 if now != then}
+        changed += [read for read in (*self._global_reads, *self._cell_reads) if id(read.value) in moved]
+        changed += [GlobalRead(function.__code__.co_filename, f"{function.__qualname__}.__defaults__", then)
+                    for function, then in zip(self.with_defaults, self.defaults) if any(id(v) in moved for v in then)]
         if changed:
             shown = "; ".join(f"{read.name!r} in {read.where}" for read in changed[:3])
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
             raise StaleGlobalsError(f"a global the model's code read was changed after dycl.compile: {shown}{more}; "
                                     "the compiled model still uses the value it had then: call dycl.compile again "
                                     "(or pass the value as an input or a module attribute)")
+
+
+def _tensor_stamp(tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[int, int], ...]:
+    """Each tensor's version counter and data pointer: either moves when it is written in place."""
+    return tuple(zip(map(_VERSION, tensors), map(torch.Tensor.const_data_ptr, tensors)))
 
 
 def _cell_value(cell: types.CellType) -> object:
