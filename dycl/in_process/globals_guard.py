@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dycl.in_process.tensor_layouts import layout
 from dycl.rewriter.code_names import code_names
 
 _MISSING = object()
@@ -139,9 +140,10 @@ class GlobalsGuard:
                                     "(or pass the value as an input or a module attribute)")
 
 
-def _tensor_stamp(tensors: tuple[torch.Tensor, ...]) -> tuple[tuple[int, int], ...]:
-    """Each tensor's version counter and data pointer: either moves when it is written in place."""
-    return tuple(zip(map(_VERSION, tensors), map(torch.Tensor.const_data_ptr, tensors)))
+def _tensor_stamp(tensors: tuple[torch.Tensor, ...]) -> tuple[tuple, ...]:
+    """Each tensor's version counter, data pointer and layout: one of them moves when it is written in
+    place or given another view of its memory (``t.data = t.data.t()`` keeps the pointer and the version)."""
+    return tuple(zip(map(_VERSION, tensors), map(torch.Tensor.const_data_ptr, tensors), map(layout, tensors)))
 
 
 def _cell_value(cell: types.CellType) -> object:

@@ -334,3 +334,30 @@ def test_setting_read_by_an_instance_forward_changed_after_compile_is_refused(tm
         assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
     with pytest.raises(StaleStructureError, match=r"model\.child\.gain"):
         compiled(inputs[0])
+
+
+PROJECTION = torch.arange(16.0).reshape(4, 4) / 10  # a module-level matrix, as fixed projections are kept
+
+
+class ProjectedGate(nn.Module):
+    def forward(self, x):
+        y = x @ PROJECTION
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def test_global_tensor_given_another_view_of_its_memory_is_refused(tmp_path):
+    # ``.data = .data.t()`` keeps the data pointer and the version counter: only the layout moves
+    saved = PROJECTION.data
+    model = ProjectedGate()
+    try:
+        inputs = _inputs(307)
+        compiled = _compiled_agreeing(model, inputs, tmp_path)
+        PROJECTION.data = PROJECTION.data.t()
+        with torch.no_grad():
+            assert any(not torch.allclose(model(x), _unguarded(compiled, x)) for x in inputs)
+        with pytest.raises(StaleGlobalsError, match="PROJECTION"):
+            compiled(inputs[0])
+    finally:
+        PROJECTION.data = saved
