@@ -32,7 +32,9 @@ tensor: torch's translation cast it to an integer first, so ``[0.3].any()`` was 
 Each translation here runs torch's own translation (``original``, the one registered
 for the opset before dycl's override), then, for floating inputs only, replaces the
 result where the reduced elements hold a NaN: the value by NaN, an index by the first
-NaN's (``ArgMax`` of ``IsNaN``, which picks the first of equal maxima). Integer and bool
+NaN's (``ArgMax`` of ``IsNaN``, which picks the first of equal maxima). ``argmax``/``argmin`` of
+a float32/16 input instead run torch's translation on a float64 key where NaN is the extreme
+(4 nodes, one ``ArgMax``; the sorts use the same key). Integer and bool
 inputs, the elementwise ``max(x, y)``, and calls it cannot read (a dim that is not a
 constant) keep torch's translation unchanged.
 
@@ -196,24 +198,31 @@ def amax_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
-def argmax_like(original: Symbolic) -> Symbolic:
-    """``aten::argmax``/``aten::argmin``: along a constant ``dim``, or of the flattened input."""
+def argmax_like(larger: bool) -> Callable[[Symbolic], Symbolic]:
+    """``aten::argmax`` (``larger``)/``aten::argmin``: along a constant ``dim``, or of the flattened
+    input. A float32/16 input is ranked by its ``_nan_extreme_key`` (one ``ArgMax`` of 4 nodes' key:
+    the first NaN where there is one, else the first extreme, as eager); a float64 one, which has no
+    wider key, by torch's translation with the first NaN's index put where a NaN is."""
 
-    def symbolic(g, self, dim, keepdim):
-        result = original(g, self, dim, keepdim)
-        axis, keep = constant(dim), constant(keepdim)
-        if not _readable(self) or not isinstance(keep, (bool, int)):
-            return result
-        if axis is None:
-            if keep:
+    def wrap(original: Symbolic) -> Symbolic:
+        def symbolic(g, self, dim, keepdim):
+            axis, keep = constant(dim), constant(keepdim)
+            if (not _readable(self) or not isinstance(keep, (bool, int))
+                    or (axis is None and keep) or (isinstance(axis, int) and _nan_uniform_along(self, axis))):
+                return original(g, self, dim, keepdim)
+            if scalar_type(self) != "Double" and (axis is None or isinstance(axis, int)):
+                return original(g, _nan_extreme_key(g, self, larger), dim, keepdim)
+            result = original(g, self, dim, keepdim)
+            if axis is None:
+                flat = g.op("Reshape", self, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
+                return _first_nan(g, _any_nan(g, flat, None, False), flat, 0, False, result)
+            if not isinstance(axis, int):
                 return result
-            flat = g.op("Reshape", self, g.op("Constant", value_t=torch.tensor([-1], dtype=torch.int64)))
-            return _first_nan(g, _any_nan(g, flat, None, False), flat, 0, False, result)
-        if not isinstance(axis, int) or _nan_uniform_along(self, axis):
-            return result
-        return _first_nan(g, _any_nan(g, self, [axis], bool(keep)), self, axis, bool(keep), result)
+            return _first_nan(g, _any_nan(g, self, [axis], bool(keep)), self, axis, bool(keep), result)
 
-    return symbolic
+        return symbolic
+
+    return wrap
 
 
 def _never_minus_inf(x, depth: int = 8) -> bool:
@@ -301,16 +310,25 @@ def pool_like(original: Symbolic) -> Symbolic:
     return symbolic
 
 
+def _nan_extreme_key(g, x, larger: bool = True):
+    """``x`` (float32 or narrower) as float64 where NaN is beyond every other value -- above ``+inf``
+    (``larger``) or below ``-inf`` -- and every other value keeps its order and its ties: the finite
+    values of ``x`` lie far inside +-1e300, the infinities are clamped to +-1e300 (``Min``/``Max``
+    keep NaN, which the ``Where`` then replaces by the infinity)."""
+    sign = 1.0 if larger else -1.0
+    bounded = g.op("Min" if larger else "Max", g.op("Cast", x, to_i=_ONNX_DOUBLE),
+                   g.op("Constant", value_t=torch.tensor(sign * 1e300, dtype=torch.float64)))
+    beyond = g.op("Constant", value_t=torch.tensor(sign * float("inf"), dtype=torch.float64))
+    return g.op("Where", g.op("IsNaN", x), beyond, bounded)
+
+
 def _sort_key(g, x):
-    """``x`` with NaN above ``+inf`` above every finite value: float64 keys for narrower
-    floats (whose finite values lie far below 1e300); for float64, NaN as ``+inf``."""
+    """``x`` with NaN above ``+inf`` above every finite value: ``_nan_extreme_key`` for narrower
+    floats; for float64, NaN as ``+inf``."""
     if scalar_type(x) == "Double":
         infinity = g.op("Constant", value_t=torch.tensor(float("inf"), dtype=torch.float64))
         return g.op("Where", g.op("IsNaN", x), infinity, x)
-    wide = g.op("Cast", x, to_i=_ONNX_DOUBLE)
-    above = g.op("Where", g.op("IsInf", x, detect_negative_i=0),
-                 g.op("Constant", value_t=torch.tensor(1e300, dtype=torch.float64)), wide)
-    return g.op("Where", g.op("IsNaN", x), g.op("Constant", value_t=torch.tensor(1e301, dtype=torch.float64)), above)
+    return _nan_extreme_key(g, x)
 
 
 def _nan_last_sort(g, original: Symbolic, x, dim: int, dim_at: int, args: tuple):
@@ -385,7 +403,7 @@ def _pool_with_indices(original: Symbolic) -> Symbolic:
 NAN_WRAPPERS: dict[str, Callable[[Symbolic], Symbolic]] = {
     "aten::max": max_like(larger=True), "aten::min": max_like(larger=False),
     "aten::amax": amax_like, "aten::amin": amax_like,
-    "aten::argmax": argmax_like, "aten::argmin": argmax_like,
+    "aten::argmax": argmax_like(larger=True), "aten::argmin": argmax_like(larger=False),
     "aten::sort": sort_like(0, values=True), "aten::topk": sort_like(1, values=True),
     "aten::argsort": sort_like(0, values=False), "aten::sign": lambda original: sign_like(int_sign_like(original)),
     "aten::sgn": lambda original: sign_like(int_sign_like(original)),
