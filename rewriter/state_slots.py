@@ -178,6 +178,8 @@ class CollectStateWrites(RejectStateWrites):
             return None
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
             return self._resolved(node.func.value, depth + 1)
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":  # the same tensor, outside autograd
+            return self._resolved(node.value, depth + 1)
         if isinstance(node, cst.Name) and node.value != self.receiver:
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
