@@ -126,3 +126,33 @@ def test_clamped_parameter_matches_eager_over_calls(model_class, start, tmp_path
     # the saved host starts from the parameter as compiled and keeps the clamped value between calls
     report = run_host_without_torch(compiled.save(tmp_path / "artifact"), initial, inputs, ATOL)
     assert report["checked"] == len(inputs) and not report["problems"], report["problems"][:3]
+
+
+class RebindsData(nn.Module):
+    """``self.running.data = ...`` swaps the buffer's storage: refused, not threaded."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("running", torch.zeros(8))
+
+    def forward(self, x):
+        self.running.data = x.mean(0)  # MARK
+        if x.sum() > 0:
+            return self.fc(x) + self.running
+        return x - self.running
+
+
+class WritesDataItem(RebindsData):
+    def forward(self, x):
+        self.running.data[0] = x.sum()  # MARK
+        return self.fc(x) + self.running
+
+
+@pytest.mark.parametrize("model_class", [RebindsData, WritesDataItem])
+def test_assignment_through_data_is_refused_at_its_line(model_class):
+    model = model_class().eval()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(dycl.UnsupportedError, match=r"assignment to \.data .* at .*\.py:\d+\n.*# MARK"):
+        dycl.compile(model, torch.randn(2, 8))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
