@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 from dycl.rewriter.errors import SourceLocation, UnsupportedError
+from dycl.rewriter.legacy_weight_norm import is_legacy_weight_norm, legacy_weight_norm_error
 from dycl.rewriter.vocabulary import MUTATING_METHODS
 from torch.nn.modules import module as _module
 
@@ -113,6 +114,8 @@ def refuse_impure_hooks(model: torch.nn.Module, is_user_code: Callable[[object],
     written: set[int] = set()
     for prefix, module in model.named_modules(remove_duplicate=False):
         hooks = forward_hooks(module)
+        if any(is_legacy_weight_norm(hook.function) for hook in hooks):
+            raise legacy_weight_norm_error(model, prefix)
         impure = [(hook, _state_write(hook.target, set(), is_user_code)) for hook in hooks]
         if all(problem is None for _, problem in impure):
             continue

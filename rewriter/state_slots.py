@@ -7,7 +7,8 @@ and refuses the rest with the user's file:line, as before:
 - compiled: a write to ``self.<attr>`` or ``self.<sub>...<attr>`` (also through a
   local alias or a view of it) where the attribute exists on an ``nn.Module`` of the
   model and holds a tensor (parameter, buffer or plain tensor attribute), a
-  ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions,
+  ``bool``, an ``int`` or a ``float``: in-place tensor methods and functions (also called on
+  ``self.<attr>.data``: CLIP's ``self.logit_scale.data.clamp_(0, 4.6052)``),
   ``out=``, assignment and augmented assignment (also to an item of a tensor); item writes
   to a dict of bools, ints and floats keyed by strings (kind ``dict``); and
   ``self.<list>.append(v)`` on a list of tensors and Python numbers (kind ``list``: the items
@@ -16,7 +17,8 @@ and refuses the rest with the user's file:line, as before:
   so the attribute's value decides), ``|=`` or assignment (kind ``set``);
 - compiled too: an assignment to an attribute that does not exist yet (``m.last = o.detach()``
   in a hook, kind ``assigned``: ``rewriter.state_threading`` refuses any read of it);
-- refused: other container writes on ``self`` (item writes, ``extend``...), ``del``, ``setattr``,
+- refused: an assignment to ``.data`` or an item of it, other container writes on ``self`` (item writes,
+  ``extend``...), ``del``, ``setattr``,
   module mutators (``register_buffer``, ``train``...), attributes ``forward`` creates by any
   other write, and attributes holding any other value.
 
@@ -97,6 +99,9 @@ class CollectStateWrites(RejectStateWrites):
         changed = _set_changed(what)
         if changed is not None:
             return self._record_method(changed, what.func.attr.value)
+        if _assigns_through_data(what):
+            return ("an assignment to .data (or to an item of it) is not compiled as state; write the tensor in "
+                    "place instead (self.x.copy_(v), self.x.clamp_(...)) or assign self.x itself")
         chain = self._written(what)
         if chain is None:
             return _unfollowed(what)
@@ -178,6 +183,8 @@ class CollectStateWrites(RejectStateWrites):
             return None
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
             return self._resolved(node.func.value, depth + 1)
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":  # the same tensor, outside autograd
+            return self._resolved(node.value, depth + 1)
         if isinstance(node, cst.Name) and node.value != self.receiver:
             origin = self.origins.get(node.value)
             return None if origin is None else self._resolved(origin, depth + 1)
@@ -222,6 +229,19 @@ def _set_changed(what: cst.CSTNode) -> cst.BaseExpression | None:
     if isinstance(what, cst.Call) and isinstance(what.func, cst.Attribute) and what.func.attr.value in SET_MUTATORS:
         return what.func.value
     return None
+
+
+def _assigns_through_data(what: cst.CSTNode) -> bool:
+    """Whether ``what`` assigns ``x.data`` or an item of it (an in-place method called on ``x.data`` is
+    followed to ``x``; rebinding ``.data`` swaps the tensor's storage, which state threading does not)."""
+    if isinstance(what, cst.Call):
+        return False
+    node = what.target if isinstance(what, cst.AugAssign) else what
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            return True
+        node = node.value
+    return False
 
 
 def _plain_dict(value: object) -> bool:

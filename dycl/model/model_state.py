@@ -5,7 +5,8 @@ sub-DNN), so whatever ``forward`` does to module state would happen to the
 user's model. ``ModelSnapshot`` records everything such code can change:
 
 - every parameter and buffer (a copy of its value, its ``_version`` and which
-  tensor object the module holds under that name),
+  tensor object the module holds under that name; a value changed without its
+  ``_version``, through ``.data``, counts as a write too),
 - the ``training`` flag of every submodule,
 - plain Python attributes (numbers, strings, and lists/dicts/sets/tuples of
   them are copied; any other object is recorded by identity).
@@ -95,7 +96,7 @@ class ModelSnapshot:
             tensor = current.get(key, record.tensor)
             if tensor is not record.tensor:
                 found.append(f"{kind} {qualified} (replaced)")
-            elif tensor is not None and tensor._version != record.version:
+            elif tensor is not None and _written(tensor, record):
                 # a write that happened to leave the example's value unchanged is still a write
                 found.append(f"{kind} {qualified} (written in place)")
         for key in current.keys() - self.tensors.keys():
@@ -120,7 +121,7 @@ class ModelSnapshot:
             for (_, kind, name), (_, module, record) in self.tensors.items():
                 getattr(module, kind)[name] = record.tensor
                 tensor = record.tensor
-                if tensor is not None and tensor._version != record.version:
+                if tensor is not None and _written(tensor, record):
                     if tensor.shape != record.value.shape:  # resized by a write (``out=`` at another size)
                         tensor.data = record.value
                     else:
@@ -140,6 +141,21 @@ class ModelSnapshot:
                     _restore_in_place(now, key, value)
                 else:
                     now[key] = value
+
+
+def _written(tensor: torch.Tensor, record: _TensorRecord) -> bool:
+    """Whether ``tensor`` was written since ``record``: its version moved, or its value did without it
+    (a write through ``.data`` or ``.detach()`` bumps another version counter)."""
+    if tensor._version != record.version:
+        return True
+    if tensor.shape != record.value.shape or tensor.dtype != record.value.dtype:
+        return True
+    if tensor.is_meta or tensor.layout != torch.strided or tensor.is_quantized:
+        return False  # no values to compare: the version alone decides
+    same = tensor == record.value
+    if tensor.is_floating_point() or tensor.is_complex():
+        same |= tensor.isnan() & record.value.isnan()
+    return not bool(same.all())
 
 
 #: how a list holding tensors is recorded: its items, by identity (``forward`` may append to it)
