@@ -36,6 +36,7 @@ number of rows ``node`` has on every call the compiled model accepts.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -225,8 +226,8 @@ class _Shapes:
         symbolic_out = sorted((d.input, d.axis) for d in wanted if isinstance(d, SymbolicDim))
         if symbolic_in != symbolic_out:
             return None
-        total = _product(d for d in inner if isinstance(d, int))
-        known = _product(d for d in wanted if isinstance(d, int) and d != -1)
+        total = math.prod(d for d in inner if isinstance(d, int))
+        known = math.prod(d for d in wanted if isinstance(d, int) and d != -1)
         if -1 in wanted:
             if known == 0 or total == 0 or total % known:
                 return None
@@ -290,13 +291,6 @@ def _moved_first(shape: Shape, dim: int) -> Shape | None:
         return None
     dim %= len(shape)
     return (shape[dim], *shape[:dim], *shape[dim + 1:])
-
-
-def _product(values) -> int:
-    product = 1
-    for value in values:
-        product *= value
-    return product
 
 
 def _plain_linear(module) -> bool:
