@@ -18,7 +18,9 @@ these rules, each exact:
   range of that size);
 - ``t.unbind(d)`` / ``torch.unbind(t, d)``: a sequence of ``size(d)`` tensors;
 - ``t.T`` / ``t.t()`` (2-D), ``t.transpose(a, b)``, ``t.permute(...)``: the dims reordered;
-- ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape;
+- ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts, ``t.relu()`` /
+  ``torch.tanh(t)`` and a few other elementwise functions, ``self.act(t)`` of an ``nn.ReLU``, ``nn.GELU``,
+  ``nn.Dropout`` (their exact classes): the same shape;
 - ``self.proj(t)`` where ``self.proj`` is an ``nn.Linear`` (its own ``forward``): the last dim becomes
   the weight's rows (the compiled model refuses a weight of another layout);
 - ``t.view(...)`` / ``t.reshape(...)`` of static ints (one ``-1``) and of symbolic dims read off a
@@ -50,7 +52,9 @@ _EXACT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Mult
 _RESHAPING_IN_PLACE = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
                                  "resize_as_", "set_", "as_strided_"})
 _SAME_SHAPE = frozenset({"detach", "clone", "contiguous", "float", "double", "half", "bfloat16", "long", "int",
-                         "bool", "to", "cpu"})
+                         "bool", "to", "cpu", "relu", "tanh", "sigmoid", "abs", "neg", "exp"})
+_SAME_SHAPE_MODULES = (torch.nn.ReLU, torch.nn.GELU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.SiLU, torch.nn.Dropout,
+                       torch.nn.Identity, torch.nn.LeakyReLU)
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,9 @@ class _Shapes:
                 inner = self.shape(positional[0], depth + 1)
                 weight = function.value.weight
                 return (*inner[:-1], weight.shape[0]) if inner and inner[-1] == weight.shape[1] else None
+            if function is not None and type(function.value) in _SAME_SHAPE_MODULES and len(positional) == 1 \
+                    and not keywords:
+                return self.shape(positional[0], depth + 1)
             name = getattr(function.value, "__name__", "") if function is not None else ""
             if not name or getattr(torch, name, None) is not function.value:
                 return None

@@ -22,10 +22,11 @@ class HeadGate(nn.Module):
         super().__init__()
         self.heads = heads
         self.proj = nn.Linear(features, heads * head_dim)
+        self.act = nn.GELU()
 
     def forward(self, x):
         batch = x.size(0)
-        h = self.proj(x).view(batch, self.heads, -1)
+        h = self.act(self.proj(x)).view(batch, self.heads, -1)
         outs = []
         for i, head in enumerate(h.unbind(1)):
             if head.mean() > 0:
@@ -61,7 +62,7 @@ class PairedProjections(nn.Module):
 
     def forward(self, x):
         acc = torch.zeros_like(x[:, 0])
-        for q, k in zip(self.query(x).unbind(1), self.key(x).unbind(1)):
+        for q, k in zip(torch.relu(self.query(x)).unbind(1), self.key(x).unbind(1)):
             if (q * k).sum() > 0:
                 acc = acc + q * k
             else:

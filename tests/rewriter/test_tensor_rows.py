@@ -134,7 +134,8 @@ _PROJ = nn.Linear(5, 12)
     ("proj(x).view(b, 3, -1).unbind(2)", 12),
     ("proj(x).view(-1, 12)", None), ("proj(x).view(3, b, 12)[0]", SymbolicDim("x", 0)), ("x.view(b, 4, -1)", None),
     ("x.view(b, 16)", None), ("x.view(n, 5, 3)", None), ("w.view(3, 8)", 3), ("w.view((2, 12))", 2),
-    ("proj(w.T)", None), ("proj(w)", None), ("wide(x)", None), ("proj(x, x)", None),
+    ("act(proj(x)).unbind(2)", 12), ("torch.relu(proj(x)).unbind(2)", 12), ("proj(x).tanh().unbind(2)", 12),
+    ("act(proj(x), x)", None), ("proj(w.T)", None), ("proj(w)", None), ("wide(x)", None), ("proj(x, x)", None),
 ])
 def test_a_computed_tensors_rows_follow_linears_and_reshapes(expression, expected):
     class Wide(nn.Linear):
@@ -142,11 +143,13 @@ def test_a_computed_tensors_rows_follow_linears_and_reshapes(expression, expecte
             return super().forward(x).repeat(1, 2)
 
     def evaluate(node):
-        known = {"torch": torch, "proj": _PROJ, "wide": Wide(5, 12)}
+        known = {"torch": torch, "proj": _PROJ, "wide": Wide(5, 12), "act": nn.GELU()}
         if isinstance(node, cst.Name) and node.value in known:
             return Static(known[node.value], node)
         if isinstance(node, (cst.Integer, cst.UnaryOperation)):
             return Static(int(cst.Module([]).code_for_node(node)), node)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "torch":
+            return Static(getattr(torch, node.attr.value), node)
         if isinstance(node, cst.Tuple):
             return Static(tuple(int(cst.Module([]).code_for_node(e.value)) for e in node.elements), node)
         return None
