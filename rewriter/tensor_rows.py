@@ -1,4 +1,5 @@
-"""How many rows a ``for`` loop over a tensor of the root's inputs iterates (``rewriter.unroll``).
+"""How many rows a ``for`` loop over a tensor of the root's inputs, or one computed from them by the rules below,
+iterates (``rewriter.unroll``).
 
 ``for row in x``, ``for a, b in zip(x.unbind(1), y.unbind(1))``, ``enumerate(x[0])``: the count is a
 dim of an input, static where ``dynamic=`` leaves it static (every dim but the batch, by default),
@@ -17,7 +18,13 @@ these rules, each exact:
   range of that size);
 - ``t.unbind(d)`` / ``torch.unbind(t, d)``: a sequence of ``size(d)`` tensors;
 - ``t.T`` / ``t.t()`` (2-D), ``t.transpose(a, b)``, ``t.permute(...)``: the dims reordered;
-- ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts: the same shape.
+- ``t.detach()``, ``t.clone()``, ``t.contiguous()``, ``t.float()`` and other casts, ``t.relu()`` /
+  ``torch.tanh(t)`` and a few other elementwise functions, ``self.act(t)`` of an ``nn.ReLU``, ``nn.GELU``,
+  ``nn.Dropout`` (their exact classes): the same shape;
+- ``self.proj(t)`` where ``self.proj`` is an ``nn.Linear`` (its own ``forward``): the last dim becomes
+  the weight's rows (the compiled model refuses a weight of another layout);
+- ``t.view(...)`` / ``t.reshape(...)`` of static ints (one ``-1``) and of symbolic dims read off a
+  tensor (``b = x.size(0)``): the same symbolic dims on both sides, ``-1`` the static quotient.
 
 ``size_of`` reads a size the same way (``t.size(d)``, ``t.shape[d]``, ``len(t)``, and ``+ - * //``
 of such sizes and static ints): ``range`` of it unrolls exactly, without a guard per iteration.
@@ -31,6 +38,7 @@ number of rows ``node`` has on every call the compiled model accepts.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -44,7 +52,9 @@ _EXACT_ARITHMETIC = {cst.Add: operator.add, cst.Subtract: operator.sub, cst.Mult
 _RESHAPING_IN_PLACE = frozenset({"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
                                  "resize_as_", "set_", "as_strided_"})
 _SAME_SHAPE = frozenset({"detach", "clone", "contiguous", "float", "double", "half", "bfloat16", "long", "int",
-                         "bool", "to", "cpu"})
+                         "bool", "to", "cpu", "relu", "tanh", "sigmoid", "abs", "neg", "exp"})
+_SAME_SHAPE_MODULES = (torch.nn.ReLU, torch.nn.GELU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.SiLU, torch.nn.Dropout,
+                       torch.nn.Identity, torch.nn.LeakyReLU)
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,13 @@ class _Shapes:
             name, operands = call.func.attr.value, [call.func.value, *positional]
         else:
             function = self.calculus._static(call.func)
+            if function is not None and _plain_linear(function.value) and len(positional) == 1 and not keywords:
+                inner = self.shape(positional[0], depth + 1)
+                weight = function.value.weight
+                return (*inner[:-1], weight.shape[0]) if inner and inner[-1] == weight.shape[1] else None
+            if function is not None and type(function.value) in _SAME_SHAPE_MODULES and len(positional) == 1 \
+                    and not keywords:
+                return self.shape(positional[0], depth + 1)
             name = getattr(function.value, "__name__", "") if function is not None else ""
             if not name or getattr(torch, name, None) is not function.value:
                 return None
@@ -177,6 +194,8 @@ class _Shapes:
             return None
         if name in _SAME_SHAPE:
             return self.shape(operands[0], depth + 1)
+        if name in ("view", "reshape") and isinstance(call.func, cst.Attribute) and not keywords:
+            return self._reshaped(operands[0], operands[1:], depth)
         inner = self.shape(operands[0], depth + 1)
         numbers = self._ints([*operands[1:], *([keywords["dim"]] if "dim" in keywords else [])])
         if inner is None or numbers is None or any(k not in ("dim",) for k in keywords):
@@ -193,6 +212,50 @@ class _Shapes:
         if name == "permute" and sorted(d % len(inner) for d in numbers) == list(range(len(inner))):
             return tuple(inner[d % len(inner)] for d in numbers)
         return None
+
+    def _reshaped(self, tensor: cst.BaseExpression, nodes: list[cst.BaseExpression], depth: int) -> Shape | None:
+        """``tensor.view(*nodes)``: each size a static int (one may be ``-1``) or a dim read off a
+        tensor; the symbolic dims of both sides must be the same, so the static parts carry the rest."""
+        inner = self.shape(tensor, depth + 1)
+        if inner is None or not nodes:
+            return None
+        if len(nodes) == 1:
+            static = self.calculus._static(nodes[0])
+            if static is not None and isinstance(static.value, (tuple, list)):
+                nodes = [cst.Integer(str(v)) if _plain_int(v) and v >= 0 else None for v in static.value]
+                if None in nodes:
+                    return None
+        wanted = [self._dim(node, depth + 1) for node in nodes]
+        if any(w is None for w in wanted) or wanted.count(-1) > 1 or any(
+                isinstance(w, int) and w < -1 for w in wanted):
+            return None
+        symbolic_in = sorted((d.input, d.axis) for d in inner if isinstance(d, SymbolicDim))
+        symbolic_out = sorted((d.input, d.axis) for d in wanted if isinstance(d, SymbolicDim))
+        if symbolic_in != symbolic_out:
+            return None
+        total = math.prod(d for d in inner if isinstance(d, int))
+        known = math.prod(d for d in wanted if isinstance(d, int) and d != -1)
+        if -1 in wanted:
+            if known == 0 or total == 0 or total % known:
+                return None
+            wanted[wanted.index(-1)] = total // known
+        elif known != total:
+            return None  # eager raises
+        return tuple(wanted)
+
+    def _dim(self, node: cst.BaseExpression, depth: int) -> int | SymbolicDim | None:
+        """A size argument: a static int, an exact static size, or a symbolic dim read as it is."""
+        static = self.calculus._static(node)
+        if static is not None:
+            return static.value if _plain_int(static.value) else None
+        exact = self.size(node, depth)
+        if exact is not None or depth > MAX_DEPTH:
+            return exact
+        if isinstance(node, cst.Name) and not self.calculus._undefined(node.value):
+            return self.calculus.through_definition(node.value, self._dim, depth)
+        tensor, dim = _size_read(node, self.calculus)
+        shape = None if tensor is None else self.shape(tensor, depth + 1)
+        return shape[dim] if shape is not None and -len(shape) <= dim < len(shape) else None
 
     def _ints(self, nodes: list[cst.BaseExpression]) -> list[int] | None:
         values: list[int] = []
@@ -235,6 +298,11 @@ def _moved_first(shape: Shape, dim: int) -> Shape | None:
         return None
     dim %= len(shape)
     return (shape[dim], *shape[:dim], *shape[dim + 1:])
+
+
+def _plain_linear(module) -> bool:
+    return isinstance(module, torch.nn.Linear) and type(module).forward is torch.nn.Linear.forward \
+        and isinstance(module.weight, torch.Tensor) and module.weight.dim() == 2
 
 
 def _plain_int(value) -> bool:

@@ -125,6 +125,42 @@ def test_the_row_count_is_exact_or_names_the_symbolic_dim(expression, expected):
     assert _rows(expression) == expected
 
 
+_PROJ = nn.Linear(5, 12)
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("proj(x).unbind(2)", 12), ("proj(x).view(b, 3, 4, -1).unbind(2)", 4), ("proj(x).reshape(b, 3, -1, 2)[0]", 3),
+    ("proj(x).view(b, 36).T", 36), ("x.view(x.size(0), -1).T", 15), ("x.view(b, 5, 3).unbind(1)", 5),
+    ("proj(x).view(b, 3, -1).unbind(2)", 12),
+    ("proj(x).view(-1, 12)", None), ("proj(x).view(3, b, 12)[0]", SymbolicDim("x", 0)), ("x.view(b, 4, -1)", None),
+    ("x.view(b, 16)", None), ("x.view(n, 5, 3)", None), ("w.view(3, 8)", 3), ("w.view((2, 12))", 2),
+    ("act(proj(x)).unbind(2)", 12), ("torch.relu(proj(x)).unbind(2)", 12), ("proj(x).tanh().unbind(2)", 12),
+    ("act(proj(x), x)", None), ("proj(w.T)", None), ("proj(w)", None), ("wide(x)", None), ("proj(x, x)", None),
+])
+def test_a_computed_tensors_rows_follow_linears_and_reshapes(expression, expected):
+    class Wide(nn.Linear):
+        def forward(self, x):
+            return super().forward(x).repeat(1, 2)
+
+    def evaluate(node):
+        known = {"torch": torch, "proj": _PROJ, "wide": Wide(5, 12), "act": nn.GELU()}
+        if isinstance(node, cst.Name) and node.value in known:
+            return Static(known[node.value], node)
+        if isinstance(node, (cst.Integer, cst.UnaryOperation)):
+            return Static(int(cst.Module([]).code_for_node(node)), node)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "torch":
+            return Static(getattr(torch, node.attr.value), node)
+        if isinstance(node, cst.Tuple):
+            return Static(tuple(int(cst.Module([]).code_for_node(e.value)) for e in node.elements), node)
+        return None
+
+    history = Definitions()
+    history.assign("b", cst.parse_expression("x.shape[0]"))
+    history.assign("n", cst.parse_expression("idx.sum()"))
+    found = rows(cst.parse_expression(expression), Calculus(history, evaluate), {"x": (None, 3, 5), "w": (4, 6)})
+    assert found == expected
+
+
 def test_the_row_count_follows_names_only_to_definitions_that_reach():
     assert _rows("planes", ("planes", "x[0].unbind(1)")) == 5
     assert _rows("r", ("r", "x[0]"), ("x", "other")) == 3  # x as it was when r was made
