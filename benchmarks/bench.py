@@ -149,11 +149,13 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
         tvm = None if skip_tvm else dycl.compile(model, example, backend="tvm")
     except Exception as exc:  # noqa: BLE001 - reported in the table
         row["tvm_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+    scratch_artifact = tempfile.TemporaryDirectory()
+    artifact = dycl.load(compiled.save(Path(scratch_artifact.name) / "artifact"))  # what a server deploys: no guard
     run_oracle, run_decisions_oracle, paths = oracles(model, inputs)
     row["paths"] = paths
     row["oracle_threads"] = sorted({id(run): run.threads for run in run_decisions_oracle}.values())
     contenders = {"eager_ms": model, "dycl_ms": compiled, "dycl_static_ms": static, "dycl_noopt_ms": noopt,
-                  "dycl_single_ms": single, "dycl_host_ms": host,
+                  "dycl_single_ms": single, "dycl_host_ms": host, "dycl_artifact_ms": artifact,
                   "oracle_ms": run_oracle, "oracle_decisions_ms": run_decisions_oracle}
     if tvm is not None:
         contenders["dycl_tvm_ms"] = tvm
@@ -184,6 +186,10 @@ def bench_model(name: str, n: int, skip_torch_compile: bool, skip_tvm: bool = Fa
     by_blocks["host_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_host_ms"]
     by_blocks["host_to_decisions_oracle"] = by_blocks["dycl_host_ms"] / by_blocks["oracle_decisions_ms"]
     row["host_to_decisions_oracle"] = row["dycl_host_ms"] / row["oracle_decisions_ms"]
+    by_blocks["artifact_vs_fresh_eager"] = by_blocks["eager_fresh_ms"] / by_blocks["dycl_artifact_ms"]
+    by_blocks["artifact_to_decisions_oracle"] = by_blocks["dycl_artifact_ms"] / by_blocks["oracle_decisions_ms"]
+    row["artifact_to_decisions_oracle"] = row["dycl_artifact_ms"] / row["oracle_decisions_ms"]
+    scratch_artifact.cleanup()
     return row
 
 
@@ -273,8 +279,9 @@ def blocks_table(rows: list[dict]) -> list[str]:
              "Why both: `benchmarks/eager_neighbours.md`.", "",
              "| model | eager | eager, this process | torch.compile | dycl ORT | dycl one graph | per-path oracle | "
              "oracle + decisions | vs eager | vs eager, this process | / oracle + decisions | "
-             "one graph / oracle + decisions | dycl host form | host form vs eager | host form / oracle + decisions |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "one graph / oracle + decisions | dycl host form | host form vs eager | host form / oracle + decisions | "
+             "dycl artifact | artifact vs eager | artifact / oracle + decisions |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         b = r["blocks"]
         low, high = b["eager_band_ms"]
@@ -285,7 +292,9 @@ def blocks_table(rows: list[dict]) -> list[str]:
                      f"{fmt(b['oracle_decisions_ms'])} | {fmt(b['speedup_vs_fresh_eager'])}x | "
                      f"{fmt(b['speedup_vs_eager'])}x | {fmt(b['ratio_to_decisions_oracle'])} | "
                      f"{fmt(b['single_to_decisions_oracle'])} | {fmt(b['dycl_host_ms'])} | "
-                     f"{fmt(b['host_vs_fresh_eager'])}x | {fmt(b['host_to_decisions_oracle'])} |")
+                     f"{fmt(b['host_vs_fresh_eager'])}x | {fmt(b['host_to_decisions_oracle'])} | "
+                     f"{fmt(b['dycl_artifact_ms'])} | {fmt(b['artifact_vs_fresh_eager'])}x | "
+                     f"{fmt(b['artifact_to_decisions_oracle'])} |")
     return lines + ["", *summary(rows)]
 
 
@@ -317,7 +326,11 @@ def summary(rows: list[dict]) -> list[str]:
         "(`Levers(single_graph=\"off\")`, the default before 2026-11-28) is "
         f"{fmt(geomean(b['host_vs_fresh_eager'] for b in by_blocks))}x eager (fresh processes), / oracle + decisions "
         f"{fmt(geomean(b['host_to_decisions_oracle'] for b in by_blocks))} "
-        f"({worst('host_to_decisions_oracle', True)}).",
+        f"({worst('host_to_decisions_oracle', True)}); the saved artifact (`dycl.load`, the default compile: "
+        "no per-call guard, what a server deploys) is "
+        f"{fmt(geomean(b['artifact_vs_fresh_eager'] for b in by_blocks))}x eager (fresh processes), / oracle + "
+        f"decisions {fmt(geomean(b['artifact_to_decisions_oracle'] for b in by_blocks))} "
+        f"({worst('artifact_to_decisions_oracle', True)}).",
         f"Interleaved: dycl / oracle + decisions {fmt(geomean(r['ratio_to_decisions_oracle'] for r in rows))} "
         f"({worst('ratio_to_decisions_oracle', False)}); one graph / oracle + decisions "
         f"{fmt(geomean(r['single_to_decisions_oracle'] for r in rows))}; host form / oracle + decisions "
@@ -392,7 +405,7 @@ def main() -> None:
                 "speedup_vs_eager", "speedup_vs_torch_compile", "ratio_to_oracle", "compile_s", "host_rss_mb",
                 "eager_rss_mb", "oracle_decisions_ms", "ratio_to_decisions_oracle", "compile_phases_s", "blocks",
                 "paths", "dycl_single_ms", "single_graph", "single_to_decisions_oracle", "default_chosen",
-                "dycl_host_ms", "host_to_decisions_oracle"]
+                "dycl_host_ms", "host_to_decisions_oracle", "dycl_artifact_ms", "artifact_to_decisions_oracle"]
         args.json.write_text(json.dumps({"models": [{k: r.get(k) for k in keys} for r in rows]}, indent=2) + "\n")
 
 
