@@ -30,7 +30,7 @@ an ulp in one summation order and exact in another, and ``x > mean`` flips.
 
 from __future__ import annotations
 
-import random
+from dycl.fuzz.statement_patterns import StatementPatterns
 
 PROBABILITY = {"host-loop-bound": 0.1, "tolist-builtins": 0.1, "where-host": 0.1, "dim-reduction": 0.1,
                "topk-sort": 0.1, "inplace-update": 0.1, "loop-list-stack": 0.1, "int-tensor": 0.1}
@@ -78,22 +78,10 @@ STATEMENTS = {
 COST = {"host-loop-bound": 2, "loop-list-stack": 3}
 
 
-class IdiomPatterns:
+class IdiomPatterns(StatementPatterns):
     """The idioms one program uses, and their statements."""
 
-    def __init__(self, rng: random.Random, exclude: frozenset[str]) -> None:
-        self.rng = rng
-        self.on = {name: name not in exclude and rng.random() < p for name, p in PROBABILITY.items()}
-
-    def required(self) -> list[tuple[str, int]]:
-        """Statements of ``forward``'s body with their cost: one per idiom in use, two for some."""
-        out = []
-        for name, on in self.on.items():
-            if on:
-                texts = STATEMENTS[name]
-                for text in self.rng.sample(texts, self.rng.choice([1, 1, 2])):
-                    out.append((text, COST.get(name, 1)))
-        return out
+    PROBABILITY, STATEMENTS, COST = PROBABILITY, STATEMENTS, COST
 
 
 __all__ = ["COST", "IdiomPatterns", "PROBABILITY", "STATEMENTS"]

@@ -36,8 +36,9 @@ so that their cost does not grow with the width. ``{w}`` in an ``__init__`` line
 
 from __future__ import annotations
 
-import random
 import re
+
+from dycl.fuzz.statement_patterns import StatementPatterns
 
 PROBABILITY = {"row-loop": 0.1, "capped-trip": 0.1, "path-typed-number": 0.1, "dtype-test": 0.08,
                "indexed-submodule": 0.1, "tensor-split": 0.1, "data-inplace": 0.08, "host-int-list": 0.1}
@@ -94,21 +95,10 @@ INIT = {
 }
 
 
-class PythonPatterns:
+class PythonPatterns(StatementPatterns):
     """The constructs one program uses, their statements and their ``__init__`` lines."""
 
-    def __init__(self, rng: random.Random, exclude: frozenset[str]) -> None:
-        self.rng = rng
-        self.on = {name: name not in exclude and rng.random() < p for name, p in PROBABILITY.items()}
-
-    def required(self) -> list[tuple[str, int]]:
-        """Statements of ``forward``'s body with their cost: one per construct in use, two for some."""
-        out = []
-        for name, on in self.on.items():
-            if on:
-                for text in self.rng.sample(STATEMENTS[name], self.rng.choice([1, 1, 2])):
-                    out.append((text, COST.get(name, 1)))
-        return out
+    PROBABILITY, STATEMENTS, COST = PROBABILITY, STATEMENTS, COST
 
     @staticmethod
     def first_statement(required: list[tuple[str, int]]) -> str | None:
