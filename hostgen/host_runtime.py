@@ -18,7 +18,7 @@ import inspect
 import threading
 
 import numpy as np
-from dycl.hostgen.manifest import InputShapeError, InputTypeError, ShapeGuardError  # dycl only
+from dycl.hostgen.manifest import InputShapeError, InputTypeError, PortStructureError, ShapeGuardError  # dycl only
 
 # the emitter's tables (hostgen.emit), for dycl's tests  # dycl only
 SUB_DNNS = {}  # dycl only
@@ -88,6 +88,11 @@ class HostModel:
         try:
             returned = self._forward(**arguments)
         except ShapeGuardError:
+            raise
+        except PortStructureError as error:  # the caller's value, not the compiled code, is at fault
+            failed = _failed_line(error, getattr(type(self), self._emitted).__code__)
+            if failed is not None:
+                error.add_note(f"(a value passed to the compiled code of {failed[1]})")
             raise
         except Exception as error:
             code = getattr(type(self), self._emitted).__code__

@@ -51,6 +51,11 @@ class ShapeGuardError(ValueError):
     """Inputs whose sizes a compiled sub-DNN's graph is not valid for (``ShapeGuard``)."""
 
 
+class PortStructureError(ValueError):
+    """A value handed to a compiled sub-DNN (an input, or one the host built) whose structure is not the
+    compiled one: other dict keys or sequence length, another type, another compiled-in value."""
+
+
 class InputShapeError(ValueError):
     """An input of a rank or size the model was not compiled for (a static dim, a symbolic dim that
     must equal another input's, an empty default batch): the host refuses it before running anything."""

@@ -27,13 +27,15 @@ from the model's own values and refuse to hand one back as an output
 
 Assumed: a value has the structure its description says (the compiler proved
 one structure on every path); ``port_leaves`` checks lengths, keys and compiled-in
-values anyway and raises ``ValueError`` rather than pass misplaced arrays or run a graph
-compiled for another value. This module imports
+values anyway and raises ``PortStructureError`` (a ``ValueError``) rather than pass misplaced
+arrays or run a graph compiled for another value. This module imports
 only the standard library: its source is copied into every host that needs it.
 """
 
 import collections as _collections
 import types as _types
+
+from dycl.hostgen.manifest import PortStructureError  # dycl only
 
 _STAND_INS = {}
 _STATICS = ("static", "device", "dtype")
@@ -77,15 +79,22 @@ def port_leaves(value, tree):
     kind, keys, children = tree
     if kind in ("dict", "mapping"):
         keys = keys[1:] if kind == "mapping" else keys
+        if not isinstance(value, dict):
+            raise PortStructureError(f"a {type(value).__name__} where the model was compiled for a dict "
+                                     f"with keys {sorted(keys, key=repr)}")
         if len(value) != len(keys) or any(key not in value for key in keys):
-            raise ValueError(f"a dict with keys {sorted(value, key=repr)} where the model was compiled for {keys}")
+            raise PortStructureError(f"a dict with keys {sorted(value, key=repr)} where the model was compiled "
+                                     f"for a dict with keys {sorted(keys, key=repr)}")
         items = [value[key] for key in keys]
     elif kind in ("namedtuple", "record"):
         items = [getattr(value, field) for field in keys[1:]]
     else:
+        if isinstance(value, dict) or not hasattr(value, "__iter__"):
+            raise PortStructureError(f"a {type(value).__name__} where the model was compiled for a {kind} "
+                                     f"of {len(children)}")
         items = list(value)
         if len(items) != len(children):
-            raise ValueError(f"a {kind} of {len(items)} where the model was compiled for {len(children)}")
+            raise PortStructureError(f"a {kind} of {len(items)} where the model was compiled for {len(children)}")
     return [leaf for item, child in zip(items, children) for leaf in port_leaves(item, child)]
 
 
@@ -94,7 +103,7 @@ def _check_static(value, tree):
     host computed from data, ``"relu" if ... else "tanh"``) would run the wrong graph."""
     same = value is tree[1] or value == tree[1]
     if not (same is True or (isinstance(same, bool) and same)):
-        raise ValueError(f"{value!r} where the model was compiled for {tree[1]!r}: this input takes a path "
+        raise PortStructureError(f"{value!r} where the model was compiled for {tree[1]!r}: this input takes a path "
                          "dycl did not compile (a Python value computed from data chose it)")
 
 

@@ -21,6 +21,8 @@ from dycl.hcfg.pytree_ports import NotAPortValue, layout_of, port_values, rebuil
 from dycl.hcfg.trace import Examples
 from dycl.hcfg.variants import variants_of
 from dycl.hostgen import port_trees
+from dycl.hostgen.copies import copied
+from dycl.hostgen.manifest import PortStructureError
 from dycl.hostgen.stand_ins import record_stand_in
 from dycl.rewriter.errors import UnsupportedError
 
@@ -140,10 +142,14 @@ def test_the_host_walker_refuses_a_value_of_another_structure():
         port_trees.port_leaves({"a": 1, "c": [1, 2]}, tree)
     with pytest.raises(ValueError, match="a list of 3 where the model was compiled for 2"):
         port_trees.port_leaves({"a": 1, "b": [1, 2, 3]}, tree)
+    with pytest.raises(PortStructureError, match=r"a list where the model was compiled for a dict with keys \['a', 'b'\]"):
+        port_trees.port_leaves([1, [1, 2]], tree)
+    with pytest.raises(PortStructureError, match=r"a dict where the model was compiled for a list of 2"):
+        port_trees.port_leaves({"a": 1, "b": {"p": 1, "q": 2}}, tree)
 
 
 def test_the_host_walker_needs_only_the_standard_library():
-    tree = ast.parse(Path(port_trees.__file__).read_text())
+    tree = ast.parse(copied(port_trees.__file__))  # as the host holds it: without the ``# dycl only`` lines
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
                 for alias in node.names}
     assert imported <= {"collections", "types"}, imported  # under private names in the host
