@@ -142,7 +142,8 @@ def test_the_host_walker_refuses_a_value_of_another_structure():
         port_trees.port_leaves({"a": 1, "c": [1, 2]}, tree)
     with pytest.raises(ValueError, match="a list of 3 where the model was compiled for 2"):
         port_trees.port_leaves({"a": 1, "b": [1, 2, 3]}, tree)
-    with pytest.raises(PortStructureError, match=r"a list where the model was compiled for a dict with keys \['a', 'b'\]"):
+    with pytest.raises(PortStructureError, match=r"a list where the model was compiled for a dict with keys "
+                                                 r"\['a', 'b'\]"):
         port_trees.port_leaves([1, [1, 2]], tree)
     with pytest.raises(PortStructureError, match=r"a dict where the model was compiled for a list of 2"):
         port_trees.port_leaves({"a": 1, "b": {"p": 1, "q": 2}}, tree)
