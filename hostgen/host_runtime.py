@@ -89,11 +89,6 @@ class HostModel:
             returned = self._forward(**arguments)
         except ShapeGuardError:
             raise
-        except PortStructureError as error:  # the caller's value, not the compiled code, is at fault
-            failed = _failed_line(error, getattr(type(self), self._emitted).__code__)
-            if failed is not None:
-                error.add_note(f"(a value passed to the compiled code of {failed[1]})")
-            raise
         except Exception as error:
             code = getattr(type(self), self._emitted).__code__
             message = _ambiguous_condition(error, code) if isinstance(error, ValueError) else None
@@ -101,6 +96,9 @@ class HostModel:
                 raise ValueError(message) from None
             failed = _failed_line(error, code)
             if failed is None:
+                raise
+            if isinstance(error, PortStructureError):  # the caller's value, not the compiled code, is at fault
+                error.add_note(f"(a value passed to the compiled code of {failed[1]})")
                 raise
             index, where = failed
             if index is None:  # a host operation: the same exception, with the model's line added

@@ -79,20 +79,19 @@ def port_leaves(value, tree):
     kind, keys, children = tree
     if kind in ("dict", "mapping"):
         keys = keys[1:] if kind == "mapping" else keys
-        if not isinstance(value, dict):
-            raise PortStructureError(f"a {type(value).__name__} where the model was compiled for a dict "
-                                     f"with keys {sorted(keys, key=repr)}")
-        if len(value) != len(keys) or any(key not in value for key in keys):
-            raise PortStructureError(f"a dict with keys {sorted(value, key=repr)} where the model was compiled "
-                                     f"for a dict with keys {sorted(keys, key=repr)}")
+        if not isinstance(value, dict) or len(value) != len(keys) or any(key not in value for key in keys):
+            given = (f"a dict with keys {sorted(value, key=repr)}" if isinstance(value, dict)
+                     else f"a {type(value).__name__}")  # before `in`: on a list of arrays it compares arrays
+            raise PortStructureError(f"{given} where the model was compiled for a dict with keys "
+                                     f"{sorted(keys, key=repr)}")
         items = [value[key] for key in keys]
     elif kind in ("namedtuple", "record"):
         items = [getattr(value, field) for field in keys[1:]]
     else:
-        if isinstance(value, dict) or not hasattr(value, "__iter__"):
+        items = list(value) if not isinstance(value, dict) and hasattr(value, "__iter__") else None
+        if items is None:  # a dict would give its keys
             raise PortStructureError(f"a {type(value).__name__} where the model was compiled for a {kind} "
                                      f"of {len(children)}")
-        items = list(value)
         if len(items) != len(children):
             raise PortStructureError(f"a {kind} of {len(items)} where the model was compiled for {len(children)}")
     return [leaf for item, child in zip(items, children) for leaf in port_leaves(item, child)]
@@ -103,8 +102,8 @@ def _check_static(value, tree):
     host computed from data, ``"relu" if ... else "tanh"``) would run the wrong graph."""
     same = value is tree[1] or value == tree[1]
     if not (same is True or (isinstance(same, bool) and same)):
-        raise PortStructureError(f"{value!r} where the model was compiled for {tree[1]!r}: this input takes a path "
-                         "dycl did not compile (a Python value computed from data chose it)")
+        raise PortStructureError(f"{value!r} where the model was compiled for {tree[1]!r}: this input takes a "
+                                 "path dycl did not compile (a Python value computed from data chose it)")
 
 
 def build_values(arrays, trees):
