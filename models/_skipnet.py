@@ -91,6 +91,18 @@ class GatedResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+def every_block(model: GatedResNet, batch: Tensor, gate: Callable[[int, Tensor], None]) -> Tensor:
+    """The backbone with every gate open: each block runs for every sample, and ``gate(k, x)``
+    computes gate ``k`` on the output ``x`` of the block it follows (the dynamic model computes
+    every gate it reaches, and a static network returns what it returns). Returns logits."""
+    x = model.relu(model.bn1(model.conv1(batch)))
+    x = model.group1_layer0(x)
+    for k, (g, i) in enumerate(gated_blocks(model.num_layers)):
+        gate(k, x)
+        x = getattr(model, f"group{g + 1}_layer{i}")(x)
+    return model.fc(torch.flatten(model.avgpool(x), 1))
+
+
 def gated_blocks(num_layers: list[int]) -> list[tuple[int, int]]:
     """``(g, i)`` of every gated block in execution order: all blocks but the first, which
     always runs. Gate ``k`` decides ``gated_blocks(...)[k]`` from the previous block's output."""

@@ -156,6 +156,29 @@ def sample(seed: int) -> Tensor:
     return _common.sample_image(seed)
 
 
+class EveryBlock(nn.Module):
+    """``BlockDrop`` as a static network: the policy is computed, and every block runs."""
+
+    def __init__(self, model: BlockDrop) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        policy = (torch.sigmoid(self.model.agent(x)) > 0.5).float()
+        rnet = self.model.rnet
+        h = rnet.seed(x)
+        for segment, num_blocks in enumerate(rnet.layer_config):
+            for b in range(num_blocks):
+                residual = rnet.ds[segment](h) if b == 0 else h
+                h = F.relu(residual + rnet.blocks[segment][b](h))
+        return rnet.fc(torch.flatten(rnet.avgpool(h), 1)), policy
+
+
+def every_branch(model: BlockDrop) -> nn.Module:
+    """The static whole network (``benchmarks/batch.py``): the policy computed, no block dropped."""
+    return EveryBlock(model)
+
+
 def build() -> tuple[nn.Module, Tensor]:
     """The calibrated model in eval mode and an example input."""
     torch.manual_seed(0)

@@ -113,6 +113,25 @@ def sample(seed: int) -> Tensor:
     return _common.sample_image(seed)
 
 
+class EveryBlock(nn.Module):
+    """``SkipNetFF`` as a static network: every block runs, every gate is computed."""
+
+    def __init__(self, model: SkipNetFF) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        gates = [getattr(self.model, f"group{g + 1}_gate{i}") for g, i in _skipnet.gate_sites(self.model.num_layers)]
+        masks = []
+        logits = _skipnet.every_block(self.model, x, lambda k, h: masks.append(gates[k](h)[0]))
+        return logits, torch.cat(masks, dim=1)
+
+
+def every_branch(model: SkipNetFF) -> nn.Module:
+    """The static whole network (``benchmarks/batch.py``): the model with every gate open."""
+    return EveryBlock(model)
+
+
 def build() -> tuple[nn.Module, Tensor]:
     """The calibrated model in eval mode and an example input."""
     torch.manual_seed(0)

@@ -136,6 +136,32 @@ def sample(seed: int) -> Tensor:
     return _common.sample_image(seed)
 
 
+class EveryBlock(nn.Module):
+    """``SkipNetRNN`` as a static network: every block runs, every gate step is computed."""
+
+    def __init__(self, model: SkipNetRNN) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        model = self.model
+        embeds = [getattr(model, f"group{g + 1}_gate{i}") for g, i in _skipnet.gate_sites(model.num_layers)]
+        state = [torch.zeros(x.size(0), model.hidden_dim), torch.zeros(x.size(0), model.hidden_dim)]
+        masks = []
+
+        def gate(k: int, h: Tensor) -> None:
+            mask, _, state[0], state[1] = model.control(embeds[k](h), *state)
+            masks.append(mask)
+
+        logits = _skipnet.every_block(model, x, gate)
+        return logits, torch.cat(masks, dim=1)
+
+
+def every_branch(model: SkipNetRNN) -> nn.Module:
+    """The static whole network (``benchmarks/batch.py``): the model with every gate open."""
+    return EveryBlock(model)
+
+
 def build() -> tuple[nn.Module, Tensor]:
     """The calibrated model in eval mode and an example input."""
     torch.manual_seed(0)

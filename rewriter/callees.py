@@ -107,6 +107,25 @@ def converts(node: cst.CSTNode) -> bool:
     return isinstance(node.func, cst.Name) and node.func.value in ("int", "float", "bool")
 
 
+#: what code asks to learn whether the exporter's tracer runs it (``torch.jit.is_tracing()``,
+#: ``torch.onnx.is_in_onnx_export()``, ``torch._C._get_tracing_state()``): the rewrite folds the
+#: question to eager's answer (``rewriter.mode_predicates``), the trace of the code as it is would not
+TRACER_QUESTIONS = frozenset({"is_tracing", "is_in_onnx_export", "_get_tracing_state", "_is_tracing"})
+
+
+def asks_the_tracer(definition: cst.FunctionDef) -> bool:
+    """Whether ``definition`` calls one of ``TRACER_QUESTIONS`` (by its last name): such a callee is
+    inlined, folded, even where its rewrite has no branch left, since the call kept would be traced
+    with the tracer's answer (``dycl.export.tracer_state`` refuses any other such question)."""
+    for node in descendants(definition):
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name in TRACER_QUESTIONS:
+                return True
+    return False
+
+
 def _syntax_facts(ctx: RewriteContext, function: types.FunctionType) -> SyntaxFacts | None:
     if function in ctx.caches.syntax_facts:
         return ctx.caches.syntax_facts[function]
@@ -337,8 +356,8 @@ def _rewrite_specialised(ctx: RewriteContext, callee: Callee, call_site: cst.Bas
         body = run_body(parsed, definition, env, index, sizes)
     finally:
         ctx.call_stack.pop()
-    if not parsed.higher_order and not _generator(callee.function) and not any(
-            contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
+    if not parsed.higher_order and not _generator(callee.function) and not asks_the_tracer(
+            parsed.definition) and not any(contains(stmt, (cst.If,), into_loops=True) for stmt in body) and not any(
             converts(n) for stmt in body for n in descendants(stmt)) and not _touches_state(ctx, callee):
         return None  # kept as a call; a generator's list is inlined, so that its length is known
     params = {p: mapping[p] for p in (*callee.static, *callee.dynamic) if p in mapping}

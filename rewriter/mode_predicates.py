@@ -7,7 +7,9 @@ static call (``if torch.jit.is_scripting(): ...`` loses its dead branch):
 
 - ``torch.jit.is_scripting()``, ``torch.jit.is_tracing()``, ``torch.compiler.is_compiling()``,
   ``torch.compiler.is_dynamo_compiling()``, ``torch.compiler.is_exporting()``,
-  ``torch._dynamo.is_compiling()``: False (what eager returns when the model is called normally).
+  ``torch._dynamo.is_compiling()``, ``torch.onnx.is_in_onnx_export()``: False (what eager returns
+  when the model is called normally; code the exporter runs as it is may not ask the tracing ones:
+  ``dycl.export.tracer_state``).
 - ``torch.is_grad_enabled()``: False. The compiled code computes no gradients, whatever the
   caller's grad mode: a model called under grad answers as eager does under ``torch.no_grad()``
   (which is how dycl runs eager on the example and in every comparison), never with the branch a
@@ -30,6 +32,7 @@ _FOLDED: dict[tuple[str, str], bool] = {
     ("torch.compiler", "is_compiling"): False,
     ("torch.compiler", "is_dynamo_compiling"): False,
     ("torch.compiler", "is_exporting"): False,
+    ("torch.onnx", "is_in_onnx_export"): False,
     ("torch._dynamo.external_utils", "is_compiling"): False,
     ("torch", "is_grad_enabled"): False,
     ("torch", "is_inference_mode_enabled"): False,

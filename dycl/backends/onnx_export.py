@@ -87,6 +87,7 @@ from dycl.backends.size_pins import pin_guards, warn_specialised
 from dycl.export.determinism import refuse_nondeterminism
 from dycl.export.shape_guards import guards_of
 from dycl.export.subdnn import SubDNNModule
+from dycl.export.tracer_state import TracerQuestions
 from dycl.hcfg.decisions import Decision, DecisionRecorder
 from dycl.hcfg.ports import Variant
 from dycl.hostgen.manifest import ShapeGuard
@@ -151,7 +152,8 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
             scalars = [value for value, port in zip(example, variant.inputs) if port.kind != "tensor"]
             # the taint mode outermost: the recorder and .data see the user's frames and calls first
             with _TraceDependences(module, example) as taint, _DataAsDetach(), \
-                    DecisionRecorder(inside_torch=False, sources=scalars) as recorder, local_symbolics():
+                    DecisionRecorder(inside_torch=False, sources=scalars) as recorder, local_symbolics(), \
+                    TracerQuestions() as questions:
                 try:
                     torch.onnx.export(module, example, buffer, dynamo=False, opset_version=17,
                                       do_constant_folding=True, **names)
@@ -162,6 +164,8 @@ def export_onnx(module: SubDNNModule, variant: Variant, dynamic_axes: dict[str, 
                     if not tracer_lacks_op(error):
                         raise
                     raise exporter_error(error, module, variant) from error
+    if not dynamo and questions.asked:  # the graph holds the branch a traced run takes: dycl.export.tracer_state
+        raise _tracer_question_error(*questions.asked[0], module)
     data = pad_empty_reductions(buffer.getvalue())  # x[:, :0].sum(-1): dycl.backends.onnx_empty_reductions
     if not dynamo and dynamic_axes and guards is not None:  # x.squeeze(): dycl.backends.onnx_squeeze
         data, squeezed = pin_squeezes(data, module, variant, dynamic_axes)
@@ -289,6 +293,16 @@ def _check_warning(record: warnings.WarningMessage, module: SubDNNModule, symbol
         _LOG.debug("torch.onnx: %s", message)  # the TorchScript exporter's own deprecations: dycl's choice too
         return
     warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)  # as the user's filters say
+
+
+def _tracer_question_error(question: str, where: SourceLocation, module: SubDNNModule) -> UnsupportedError:
+    if where.path == module.filename:
+        where = module.location_of(module.statement_at(where.line))
+    return UnsupportedError(
+        f"a question whether the model is being traced ({question}) in code exported as one graph: it is "
+        "true while dycl exports the graph and false when the model runs eagerly, so the graph would hold "
+        "the branch eager does not take", where,
+        "ask it in forward() itself, where dycl folds it to eager's answer, or remove the check")
 
 
 def _frozen_error(what: str, where: SourceLocation | None, module: SubDNNModule) -> UnsupportedError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections import Counter
 from collections.abc import Iterator
 
@@ -23,11 +24,22 @@ import dycl.api
 import dycl.compiler
 
 
+def _exporting() -> bool:
+    """Whether ``torch.onnx.export`` is on the stack (found from the frames: code the exporter
+    traces may not ask ``torch.jit.is_tracing()``, ``dycl.export.tracer_state``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is torch.onnx.export.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _kind(args: tuple) -> str:
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if any(isinstance(t, FakeTensor) for t in tensors):
         return "fake"
-    if torch.jit.is_tracing() or torch.compiler.is_exporting() or torch.compiler.is_compiling():
+    if _exporting() or torch.compiler.is_exporting() or torch.compiler.is_compiling():
         return "export"
     if any(type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter) for t in tensors):
         return "export"  # a functional or proxy tensor: a tracer's
