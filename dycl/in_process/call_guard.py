@@ -18,7 +18,8 @@ attributes, one Python function per attribute.
   ``_modules``, a torch layer's setting or instance ``forward`` in its ``__dict__``;
 - the module ``__dict__``s that must hold no ``forward``; the hooks as two numbers
   (``StructureGuard.hook_stamp``); the default dtype, by identity;
-- the closure cells and the functions' default tuples, by identity; the summed version
+- the closure cells, the functions' default tuples and the attributes of user classes read
+  as globals (``globals_guard.class_attribute``), by identity; the summed version
   counters, the data pointers and the layouts (``dycl.in_process.tensor_layouts.LayoutCheck``:
   one native call where torch has it) of the weights and of the tensors read as globals or
   defaults; the folded lists, dicts and sets, by contents;
@@ -48,7 +49,7 @@ import torch
 
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.dtype_guard import DefaultDtypeGuard
-from dycl.in_process.globals_guard import GlobalsGuard, _cell_value
+from dycl.in_process.globals_guard import GlobalsGuard, _cell_value, class_attribute
 from dycl.in_process.staleness import WeightGuard
 from dycl.in_process.structure_guard import StructureGuard
 from dycl.in_process.tensor_layouts import LayoutCheck
@@ -99,6 +100,8 @@ class CallGuard:
         self._containers = config._containers if config is not None else ()
         self._dicts, self._keys = tuple(dicts), tuple(keys)
         self._cells = globals_._cells if globals_ is not None else ()
+        self._classes = globals_._classes if globals_ is not None else ()
+        self._attributes = globals_._attributes if globals_ is not None else ()
         self._tensors = (*(weights._tensors if weights is not None else ()),
                          *(globals_.tensors if globals_ is not None else ()))
         self._with_defaults = globals_.with_defaults if globals_ is not None else ()
@@ -112,7 +115,8 @@ class CallGuard:
                        tuple(map(_cell_value, self._cells)),
                        tuple(_attribute(getter, module) for getter, module in self._getters),
                        sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)),
-                       self._hook_stamp(), LayoutCheck(self._tensors))
+                       self._hook_stamp(), LayoutCheck(self._tensors),
+                       tuple(map(class_attribute, self._classes, self._attributes)))
 
     def _slots_held(self, held: tuple) -> bool:
         try:  # getitem: a third cheaper than dict.get with a default (which a slot missing then needs)
@@ -121,7 +125,7 @@ class CallGuard:
             return all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
 
     def _unchanged(self) -> bool:
-        held, cells, attributes, versions, pointers, hooks, layouts = self._stamp
+        held, cells, attributes, versions, pointers, hooks, layouts, class_attributes = self._stamp
         return (self._slots_held(held)
                 and (self._dtype is None or torch.get_default_dtype() is self._dtype)
                 and self._hook_stamp() == hooks
@@ -132,6 +136,7 @@ class CallGuard:
                 and self._same_contents()  # after the pointers: it reads where they pointed at compile time
                 and all(map(operator.is_, map(_cell_value, self._cells), cells))
                 and all(map(operator.is_, map(_DEFAULTS, self._with_defaults), self._defaults))
+                and all(map(operator.is_, map(class_attribute, self._classes, self._attributes), class_attributes))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))
                 and all(value == contents for value, contents in self._containers))
 

@@ -13,10 +13,16 @@ scale=SCALE)``: the compiled code holds the default it was compiled with);
 of them was rebound, or once a tensor among them (a global mask, a default
 ``scale``) was changed in place (its version counter or data pointer moved).
 
+A global that is a class of the user's code (``Scaled.scale``, ``Config.DEPTH``) is read
+through: each name the function's code uses that the class or a base defines (found in
+their ``__dict__``, so a ``classmethod`` is the same object on every check) is recorded too,
+and ``check`` raises once ``Scaled.scale = 2.0`` (on the class or a base, or shadowing it
+on a subclass) rebinds one.
+
 Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``) or, for a
 tensor, in place through torch. An in-place change of another mutable global
-(``CONFIG["depth"] = 3``) keeps the same object and is not seen; nor is a class
-attribute changed after compiling, nor ``__kwdefaults__`` replaced as a whole. A
+(``CONFIG["depth"] = 3``) keeps the same object and is not seen; nor is
+``__kwdefaults__`` replaced as a whole. A
 rebinding to an equal immutable value (``N = 3`` again, a fresh ``"relu"``)
 is not a change. Calling ``check`` costs one dict lookup per recorded name when
 nothing changed (``bench_check`` measures it).
@@ -37,6 +43,7 @@ import torch
 
 from dycl.in_process.tensor_layouts import layout
 from dycl.rewriter.code_names import code_names
+from dycl.rewriter.user_code import is_user_code
 
 _MISSING = object()
 _VERSION = operator.attrgetter("_version")
@@ -55,6 +62,28 @@ class GlobalRead:
     where: str  # the file (or module name) that defines the global, for the message
     name: str
     value: object
+
+
+def class_attribute(cls: type, name: str) -> object:
+    """``name`` as the class ``cls`` defines it (the first ``__dict__`` in its MRO that has it, unbound)."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+def _class_reads(function: types.FunctionType) -> Iterable[tuple[type, GlobalRead]]:
+    """The attributes of user classes that ``function`` names as globals (see the module note)."""
+    names = code_names(function.__code__)
+    for name in sorted(names):
+        cls = function.__globals__.get(name)
+        if not isinstance(cls, type) or not is_user_code(cls):
+            continue
+        for attribute in sorted(names):
+            value = class_attribute(cls, attribute)
+            if value is not _MISSING and not attribute.startswith("__"):
+                yield cls, GlobalRead(f"class {cls.__qualname__} ({_file_of(function.__globals__)})", attribute, value)
 
 
 def _file_of(namespace: dict) -> str:
@@ -99,6 +128,14 @@ class GlobalsGuard:
                 else:
                     namespaces.append(holder)
                     self._global_reads.append(read)
+        classes: dict[tuple[int, str], tuple[type, GlobalRead]] = {}
+        for function in functions:
+            for cls, read in _class_reads(function):
+                classes.setdefault((id(cls), read.name), (cls, read))
+        self._classes = tuple(cls for cls, _ in classes.values())
+        self._class_reads = tuple(read for _, read in classes.values())
+        self._attributes = tuple(read.name for read in self._class_reads)
+        self._attribute_values = tuple(read.value for read in self._class_reads)
         self._namespaces = tuple(namespaces)
         self._names = tuple(read.name for read in self._global_reads)
         self._values = tuple(read.value for read in self._global_reads)
@@ -111,7 +148,7 @@ class GlobalsGuard:
         self._tensor_stamp = _tensor_stamp(self.tensors)
 
     def __len__(self) -> int:
-        return len(self._names) + len(self._cells)
+        return len(self._names) + len(self._cells) + len(self._attributes)
 
     def check(self) -> None:
         """Raise ``StaleGlobalsError`` if a recorded global, cell or default now holds another value,
@@ -119,7 +156,9 @@ class GlobalsGuard:
         if (all(map(operator.is_, map(dict.get, self._namespaces, self._names), self._values))
                 and all(map(operator.is_, map(_cell_value, self._cells), self._cell_values))
                 and all(map(operator.is_, map(_DEFAULTS, self.with_defaults), self.defaults))
-                and _tensor_stamp(self.tensors) == self._tensor_stamp):
+                and _tensor_stamp(self.tensors) == self._tensor_stamp
+                and all(map(operator.is_, map(class_attribute, self._classes, self._attributes),
+                            self._attribute_values))):
             return
         changed = [read for namespace, read in zip(self._namespaces, self._global_reads)
                    if not _same(namespace.get(read.name, _MISSING), read.value)]
@@ -127,6 +166,8 @@ class GlobalsGuard:
                     if not _same(_cell_value(cell), read.value)]
         changed += [GlobalRead(function.__code__.co_filename, f"{function.__qualname__}.__defaults__", then)
                     for function, then in zip(self.with_defaults, self.defaults) if function.__defaults__ is not then]
+        changed += [read for cls, read in zip(self._classes, self._class_reads)
+                    if not _same(class_attribute(cls, read.name), read.value)]
         moved = {id(tensor) for tensor, now, then in zip(self.tensors, _tensor_stamp(self.tensors), self._tensor_stamp)
                  if now != then}
         changed += [read for read in (*self._global_reads, *self._cell_reads) if id(read.value) in moved]

@@ -27,12 +27,15 @@ from dycl.backends.onnx_cost import macs
 from dycl.rewriter.errors import UnsupportedError
 
 #: at most this many multiply-accumulates per sample (``dycl.backends.onnx_cost``), a converted
-#: graph is kept: its boundaries cost more than the work the exited samples would skip. Measured
-#: on one batch of 32 samples, both forms called in turn (median of 10, twice; DYCL_THREADS=1 on
-#: the 2-core x86_64 machine at load 9-10, 2026-11-27): converted/routed time 0.56-0.65 for
-#: sdn_mobilenet (1.0 M MACs per sample), 1.25-1.8 for sdn_vgg19 (6.5 M), 1.2 for sdn_wrn32_4
-#: (18.8 M), 1.2-1.35 for sdn_resnet56 (31.6 M)
-PREDICATE_MACS = 3_000_000
+#: graph is kept: its boundaries cost more than the work the exited samples would skip.
+#: ``benchmarks/predication_threshold.md`` (default threads, 2-core x86_64, load 1.1-1.5,
+#: 2026-11-28; both forms in turns), converted/routed time at batch 8 / 32 / 128: sdn_mobilenet
+#: (1.0 M MACs per sample) 0.78 / 0.79 / 0.81, sdn_vgg19 (6.5 M) 0.91 / 0.76 / 0.71, sdn_wrn32_4
+#: (18.8 M) 0.74 / 0.88 / 1.07, sdn_resnet56 (31.6 M) 0.76 / 0.97 / 1.19: the limit keeps
+#: conversion up to wrn32_4 and routes resnet56, whose samples' saved work wins from batch 32 on.
+#: (An earlier measurement with DYCL_THREADS=1 at load 9-10 had put the limit at 3 M: converted/routed
+#: 1.25-1.8 for sdn_vgg19 there; one thread pays less for routing's small groups.)
+PREDICATE_MACS = 25_000_000
 #: at most this many multiply-accumulates per sample for each rejoining gate a converted graph holds
 #: (``dycl.per_sample.rejoin``): a converted gate computes its block for the samples that skip it, where
 #: routing saves that work for one run more. Measured at batch 32 (median of 30 calls, both forms in turn,

@@ -20,4 +20,4 @@ def test_the_example_serves_a_batch_equal_to_eager_per_sample(tmp_path):
     assert error <= 1e-4, done.stdout
     sizes = [int(size) for size in re.findall(r"\d+: (\d+)", done.stdout.splitlines()[-1])]
     assert sizes[0] == 16 and min(sizes) < 16, done.stdout  # the batch shrinks as samples exit
-    assert (tmp_path / "sdn_vgg19" / "host.py").is_file()
+    assert (tmp_path / "sdn_resnet56" / "host.py").is_file()
