@@ -358,7 +358,7 @@ def _guarded(compiled: CompiledModel, model: torch.nn.Module, memo: dict[int, An
     state = compiled._state.keys if compiled._state is not None else frozenset()
     # a backend running the live modules reads their weights' contents as eager does: no content guard
     compiled._guard = WeightGuard(model, state, contents=result.backend.standalone)
-    compiled._globals_guard = GlobalsGuard(result.rewritten.functions)
+    compiled._globals_guard = GlobalsGuard(result.rewritten.functions, {type(m) for m in model.modules()})
     reads = result.rewritten.config_reads
     if reads:  # thresholds and other Python values folded into the code
         compiled._config_guard = ConfigGuard(model, reads if memo is None else copy.deepcopy(reads, memo))

@@ -22,7 +22,7 @@ attributes, one Python function per attribute.
   as globals (``globals_guard.class_attribute``), by identity; the summed version
   counters, the data pointers and the layouts (``dycl.in_process.tensor_layouts.LayoutCheck``:
   one native call where torch has it) of the weights and of the tensors read as globals or
-  defaults; the folded lists, dicts and sets, by contents;
+  defaults; the folded lists, dicts and sets and the plain global ones, by contents;
 - a fixed sample of the weights' bytes (``WeightGuard.sample``,
   ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
   compile time, run only once the data pointers are found equal in the same call.
@@ -97,7 +97,8 @@ class CallGuard:
         self._forward_absent = structure.forward_absent if structure is not None else ()
         self._hook_stamp = structure.hook_stamp if structure is not None else _no_hooks
         self._dtype = dtype.dtype if dtype is not None else None
-        self._containers = config._containers if config is not None else ()
+        self._containers = ((config._containers if config is not None else ())
+                            + (globals_.containers if globals_ is not None else ()))
         self._dicts, self._keys = tuple(dicts), tuple(keys)
         self._cells = globals_._cells if globals_ is not None else ()
         self._classes = globals_._classes if globals_ is not None else ()

@@ -13,16 +13,20 @@ scale=SCALE)``: the compiled code holds the default it was compiled with);
 of them was rebound, or once a tensor among them (a global mask, a default
 ``scale``) was changed in place (its version counter or data pointer moved).
 
-A global that is a class of the user's code (``Scaled.scale``, ``Config.DEPTH``) is read
-through: each name the function's code uses that the class or a base defines (found in
-their ``__dict__``, so a ``classmethod`` is the same object on every check) is recorded too,
-and ``check`` raises once ``Scaled.scale = 2.0`` (on the class or a base, or shadowing it
-on a subclass) rebinds one.
+A class of the user's code is read through: a global that names one (``Scaled.scale``,
+``Config.DEPTH``), and the class of each module whose method is among the functions
+(``type(self).scale``, ``self.__class__.scale``; ``classes``): each name the function's code
+uses that the class or a base of the user's defines (found in their ``__dict__``, so a
+``classmethod`` is the same object on every check) is recorded too, and ``check`` raises once
+``Scaled.scale = 2.0`` (on the class or a base, or shadowing it on a subclass) rebinds one.
+A global list, dict or set of plain values (numbers, strings, nested plain containers) is
+compared by contents too (a copy taken at compile time), so ``CONFIG["depth"] = 3`` is seen,
+as ``dycl.in_process.config_guard`` sees a module attribute's container changed in place.
 
-Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``) or, for a
-tensor, in place through torch. An in-place change of another mutable global
-(``CONFIG["depth"] = 3``) keeps the same object and is not seen; nor is
-``__kwdefaults__`` replaced as a whole. A
+Assumes: a global is changed by rebinding it (``mod.THRESHOLD = 0.7``), for a tensor in place
+through torch, or for a plain container in place. An in-place change of a container holding
+other objects (modules, tensors, functions) is not seen; nor is ``__kwdefaults__`` replaced as a
+whole. A
 rebinding to an equal immutable value (``N = 3`` again, a fresh ``"relu"``)
 is not a change. Calling ``check`` costs one dict lookup per recorded name when
 nothing changed (``bench_check`` measures it).
@@ -33,6 +37,7 @@ with the values read at compile time.
 
 from __future__ import annotations
 
+import copy
 import operator
 import time
 import types
@@ -73,17 +78,32 @@ def class_attribute(cls: type, name: str) -> object:
     return _MISSING
 
 
-def _class_reads(function: types.FunctionType) -> Iterable[tuple[type, GlobalRead]]:
-    """The attributes of user classes that ``function`` names as globals (see the module note)."""
+def _defines(cls: type, function: types.FunctionType) -> bool:
+    return any(vars(klass).get(function.__name__) is function for klass in cls.__mro__)
+
+
+def _class_reads(function: types.FunctionType, classes: Iterable[type]) -> Iterable[tuple[type, GlobalRead]]:
+    """The attributes of user classes that ``function`` reads: of the classes it names as globals
+    and of those in ``classes`` that define it (see the module note)."""
     names = code_names(function.__code__)
-    for name in sorted(names):
-        cls = function.__globals__.get(name)
-        if not isinstance(cls, type) or not is_user_code(cls):
-            continue
+    named = [function.__globals__.get(name) for name in sorted(names)]
+    owners = [cls for cls in classes if _defines(cls, function)]
+    for cls in {id(cls): cls for cls in [*named, *owners] if isinstance(cls, type) and is_user_code(cls)}.values():
         for attribute in sorted(names):
             value = class_attribute(cls, attribute)
             if value is not _MISSING and not attribute.startswith("__"):
                 yield cls, GlobalRead(f"class {cls.__qualname__} ({_file_of(function.__globals__)})", attribute, value)
+
+
+def plain(value: object) -> bool:
+    """Whether ``value`` is made of numbers, strings, bytes, None and lists, tuples, dicts and sets of them."""
+    if isinstance(value, (int, float, complex, str, bytes, type(None))):
+        return True
+    if type(value) in (list, tuple, set, frozenset):
+        return all(map(plain, value))
+    if type(value) is dict:
+        return all(map(plain, value)) and all(map(plain, value.values()))
+    return False
 
 
 def _file_of(namespace: dict) -> str:
@@ -110,8 +130,8 @@ def _function_reads(function: types.FunctionType) -> Iterable[tuple[object, obje
 class GlobalsGuard:
     """Raises on ``check()`` once any global or closure cell the functions read was rebound."""
 
-    def __init__(self, functions: Iterable[types.FunctionType]) -> None:
-        functions = tuple(functions)
+    def __init__(self, functions: Iterable[types.FunctionType], classes: Iterable[type] = ()) -> None:
+        functions, classes = tuple(functions), tuple(classes)
         seen: set[tuple[int, object]] = set()
         namespaces: list[dict] = []
         cells: list[types.CellType] = []
@@ -128,14 +148,17 @@ class GlobalsGuard:
                 else:
                     namespaces.append(holder)
                     self._global_reads.append(read)
-        classes: dict[tuple[int, str], tuple[type, GlobalRead]] = {}
+        attributes: dict[tuple[int, str], tuple[type, GlobalRead]] = {}
         for function in functions:
-            for cls, read in _class_reads(function):
-                classes.setdefault((id(cls), read.name), (cls, read))
-        self._classes = tuple(cls for cls, _ in classes.values())
-        self._class_reads = tuple(read for _, read in classes.values())
+            for cls, read in _class_reads(function, classes):
+                attributes.setdefault((id(cls), read.name), (cls, read))
+        self._classes = tuple(cls for cls, _ in attributes.values())
+        self._class_reads = tuple(read for _, read in attributes.values())
         self._attributes = tuple(read.name for read in self._class_reads)
         self._attribute_values = tuple(read.value for read in self._class_reads)
+        #: (the global's container, a copy of its contents at compile time) for plain containers
+        self.containers = tuple((read.value, copy.deepcopy(read.value)) for read in self._global_reads
+                                if type(read.value) in (list, dict, set) and plain(read.value))
         self._namespaces = tuple(namespaces)
         self._names = tuple(read.name for read in self._global_reads)
         self._values = tuple(read.value for read in self._global_reads)
@@ -158,7 +181,8 @@ class GlobalsGuard:
                 and all(map(operator.is_, map(_DEFAULTS, self.with_defaults), self.defaults))
                 and _tensor_stamp(self.tensors) == self._tensor_stamp
                 and all(map(operator.is_, map(class_attribute, self._classes, self._attributes),
-                            self._attribute_values))):
+                            self._attribute_values))
+                and all(value == contents for value, contents in self.containers)):
             return
         changed = [read for namespace, read in zip(self._namespaces, self._global_reads)
                    if not _same(namespace.get(read.name, _MISSING), read.value)]
@@ -168,6 +192,9 @@ class GlobalsGuard:
                     for function, then in zip(self.with_defaults, self.defaults) if function.__defaults__ is not then]
         changed += [read for cls, read in zip(self._classes, self._class_reads)
                     if not _same(class_attribute(cls, read.name), read.value)]
+        edited = {id(value) for value, contents in self.containers if value != contents}
+        changed += [GlobalRead(read.where, f"{read.name} (changed in place)", read.value)
+                    for read in self._global_reads if id(read.value) in edited]
         moved = {id(tensor) for tensor, now, then in zip(self.tensors, _tensor_stamp(self.tensors), self._tensor_stamp)
                  if now != then}
         changed += [read for read in (*self._global_reads, *self._cell_reads) if id(read.value) in moved]

@@ -1,7 +1,10 @@
-"""A class constant read through the class's name (``Detector.SCORE_THRESHOLD``), changed after
-compiling: the compiled code folded the old value. Before the fix the in-process model kept
-answering with it (20 of 20 inputs wrong in the lead's hunt, s13); now the call is refused with
-``StaleGlobalsError`` naming the attribute, and runs again once the value is put back."""
+"""Python values the compiled code folded, changed after compiling without rebinding a global:
+a class constant read through the class's name (``Detector.SCORE_THRESHOLD``) or through the
+instance's class (``type(self).SCALE``, ``self.__class__.SCALE``), and a global config dict or
+list changed in place (``CONFIG["scale"] = 2.0``). Before the fix the in-process model kept
+answering with the old values (20 of 20 inputs wrong for each of the four, in the lead's hunt,
+s13); now the call is refused with ``StaleGlobalsError`` naming the value, and runs again once
+the value is put back (``dycl.in_process.globals_guard``)."""
 
 from __future__ import annotations
 
@@ -42,6 +45,46 @@ class WideDetector(Detector):
         return scores - 1
 
 
+class SelfClassDetector(nn.Module):
+    """Reads its constants through ``type(self)`` and ``self.__class__``, as subclass-friendly code does."""
+
+    SCORE_THRESHOLD = 0.0
+    SCALE = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = nn.Linear(4, 4)
+
+    def forward(self, x):
+        scores = self.score(x) * type(self).SCALE
+        if scores.mean() > self.__class__.SCORE_THRESHOLD:
+            return scores * 2
+        return scores - 1
+
+
+CONFIG = {"scale": 1.0, "threshold": 0.0}
+WEIGHTS = [1.0, 1.0]
+
+
+class ConfiguredDetector(nn.Module):
+    """Reads a module-level config dict and list, as research code reads its ``CONFIG``."""
+
+    SCORE_THRESHOLD = 0.0
+    SCALE = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = nn.Linear(4, 4)
+
+    def forward(self, x):
+        scores = self.score(x) * CONFIG["scale"]
+        for weight in WEIGHTS:
+            scores = scores * weight
+        if scores.mean() > CONFIG["threshold"]:
+            return scores * 2
+        return scores - 1
+
+
 def _inputs() -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(11)
     return [torch.randn(2, 4, generator=generator) for _ in range(20)]
@@ -58,6 +101,9 @@ def _agree(model, compiled, inputs) -> int:
 def _constants_restored():
     yield
     Detector.SCORE_THRESHOLD, Detector.SCALE = 0.0, 1.0
+    SelfClassDetector.SCORE_THRESHOLD, SelfClassDetector.SCALE = 0.0, 1.0
+    CONFIG.update(scale=1.0, threshold=0.0)
+    WEIGHTS[:] = [1.0, 1.0]
     for name in ("SCORE_THRESHOLD", "SCALE"):
         if name in vars(WideDetector):
             delattr(WideDetector, name)
@@ -89,3 +135,35 @@ def test_a_subclass_shadowing_a_base_constant_is_refused():
     WideDetector.SCALE = 3.0  # set on the subclass: the base's value is unchanged
     with pytest.raises(StaleGlobalsError, match="'SCALE' in class WideDetector"):
         compiled(inputs[0])
+
+
+def test_constants_read_through_the_instance_class_are_guarded():
+    torch.manual_seed(0)
+    model = SelfClassDetector().eval()
+    inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0], progress=False)
+    assert _agree(model, compiled, inputs) == 2
+    SelfClassDetector.SCALE = -2.0
+    with pytest.raises(StaleGlobalsError, match="'SCALE' in class SelfClassDetector"):
+        compiled(inputs[0])
+    SelfClassDetector.SCALE = 1.0
+    SelfClassDetector.SCORE_THRESHOLD = 0.5
+    with pytest.raises(StaleGlobalsError, match="'SCORE_THRESHOLD' in class SelfClassDetector"):
+        compiled(inputs[0])
+
+
+def test_a_global_config_changed_in_place_is_refused_then_accepted_back():
+    torch.manual_seed(0)
+    model = ConfiguredDetector().eval()
+    inputs = _inputs()
+    compiled = dycl.compile(model, inputs[0], progress=False)
+    assert _agree(model, compiled, inputs) == 2
+    CONFIG["scale"] = -2.0
+    with pytest.raises(StaleGlobalsError, match=r"CONFIG \(changed in place\)"):
+        compiled(inputs[0])
+    CONFIG["scale"] = 1.0
+    WEIGHTS.append(-1.0)
+    with pytest.raises(StaleGlobalsError, match=r"WEIGHTS \(changed in place\)"):
+        compiled(inputs[0])
+    WEIGHTS.pop()
+    assert _agree(model, compiled, inputs) == 2
