@@ -20,6 +20,7 @@ from dycl.harness import self_check
 from dycl.hcfg.draw import layout_json, to_dot
 from dycl.hcfg.levers import Levers
 from dycl.hostgen.manifest import HOST_FILE, MANIFEST_FILE, Manifest
+from dycl.in_process.array_guard import ArrayGuard
 from dycl.in_process.call_guard import CallGuard
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.dtype_guard import DefaultDtypeGuard
@@ -363,7 +364,8 @@ def _guarded(compiled: CompiledModel, model: torch.nn.Module, memo: dict[int, An
     if reads:  # thresholds and other Python values folded into the code
         compiled._config_guard = ConfigGuard(model, reads if memo is None else copy.deepcopy(reads, memo))
     compiled._call_guard = CallGuard(compiled._guard, compiled._globals_guard, compiled._config_guard,
-                                     StructureGuard(model, state), DefaultDtypeGuard())
+                                     StructureGuard(model, state), DefaultDtypeGuard(),
+                                     ArrayGuard(model, compiled._globals_guard.array_reads))
     compiled._model = model
     return compiled
 

@@ -1,11 +1,12 @@
 """The per-call checks of an in-process model, as one precomputed check.
 
-A compiled model guards five things before every call: its weights
+A compiled model guards six things before every call: its weights
 (``dycl.in_process.staleness.WeightGuard``), the globals and closure cells its code
 read (``dycl.in_process.globals_guard.GlobalsGuard``), the plain Python attributes
 it folded (``dycl.in_process.config_guard.ConfigGuard``), its modules' arrangement, hooks
-and torch layer settings (``dycl.in_process.structure_guard.StructureGuard``) and torch's
-default dtype (``dycl.in_process.dtype_guard.DefaultDtypeGuard``). Run one after another they
+and torch layer settings (``dycl.in_process.structure_guard.StructureGuard``), torch's
+default dtype (``dycl.in_process.dtype_guard.DefaultDtypeGuard``) and the numpy arrays it
+folded (``dycl.in_process.array_guard.ArrayGuard``). Run one after another they
 cost a Python call each, one generator-driven pass per guard and, for the folded
 attributes, one Python function per attribute.
 
@@ -23,6 +24,7 @@ attributes, one Python function per attribute.
   counters, the data pointers and the layouts (``dycl.in_process.tensor_layouts.LayoutCheck``:
   one native call where torch has it) of the weights and of the tensors read as globals or
   defaults; the folded lists, dicts and sets and the plain global ones, by contents;
+- the numpy arrays of the modules and the globals, by their bytes (``dycl.in_process.array_guard``);
 - a fixed sample of the weights' bytes (``WeightGuard.sample``,
   ``dycl.in_process.weight_contents.ContentSample``): one numpy gather, compared with
   compile time, run only once the data pointers are found equal in the same call.
@@ -47,6 +49,7 @@ import operator
 
 import torch
 
+from dycl.in_process.array_guard import ArrayGuard
 from dycl.in_process.config_guard import ConfigGuard
 from dycl.in_process.dtype_guard import DefaultDtypeGuard
 from dycl.in_process.globals_guard import GlobalsGuard, _cell_value, class_attribute
@@ -73,8 +76,10 @@ class CallGuard:
 
     def __init__(self, weights: WeightGuard | None, globals_: GlobalsGuard | None,
                  config: ConfigGuard | None, structure: StructureGuard | None = None,
-                 dtype: DefaultDtypeGuard | None = None) -> None:
-        self._guards = tuple(guard for guard in (weights, globals_, config, structure, dtype) if guard is not None)
+                 dtype: DefaultDtypeGuard | None = None, arrays: ArrayGuard | None = None) -> None:
+        self._guards = tuple(guard for guard in (weights, globals_, config, structure, dtype, arrays)
+                             if guard is not None)
+        self._arrays_same = arrays.same if arrays else _true
         dicts: list[dict] = []
         keys: list[str] = []
         self._getters: tuple[tuple[operator.attrgetter, object], ...] = ()
@@ -139,7 +144,8 @@ class CallGuard:
                 and all(map(operator.is_, map(_DEFAULTS, self._with_defaults), self._defaults))
                 and all(map(operator.is_, map(class_attribute, self._classes, self._attributes), class_attributes))
                 and all(_attribute(getter, module) is then for (getter, module), then in zip(self._getters, attributes))
-                and all(value == contents for value, contents in self._containers))
+                and all(value == contents for value, contents in self._containers)
+                and self._arrays_same())
 
     def check(self) -> None:
         """Raise the guards' error (weights, globals, config, structure, then dtype) if anything they watch changed."""

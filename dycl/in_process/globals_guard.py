@@ -156,6 +156,9 @@ class GlobalsGuard:
         self._class_reads = tuple(read for _, read in attributes.values())
         self._attributes = tuple(read.name for read in self._class_reads)
         self._attribute_values = tuple(read.value for read in self._class_reads)
+        #: (namespace, read) of the numpy arrays among the globals: ``dycl.in_process.array_guard`` compares their bytes
+        self.array_reads = tuple((namespace, read) for namespace, read in zip(namespaces, self._global_reads)
+                                 if type(read.value).__module__ == "numpy" and type(read.value).__name__ == "ndarray")
         #: (the global's container, a copy of its contents at compile time) for plain containers
         self.containers = tuple((read.value, copy.deepcopy(read.value)) for read in self._global_reads
                                 if type(read.value) in (list, dict, set) and plain(read.value))

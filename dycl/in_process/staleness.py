@@ -1,8 +1,10 @@
 """Detect weights changed after compiling.
 
 A compiled model holds the parameters and buffers as they were at compile time
-(exported into ONNX/TVM files, or hoisted into host constants). ``WeightGuard``
-records, for every parameter and buffer slot of the user's model, which tensor
+(exported into ONNX/TVM files, or hoisted into host constants), and so the tensors held as
+plain module attributes (``self.mask = torch.tril(...)``, not registered as buffers; they live
+in the module's ``__dict__``). ``WeightGuard`` records, for every such slot of the user's model,
+which tensor
 object fills it, that tensor's ``_version`` (bumped by every in-place write:
 ``add_``, ``copy_``, ``load_state_dict``, optimizer steps, writes through views),
 its ``data_ptr`` (changed by ``.data = ...``), its ``layout`` (dtype, shape, strides,
@@ -58,8 +60,11 @@ class WeightGuard:
         self._names: list[str] = []
         for prefix, module in model.named_modules(remove_duplicate=False):
             dot = f"{prefix}." if prefix else ""
-            for table in (module._parameters, module._buffers):
+            # a plain tensor attribute (``self.shift = torch.tensor(...)``, no buffer) is folded like a weight
+            for table in (module._parameters, module._buffers, module.__dict__):
                 for name, tensor in table.items():
+                    if table is module.__dict__ and not isinstance(tensor, torch.Tensor):
+                        continue
                     # state forward() writes is an input of the compiled model, no weight (dycl.in_process.state_sync)
                     if tensor is not None and (id(module), name) not in state:
                         tables.append(table)
