@@ -121,8 +121,8 @@ class CallGuard:
                        tuple(map(_cell_value, self._cells)),
                        tuple(_attribute(getter, module) for getter, module in self._getters),
                        sum(map(_VERSION, self._tensors)), tuple(map(_DATA_PTR, self._tensors)),
-                       self._hook_stamp(), LayoutCheck(self._tensors),
-                       tuple(map(class_attribute, self._classes, self._attributes)))
+                       self._hook_stamp(), tuple(map(class_attribute, self._classes, self._attributes)),
+                       LayoutCheck(self._tensors))
 
     def _slots_held(self, held: tuple) -> bool:
         try:  # getitem: a third cheaper than dict.get with a default (which a slot missing then needs)
@@ -131,7 +131,7 @@ class CallGuard:
             return all(map(operator.is_, map(dict.get, self._dicts, self._keys, itertools.repeat(_MISSING)), held))
 
     def _unchanged(self) -> bool:
-        held, cells, attributes, versions, pointers, hooks, layouts, class_attributes = self._stamp
+        held, cells, attributes, versions, pointers, hooks, class_attributes, layouts = self._stamp
         return (self._slots_held(held)
                 and (self._dtype is None or torch.get_default_dtype() is self._dtype)
                 and self._hook_stamp() == hooks
