@@ -109,55 +109,38 @@ def _constants_restored():
             delattr(WideDetector, name)
 
 
-def test_a_class_constant_changed_after_compiling_is_refused_then_accepted_back():
+def _compiled(cls: type[nn.Module]):
     torch.manual_seed(0)
-    model = Detector().eval()
+    model = cls().eval()
     inputs = _inputs()
     compiled = dycl.compile(model, inputs[0], progress=False)
     assert _agree(model, compiled, inputs) == 2
-    Detector.SCALE = -2.0
-    with pytest.raises(StaleGlobalsError, match="'SCALE' in class Detector"):
+    return model, compiled, inputs
+
+
+@pytest.mark.parametrize("cls", [Detector, SelfClassDetector])
+def test_a_class_constant_changed_after_compiling_is_refused_then_accepted_back(cls):
+    model, compiled, inputs = _compiled(cls)
+    cls.SCALE = -2.0
+    with pytest.raises(StaleGlobalsError, match=f"'SCALE' in class {cls.__name__}"):
         compiled(inputs[0])
-    Detector.SCALE = 1.0
-    Detector.SCORE_THRESHOLD = 0.3
-    with pytest.raises(StaleGlobalsError, match="'SCORE_THRESHOLD' in class Detector"):
+    cls.SCALE = 1.0
+    cls.SCORE_THRESHOLD = 0.3
+    with pytest.raises(StaleGlobalsError, match=f"'SCORE_THRESHOLD' in class {cls.__name__}"):
         compiled(inputs[0])
-    Detector.SCORE_THRESHOLD = 0.0  # an equal value again: the compiled code is right once more
+    cls.SCORE_THRESHOLD = 0.0  # an equal value again: the compiled code is right once more
     assert _agree(model, compiled, inputs) == 2
 
 
 def test_a_subclass_shadowing_a_base_constant_is_refused():
-    torch.manual_seed(0)
-    model = WideDetector().eval()
-    inputs = _inputs()
-    compiled = dycl.compile(model, inputs[0], progress=False)
-    assert _agree(model, compiled, inputs) == 2
+    _, compiled, inputs = _compiled(WideDetector)
     WideDetector.SCALE = 3.0  # set on the subclass: the base's value is unchanged
     with pytest.raises(StaleGlobalsError, match="'SCALE' in class WideDetector"):
         compiled(inputs[0])
 
 
-def test_constants_read_through_the_instance_class_are_guarded():
-    torch.manual_seed(0)
-    model = SelfClassDetector().eval()
-    inputs = _inputs()
-    compiled = dycl.compile(model, inputs[0], progress=False)
-    assert _agree(model, compiled, inputs) == 2
-    SelfClassDetector.SCALE = -2.0
-    with pytest.raises(StaleGlobalsError, match="'SCALE' in class SelfClassDetector"):
-        compiled(inputs[0])
-    SelfClassDetector.SCALE = 1.0
-    SelfClassDetector.SCORE_THRESHOLD = 0.5
-    with pytest.raises(StaleGlobalsError, match="'SCORE_THRESHOLD' in class SelfClassDetector"):
-        compiled(inputs[0])
-
-
 def test_a_global_config_changed_in_place_is_refused_then_accepted_back():
-    torch.manual_seed(0)
-    model = ConfiguredDetector().eval()
-    inputs = _inputs()
-    compiled = dycl.compile(model, inputs[0], progress=False)
-    assert _agree(model, compiled, inputs) == 2
+    model, compiled, inputs = _compiled(ConfiguredDetector)
     CONFIG["scale"] = -2.0
     with pytest.raises(StaleGlobalsError, match=r"CONFIG \(changed in place\)"):
         compiled(inputs[0])

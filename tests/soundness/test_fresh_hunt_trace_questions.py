@@ -4,8 +4,10 @@ in ``forward`` and in a submodule, as code written to be exportable does. Under
 ``torch.onnx.export``'s trace the answer is "yes", when the model runs eagerly "no": the compiled
 model must take eager's branch on every input (``rewriter.mode_predicates``,
 ``rewriter.callees.asks_the_tracer``) or be refused at the line that asks
-(``dycl.export.tracer_state``). Before the fix the submodule cases compiled with the traced
-branch: a wrong answer wherever the branches differ."""
+(``dycl.export.tracer_state``). Before the fix a submodule whose rewrite had no branch left once
+the question was folded was kept as a call and traced as it is, with the tracer's answer: the
+submodule clamp compiled on an example that never reaches it and answered 32 of 40 inputs wrong;
+5 of these 7 cases failed."""
 
 from __future__ import annotations
 
