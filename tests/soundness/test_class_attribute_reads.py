@@ -45,15 +45,8 @@ class WideDetector(Detector):
         return scores - 1
 
 
-class SelfClassDetector(nn.Module):
+class SelfClassDetector(Detector):
     """Reads its constants through ``type(self)`` and ``self.__class__``, as subclass-friendly code does."""
-
-    SCORE_THRESHOLD = 0.0
-    SCALE = 1.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.score = nn.Linear(4, 4)
 
     def forward(self, x):
         scores = self.score(x) * type(self).SCALE
@@ -66,15 +59,8 @@ CONFIG = {"scale": 1.0, "threshold": 0.0}
 WEIGHTS = [1.0, 1.0]
 
 
-class ConfiguredDetector(nn.Module):
+class ConfiguredDetector(Detector):
     """Reads a module-level config dict and list, as research code reads its ``CONFIG``."""
-
-    SCORE_THRESHOLD = 0.0
-    SCALE = 1.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.score = nn.Linear(4, 4)
 
     def forward(self, x):
         scores = self.score(x) * CONFIG["scale"]
@@ -101,12 +87,12 @@ def _agree(model, compiled, inputs) -> int:
 def _constants_restored():
     yield
     Detector.SCORE_THRESHOLD, Detector.SCALE = 0.0, 1.0
-    SelfClassDetector.SCORE_THRESHOLD, SelfClassDetector.SCALE = 0.0, 1.0
     CONFIG.update(scale=1.0, threshold=0.0)
     WEIGHTS[:] = [1.0, 1.0]
-    for name in ("SCORE_THRESHOLD", "SCALE"):
-        if name in vars(WideDetector):
-            delattr(WideDetector, name)
+    for cls in (WideDetector, SelfClassDetector):
+        for name in ("SCORE_THRESHOLD", "SCALE"):
+            if name in vars(cls):
+                delattr(cls, name)
 
 
 def _compiled(cls: type[nn.Module]):
