@@ -44,10 +44,12 @@ import types
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from dycl.in_process.tensor_layouts import layout
 from dycl.rewriter.code_names import code_names
+from dycl.rewriter.config_reads import is_plain
 from dycl.rewriter.user_code import is_user_code
 
 _MISSING = object()
@@ -93,17 +95,6 @@ def _class_reads(function: types.FunctionType, classes: Iterable[type]) -> Itera
             value = class_attribute(cls, attribute)
             if value is not _MISSING and not attribute.startswith("__"):
                 yield cls, GlobalRead(f"class {cls.__qualname__} ({_file_of(function.__globals__)})", attribute, value)
-
-
-def plain(value: object) -> bool:
-    """Whether ``value`` is made of numbers, strings, bytes, None and lists, tuples, dicts and sets of them."""
-    if isinstance(value, (int, float, complex, str, bytes, type(None))):
-        return True
-    if type(value) in (list, tuple, set, frozenset):
-        return all(map(plain, value))
-    if type(value) is dict:
-        return all(map(plain, value)) and all(map(plain, value.values()))
-    return False
 
 
 def _file_of(namespace: dict) -> str:
@@ -158,10 +149,10 @@ class GlobalsGuard:
         self._attribute_values = tuple(read.value for read in self._class_reads)
         #: (namespace, read) of the numpy arrays among the globals: ``dycl.in_process.array_guard`` compares their bytes
         self.array_reads = tuple((namespace, read) for namespace, read in zip(namespaces, self._global_reads)
-                                 if type(read.value).__module__ == "numpy" and type(read.value).__name__ == "ndarray")
+                                 if type(read.value) is np.ndarray)
         #: (the global's container, a copy of its contents at compile time) for plain containers
         self.containers = tuple((read.value, copy.deepcopy(read.value)) for read in self._global_reads
-                                if type(read.value) in (list, dict, set) and plain(read.value))
+                                if type(read.value) in (list, dict, set) and is_plain(read.value))
         self._namespaces = tuple(namespaces)
         self._names = tuple(read.name for read in self._global_reads)
         self._values = tuple(read.value for read in self._global_reads)
